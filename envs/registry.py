@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 # Modules that register built-in environments when imported (filled in as envs are added).
-BUILTIN_MODULES: list[str] = []
+BUILTIN_MODULES: list[str] = [
+    "rollcli.envs.sokoban",
+    "rollcli.envs.frozenlake",
+    "rollcli.envs.webshop",
+]
 
 
 @dataclass(frozen=True)

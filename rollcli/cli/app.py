@@ -1,2 +1,40 @@
+"""The `roll` command line. Thin: it parses, resolves and prints; pipelines do the work.
+
+`roll --help`, `roll recipes` and `roll runs` import neither torch nor Ray.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from rollcli import __version__
+from rollcli.cli import recipes_cmd, runs_cmd
+from rollcli.cli.train_cmd import train
+
+app = typer.Typer(
+    name="roll",
+    help="RL post-training of LLMs (RLVR, agentic RL, DPO, distillation, SFT) on Ray, from a laptop CPU to a GPU cluster.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(recipes_cmd.app, name="recipes")
+app.add_typer(runs_cmd.app, name="runs")
+app.command("train")(train)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"roll {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """roll: RL post-training of LLMs."""
+
+
 def main() -> None:
-    print("roll")
+    app()

@@ -9,29 +9,9 @@ reach the hub).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    hf_id: str
-    source: str  # "embedded" | "random" | "hub"
-    architecture: str  # transformers model_type, e.g. "llama", "qwen2", "qwen3_moe"
-    num_layers: int
-    hidden_size: int
-    intermediate_size: int
-    num_attention_heads: int
-    num_kv_heads: int
-    head_dim: int
-    vocab_size: int
-    tie_word_embeddings: bool
-    max_position_embeddings: int
-    # Mixture of experts (0 experts = dense).
-    num_experts: int = 0
-    num_experts_per_token: int = 0
-    moe_intermediate_size: int = 0
-    description: str = ""
+from rollcli.models import catalog
+from rollcli.models.spec import ModelSpec, param_count
 
 
 SMOLLM2_135M = ModelSpec(
@@ -89,25 +69,8 @@ def get_model_spec(name: str) -> ModelSpec:
     raise KeyError(f"unknown model {name!r}{hint}; known: {', '.join(sorted(MODELS))}")
 
 
-def param_count(spec: ModelSpec) -> int:
-    """Parameters of a llama/qwen-style decoder (embeddings, attention, MLP or MoE, norms)."""
-    h, layers = spec.hidden_size, spec.num_layers
-    attn = h * spec.num_attention_heads * spec.head_dim * 2 + h * spec.num_kv_heads * spec.head_dim * 2
-    if spec.num_experts:
-        mlp = spec.num_experts * 3 * h * spec.moe_intermediate_size + h * spec.num_experts
-    else:
-        mlp = 3 * h * spec.intermediate_size
-    norms = 2 * h
-    embed = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2)
-    return layers * (attn + mlp + norms) + embed + h
+# The wider catalogue of public models (numbers only) lives in its own module.
+for _spec in catalog.CATALOG:
+    MODELS.setdefault(_spec.name, _spec)
 
-
-def _register_catalog() -> None:
-    # The wider catalogue of public models (numbers only) lives in its own module.
-    from rollcli.models import catalog
-
-    for spec in catalog.CATALOG:
-        MODELS.setdefault(spec.name, spec)
-
-
-_register_catalog()
+__all__ = ["DEFAULT_MODEL", "MODELS", "ModelSpec", "get_model_spec", "param_count", "register_model"]

@@ -1,0 +1,217 @@
+"""The `frozenlake` text environment: walk over the ice to the goal without falling in a hole.
+
+Built on gymnasium's ``FrozenLake-v1`` (`gymnasium.envs.toy_text.frozen_lake`): every reset
+draws a new map with `generate_random_map` (which only returns maps with a path from start
+to goal) from a seed taken from the reset seed, unless a fixed `desc` is given. The text
+rendering is our own, without ANSI colours:
+
+``_`` frozen (the start is frozen too), ``O`` hole, ``G`` goal, ``P`` player,
+``X`` player fallen in a hole, ``√`` player on the goal (see `FrozenLakeSymbols`).
+
+Reward 1 on reaching the goal, 0 otherwise; reaching the goal or a hole ends the episode.
+With ``is_slippery=True`` the player moves in the intended direction only a third of the
+time (gymnasium's rule). A reply that does not parse keeps the player still and scores
+`format_penalty`.
+
+Example:
+    >>> env = FrozenLakeEnv(desc=["SF", "HG"])
+    >>> obs, info = env.reset(seed=0)
+    >>> print(obs)
+    P_
+    OG
+    >>> _ = env.step("<answer>Right</answer>")
+    >>> obs, reward, terminated, truncated, info = env.step("<answer>Down</answer>")
+    >>> print(obs)
+    __
+    O√
+    >>> reward, terminated, info["success"]
+    (1.0, True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from gymnasium import spaces
+from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
+from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
+from rollcli.envs.registry import register_env
+from rollcli.envs.text_env import TextEnv, Transition
+
+# Our action names in gymnasium's order: its action i is ACTION_NAMES[i].
+ACTION_NAMES = ["Left", "Down", "Right", "Up"]
+
+_INSTRUCTIONS = """\
+You are walking on a frozen lake. Reach the goal without falling into a hole.
+
+Symbols:
+{legend}
+
+Rules: each turn you move one cell Left, Down, Right or Up; moving into the edge of the
+map leaves you where you are. Stepping on a hole ends the game with no reward; reaching
+the goal ends it with reward 1.{slippery} At most {max_steps} moves.
+
+Answer with exactly one move inside answer tags, for example <answer>Right</answer>.
+Valid moves: Left, Down, Right, Up."""
+
+_SLIPPERY_NOTE = (
+    " The ice is slippery: you move in the intended direction only one time in three,"
+    " otherwise to one of its two sides."
+)
+
+
+@dataclass(frozen=True)
+class FrozenLakeSymbols:
+    """One character per kind of cell; all six must differ."""
+
+    frozen: str = "_"
+    hole: str = "O"
+    goal: str = "G"
+    player: str = "P"
+    player_in_hole: str = "X"
+    player_on_goal: str = "√"
+
+    def __post_init__(self) -> None:
+        chars = [getattr(self, f.name) for f in fields(self)]
+        if any(not isinstance(c, str) or len(c) != 1 or c.isspace() for c in chars):
+            raise ValueError(f"FrozenLake symbols must be single visible characters: {chars}")
+        if len(set(chars)) != len(chars):
+            raise ValueError(f"FrozenLake symbols must all differ: {chars}")
+
+    @classmethod
+    def coerce(cls, value: FrozenLakeSymbols | Mapping[str, str] | None) -> FrozenLakeSymbols:
+        """Accept a `FrozenLakeSymbols`, a mapping of overrides (e.g. from YAML) or None."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        unknown = set(value) - {f.name for f in fields(cls)}
+        if unknown:
+            names = ", ".join(f.name for f in fields(cls))
+            raise ValueError(f"unknown FrozenLake symbol(s) {sorted(unknown)}; known: {names}")
+        return replace(cls(), **dict(value))
+
+    def legend(self) -> str:
+        return "\n".join(
+            [
+                f"{self.frozen} frozen ice (safe)",
+                f"{self.hole} hole",
+                f"{self.goal} goal",
+                f"{self.player} you",
+                f"{self.player_in_hole} you, fallen into a hole",
+                f"{self.player_on_goal} you, on the goal",
+            ]
+        )
+
+
+@register_env("frozenlake", description="cross a random frozen lake to the goal, avoiding holes")
+class FrozenLakeEnv(TextEnv):
+    """FrozenLake on a text grid with a random solvable map per reset.
+
+    Args:
+        size: side of the square map drawn at each reset.
+        p: probability that a drawn tile is frozen (the rest are holes); in (0, 1].
+        is_slippery: gymnasium's slippery ice (moves succeed one time in three).
+        max_steps: steps before the episode is truncated.
+        desc: a fixed map in gymnasium's letters (``S`` start, ``F`` frozen, ``H`` hole,
+            ``G`` goal), e.g. ``["SFF", "FHF", "FFG"]``; replaces the random maps.
+        symbols: a `FrozenLakeSymbols` or a mapping of overrides.
+        format_penalty: reward added for a reply that does not parse to a move.
+        answer_pattern: regex locating the answer in a reply (see `parse_action`).
+    """
+
+    action_names = ACTION_NAMES
+
+    def __init__(
+        self,
+        size: int = 4,
+        p: float = 0.8,
+        is_slippery: bool = False,
+        max_steps: int = 100,
+        desc: list[str] | None = None,
+        symbols: FrozenLakeSymbols | Mapping[str, str] | None = None,
+        format_penalty: float = -0.1,
+        answer_pattern: str | None = DEFAULT_ANSWER_PATTERN,
+        render_mode: str | None = "ansi",
+    ) -> None:
+        super().__init__(
+            max_steps=max_steps,
+            format_penalty=format_penalty,
+            answer_pattern=answer_pattern,
+            render_mode=render_mode,
+        )
+        if desc is None and size < 2:
+            raise ValueError(f"size must be at least 2, got {size}")
+        if not 0.0 < p <= 1.0:
+            raise ValueError(f"p (the chance a tile is frozen) must be in (0, 1], got {p}")
+        self.size = len(desc) if desc is not None else int(size)
+        self.p = float(p)
+        self.is_slippery = bool(is_slippery)
+        self.fixed_desc = list(desc) if desc is not None else None
+        self.symbols = FrozenLakeSymbols.coerce(symbols)
+        rows, cols = self.size, len(desc[0]) if desc is not None else self.size
+        charset = "".join(vars(self.symbols).values()) + "\n"
+        self.observation_space = spaces.Text(rows * cols + rows - 1, charset=charset)
+        self.desc: list[str] | None = None
+        self._lake: GymFrozenLake | None = None
+        self._position = 0
+
+    @property
+    def instructions(self) -> str:
+        return _INSTRUCTIONS.format(
+            legend=self.symbols.legend(),
+            slippery=_SLIPPERY_NOTE if self.is_slippery else "",
+            max_steps=self.max_steps,
+        )
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """The player's (row, column)."""
+        return divmod(self._position, len(self._require_desc()[0]))
+
+    def render_text(self) -> str:
+        desc = self._require_desc()
+        player = self.position
+        s = self.symbols
+        lines = []
+        for r, line in enumerate(desc):
+            chars = []
+            for c, tile in enumerate(line):
+                if (r, c) == player:
+                    chars.append({"H": s.player_in_hole, "G": s.player_on_goal}.get(tile, s.player))
+                else:
+                    chars.append({"H": s.hole, "G": s.goal}.get(tile, s.frozen))
+            lines.append("".join(chars))
+        return "\n".join(lines)
+
+    def _start(self, options: dict[str, Any]) -> None:
+        map_seed, lake_seed = (int(n) for n in self.np_random.integers(2**31, size=2))
+        if self.fixed_desc is not None:
+            self.desc = self.fixed_desc
+        else:
+            self.desc = generate_random_map(size=self.size, p=self.p, seed=map_seed)
+        self._lake = GymFrozenLake(desc=self.desc, is_slippery=self.is_slippery)
+        position, _ = self._lake.reset(seed=lake_seed)
+        self._position = int(position)
+
+    def _apply(self, action: str) -> Transition:
+        assert self._lake is not None
+        before = self._position
+        position, reward, terminated, _, _ = self._lake.step(ACTION_NAMES.index(action))
+        self._position = int(position)
+        row, col = self.position
+        success = self._require_desc()[row][col] == "G"
+        return Transition(
+            reward=float(reward),
+            effective=self._position != before,
+            terminated=bool(terminated),
+            success=success,
+        )
+
+    def _require_desc(self) -> list[str]:
+        if self.desc is None:
+            raise RuntimeError("call reset() first")
+        return self.desc

@@ -1,0 +1,159 @@
+"""The `sokoban` text environment: push every box onto a target.
+
+Rewards per step: `step_penalty` (-0.1) always; +1 for each box pushed onto a target and
+-1 for each box pushed off one; `success_reward` (+10) when the last box reaches its
+target, which ends the episode. A reply that does not parse leaves the room as it was and
+scores `step_penalty + format_penalty`. After `max_steps` steps the episode is truncated.
+
+Example:
+    >>> env = SokobanEnv(layout='''
+    ...     #####
+    ...     #P__#
+    ...     #_XO#
+    ...     #####
+    ... ''')
+    >>> obs, info = env.reset(seed=0)
+    >>> obs, reward, terminated, truncated, info = env.step("<answer>Down</answer>")
+    >>> round(reward, 2), info["action_is_effective"]
+    (-0.1, True)
+    >>> obs, reward, terminated, truncated, info = env.step("<answer>right</answer>")
+    >>> round(reward, 2), terminated, info["success"]
+    (10.9, True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gymnasium import spaces
+from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
+from rollcli.envs.registry import register_env
+from rollcli.envs.sokoban.generator import generate_level
+from rollcli.envs.sokoban.level import DIRECTIONS, SokobanState, SokobanSymbols
+from rollcli.envs.text_env import TextEnv, Transition
+
+_INSTRUCTIONS = """\
+You are solving a Sokoban puzzle. Push every box onto a target.
+
+Symbols:
+{legend}
+
+Rules: each turn you move the player one cell Up, Down, Left or Right. Walking into a box
+pushes it one cell further in the same direction, but only if that cell is floor or an
+empty target (not a wall or another box). Boxes cannot be pulled, so a box pushed into a
+corner is stuck for good. The puzzle is solved when every box is on a target.
+
+Rewards: {step_penalty:g} per move, +1 for pushing a box onto a target, -1 for pushing one
+off a target, +{success_reward:g} when solved. At most {max_steps} moves.
+
+Answer with exactly one move inside answer tags, for example <answer>Left</answer>.
+Valid moves: Up, Down, Left, Right."""
+
+
+@register_env("sokoban", description="push boxes onto targets in a random solvable room")
+class SokobanEnv(TextEnv):
+    """Sokoban on a text grid, with random solvable levels or a fixed `layout`.
+
+    Args:
+        dim_room: room size (rows, columns) including the outer walls.
+        num_boxes: boxes (and targets) per generated level.
+        max_steps: steps before the episode is truncated.
+        layout: a fixed level drawn with `symbols` instead of generated ones.
+        symbols: a `SokobanSymbols` or a mapping of overrides, e.g. ``{"floor": "."}``.
+        step_penalty: reward added on every step.
+        success_reward: reward added when the puzzle is solved.
+        format_penalty: reward added for a reply that does not parse to a move.
+        answer_pattern: regex locating the answer in a reply (see `parse_action`).
+        reverse_steps: reverse moves the generator plays per attempt.
+    """
+
+    action_names = list(DIRECTIONS)
+
+    def __init__(
+        self,
+        dim_room: tuple[int, int] = (6, 6),
+        num_boxes: int = 1,
+        max_steps: int = 100,
+        layout: str | None = None,
+        symbols: SokobanSymbols | Mapping[str, str] | None = None,
+        step_penalty: float = -0.1,
+        success_reward: float = 10.0,
+        format_penalty: float = -0.1,
+        answer_pattern: str | None = DEFAULT_ANSWER_PATTERN,
+        reverse_steps: int = 100,
+        render_mode: str | None = "ansi",
+    ) -> None:
+        super().__init__(
+            max_steps=max_steps,
+            format_penalty=format_penalty,
+            answer_pattern=answer_pattern,
+            render_mode=render_mode,
+        )
+        self.symbols = SokobanSymbols.coerce(symbols)
+        self.fixed_state = (
+            None if layout is None else SokobanState.from_layout(layout, self.symbols)
+        )
+        self.dim_room = tuple(dim_room) if self.fixed_state is None else self.fixed_state.shape
+        self.num_boxes = num_boxes
+        self.step_penalty = float(step_penalty)
+        self.success_reward = float(success_reward)
+        self.reverse_steps = reverse_steps
+        rows, cols = self.dim_room
+        charset = "".join(vars(self.symbols).values()) + "\n"
+        self.observation_space = spaces.Text(rows * cols + rows - 1, charset=charset)
+        self.state: SokobanState | None = None
+        self.solution: tuple[str, ...] | None = None
+        """Moves that solve the current generated level from its start (None for a layout)."""
+
+    @property
+    def instructions(self) -> str:
+        return _INSTRUCTIONS.format(
+            legend=self.symbols.legend(),
+            step_penalty=self.step_penalty,
+            success_reward=self.success_reward,
+            max_steps=self.max_steps,
+        )
+
+    @property
+    def idle_reward(self) -> float:
+        return self.step_penalty
+
+    def render_text(self) -> str:
+        if self.state is None:
+            raise RuntimeError("call reset() first")
+        return self.state.render(self.symbols)
+
+    def _start(self, options: dict[str, Any]) -> None:
+        if self.fixed_state is not None:
+            self.state, self.solution = self.fixed_state, None
+        else:
+            level = generate_level(
+                self.dim_room,
+                self.num_boxes,
+                seed=int(self.np_random.integers(2**63)),
+                reverse_steps=self.reverse_steps,
+            )
+            self.state, self.solution = level.state, level.solution
+
+    def _apply(self, action: str) -> Transition:
+        assert self.state is not None
+        before = self.state
+        self.state, _ = before.move(action)
+        reward = self.step_penalty + (self.state.boxes_on_target - before.boxes_on_target)
+        solved = self.state.solved
+        if solved:
+            reward += self.success_reward
+        return Transition(
+            reward=reward,
+            effective=self.state != before,
+            terminated=solved,
+            success=solved,
+        )
+
+    def _extra_info(self) -> dict[str, Any]:
+        assert self.state is not None
+        return {
+            "boxes_on_target": self.state.boxes_on_target,
+            "num_boxes": len(self.state.boxes),
+        }

@@ -1,0 +1,40 @@
+"""Read a WebShop action out of a model's reply.
+
+The action is the content of the LAST ``<answer>...</answer>`` block, or the whole reply when
+there is none; it must then be ``search[keywords]`` or ``click[value]``. Case of the verb and
+spaces around the brackets are forgiven; the argument keeps its text (clicks are matched
+case-insensitively by the environment).
+
+Examples:
+    >>> parse_webshop_action("I'll look. <answer>search[red running shoes]</answer>")
+    ('search', 'red running shoes')
+    >>> parse_webshop_action("<answer>click[x]</answer> then <answer> Click[ Buy Now ] </answer>")
+    ('click', 'Buy Now')
+    >>> parse_webshop_action("click[b07xyz]")
+    ('click', 'b07xyz')
+    >>> parse_webshop_action("<answer>buy it</answer>") is None
+    True
+"""
+
+from __future__ import annotations
+
+import re
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+_ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def extract_answer(text: str) -> str:
+    """The last ``<answer>`` block's content, or the whole text."""
+    matches = _ANSWER.findall(text)
+    return matches[-1] if matches else text
+
+
+def parse_webshop_action(text: str) -> tuple[str, str] | None:
+    """``(verb, argument)`` with verb "search" or "click", or None when malformed."""
+    if not isinstance(text, str):
+        return None
+    match = _ACTION.match(extract_answer(text).strip())
+    if match is None:
+        return None
+    return match.group(1).lower(), " ".join(match.group(2).split())

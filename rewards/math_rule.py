@@ -1,0 +1,61 @@
+"""Math reward: correctness verified by `math-verify`, plus a small format component.
+
+`math-verify` uses `signal.alarm` for its own timeouts, which only works in a process's
+main thread; here its timeouts are disabled and the caller (`rollcli.rewards.runner`)
+enforces a per-sample timeout by running rewards in separate processes.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FINAL_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?\s*[.!]?\s*$")
+
+
+def is_well_formatted(response: str) -> bool:
+    r"""A clean final answer: the response ends with a number or a `\boxed{}` answer.
+
+    >>> is_well_formatted("37 + 48 = 85")
+    True
+    >>> is_well_formatted("The answer is 85, because I added them up.")
+    False
+    """
+    text = response.strip()
+    return bool(re.search(r"\\boxed\{[^{}]*\}\s*\.?$", text) or _FINAL_NUMBER.search(text))
+
+
+def verify_answer(response: str, answer: str) -> bool:
+    """True when `math-verify` finds the response's final answer equal to `answer`.
+
+    math-verify extracts the answer itself (a `\\boxed{}` first, else the last expression).
+
+    >>> verify_answer("37 + 48 = 85", "85")
+    True
+    >>> verify_answer("37 + 48 = 84", "85")
+    False
+    >>> verify_answer("it is 1/2", "0.5")
+    True
+    """
+    from math_verify import parse, verify
+
+    gold = parse(answer, parsing_timeout=None)
+    pred = parse(response, parsing_timeout=None)
+    if not gold or not pred:
+        return False
+    return bool(verify(gold, pred, timeout_seconds=None))
+
+
+def math_reward(response: str, answer: str, *, format_weight: float = 0.1, **_: object) -> dict[str, float]:
+    """Score = (1 - format_weight) * correct + format_weight * well_formatted.
+
+    >>> math_reward("37 + 48 = 85", "85")
+    {'score': 1.0, 'correct': 1.0, 'format': 1.0}
+    >>> math_reward("I think it is 85, maybe.", "85", format_weight=0.1)["score"]
+    0.9
+    >>> math_reward("37 + 48 = 86", "85", format_weight=0.1)["score"]
+    0.1
+    """
+    correct = float(verify_answer(response, answer))
+    fmt = float(is_well_formatted(response))
+    score = round((1.0 - format_weight) * correct + format_weight * fmt, 6)
+    return {"score": score, "correct": correct, "format": fmt}

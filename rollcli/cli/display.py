@@ -1,0 +1,90 @@
+"""The live terminal display of a run (rich): step bar with ETA, generation bar, latest
+reward and validation accuracy; and the end-of-run summary table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+
+class RichDisplay:
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.steps = Progress(
+            TextColumn("[bold]step"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn(), console=console,
+        )
+        self.gen = Progress(TextColumn("  {task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), console=console)
+        self.status = Text("")
+        self.step_task = None
+        self.gen_task = self.gen.add_task("starting", total=1)
+        self.live: Live | None = None
+        self.latest: dict[str, Any] = {}
+        self.val: float | None = None
+
+    def _ensure_live(self) -> None:
+        if self.live is None:
+            self.live = Live(Group(self.steps, self.gen, self.status), console=self.console, refresh_per_second=4)
+            self.live.start()
+
+    def start(self, *, run_id: str, run_dir: str, total_steps: int, start_step: int, engine: str) -> None:
+        self.console.print(f"[bold]roll[/] run [cyan]{run_id}[/] → {run_dir}  (engine: {engine})")
+        self._ensure_live()
+        self.step_task = self.steps.add_task("train", total=total_steps, completed=start_step)
+
+    def phase(self, text: str) -> None:
+        self._ensure_live()
+        self.gen.update(self.gen_task, description=text, completed=0, total=1)
+
+    def generation(self, done: int, total: int) -> None:
+        self.gen.update(self.gen_task, completed=done, total=max(total, 1))
+
+    def step_done(self, step: int, metrics: dict[str, Any]) -> None:
+        if "val/accuracy" in metrics:
+            self.val = metrics["val/accuracy"]
+            self.console.print(f"  step {step}: validation accuracy [bold]{self.val:.3f}[/]")
+        if step > 0 and self.step_task is not None:
+            self.steps.update(self.step_task, completed=step)
+            self.latest = metrics
+        parts = []
+        if "reward/mean" in self.latest:
+            parts.append(f"reward {self.latest['reward/mean']:.3f}")
+        if "response_length/mean" in self.latest:
+            parts.append(f"length {self.latest['response_length/mean']:.1f}")
+        if "time/step_s" in self.latest:
+            parts.append(f"{self.latest['time/step_s']:.1f} s/step")
+        if self.val is not None:
+            parts.append(f"val acc {self.val:.3f}")
+        self.status = Text("  " + " · ".join(parts))
+        if self.live is not None:
+            self.live.update(Group(self.steps, self.gen, self.status))
+
+    def message(self, text: str) -> None:
+        self.console.print(text)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def summary_table(run_id: str, run_dir: str, final: dict[str, Any], first_val: float | None, wall_s: float) -> Table:
+    table = Table(title=f"run {run_id} finished", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("run folder", run_dir)
+    table.add_row("steps", str(final.get("step", "?")))
+    if first_val is not None:
+        table.add_row("val accuracy at step 0", f"{first_val:.3f}")
+    if "val/accuracy" in final:
+        table.add_row("val accuracy at the end", f"{final['val/accuracy']:.3f}")
+    for key in ("reward/mean", "response_length/mean", "time/step_s"):
+        if key in final:
+            table.add_row(key, f"{final[key]:.3f}")
+    table.add_row("wall time", f"{wall_s / 60:.1f} min")
+    return table

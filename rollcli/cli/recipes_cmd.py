@@ -1,0 +1,60 @@
+"""`roll recipes ls | show NAME | cp NAME FILE`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from rollcli.cli.errors import fail, user_errors
+
+app = typer.Typer(help="The recipe catalogue: list, show and copy recipes.", no_args_is_help=True)
+out = Console()
+
+
+@app.command("ls")
+def list_recipes() -> None:
+    """List the recipes in the catalogue."""
+    from rollcli.config.catalogue import catalogue
+
+    table = Table(title="roll recipes")
+    for col in ("name", "pipeline", "model", "what it does"):
+        table.add_column(col)
+    for e in catalogue():
+        table.add_row(e.name, e.pipeline, e.model, e.description)
+    out.print(table)
+
+
+@app.command("show")
+def show(name: str = typer.Argument(..., help="Recipe name or unique prefix.")) -> None:
+    """Print a recipe's YAML."""
+    from rollcli.config.catalogue import find_recipe
+
+    with user_errors():
+        _, text = find_recipe(name)
+    if out.is_terminal:
+        out.print(Syntax(text, "yaml"))
+    else:
+        typer.echo(text, nl=False)
+
+
+@app.command("cp")
+def copy(
+    name: str = typer.Argument(..., help="Recipe name or unique prefix."),
+    dest: Path = typer.Argument(..., help="File to write (edit it, then `roll train FILE`)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+) -> None:
+    """Copy a recipe to a file you can edit."""
+    from rollcli.config.catalogue import find_recipe
+
+    with user_errors():
+        _, text = find_recipe(name)
+    if dest.is_dir():
+        dest = dest / f"{name}.yaml"
+    if dest.exists() and not force:
+        fail(f"{dest} already exists", "pass --force to overwrite")
+    dest.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {dest}")

@@ -1,0 +1,67 @@
+"""`roll runs ls | show RUN_ID`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rollcli.cli.errors import fail
+
+app = typer.Typer(help="Runs on disk: list them, show one.", no_args_is_help=True)
+out = Console()
+
+RUNS_DIR = typer.Option(Path("runs"), "--runs-dir", help="Folder that holds the runs.")
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if not seconds or seconds < 0:
+        return "-"
+    minutes, sec = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{sec:02d}s"
+
+
+@app.command("ls")
+def list_runs(runs_dir: Path = RUNS_DIR) -> None:
+    """A table of the runs under the runs folder."""
+    from rollcli.runs.run_dir import RunDir
+
+    table = Table(title=f"runs in {runs_dir}")
+    for col in ("run id", "recipe", "model", "status", "step", "reward", "val acc", "started", "duration"):
+        table.add_column(col)
+    folders = sorted((p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()), key=lambda p: p.stat().st_mtime) if runs_dir.is_dir() else []
+    for folder in folders:
+        run = RunDir(folder)
+        st = run.read_status()
+        metrics = run.read_metrics()
+        reward = next((m["reward/mean"] for m in reversed(metrics) if "reward/mean" in m), None)
+        val = next((m["val/accuracy"] for m in reversed(metrics) if "val/accuracy" in m), None)
+        started = st.get("started")
+        end = st.get("finished") or st.get("heartbeat")
+        table.add_row(
+            folder.name, str(st.get("recipe", "?")), str(st.get("model", "?")), str(st.get("status", "?")),
+            f"{st.get('step', 0)}/{st.get('total_steps', '?')}",
+            f"{reward:.3f}" if reward is not None else "-", f"{val:.3f}" if val is not None else "-",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "-",
+            _fmt_duration(end - started if started and end else None),
+        )
+    out.print(table)
+
+
+@app.command("show")
+def show(run_id: str, runs_dir: Path = RUNS_DIR) -> None:
+    """Status and latest metrics of one run (JSON)."""
+    from rollcli.runs.run_dir import RunDir
+
+    folder = runs_dir / run_id
+    if not (folder / "recipe.yaml").exists():
+        fail(f"no run {run_id!r} in {runs_dir}", "`roll runs ls` lists the runs")
+    run = RunDir(folder)
+    metrics = run.read_metrics()
+    typer.echo(json.dumps({"run_id": run_id, "folder": str(folder), **run.read_status(),
+                           "last_metrics": metrics[-1] if metrics else None}, indent=2))

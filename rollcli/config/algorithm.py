@@ -1,0 +1,105 @@
+"""`algorithm:` section of a recipe: every RL-algorithm knob, typed and frozen.
+
+The recipe names a preset (`algorithm.name`, see `rollcli.algorithms.presets`) and may
+override any knob; `resolve_algorithm` merges the two and validates them here. This
+module imports only pydantic, so the CLI can validate a recipe without torch.
+The formulas behind each knob are in `docs/algorithms.md`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PresetName = Literal[
+    "ppo",
+    "grpo",
+    "drgrpo",
+    "dapo",
+    "rloo",
+    "reinforce_pp",
+    "reinforce_pp_baseline",
+    "gspo",
+    "topr",
+    "raftpp",
+    "reinforce",
+]
+AdvantageName = Literal["gae", "reinforce", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"]
+PolicyLossName = Literal["ppo", "gspo", "topr", "pg", "raftpp"]
+LossAggMode = Literal[
+    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
+]
+NormMode = Literal["group", "batch", "running", "none"]
+KLEstimator = Literal["k1", "k2", "k3", "abs"]
+
+
+class AlgorithmConfig(BaseModel):
+    """The RL algorithm of a run. Field defaults are the `grpo` preset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: PresetName = Field("grpo", description="preset the other defaults came from")
+
+    # Advantage estimation.
+    advantage: AdvantageName = Field("grpo", description="advantage estimator")
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="discount factor")
+    lam: float = Field(1.0, ge=0.0, le=1.0, description="GAE lambda")
+    norm_std: bool = Field(True, description="divide group-centred scores by the group std")
+    norm_mode: NormMode = Field("none", description="score normalisation before the estimator")
+    reward_clip: float | None = Field(None, gt=0, description="clamp scores to [-c, c]")
+    advantage_clip: float | None = Field(None, gt=0, description="clamp advantages to [-c, c]")
+    whiten_advantages: bool = Field(False, description="whiten advantages over the batch")
+
+    # Policy loss.
+    policy_loss: PolicyLossName = Field("ppo", description="policy-gradient loss")
+    clip_low: float = Field(0.2, gt=0.0, lt=1.0, description="ratio clip below: 1 - clip_low")
+    clip_high: float = Field(0.2, gt=0.0, description="ratio clip above: 1 + clip_high")
+    dual_clip: float | None = Field(None, gt=1.0, description="dual-clip bound c > 1")
+    loss_agg: LossAggMode = Field("seq-mean-token-mean", description="loss aggregation")
+    loss_norm_len: int | None = Field(
+        None, gt=0, description="constant divisor of seq-mean-token-sum-norm (None = T)"
+    )
+    entropy_coef: float = Field(0.0, ge=0.0, description="entropy bonus weight")
+    value_clip: float | None = Field(None, gt=0, description="critic value clip (gae only)")
+    ppo_epochs: int = Field(1, ge=1, description="passes over each batch")
+
+    # KL to the reference policy.
+    kl_coef: float = Field(0.001, ge=0.0, description="KL weight (0 = no reference model)")
+    kl_estimator: KLEstimator = Field("k3", description="per-token KL estimator")
+    kl_in: Literal["reward", "loss"] = Field("loss", description="where the KL penalty goes")
+    kl_controller: Literal["fixed", "adaptive"] = Field("fixed", description="KL coef schedule")
+    kl_target: float = Field(6.0, gt=0.0, description="adaptive controller target KL (nats)")
+    kl_horizon: float = Field(10000.0, gt=0.0, description="adaptive controller horizon")
+
+    # Sampling and length shaping (DAPO) and off-policy correction.
+    dynamic_sampling: bool = Field(False, description="drop zero-variance groups, top up")
+    max_resample_rounds: int = Field(3, ge=0, description="top-up rounds per step")
+    overlong_buffer: float = Field(
+        0.0, ge=0.0, lt=1.0, description="soft overlong buffer, fraction of max length; 0 = off"
+    )
+    overlong_penalty: float = Field(1.0, ge=0.0, description="penalty at the length limit")
+    mask_truncated: bool = Field(False, description="drop truncated samples from the loss")
+    tis_cap: float | None = Field(None, gt=0.0, description="truncated IS cap (None = off)")
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> AlgorithmConfig:
+        if self.dual_clip is not None and self.policy_loss not in ("ppo", "raftpp"):
+            raise ValueError(
+                f"dual_clip applies to policy_loss ppo or raftpp, not {self.policy_loss!r}"
+            )
+        if self.value_clip is not None and self.advantage != "gae":
+            raise ValueError("value_clip needs a critic: set advantage: gae or drop value_clip")
+        if self.kl_controller == "adaptive" and self.kl_coef == 0:
+            raise ValueError("kl_controller: adaptive needs kl_coef > 0 as its starting value")
+        return self
+
+    @property
+    def needs_critic(self) -> bool:
+        """A value model is trained only for GAE."""
+        return self.advantage == "gae"
+
+    @property
+    def needs_reference(self) -> bool:
+        """A reference model forward pass is needed only for a KL penalty."""
+        return self.kl_coef > 0

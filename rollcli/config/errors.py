@@ -1,0 +1,77 @@
+"""Config errors as one readable line: the key path, the bad value, the closest valid key."""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+class ConfigError(ValueError):
+    """A recipe or override is invalid. The message is one line, ready to show a user."""
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel class inside an annotation such as `X`, `X | None`, `Annotated[X, ...]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        for arg in typing.get_args(annotation):
+            found = _submodel(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def valid_keys(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
+    """The keys allowed at `path` inside `model` (empty if the path leaves the schema)."""
+    for part in path:
+        field = model.model_fields.get(part)
+        sub = _submodel(field.annotation) if field else None
+        if sub is None:
+            return []
+        model = sub
+    return list(model.model_fields)
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _describe(err: dict[str, Any], model: type[BaseModel], prefix: tuple[str, ...]) -> str:
+    loc = tuple(str(p) for p in err["loc"])
+    path = ".".join(prefix + loc)
+    if err["type"] == "extra_forbidden":
+        parent = prefix + loc[:-1]
+        choices = valid_keys(model, loc[:-1])
+        close = difflib.get_close_matches(loc[-1], choices, n=1, cutoff=0.5)
+        hint = f" (did you mean {'.'.join(parent + (close[0],))!r}?)" if close else ""
+        if not hint and choices:
+            hint = f" (valid keys: {', '.join(choices)})"
+        return f"unknown key {path!r}{hint}"
+    value = err.get("input")
+    shown = repr(value) if not isinstance(value, dict) else "{...}"
+    msg = err["msg"]
+    if err["type"] == "model_type":
+        msg = "this is a section; give it as a mapping of keys (e.g. {key: value})"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if not loc:
+        return msg
+    return f"{path} = {shown}: {msg}"
+
+
+def format_validation_error(
+    exc: ValidationError, model: type[BaseModel], prefix: tuple[str, ...] = (), source: str = ""
+) -> ConfigError:
+    """Turn pydantic's multi-line error into one line (the first problem, plus a count)."""
+    errors = exc.errors()
+    first = _describe(errors[0], model, prefix)
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    where = f"{source}: " if source else ""
+    return ConfigError(f"{where}{first}{more}")

@@ -1,0 +1,102 @@
+"""Load a recipe: YAML → overrides → algorithm preset → validation → frozen RecipeConfig.
+
+Every failure is a `ConfigError` whose message is one line naming the key path, the bad
+value and the closest valid key. Nothing in YAML is evaluated.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rollcli.algorithms.presets import resolve_algorithm
+from rollcli.config.algorithm import AlgorithmConfig
+from rollcli.config.catalogue import find_recipe
+from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error
+from rollcli.config.recipe import RecipeConfig
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`train.lr=1e-5` → (["train", "lr"], 1e-5). Values are parsed as YAML scalars/lists."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {text!r} is not of the form key.path=value (e.g. train.lr=1e-5)")
+    parts = [p for p in key.strip().split(".")]
+    if any(not p for p in parts):
+        raise ConfigError(f"override {text!r} has an empty part in its key path")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return parts, parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str] | dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of `raw` with `key.path=value` overrides set (validation happens later)."""
+    out = copy.deepcopy(raw)
+    items = (
+        [(k.split("."), v) for k, v in overrides.items()]
+        if isinstance(overrides, dict)
+        else [parse_override(o) for o in overrides]
+    )
+    for parts, value in items:
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                path = ".".join(parts[: i + 1])
+                raise ConfigError(f"cannot set {'.'.join(parts)!r}: {path!r} is a value, not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def validate_recipe(raw: Any, source: str = "recipe") -> RecipeConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: a recipe must be a YAML mapping of keys, got {type(raw).__name__}")
+    raw = dict(raw)
+    algorithm = raw.get("algorithm") or {}
+    if not isinstance(algorithm, dict):
+        raise ConfigError(f"{source}: algorithm must be a mapping such as {{name: grpo}}")
+    try:
+        raw["algorithm"] = resolve_algorithm(algorithm)
+    except ValidationError as exc:
+        raise format_validation_error(exc, AlgorithmConfig, ("algorithm",), source) from None
+    except (ValueError, KeyError) as exc:
+        raise ConfigError(f"{source}: {exc.args[0] if exc.args else exc}") from None
+    try:
+        return RecipeConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise format_validation_error(exc, RecipeConfig, (), source) from None
+
+
+def load_recipe(
+    ref: str, overrides: list[str] | None = None, flags: dict[str, Any] | None = None
+) -> tuple[RecipeConfig, str]:
+    """Find a recipe by path/name/prefix, apply `key=value` overrides then CLI flags, validate.
+
+    Returns the config and where it came from (catalogue name or file path).
+    """
+    source, text = find_recipe(ref)
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{source}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    raw = apply_overrides(raw, overrides or [])
+    raw = apply_overrides(raw, {k: v for k, v in (flags or {}).items() if v is not None})
+    return validate_recipe(raw, source), source
+
+
+def dump_recipe(cfg: RecipeConfig) -> str:
+    """The resolved recipe as YAML (what a run saves as recipe.yaml)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+__all__ = ["ConfigError", "apply_overrides", "did_you_mean", "dump_recipe", "load_recipe", "validate_recipe"]

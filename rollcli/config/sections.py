@@ -1,0 +1,112 @@
+"""Typed, frozen sections of a recipe (everything except `algorithm`, see algorithm.py).
+
+Each section forbids unknown keys, so a misspelled key fails before anything starts. Only
+pipeline setup reads these objects; workers, losses and envs take flat arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataConfig(Section):
+    """Where prompts come from.
+
+    `source: reasoning_gym` draws seeded problems from a reasoning-gym generator (`task` and
+    `task_args`); `source: file` reads `train_path` / `val_path` (jsonl or parquet, one
+    object a line with `prompt` or `messages`, `answer`, optional `tag`).
+    """
+
+    source: Literal["reasoning_gym", "file"] = "reasoning_gym"
+    task: str = "chain_sum"
+    task_args: dict[str, int | float | str | bool | list[str]] = Field(default_factory=dict)
+    train_path: str | None = None
+    val_path: str | None = None
+    train_size: PositiveInt = 2000
+    val_size: PositiveInt = 64
+    system_prompt: str | None = None
+    prompt_suffix: str = ""
+    max_prompt_tokens: PositiveInt = 256
+
+    @model_validator(mode="after")
+    def _file_needs_path(self) -> DataConfig:
+        if self.source == "file" and not self.train_path:
+            raise ValueError("data.source is 'file' but data.train_path is not set")
+        return self
+
+
+class RolloutConfig(Section):
+    """Generation: prompts per step, samples per prompt, sampling parameters."""
+
+    engine: Literal["auto", "hf", "vllm"] = "auto"
+    batch_size: PositiveInt = 64  # samples per step = prompts per step x group_size
+    group_size: PositiveInt = 8
+    max_new_tokens: PositiveInt = 64
+    temperature: Annotated[float, Field(ge=0)] = 1.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    top_k: NonNegInt = 0
+    val_max_new_tokens: PositiveInt | None = None
+    num_workers: PositiveInt = 1
+
+    @property
+    def prompts_per_step(self) -> int:
+        return self.batch_size // self.group_size
+
+
+class TrainConfig(Section):
+    """Policy optimisation (actor_train)."""
+
+    strategy: Literal["hf"] = "hf"
+    steps: PositiveInt = 20
+    lr: PositiveFloat = 1e-6
+    warmup_steps: NonNegInt = 0
+    weight_decay: Annotated[float, Field(ge=0)] = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    mini_batch_size: PositiveInt | None = None  # samples per optimizer step; None = whole batch
+    micro_batch_size: PositiveInt = 8  # samples per forward/backward
+    grad_clip: PositiveFloat | None = 1.0
+    gradient_checkpointing: bool = False
+    num_workers: PositiveInt = 1
+
+
+class CriticConfig(Section):
+    """Value model (started only when the algorithm needs one, e.g. ppo with gae)."""
+
+    lr: PositiveFloat = 1e-5
+    micro_batch_size: PositiveInt = 8
+    grad_clip: PositiveFloat | None = 1.0
+
+
+class RewardConfig(Section):
+    """Reward function by name (`math`) or as `package.module:function`."""
+
+    fn: str = "math"
+    format_weight: Annotated[float, Field(ge=0, le=1)] = 0.1
+    num_workers: PositiveInt = 1
+    timeout_s: PositiveFloat = 10.0
+
+
+class ResourcesConfig(Section):
+    gpus: NonNegInt = 0
+    ray_address: str | None = None
+    num_cpus: PositiveFloat | None = None  # default: all cores of this machine
+
+
+class RunConfig(Section):
+    runs_dir: str = "runs"
+    run_id: str | None = None
+    save_every: NonNegInt = 0  # 0 = only at the end
+    eval_every: NonNegInt = 5  # 0 = only at start and end
+    keep_last: PositiveInt = 2
+    tensorboard: bool = True
+    save_samples: bool = True

@@ -1,0 +1,1 @@
+"""Data: the batch type, padding, prompt sources."""

@@ -1,0 +1,109 @@
+"""Prompt sources for RLVR: seeded reasoning-gym generators, or user jsonl/parquet files.
+
+Every source yields `Prompt` records: chat `messages`, the reference `answer`, a `tag`
+(the task domain, used to route rewards and split metrics) and an `id`.
+
+File schema (one JSON object per line, or parquet rows):
+    {"prompt": "What is 2+2?", "answer": "4", "tag": "math"}      # or
+    {"messages": [{"role": "user", "content": "..."}], "answer": "4"}
+`tag` is optional (default "math").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class DataError(ValueError):
+    """A data file or generator setting is unusable; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    messages: tuple[dict[str, str], ...]
+    answer: str
+    tag: str = "math"
+
+
+def _messages(question: str, system_prompt: str | None, suffix: str) -> tuple[dict[str, str], ...]:
+    msgs = []
+    if system_prompt:
+        msgs.append({"role": "system", "content": system_prompt})
+    content = f"{question} {suffix}".strip() if suffix else question
+    msgs.append({"role": "user", "content": content})
+    return tuple(msgs)
+
+
+def reasoning_gym_prompts(
+    task: str, task_args: dict[str, Any], size: int, seed: int, *, system_prompt: str | None = None,
+    suffix: str = "", tag: str = "math",
+) -> list[Prompt]:
+    """`size` seeded problems from a reasoning-gym generator (real generators with scorers)."""
+    import reasoning_gym
+    from reasoning_gym.factory import DATASETS
+
+    if task not in DATASETS:
+        import difflib
+
+        close = difflib.get_close_matches(task, DATASETS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise DataError(f"data.task = {task!r} is not a reasoning-gym dataset{hint}")
+    try:
+        dataset = reasoning_gym.create_dataset(task, size=size, seed=seed, **task_args)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise DataError(f"data.task_args for {task!r} are invalid: {exc}") from None
+    return [
+        Prompt(
+            id=f"{task}-{seed}-{i}",
+            messages=_messages(item["question"], system_prompt, suffix),
+            answer=str(item["answer"]),
+            tag=tag,
+        )
+        for i, item in enumerate(dataset)
+    ]
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        raise DataError(f"data file {str(path)!r} does not exist")
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise DataError("reading parquet needs pyarrow: pip install pyarrow") from None
+        return pq.read_table(path).to_pylist()
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+    return rows
+
+
+def file_prompts(path: str, *, system_prompt: str | None = None, suffix: str = "") -> list[Prompt]:
+    """Prompts from a jsonl or parquet file with the schema in this module's docstring."""
+    rows = _read_rows(Path(path))
+    prompts = []
+    for n, row in enumerate(rows, 1):
+        if "answer" not in row:
+            raise DataError(f"{path}: row {n} has no 'answer' field (keys: {sorted(row)})")
+        if "messages" in row:
+            msgs = tuple({"role": m["role"], "content": m["content"]} for m in row["messages"])
+            if system_prompt and msgs[0]["role"] != "system":
+                msgs = ({"role": "system", "content": system_prompt}, *msgs)
+        elif "prompt" in row:
+            msgs = _messages(str(row["prompt"]), system_prompt, suffix)
+        else:
+            raise DataError(f"{path}: row {n} needs 'prompt' or 'messages' (keys: {sorted(row)})")
+        prompts.append(Prompt(str(row.get("id", f"{Path(path).stem}-{n}")), msgs, str(row["answer"]), str(row.get("tag", "math"))))
+    if not prompts:
+        raise DataError(f"{path}: no rows")
+    return prompts

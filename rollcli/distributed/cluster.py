@@ -1,0 +1,105 @@
+"""A `Cluster`: Ray actors of one worker class, with dispatch across ranks.
+
+This is the one place where `ray.remote` is applied to worker classes. `call` runs a method
+on every rank with the same arguments; `dispatch` splits a batch across ranks and gathers
+the results in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rollcli.data.batch import Batch
+
+
+@dataclass(frozen=True)
+class WorkerResources:
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    max_concurrency: int = 1  # > 1 lets a progress() call run while a long call is busy
+
+
+class Cluster:
+    def __init__(
+        self,
+        name: str,
+        worker_cls: type,
+        world_size: int,
+        resources: WorkerResources,
+        init_kwargs: Callable[[int], dict[str, Any]] | dict[str, Any],
+    ) -> None:
+        import ray
+
+        self.name = name
+        self.world_size = world_size
+        remote_cls = ray.remote(worker_cls)
+        self.workers = []
+        for rank in range(world_size):
+            kwargs = init_kwargs(rank) if callable(init_kwargs) else dict(init_kwargs)
+            actor = remote_cls.options(
+                name=None,
+                num_cpus=resources.num_cpus,
+                num_gpus=resources.num_gpus,
+                max_concurrency=resources.max_concurrency,
+                max_restarts=0,
+            ).remote(**kwargs)
+            self.workers.append(actor)
+
+    def call_async(self, method: str, *args: Any, **kwargs: Any) -> list:
+        return [getattr(w, method).remote(*args, **kwargs) for w in self.workers]
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
+        import ray
+
+        return ray.get(self.call_async(method, *args, **kwargs))
+
+    def call_rank(self, rank: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        import ray
+
+        return ray.get(getattr(self.workers[rank], method).remote(*args, **kwargs))
+
+    def dispatch_async(self, method: str, batch: Batch | list, **kwargs: Any) -> list:
+        """Split `batch` (a Batch or a list) into one contiguous part per rank; return refs."""
+        parts = batch.chunk(self.world_size) if isinstance(batch, Batch) else _chunk_list(batch, self.world_size)
+        return [getattr(w, method).remote(part, **kwargs) for w, part in zip(self.workers, parts, strict=True)]
+
+    def dispatch(self, method: str, batch: Batch | list, **kwargs: Any) -> Any:
+        import ray
+
+        return gather(ray.get(self.dispatch_async(method, batch, **kwargs)))
+
+    def kill(self) -> None:
+        import ray
+
+        for w in self.workers:
+            ray.kill(w, no_restart=True)
+        self.workers = []
+
+
+def _chunk_list(items: list, n: int) -> list[list]:
+    size, rest = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        stop = start + size + (1 if i < rest else 0)
+        out.append(items[start:stop])
+        start = stop
+    return out
+
+
+def gather(results: list[Any]) -> Any:
+    """Concatenate per-rank results: lists are joined, tensors catted on dim 0 (padded)."""
+    import torch
+
+    first = results[0]
+    if isinstance(first, list):
+        return [x for r in results for x in r]
+    if isinstance(first, torch.Tensor):
+        width = max(r.shape[1] for r in results) if first.dim() > 1 else None
+        if width is not None:
+            results = [torch.nn.functional.pad(r, (0, width - r.shape[1])) for r in results]
+        return torch.cat(results, dim=0)
+    if isinstance(first, Batch):
+        return Batch.concat(results)
+    return results

@@ -1,0 +1,32 @@
+"""Start a local Ray (or join a cluster) with settings that suit a laptop."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+
+def start_ray(address: str | None = None, num_cpus: float | None = None) -> dict:
+    """Start or join Ray; returns the cluster's resources. Idempotent within a process."""
+    import ray
+
+    if ray.is_initialized():
+        return ray.cluster_resources()
+    # The local cluster enables token auth by default and warns about it on every start.
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    kwargs: dict = {"logging_level": logging.WARNING, "log_to_driver": True, "configure_logging": True}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        cpus = num_cpus if num_cpus is not None else float(os.cpu_count() or 1)
+        ray.init(num_cpus=cpus, num_gpus=0, include_dashboard=False, **kwargs)
+    return ray.cluster_resources()
+
+
+def stop_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()

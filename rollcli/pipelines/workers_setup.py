@@ -1,0 +1,81 @@
+"""Create the worker clusters of an RL pipeline and plan their CPU threads.
+
+On CPU the heavy roles (actor_train, actor_infer, reference, critic) are colocated: they
+run in alternating phases of the loop, so each gets the threads of all the cores it shares
+(never more), while Ray's fractional `num_cpus` only keeps the bookkeeping consistent.
+Reward workers are light and get one thread each.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from rollcli.distributed.cluster import Cluster, WorkerResources
+from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.critic import CriticWorker
+from rollcli.workers.reference import ReferenceWorker
+from rollcli.workers.reward import RewardWorker
+
+REWARD_CPUS = 0.1
+
+
+@dataclass(frozen=True)
+class CpuPlan:
+    cores: float
+    heavy_threads: int
+    heavy_cpus: float
+
+
+def plan_cpu(total_cores: float, heavy_roles: int, reward_workers: int) -> CpuPlan:
+    spare = max(total_cores - REWARD_CPUS * reward_workers, 0.1)
+    return CpuPlan(total_cores, max(1, int(total_cores)), round(spare / heavy_roles, 3))
+
+
+@dataclass
+class Clusters:
+    actor_train: Cluster
+    actor_infer: Cluster
+    reward: Cluster
+    reference: Cluster | None = None
+    critic: Cluster | None = None
+
+    def all(self) -> list[Cluster]:
+        return [c for c in (self.actor_train, self.actor_infer, self.reward, self.reference, self.critic) if c]
+
+    def kill(self) -> None:
+        for c in self.all():
+            c.kill()
+
+
+def create_clusters(
+    *, model_path: str, seed: int, cores: float, infer_workers: int, reward_workers: int,
+    train_kwargs: dict, reward_kwargs: dict, reference: bool, critic_kwargs: dict | None,
+) -> tuple[Clusters, CpuPlan]:
+    heavy = 2 + int(reference) + int(critic_kwargs is not None) + (infer_workers - 1)
+    cpu = plan_cpu(cores or float(os.cpu_count() or 1), heavy, reward_workers)
+    heavy_res = WorkerResources(num_cpus=cpu.heavy_cpus)
+    threads = cpu.heavy_threads
+    clusters = Clusters(
+        actor_train=Cluster(
+            "actor_train", ActorTrainWorker, 1, heavy_res,
+            {"model_path": model_path, "num_threads": threads, "seed": seed, **train_kwargs},
+        ),
+        actor_infer=Cluster(
+            "actor_infer", ActorInferWorker, infer_workers,
+            WorkerResources(num_cpus=cpu.heavy_cpus, max_concurrency=2),
+            lambda rank: {"model_path": model_path, "num_threads": max(1, threads // infer_workers), "seed": seed + rank, "rank": rank},
+        ),
+        reward=Cluster("reward", RewardWorker, reward_workers, WorkerResources(num_cpus=REWARD_CPUS), reward_kwargs),
+    )
+    if reference:
+        clusters.reference = Cluster(
+            "reference", ReferenceWorker, 1, heavy_res, {"model_path": model_path, "num_threads": threads}
+        )
+    if critic_kwargs is not None:
+        clusters.critic = Cluster(
+            "critic", CriticWorker, 1, heavy_res,
+            {"model_path": model_path, "num_threads": threads, "seed": seed, **critic_kwargs},
+        )
+    return clusters, cpu

@@ -1,0 +1,259 @@
+"""Concrete, ordered advice when a plan does not fit.
+
+The advice is a ladder: each step changes one knob on top of the steps before it, the
+changed request is re-planned, and the step is kept only if it helps. Order: raise the
+ZeRO stage, offload optimizer then parameters, gradient checkpointing, smaller
+micro-batch, tensor parallel inference, offload idle colocated roles, lower
+gpu_memory_utilization, fewer concurrent sequences, and finally more GPUs.
+Each line names the recipe key to set; `RECIPE_KEYS` maps a field to its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from rollcli.planning.devices import PlanError, format_indices
+from rollcli.planning.request import INFER_ROLES, TRAIN_ROLES, PlanInput, RoleRequest
+
+if TYPE_CHECKING:
+    from rollcli.planning.planner import Plan
+
+# Field of RoleRequest -> the recipe key (an override `key=value`) that sets it.
+RECIPE_KEYS: dict[str, str] = {
+    "strategy": "{role}.strategy",
+    "zero_stage": "{role}.zero_stage",
+    "offload_optimizer": "{role}.offload_optimizer",
+    "offload_params": "{role}.offload_params",
+    "grad_checkpointing": "{role}.grad_checkpointing",
+    "micro_batch": "{role}.micro_batch",
+    "tp": "{role}.tp",
+    "offload_when_idle": "{role}.offload_when_idle",
+    "gpu_memory_utilization": "{role}.gpu_memory_utilization",
+    "max_num_seqs": "{role}.max_num_seqs",
+    "device_mapping": "{role}.device_mapping",
+}
+
+Assess = Callable[[PlanInput], "Plan"]
+Step = tuple[str, PlanInput]  # (what to do, the request after doing it)
+
+
+def advise(inp: PlanInput, plan: Plan, assess: Assess) -> list[str]:
+    """Ordered advice lines for a plan that does not fit; empty when it fits."""
+    if plan.fits:
+        return []
+    lines: list[str] = []
+    tried: set[str] = set()
+    current, current_plan = inp, plan
+    for make_steps in (_zero, _offload, _activations, _inference, _more_gpus):
+        # Re-ask each kind of step after every accepted change, so steps can chain
+        # (offload the optimizer, then the parameters; one role, then the next).
+        while True:
+            step = next(
+                (s for s in make_steps(current, current_plan, assess) if s[0] not in tried),
+                None,
+            )
+            if step is None:
+                break
+            text, candidate = step
+            tried.add(text)
+            try:
+                candidate_plan = assess(candidate)
+            except PlanError:
+                continue
+            if _badness(candidate_plan) >= _badness(current_plan):
+                continue
+            current, current_plan = candidate, candidate_plan
+            lines.append(f"{text} → {_outcome(candidate_plan)}")
+            if candidate_plan.fits:
+                return lines
+    lines.append(
+        f"{inp.model.name} does not fit this setup even so; choose a smaller model "
+        "(--model NAME), shorter sequences, or more GPUs"
+    )
+    return lines
+
+
+def _badness(plan: Plan) -> tuple[int, float]:
+    worst = max(
+        (d.memory_bytes["total"] / d.capacity_bytes for d in plan.devices if d.capacity_bytes),
+        default=0.0,
+    )
+    role_problems = sum(len(m.problems) for m in plan.role_memory.values())
+    return role_problems, worst
+
+
+def _outcome(plan: Plan) -> str:
+    if plan.fits:
+        return "fits"
+    worst = plan.peak_device
+    if worst is None or worst.fits:
+        return f"still {len(plan.problems)} problem(s)"
+    return (
+        f"peak {worst.memory_bytes['total'] / 1024**3:.1f} of "
+        f"{worst.capacity_bytes / 1024**3:.1f} GiB"
+    )
+
+
+def _failing(plan: Plan) -> set[str]:
+    roles = {r for d in plan.devices if not d.fits for r in d.roles}
+    return roles | {r for r, m in plan.role_memory.items() if m.problems}
+
+
+def _key(field: str, role: str, value: object) -> str:
+    if isinstance(value, bool):
+        value = str(value).lower()
+    return f"`{RECIPE_KEYS[field].format(role=role)}={value}`"
+
+
+def _with(inp: PlanInput, role: str, **changes: object) -> PlanInput:
+    roles = [replace(r, **changes) if r.role == role else r for r in inp.roles]
+    return replace(inp, roles=roles)
+
+
+def _trainers(inp: PlanInput, plan: Plan) -> Iterator[RoleRequest]:
+    failing = _failing(plan)
+    return (r for r in inp.roles if r.role in TRAIN_ROLES and r.role in failing)
+
+
+def _zero(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
+    for req in _trainers(inp, plan):
+        where = plan.placements[req.role]
+        dp = 1 if where == "cpu" else len(where) // (req.tp * req.pp)
+        if dp > 1 and req.zero_stage < 3 and req.resolved_strategy != "megatron":
+            text = f"shard model states over {dp} GPUs with ZeRO-3: " + _key(
+                "zero_stage", req.role, 3
+            )
+            if req.resolved_strategy == "hf":
+                text += " and " + _key("strategy", req.role, "deepspeed")
+            yield text, _with(inp, req.role, strategy="deepspeed", zero_stage=3)
+
+
+def _offload(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
+    for req in _trainers(inp, plan):
+        if req.resolved_strategy == "megatron" or plan.placements[req.role] == "cpu":
+            continue
+        if not req.offload_optimizer:
+            stage = max(req.zero_stage, 1)
+            text = "offload Adam states to host memory: " + _key(
+                "offload_optimizer", req.role, True
+            )
+            if stage != req.zero_stage or req.resolved_strategy != "deepspeed":
+                text += " (with " + _key("zero_stage", req.role, stage) + ")"
+            changes = {"offload_optimizer": True, "zero_stage": stage, "strategy": "deepspeed"}
+            yield text, _with(inp, req.role, **changes)
+        elif not req.offload_params:
+            text = "offload parameters too: " + _key("offload_params", req.role, True)
+            if req.zero_stage != 3:
+                text += " (with " + _key("zero_stage", req.role, 3) + ")"
+            yield text, _with(inp, req.role, offload_params=True, zero_stage=3)
+
+
+def _activations(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
+    for req in _trainers(inp, plan):
+        if not req.grad_checkpointing:
+            text = "recompute activations in backward: " + _key(
+                "grad_checkpointing", req.role, True
+            )
+            yield text, _with(inp, req.role, grad_checkpointing=True)
+        for mb in _halvings(req.micro_batch):
+            candidate = _with(inp, req.role, micro_batch=mb)
+            if mb == 1 or _fits(assess, candidate):
+                text = "smaller micro-batch: " + _key("micro_batch", req.role, mb)
+                yield text, candidate
+                break
+
+
+def _inference(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
+    failing = _failing(plan)
+    for req in inp.roles:
+        if req.role not in failing or plan.placements[req.role] == "cpu":
+            continue
+        if req.role in INFER_ROLES and req.tp * 2 <= 8:
+            text = "split the inference engine over more GPUs: " + _key("tp", req.role, req.tp * 2)
+            yield text, _with(inp, req.role, tp=req.tp * 2)
+    for req in inp.roles:
+        colocated = any(req.role in d.roles and len(d.roles) > 1 for d in plan.devices)
+        if colocated and not req.offload_when_idle:
+            text = "offload this role while its GPU neighbours compute: " + _key(
+                "offload_when_idle", req.role, True
+            )
+            yield text, _with(inp, req.role, offload_when_idle=True)
+    for req in inp.roles:
+        if req.role not in INFER_ROLES or req.role not in failing:
+            continue
+        util = round(req.gpu_memory_utilization - 0.05, 2)
+        while util >= 0.3:
+            candidate = _with(inp, req.role, gpu_memory_utilization=util)
+            if _fits(assess, candidate):
+                text = "leave room for colocated roles: " + _key(
+                    "gpu_memory_utilization", req.role, util
+                )
+                yield text, candidate
+                break
+            util = round(util - 0.05, 2)
+        if req.max_num_seqs > 1 and (plan.mode == "cpu" or req.resolved_strategy == "hf"):
+            text = "fewer sequences at once: " + _key(
+                "max_num_seqs", req.role, req.max_num_seqs // 4 or 1
+            )
+            yield text, _with(inp, req.role, max_num_seqs=req.max_num_seqs // 4 or 1)
+
+
+def _more_gpus(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
+    """The fewest GPUs (a power-of-two multiple) that fit, widening every role's mapping
+    alike and, where weights alone overflow a GPU, the inference engine's tp."""
+    if inp.num_gpus == 0:
+        return
+    for factor in (2, 4, 8, 16, 32, 64):
+        total = inp.num_gpus * factor
+        node = max(inp.node_size, min(8, total))
+        if total % node:
+            continue
+        for tp_factor in (1, 2, 4, 8):
+            roles = [_scaled(r, plan, factor, tp_factor) for r in inp.roles]
+            candidate = replace(
+                inp, num_gpus=total, num_nodes=total // node, gpus_per_node=node, roles=roles
+            )
+            if not _fits(assess, candidate):
+                continue
+            flags = f"`--gpus {total}`" + (f" `--nodes {total // node}`" if total > node else "")
+            keys = [
+                _key("device_mapping", r.role, f"'{r.device_mapping}'")
+                for r in roles
+                if plan.placements[r.role] != "cpu"
+            ]
+            keys += [
+                _key("tp", new.role, new.tp)
+                for old, new in zip(inp.roles, roles, strict=True)
+                if new.tp != old.tp
+            ]
+            yield f"use {total} GPUs: {flags} with " + ", ".join(keys), candidate
+            return
+
+
+def _scaled(req: RoleRequest, plan: Plan, factor: int, tp_factor: int) -> RoleRequest:
+    where = plan.placements[req.role]
+    if where == "cpu":
+        return req
+    tp = req.tp * tp_factor if req.role in INFER_ROLES else req.tp
+    return replace(req, device_mapping=_widen(where, factor), tp=tp)
+
+
+def _widen(where: list[int], factor: int) -> str:
+    """Map GPU g to GPUs g·factor … g·factor + factor − 1, keeping who shares with whom."""
+    return format_indices(sorted(g * factor + k for g in where for k in range(factor)))
+
+
+def _halvings(micro_batch: int) -> Iterator[int]:
+    mb = micro_batch // 2
+    while mb >= 1:
+        yield mb
+        mb //= 2
+
+
+def _fits(assess: Assess, inp: PlanInput) -> bool:
+    try:
+        return assess(inp).fits
+    except PlanError:
+        return False

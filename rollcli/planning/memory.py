@@ -1,0 +1,235 @@
+"""Per-GPU memory of one rank of a role, in bytes: pure arithmetic on model numbers.
+
+Notation: Ψ parameters, N data-parallel ranks, t tensor-parallel and p pipeline-parallel
+size, b micro-batch, s sequence length, h hidden size, L layers, V vocabulary.
+
+Model states (training), after Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
+Toward Training Trillion Parameter Models" (arXiv:1910.02054), section 3.1: mixed
+precision Adam keeps 16-bit weights (2Ψ) and gradients (2Ψ) plus K = 12 bytes/param of
+optimizer state (fp32 master weights, momentum, variance). Per GPU, with Ψ' = Ψ/(t·p):
+
+    stage 0 (DDP)                    2Ψ' + 2Ψ' + 12Ψ'
+    stage 1 (optimizer partitioned)  2Ψ' + 2Ψ' + 12Ψ'/N
+    stage 2 (+ gradients)            2Ψ' + (2 + 12)Ψ'/N
+    stage 3 (+ parameters)           (2 + 2 + 12)Ψ'/N
+
+fp32 training (param_bytes = 4) keeps no master copy: 4 + 4 + 8 bytes/param.
+Optimizer offload (ZeRO-Offload, Ren et al. 2021) moves optimizer states and the
+gradient partitions to host memory (stage 1 still holds its full gradients on GPU);
+parameter offload (stage 3 only, ZeRO-Infinity) moves the weight partitions too.
+DeepSpeed's own estimator also counts communication buffers and the largest layer
+gathered under stage 3; we leave those out (a few percent for large models).
+
+Activations: see `activation_bytes`. KV cache: see `kv_cache_bytes_per_token`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from rollcli.models.registry import ModelSpec, param_count
+
+ADAM_MIXED_PRECISION_BYTES = 12  # the ZeRO paper's K: fp32 master + momentum + variance
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes on one device, by kind. `total` is the sum."""
+
+    weights: int = 0
+    grads: int = 0
+    optimizer: int = 0
+    activations: int = 0
+    kv_cache: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.grads + self.optimizer + self.activations + self.kv_cache
+
+    def __add__(self, other: MemoryBreakdown) -> MemoryBreakdown:
+        return MemoryBreakdown(
+            *(getattr(self, f.name) + getattr(other, f.name) for f in fields(self))
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["total"] = self.total
+        return out
+
+
+def optimizer_bytes_per_param(param_bytes: int) -> int:
+    """Adam state per parameter: m and v in fp32 (8), plus an fp32 master copy when the
+    weights themselves are 16-bit (the ZeRO paper's K = 12)."""
+    return 8 if param_bytes >= 4 else ADAM_MIXED_PRECISION_BYTES
+
+
+def model_state_bytes(
+    num_params: int,
+    *,
+    dp: int,
+    zero_stage: int,
+    tp: int = 1,
+    pp: int = 1,
+    param_bytes: int = 2,
+    offload_optimizer: bool = False,
+    offload_params: bool = False,
+) -> MemoryBreakdown:
+    """Weights, gradients and Adam states of one training rank (see the module docstring).
+
+    >>> m = model_state_bytes(1000, dp=4, zero_stage=2)
+    >>> (m.weights, m.grads, m.optimizer)
+    (2000, 500, 3000)
+    """
+    if zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
+    shard = num_params / (tp * pp)  # Ψ'
+    k = optimizer_bytes_per_param(param_bytes)
+    weights = param_bytes * shard / (dp if zero_stage >= 3 else 1)
+    grads = param_bytes * shard / (dp if zero_stage >= 2 else 1)
+    optimizer = k * shard / (dp if zero_stage >= 1 else 1)
+    if offload_optimizer:
+        optimizer = 0
+        if zero_stage >= 2:
+            grads = 0
+    if offload_params:
+        weights = 0
+    return MemoryBreakdown(weights=round(weights), grads=round(grads), optimizer=round(optimizer))
+
+
+def weight_bytes(num_params: int, *, tp: int = 1, pp: int = 1, param_bytes: int = 2) -> int:
+    """Weights of one inference or reference rank: param_bytes · Ψ / (t·p)."""
+    return round(param_bytes * num_params / (tp * pp))
+
+
+def layer_activation_bytes(spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2) -> int:
+    """Activations one decoder layer saves for backward, for `tokens` = b·s tokens.
+
+    A stated approximation for llama/qwen layers with memory-efficient (flash) attention,
+    which stores no s×s score matrix. Saved tensors per token, in elements:
+
+        attention: norm input h, QKV input h, Q/K/V (q + 2·kv), attention output q
+        MLP:       norm input h, gate/up input h, gate and up outputs 2·I, down input I
+
+    so  bytes = dtype · b·s · (4h + 2q + 2kv + 3I),  q = heads·head_dim, kv = kv_heads·head_dim.
+    MoE layers route each token to k experts: I becomes k · moe_intermediate_size.
+    This plays the role of Korthikanti et al. 2022's s·b·h·(34 + 5·a·s/h) (GPT layer, 4h
+    GELU MLP, scores stored): for a GPT layer it gives 40·s·b·h, with no 5·a·s/h term.
+    """
+    h = spec.hidden_size
+    q = spec.num_attention_heads * spec.head_dim
+    kv = spec.num_kv_heads * spec.head_dim
+    inter = (
+        spec.num_experts_per_token * spec.moe_intermediate_size
+        if spec.num_experts
+        else spec.intermediate_size
+    )
+    return dtype_bytes * tokens * (4 * h + 2 * q + 2 * kv + 3 * inter)
+
+
+def logits_bytes(spec: ModelSpec, *, tokens: int, tp: int = 1) -> int:
+    """Output logits upcast to fp32 for log-probabilities: 4 · b·s · V / t bytes."""
+    return math.ceil(4 * tokens * spec.vocab_size / tp)
+
+
+def activation_bytes(
+    spec: ModelSpec,
+    *,
+    micro_batch: int,
+    seq_len: int,
+    grad_checkpointing: bool,
+    tp: int = 1,
+    dtype_bytes: int = 2,
+) -> int:
+    """Peak activations of one training rank for one micro-batch.
+
+    Without checkpointing every layer keeps its saved tensors:
+        L · layer_activation_bytes + logits
+    With full activation checkpointing each layer keeps only its input (dtype · b·s·h)
+    and one layer is recomputed at a time:
+        L · dtype · b·s·h + layer_activation_bytes + logits
+    Tensor parallelism with sequence parallelism divides everything by t (Korthikanti
+    et al. 2022). Pipeline parallelism does not: under 1F1B the first stage holds p
+    micro-batches of L/p layers, the same as L layers of one micro-batch.
+    """
+    tokens = micro_batch * seq_len
+    per_layer = layer_activation_bytes(spec, tokens=tokens, dtype_bytes=dtype_bytes)
+    if grad_checkpointing:
+        body = spec.num_layers * dtype_bytes * tokens * spec.hidden_size + per_layer
+    else:
+        body = spec.num_layers * per_layer
+    return math.ceil(body / tp) + logits_bytes(spec, tokens=tokens, tp=tp)
+
+
+def forward_activation_bytes(
+    spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, dtype_bytes: int = 2
+) -> int:
+    """Peak activations of a forward-only pass (no grad): one layer's working set + logits."""
+    tokens = micro_batch * seq_len
+    per_layer = layer_activation_bytes(spec, tokens=tokens, dtype_bytes=dtype_bytes)
+    return math.ceil(per_layer / tp) + logits_bytes(spec, tokens=tokens, tp=tp)
+
+
+def kv_cache_bytes_per_token(
+    spec: ModelSpec, *, tp: int = 1, pp: int = 1, dtype_bytes: int = 2
+) -> int:
+    """KV cache of one token on one rank: 2 (K and V) · L/p · ⌈kv_heads/t⌉ · head_dim · dtype.
+
+    When t exceeds the KV heads, engines such as vLLM replicate heads, hence the ceiling.
+
+    >>> from rollcli.models.registry import get_model_spec
+    >>> kv_cache_bytes_per_token(get_model_spec("qwen2.5-7b"))  # 2·28·4·128·2
+    57344
+    """
+    layers = math.ceil(spec.num_layers / pp)
+    heads = math.ceil(spec.num_kv_heads / tp)
+    return 2 * layers * heads * spec.head_dim * dtype_bytes
+
+
+@dataclass(frozen=True)
+class InferenceMemory:
+    """One inference rank: weights, the KV cache it reserves and the KV it needs."""
+
+    weights: int
+    kv_reserved: int
+    kv_needed: int
+    kv_per_sequence: int
+
+    @property
+    def sequences_in_cache(self) -> int:
+        """How many full-length sequences the reserved cache holds at once."""
+        return self.kv_reserved // self.kv_per_sequence if self.kv_per_sequence else 0
+
+
+def inference_memory(
+    spec: ModelSpec,
+    *,
+    capacity_bytes: int,
+    gpu_memory_utilization: float,
+    max_num_seqs: int,
+    max_len: int,
+    tp: int = 1,
+    pp: int = 1,
+    dtype_bytes: int = 2,
+    kv_dtype_bytes: int = 2,
+) -> InferenceMemory:
+    """A vLLM-style engine: it claims `gpu_memory_utilization · capacity` and fills what
+    the weights leave with KV cache.
+
+        weights     = dtype · Ψ / (t·p)
+        kv_reserved = max(0, utilization · capacity − weights)
+        kv_needed   = max_num_seqs · max_len · kv_cache_bytes_per_token
+
+    The engine also subtracts its profiled activation peak from the reservation; we
+    ignore it (small next to the cache). A reservation below `kv_needed` still runs, with
+    fewer sequences in flight; one below a single sequence fails at start-up.
+    """
+    weights = weight_bytes(param_count(spec), tp=tp, pp=pp, param_bytes=dtype_bytes)
+    per_token = kv_cache_bytes_per_token(spec, tp=tp, pp=pp, dtype_bytes=kv_dtype_bytes)
+    reserved = max(0, math.floor(gpu_memory_utilization * capacity_bytes) - weights)
+    return InferenceMemory(
+        weights=weights,
+        kv_reserved=reserved,
+        kv_needed=max_num_seqs * max_len * per_token,
+        kv_per_sequence=max_len * per_token,
+    )

@@ -1,0 +1,303 @@
+"""Place roles on devices and judge whether each device's peak memory fits.
+
+Colocated roles time-share a GPU: one role computes at a time (generate, then
+reference/reward forward, then train), and a role that is not computing keeps only its
+idle footprint there (nothing when `offload_when_idle`, which moves states to host
+memory and puts the inference engine to sleep). So, per GPU,
+
+    peak = max over roles r on the GPU of  active(r) + Σ_{q ≠ r} idle(q)
+
+The reported breakdown is the one at that peak phase. On the host (a CPU plan, or roles
+mapped to "cpu") processes do not offload: the peak is the sum of every role's active
+bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from rollcli.planning.devices import PlanError, format_indices, parse_device_mapping
+from rollcli.planning.memory import MemoryBreakdown
+from rollcli.planning.request import (
+    INFER_ROLES,
+    ROLES,
+    TRAIN_ROLES,
+    PlanInput,
+    RoleRequest,
+)
+from rollcli.planning.roles import RoleMemory, estimate_role
+from rollcli.planning.validate import validate_input, validate_role
+
+Placement = list[int] | Literal["cpu"]
+_ANY_GPU_COUNT = 1 << 20  # for syntax checks of GPU mappings in a CPU run
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """One GPU (id = global index) or the host (id = "cpu") at its peak phase."""
+
+    id: int | Literal["cpu"]
+    roles: list[str]
+    memory_bytes: dict[str, int]
+    capacity_bytes: int | None
+    peak_role: str | None = None  # the role computing at the peak
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity_bytes is None or self.memory_bytes["total"] <= self.capacity_bytes
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "roles": list(self.roles),
+            "memory_bytes": dict(self.memory_bytes),
+            "capacity_bytes": self.capacity_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The outcome of `make_plan`.
+
+    mode: "cpu" (no GPUs), "colocated" (some GPU hosts two or more roles), "separate".
+    problems: why it does not fit beyond device totals (e.g. no room for KV cache).
+    notes: things worth knowing that do not stop the run.
+    advice: ordered changes, each with the recipe key to set, when it does not fit.
+    """
+
+    mode: Literal["colocated", "separate", "cpu"]
+    fits: bool
+    devices: list[DevicePlan]
+    advice: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    placements: dict[str, Placement] = field(default_factory=dict)
+    role_memory: dict[str, RoleMemory] = field(default_factory=dict)
+    layouts: dict[str, str] = field(default_factory=dict)  # "deepspeed zero3 dp=8", ...
+    model_name: str = ""
+
+    @property
+    def peak_device(self) -> DevicePlan | None:
+        """The device closest to (or furthest over) its capacity."""
+        judged = [d for d in self.devices if d.capacity_bytes and d.roles]
+        if not judged:
+            return None
+        return max(judged, key=lambda d: d.memory_bytes["total"] / d.capacity_bytes)
+
+    def to_json(self) -> dict:
+        return {
+            "mode": self.mode,
+            "fits": self.fits,
+            "devices": [d.to_json() for d in self.devices],
+            "advice": list(self.advice),
+        }
+
+
+def make_plan(inp: PlanInput) -> Plan:
+    """Validate `inp`, place its roles, estimate each device's peak and advise if needed.
+
+    Raises PlanError for requests that cannot work at any memory size: a mapping beyond
+    the cluster, TP·PP not dividing a role's GPUs, async mode with actor_train and
+    actor_infer sharing GPUs, an unknown role or strategy.
+    """
+    from rollcli.planning.advice import advise  # advice re-plans through `assess`
+
+    plan = assess(inp)
+    if plan.fits:
+        return plan
+    return replace(plan, advice=advise(inp, plan, assess))
+
+
+def assess(inp: PlanInput) -> Plan:
+    """`make_plan` without advice: placement, per-device peaks and the verdict."""
+    validate_input(inp)
+    on_cpu = inp.num_gpus == 0
+    placements = {req.role: _place(req, inp) for req in inp.roles}
+    for req in inp.roles:
+        validate_role(req, placements[req.role], inp)
+    _check_async(inp, placements)
+
+    sharing: dict[int | str, list[str]] = {}
+    for role, where in placements.items():
+        for device in [where] if where == "cpu" else where:
+            sharing.setdefault(device, []).append(role)
+    memory: dict[str, RoleMemory] = {}
+    for req in inp.roles:
+        where = placements[req.role]
+        on_host = on_cpu or where == "cpu"
+        # On the host there is no model parallelism to split by and nothing to offload to.
+        estimated = replace(req, tp=1, pp=1, offload_optimizer=False, offload_params=False)
+        memory[req.role] = estimate_role(
+            estimated if on_host else req,
+            inp.model,
+            ranks=1 if where == "cpu" else len(where),
+            capacity_bytes=inp.host_memory_bytes if on_host else inp.gpu_memory_bytes,
+            on_cpu=on_host,
+            # Host processes do not offload, so they count as not time-sharing.
+            colocated=not on_host and any(len(sharing[d]) > 1 for d in where),
+        )
+
+    devices = [
+        _gpu_plan(gpu, sharing.get(gpu, []), memory, inp.gpu_memory_bytes)
+        for gpu in range(inp.num_gpus)
+    ]
+    if "cpu" in sharing:
+        devices.append(_host_plan(sharing["cpu"], memory, inp.host_memory_bytes))
+    problems = [p for m in memory.values() for p in m.problems]
+    problems += [
+        f"{_device_name(d)} needs {_gib(d.memory_bytes['total'])} at its peak "
+        f"({'all roles together' if d.id == 'cpu' else f'{d.peak_role} computing'}) "
+        f"but has {_gib(d.capacity_bytes)}"
+        for d in devices
+        if not d.fits
+    ]
+    notes = [n for m in memory.values() for n in m.notes] + _layout_notes(inp, placements)
+    if on_cpu and any(str(r.device_mapping).strip().lower() != "cpu" for r in inp.roles):
+        notes.append("CPU run: GPU device mappings are ignored, every role runs on the host")
+    host_problems, host_notes = _host_offload(inp, placements, memory)
+    problems += host_problems
+    notes += host_notes
+    if on_cpu:
+        mode = "cpu"
+    elif any(len(roles) > 1 for key, roles in sharing.items() if key != "cpu"):
+        mode = "colocated"
+    else:
+        mode = "separate"
+    return Plan(
+        mode=mode,
+        fits=not problems,
+        devices=devices,
+        problems=problems,
+        notes=notes,
+        placements=placements,
+        role_memory=memory,
+        layouts={r.role: _layout(r, placements[r.role]) for r in inp.roles},
+        model_name=inp.model.name,
+    )
+
+
+def _place(req: RoleRequest, inp: PlanInput) -> Placement:
+    if req.role not in ROLES:
+        raise PlanError(f"unknown role {req.role!r}; roles are {', '.join(ROLES)}")
+    # A CPU run puts every role on the host whatever the recipe maps; still check syntax.
+    total = inp.num_gpus or _ANY_GPU_COUNT
+    try:
+        where = parse_device_mapping(req.device_mapping, total_gpus=total)
+    except PlanError as err:
+        raise PlanError(f"{req.role}.device_mapping: {err}") from None
+    if inp.num_gpus == 0:
+        return "cpu"
+    if where == "cpu" and (req.role in TRAIN_ROLES or req.role in INFER_ROLES):
+        raise PlanError(
+            f"{req.role}.device_mapping is 'cpu' but the cluster has {inp.num_gpus} GPU(s); "
+            f"give it GPUs, e.g. '0-{inp.num_gpus - 1}'"
+        )
+    return where
+
+
+def _check_async(inp: PlanInput, placements: dict[str, Placement]) -> None:
+    train, infer = placements.get("actor_train"), placements.get("actor_infer")
+    if not inp.async_mode or inp.num_gpus == 0 or not train or not infer:
+        return
+    shared = sorted(set(train) & set(infer))
+    if shared:
+        raise PlanError(
+            f"async mode runs rollout alongside training, but actor_train and actor_infer "
+            f"share GPU(s) {format_indices(shared)}; give them disjoint device_mapping "
+            "(e.g. actor_train '0-3', actor_infer '4-7') or turn async off"
+        )
+
+
+def _gpu_plan(
+    gpu: int, roles: list[str], memory: dict[str, RoleMemory], capacity: int
+) -> DevicePlan:
+    peak, peak_role = MemoryBreakdown(), None
+    for role in roles:
+        phase = memory[role].active
+        for other in roles:
+            if other != role:
+                phase = phase + memory[other].idle
+        if peak_role is None or phase.total > peak.total:
+            peak, peak_role = phase, role
+    return DevicePlan(gpu, list(roles), peak.as_dict(), capacity, peak_role)
+
+
+def _host_plan(roles: list[str], memory: dict[str, RoleMemory], capacity: int | None) -> DevicePlan:
+    total = MemoryBreakdown()
+    for role in roles:
+        total = total + memory[role].active
+    heaviest = max(roles, key=lambda r: memory[r].active.total)
+    return DevicePlan("cpu", list(roles), total.as_dict(), capacity, heaviest)
+
+
+def _host_offload(
+    inp: PlanInput, placements: dict[str, Placement], memory: dict[str, RoleMemory]
+) -> tuple[list[str], list[str]]:
+    """Host memory each node needs for states that GPU roles offload."""
+    per_node: dict[int, int] = {}
+    for role, where in placements.items():
+        if where == "cpu" or not memory[role].host_bytes:
+            continue
+        for gpu in where:
+            node = gpu // inp.node_size
+            per_node[node] = per_node.get(node, 0) + memory[role].host_bytes
+    if not per_node:
+        return [], []
+    node, need = max(per_node.items(), key=lambda item: item[1])
+    have = inp.host_memory_bytes
+    if have is not None and need > have:
+        return [
+            f"node {node} needs {_gib(need)} of host memory for offloaded states but has "
+            f"{_gib(have)}; offload less or use more nodes"
+        ], []
+    return [], [f"offloaded states take up to {_gib(need)} of host memory per node"]
+
+
+def _layout_notes(inp: PlanInput, placements: dict[str, Placement]) -> list[str]:
+    notes = []
+    used = {g for where in placements.values() if where != "cpu" for g in where}
+    idle = [g for g in range(inp.num_gpus) if g not in used]
+    if idle:
+        notes.append(f"GPU(s) {format_indices(idle)} have no role")
+    for req in inp.roles:
+        where = placements[req.role]
+        if where == "cpu" or req.tp == 1:
+            continue
+        groups = [where[i : i + req.tp] for i in range(0, len(where), req.tp)]
+        if any(len({g // inp.node_size for g in group}) > 1 for group in groups):
+            notes.append(
+                f"{req.role}: a tp={req.tp} group spans nodes; keep tensor parallel groups "
+                "within a node (NVLink) by mapping whole nodes"
+            )
+    return notes
+
+
+def _layout(req: RoleRequest, where: Placement) -> str:
+    strategy = req.resolved_strategy
+    if req.role not in TRAIN_ROLES and req.role not in INFER_ROLES and strategy == "hf":
+        strategy = "forward"
+    if req.role == "env":
+        return "-"
+    parts = [strategy]
+    if req.role in TRAIN_ROLES and req.zero_stage:
+        parts.append(f"zero{req.zero_stage}")
+    if where != "cpu":
+        if req.tp > 1:
+            parts.append(f"tp={req.tp}")
+        if req.pp > 1:
+            parts.append(f"pp={req.pp}")
+        parts.append(f"dp={len(where) // (req.tp * req.pp)}")
+    if req.role in TRAIN_ROLES and req.offload_optimizer:
+        parts.append("offload-opt")
+    if req.role in TRAIN_ROLES and req.offload_params:
+        parts.append("offload-params")
+    return " ".join(parts)
+
+
+def _device_name(device: DevicePlan) -> str:
+    return "the host" if device.id == "cpu" else f"GPU {device.id}"
+
+
+def _gib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / 1024**3:.1f} GiB"

@@ -1,0 +1,122 @@
+"""Show a Plan with rich: a device table, the verdict, problems, advice and notes."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from rollcli.planning.devices import format_indices
+from rollcli.planning.planner import DevicePlan, Plan
+
+_COLUMNS = ("weights", "grads", "optimizer", "activations", "kv_cache", "total")
+
+
+def render_plan(plan: Plan) -> Group:
+    """The plan as renderables (`console.print(render_plan(plan))`).
+
+    GPUs with the same roles and memory share one row ("GPU 0-7"); memory is GiB per
+    device at its peak phase.
+    """
+    parts: list = [_table(plan), _roles_table(plan), _verdict(plan)]
+    parts += _section("problems", plan.problems, "red")
+    parts += _section("advice", plan.advice, "yellow", numbered=True)
+    parts += _section("notes", plan.notes, "dim")
+    return Group(*parts)
+
+
+def _table(plan: Plan) -> Table:
+    title = f"{plan.model_name} · {plan.mode}" if plan.model_name else plan.mode
+    table = Table(title=title, title_justify="left")
+    table.add_column("device")
+    table.add_column("roles")
+    for name in _COLUMNS:
+        table.add_column(name.replace("_", " "), justify="right")
+    table.add_column("capacity", justify="right")
+    table.add_column("use", justify="right")
+    for label, device in _grouped(plan.devices):
+        cells = [_gib(device.memory_bytes[name]) for name in _COLUMNS]
+        roles = ", ".join(device.roles) or "-"
+        if len(device.roles) > 1 and device.peak_role and device.id != "cpu":
+            roles += f" (peak: {device.peak_role})"
+        table.add_row(label, roles, *cells, _gib(device.capacity_bytes), _use(device))
+    return table
+
+
+def _roles_table(plan: Plan) -> Table:
+    """Per role, one rank's memory while it computes and what it leaves while idle."""
+    table = Table(title="per rank, by role (GiB)", title_justify="left")
+    for name in ("role", "devices", "layout", *_COLUMNS[:-1], "active", "idle"):
+        table.add_column(
+            name.replace("_", " "),
+            justify="left" if name in ("role", "devices", "layout") else "right",
+        )
+    shared = {r for d in plan.devices if len(d.roles) > 1 for r in d.roles}
+    for role, mem in plan.role_memory.items():
+        where = plan.placements.get(role, "cpu")
+        idle = _gib(mem.idle.total) if role in shared else "-"
+        devices = "host" if where == "cpu" else format_indices(where)
+        cells = [_gib(mem.active.as_dict()[name]) for name in _COLUMNS[:-1]]
+        table.add_row(
+            role,
+            devices,
+            plan.layouts.get(role, ""),
+            *cells,
+            _gib(mem.active.total),
+            idle,
+        )
+    return table
+
+
+def _grouped(devices: list[DevicePlan]) -> list[tuple[str, DevicePlan]]:
+    """Runs of consecutive GPUs with identical roles and memory become one row."""
+    rows: list[tuple[list[int], DevicePlan]] = []
+    for device in devices:
+        if device.id == "cpu":
+            continue
+        last = rows[-1] if rows else None
+        same = (
+            last and last[1].roles == device.roles and last[1].memory_bytes == device.memory_bytes
+        )
+        if same and last[0][-1] + 1 == device.id:
+            last[0].append(device.id)
+        else:
+            rows.append(([device.id], device))
+    out = [(f"GPU {format_indices(ids)}", device) for ids, device in rows]
+    out += [("host", d) for d in devices if d.id == "cpu"]
+    return out
+
+
+def _verdict(plan: Plan) -> Text:
+    peak = plan.peak_device
+    where = ""
+    if peak is not None:
+        name = "the host" if peak.id == "cpu" else f"GPU {peak.id}"
+        where = f": peak {_gib(peak.memory_bytes['total'])} of {_gib(peak.capacity_bytes)} GiB on {name}"
+    if plan.fits:
+        return Text(f"fits{where}", style="bold green")
+    return Text(f"does not fit{where}", style="bold red")
+
+
+def _section(title: str, lines: list[str], style: str, numbered: bool = False) -> list[Text]:
+    if not lines:
+        return []
+    out = [Text(f"{title}:", style="bold")]
+    for i, line in enumerate(lines, 1):
+        bullet = f"{i}." if numbered else "-"
+        out.append(Text(f"  {bullet} {line}", style=style))
+    return out
+
+
+def _gib(n: int | None) -> str:
+    if n is None:
+        return "?"
+    return f"{n / 1024**3:.1f}"
+
+
+def _use(device: DevicePlan) -> Text:
+    if not device.capacity_bytes:
+        return Text("?")
+    share = device.memory_bytes["total"] / device.capacity_bytes
+    style = "red" if share > 1 else "yellow" if share > 0.9 else "green"
+    return Text(f"{share:.0%}", style=style)

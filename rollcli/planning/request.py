@@ -1,0 +1,93 @@
+"""What a plan is asked for: the model, the cluster and each role's parallel layout.
+
+These are flat, typed arguments: the config layer builds them from a recipe, so nothing
+here reads YAML. Role names follow the pipeline's worker clusters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rollcli.models.registry import ModelSpec
+from rollcli.planning.devices import GiB
+
+TRAIN_ROLES = ("actor_train", "critic")  # weights + grads + optimizer + activations
+INFER_ROLES = ("actor_infer",)  # weights + KV cache
+FORWARD_ROLES = ("reference", "reward")  # weights + forward activations
+HOST_ROLES = ("env",)  # no model: environments and rule rewards
+ROLES = TRAIN_ROLES + INFER_ROLES + FORWARD_ROLES + HOST_ROLES
+
+TRAIN_STRATEGIES = ("deepspeed", "megatron", "hf")
+INFER_STRATEGIES = ("vllm", "sglang", "hf")
+
+
+def default_strategy(role: str) -> str:
+    if role in TRAIN_ROLES:
+        return "deepspeed"
+    if role in INFER_ROLES:
+        return "vllm"
+    return "hf"
+
+
+@dataclass(frozen=True)
+class RoleRequest:
+    """One role's placement and parallel layout.
+
+    device_mapping: "0-7", "0,1,2", [0, 1, 2, 3] or "cpu" (see `devices.py`).
+    strategy: train roles deepspeed | megatron | hf; actor_infer vllm | sglang | hf;
+        None picks deepspeed, vllm or hf by role. megatron's distributed optimizer is
+        zero_stage 1.
+    seq_len: prompt + response tokens (the inference engine's max model length).
+    micro_batch: sequences per forward/backward (train) or forward (reference, reward).
+    gpu_memory_utilization, max_num_seqs: the vLLM/SGLang engine's settings.
+    param_bytes: 2 for bf16/fp16 weights (mixed-precision Adam), 4 for fp32.
+    offload_when_idle: a colocated role moves its states to host memory while another
+        role on the same GPU computes (worker offload, vLLM sleep mode).
+    """
+
+    role: str
+    device_mapping: str | list[int]
+    strategy: str | None = None
+    tp: int = 1
+    pp: int = 1
+    zero_stage: int = 0
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    micro_batch: int = 1
+    seq_len: int = 2048
+    grad_checkpointing: bool = True
+    gpu_memory_utilization: float = 0.8
+    max_num_seqs: int = 256
+    param_bytes: int = 2
+    offload_when_idle: bool = True
+
+    @property
+    def resolved_strategy(self) -> str:
+        return self.strategy or default_strategy(self.role)
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """The model, the cluster and the roles to place.
+
+    num_gpus: GPUs in the whole cluster (0 plans a CPU run on the host).
+    gpus_per_node: 0 means num_gpus // num_nodes.
+    host_memory_bytes: host RAM, the capacity in a CPU plan (None: not judged).
+    async_mode: rollout runs alongside training, so actor_train and actor_infer need
+        their own GPUs.
+    """
+
+    model: ModelSpec
+    num_gpus: int
+    num_nodes: int = 1
+    gpus_per_node: int = 0
+    gpu_memory_bytes: int = 80 * GiB
+    roles: list[RoleRequest] = field(default_factory=list)
+    async_mode: bool = False
+    host_memory_bytes: int | None = None
+
+    @property
+    def node_size(self) -> int:
+        if self.gpus_per_node:
+            return self.gpus_per_node
+        return max(1, self.num_gpus // max(1, self.num_nodes))

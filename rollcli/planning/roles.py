@@ -1,0 +1,155 @@
+"""Memory of one rank of one role: the formulas of `memory.py` applied to a RoleRequest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rollcli.models.registry import ModelSpec, param_count
+from rollcli.planning.devices import GiB
+from rollcli.planning.memory import (
+    MemoryBreakdown,
+    activation_bytes,
+    forward_activation_bytes,
+    inference_memory,
+    kv_cache_bytes_per_token,
+    model_state_bytes,
+    weight_bytes,
+)
+from rollcli.planning.request import FORWARD_ROLES, INFER_ROLES, TRAIN_ROLES, RoleRequest
+
+
+@dataclass(frozen=True)
+class RoleMemory:
+    """Per-rank bytes of a role.
+
+    active: while the role computes. idle: what stays on the device while a colocated
+    neighbour computes. problems: reasons it fails whatever its neighbours do.
+    """
+
+    role: str
+    active: MemoryBreakdown
+    idle: MemoryBreakdown
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    host_bytes: int = 0  # states this rank keeps in host memory (offload, idle offload)
+
+
+def effective_zero_stage(req: RoleRequest) -> int:
+    """hf trains plain data parallel (stage 0); megatron's distributed optimizer is stage 1."""
+    strategy = req.resolved_strategy
+    if strategy == "hf":
+        return 0
+    if strategy == "megatron":
+        return min(req.zero_stage, 1)
+    return req.zero_stage
+
+
+def estimate_role(
+    req: RoleRequest,
+    model: ModelSpec,
+    *,
+    ranks: int,
+    capacity_bytes: int | None,
+    on_cpu: bool,
+    colocated: bool,
+) -> RoleMemory:
+    """Bytes one rank of `req` uses; `ranks` is how many devices the role spans."""
+    offloaded = 0
+    if req.role in TRAIN_ROLES:
+        active, problems, notes = _train(req, model, ranks), (), ()
+        resident = MemoryBreakdown(active.weights, active.grads, active.optimizer)
+        unsharded = _train(
+            replace(req, offload_optimizer=False, offload_params=False), model, ranks
+        )
+        offloaded = unsharded.total - active.total
+    elif req.role in INFER_ROLES:
+        active, problems, notes = _infer(req, model, capacity_bytes, on_cpu)
+        resident = active
+    elif req.role in FORWARD_ROLES:
+        active = _forward(req, model)
+        resident, problems, notes = MemoryBreakdown(weights=active.weights), (), ()
+    else:
+        active = resident = MemoryBreakdown()
+        problems, notes = (), ()
+    sleeps = colocated and req.offload_when_idle
+    idle = MemoryBreakdown() if sleeps else resident
+    # A sleeping inference engine keeps its weights on the host and drops its KV cache.
+    host = offloaded + ((resident.total - resident.kv_cache) if sleeps else 0)
+    return RoleMemory(req.role, active, idle, problems, notes, host)
+
+
+def _train(req: RoleRequest, model: ModelSpec, ranks: int) -> MemoryBreakdown:
+    dp = max(1, ranks // (req.tp * req.pp))
+    states = model_state_bytes(
+        param_count(model),
+        dp=dp,
+        zero_stage=effective_zero_stage(req),
+        tp=req.tp,
+        pp=req.pp,
+        param_bytes=req.param_bytes,
+        offload_optimizer=req.offload_optimizer,
+        offload_params=req.offload_params,
+    )
+    acts = activation_bytes(
+        model,
+        micro_batch=req.micro_batch,
+        seq_len=req.seq_len,
+        grad_checkpointing=req.grad_checkpointing,
+        tp=req.tp,
+        dtype_bytes=req.param_bytes,
+    )
+    return states + MemoryBreakdown(activations=acts)
+
+
+def _forward(req: RoleRequest, model: ModelSpec) -> MemoryBreakdown:
+    weights = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
+    acts = forward_activation_bytes(
+        model,
+        micro_batch=req.micro_batch,
+        seq_len=req.seq_len,
+        tp=req.tp,
+        dtype_bytes=req.param_bytes,
+    )
+    return MemoryBreakdown(weights=weights, activations=acts)
+
+
+def _infer(
+    req: RoleRequest, model: ModelSpec, capacity_bytes: int | None, on_cpu: bool
+) -> tuple[MemoryBreakdown, tuple[str, ...], tuple[str, ...]]:
+    if on_cpu or req.resolved_strategy == "hf" or capacity_bytes is None:
+        # No pre-reserved pool: the cache grows to what the batch needs.
+        per_token = kv_cache_bytes_per_token(
+            model, tp=req.tp, pp=req.pp, dtype_bytes=req.param_bytes
+        )
+        forward = _forward(req, model)
+        kv = req.max_num_seqs * req.seq_len * per_token
+        return forward + MemoryBreakdown(kv_cache=kv), (), ()
+    inf = inference_memory(
+        model,
+        capacity_bytes=capacity_bytes,
+        gpu_memory_utilization=req.gpu_memory_utilization,
+        max_num_seqs=req.max_num_seqs,
+        max_len=req.seq_len,
+        tp=req.tp,
+        pp=req.pp,
+        dtype_bytes=req.param_bytes,
+    )
+    budget = req.gpu_memory_utilization * capacity_bytes
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    if inf.kv_reserved < inf.kv_per_sequence:
+        problems = (
+            f"{req.role}: weights take {inf.weights / GiB:.1f} GiB of the {budget / GiB:.1f} GiB "
+            f"the engine may use (gpu_memory_utilization {req.gpu_memory_utilization}), leaving "
+            f"{inf.kv_reserved / GiB:.1f} GiB of KV cache, less than one {req.seq_len}-token "
+            f"sequence needs ({inf.kv_per_sequence / GiB:.2f} GiB)",
+        )
+    elif inf.kv_reserved < inf.kv_needed:
+        notes = (
+            f"{req.role}: the KV cache ({inf.kv_reserved / GiB:.1f} GiB) holds "
+            f"{inf.sequences_in_cache} of max_num_seqs={req.max_num_seqs} sequences of "
+            f"{req.seq_len} tokens ({inf.kv_needed / GiB:.1f} GiB); the engine runs fewer at "
+            "once",
+        )
+    active = MemoryBreakdown(weights=inf.weights, kv_cache=inf.kv_reserved)
+    return active, problems, notes

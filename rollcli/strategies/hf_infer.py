@@ -1,0 +1,103 @@
+"""The `hf` inference strategy: batched transformers `generate` (the CPU fallback engine).
+
+Prompts are token-id lists; each is sampled `n` times. Returns response token ids with the
+EOS kept when the sample finished, and whether it finished before `max_new_tokens`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from rollcli.data.padding import pad_left
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    n: int = 1
+    max_new_tokens: int = 64
+    temperature: float = 1.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+
+@dataclass
+class Generation:
+    prompt_index: int
+    token_ids: list[int]
+    finished: bool
+
+
+class _Progress:
+    """Tokens generated so far, readable from another thread while `generate` runs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = 0
+        self.total = 0
+
+    def reset(self, total: int) -> None:
+        with self.lock:
+            self.done, self.total = 0, total
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.done = min(self.total, self.done + n)
+
+    def read(self) -> tuple[int, int]:
+        with self.lock:
+            return self.done, self.total
+
+
+class HFInferEngine:
+    def __init__(self, model: torch.nn.Module, eos_token_ids: list[int], pad_token_id: int) -> None:
+        self.model = model
+        self.eos = set(eos_token_ids)
+        self.pad_token_id = pad_token_id
+        self.progress = _Progress()
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], params: SamplingParams, batch_size: int = 64) -> list[Generation]:
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        progress = self.progress
+        rows = [(i, p) for i, p in enumerate(prompts) for _ in range(params.n)]
+        progress.reset(len(rows) * params.max_new_tokens)
+
+        class _Count(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
+                progress.add(input_ids.shape[0])
+                return torch.zeros(input_ids.shape[0], dtype=torch.bool)
+
+        generator_seed = params.seed
+        out: list[Generation] = []
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            ids, mask = pad_left([p for _, p in chunk], self.pad_token_id)
+            torch.manual_seed(generator_seed + start)
+            sampling = params.temperature > 0
+            result = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=params.max_new_tokens,
+                do_sample=sampling,
+                temperature=params.temperature if sampling else None,
+                top_p=params.top_p if sampling else None,
+                top_k=(params.top_k or None) if sampling else None,
+                pad_token_id=self.pad_token_id,
+                eos_token_id=sorted(self.eos),
+                stopping_criteria=StoppingCriteriaList([_Count()]),
+            )
+            for (index, _), row in zip(chunk, result[:, ids.shape[1] :].tolist(), strict=True):
+                out.append(self._trim(index, row, params.max_new_tokens))
+        progress.reset(0)
+        return out
+
+    def _trim(self, index: int, row: list[int], max_new: int) -> Generation:
+        for pos, tok in enumerate(row):
+            if tok in self.eos:
+                return Generation(index, row[: pos + 1], True)
+        return Generation(index, row, len(row) < max_new)

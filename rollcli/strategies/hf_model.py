@@ -1,0 +1,50 @@
+"""Loading Hugging Face causal LMs and computing per-token log-probs of responses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
+
+
+def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32, train: bool = False):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    model.train(train)
+    if not train:
+        model.requires_grad_(False)
+    return model
+
+
+def load_tokenizer(path: str | Path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def response_logits(model, input_ids, attention_mask, position_ids, prompt_width: int) -> torch.Tensor:
+    """Logits that predict the response tokens: `[B, R, V]` for a `[prompt | response]` row."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+    return out.logits[:, prompt_width - 1 : -1, :]
+
+
+def response_logprobs(
+    model, batch_tensors: dict[str, torch.Tensor], *, temperature: float = 1.0, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-prob of every response token under `model` (and optionally the entropy), `[B, R]`."""
+    width = int(batch_tensors["prompt_width"][0])
+    logits = response_logits(
+        model, batch_tensors["input_ids"], batch_tensors["attention_mask"], batch_tensors["position_ids"], width
+    )
+    if temperature != 1.0:
+        logits = logits / temperature
+    labels = batch_tensors["input_ids"][:, width:]
+    logprobs = logprobs_from_logits(logits, labels)
+    entropy = entropy_from_logits(logits) if with_entropy else None
+    return logprobs, entropy

@@ -1,0 +1,81 @@
+"""The `hf` training strategy: plain torch AdamW over a Hugging Face model, on CPU or GPU.
+
+`HFTrainer.update` runs epochs × mini-batches (one optimizer step each) × micro-batches
+(gradient accumulation) with a caller-given loss, and clips the gradient norm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from rollcli.data.batch import Batch
+
+LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
+
+
+def _warmup_constant(warmup_steps: int) -> Callable[[int], float]:
+    def factor(step: int) -> float:
+        return min(1.0, (step + 1) / warmup_steps) if warmup_steps > 0 else 1.0
+
+    return factor
+
+
+class HFTrainer:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        weight_decay: float = 0.0,
+        warmup_steps: int = 0,
+        grad_clip: float | None = 1.0,
+    ) -> None:
+        self.model = model
+        self.grad_clip = grad_clip
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _warmup_constant(warmup_steps))
+
+    def update(
+        self, batch: Batch, *, loss_fn: LossFn, mini_batch_size: int | None, micro_batch_size: int, epochs: int = 1
+    ) -> dict[str, float]:
+        """Optimise `loss_fn` over `batch`; returns metrics averaged over micro-batches."""
+        self.model.train()
+        mini = mini_batch_size or len(batch)
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        grad_norms = []
+        for _ in range(epochs):
+            for mini_batch in batch.split(mini):
+                self.optimizer.zero_grad(set_to_none=True)
+                for micro in mini_batch.split(micro_batch_size):
+                    loss, metrics = loss_fn(micro)
+                    (loss * (len(micro) / len(mini_batch))).backward()
+                    for k, v in metrics.items():
+                        sums[k] = sums.get(k, 0.0) + float(v)
+                        counts[k] = counts.get(k, 0) + 1
+                grad_norms.append(self._clip_and_step())
+        out = {k: sums[k] / counts[k] for k in sums}
+        out["grad_norm"] = sum(grad_norms) / len(grad_norms)
+        out["lr"] = self.scheduler.get_last_lr()[0]
+        return out
+
+    def _clip_and_step(self) -> float:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        max_norm = self.grad_clip if self.grad_clip is not None else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        if torch.isfinite(norm):
+            self.optimizer.step()
+        self.scheduler.step()
+        return float(norm)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])

@@ -1,0 +1,1 @@
+"""Metric trackers beyond metrics.jsonl (TensorBoard)."""

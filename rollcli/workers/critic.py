@@ -1,0 +1,64 @@
+"""critic: a value model (the policy's trunk + a scalar head) for GAE, trained by regression."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from rollcli.algorithms.value_loss import value_loss
+from rollcli.data.batch import Batch
+from rollcli.strategies.hf_train import HFTrainer
+from rollcli.strategies.threads import set_threads
+from rollcli.workers.actor_train import _cat_rows, model_inputs
+
+
+def _load_value_model(path: str) -> torch.nn.Module:
+    from transformers import AutoModelForTokenClassification
+
+    model = AutoModelForTokenClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
+    torch.nn.init.zeros_(model.score.weight)  # start from V = 0 everywhere
+    if getattr(model.score, "bias", None) is not None:
+        torch.nn.init.zeros_(model.score.bias)
+    return model
+
+
+def _values(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """V(s_t) for each response token t: the value head read at the position before it."""
+    width = int(inputs["prompt_width"][0])
+    out = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], position_ids=inputs["position_ids"])
+    return out.logits[:, width - 1 : -1, 0]
+
+
+class CriticWorker:
+    def __init__(
+        self, model_path: str, *, lr: float, grad_clip: float | None = 1.0, num_threads: int = 1, seed: int = 0
+    ) -> None:
+        set_threads(num_threads)
+        torch.manual_seed(seed)
+        self.model = _load_value_model(model_path)
+        self.trainer = HFTrainer(self.model, lr=lr, grad_clip=grad_clip)
+
+    @torch.no_grad()
+    def compute_values(self, batch: Batch, micro_batch_size: int = 8) -> torch.Tensor:
+        self.model.eval()
+        return _cat_rows([_values(self.model, model_inputs(m)) for m in batch.split(micro_batch_size)])
+
+    def train_step(
+        self, batch: Batch, *, value_clip: float | None, micro_batch_size: int, mini_batch_size: int | None, epochs: int = 1
+    ) -> dict[str, float]:
+        def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+            values = _values(self.model, model_inputs(micro))
+            return value_loss(values, micro["values"], micro["returns"], micro["response_mask"], clip=value_clip)
+
+        return self.trainer.update(
+            batch, loss_fn=loss_fn, mini_batch_size=mini_batch_size, micro_batch_size=micro_batch_size, epochs=epochs
+        )
+
+    def save_state(self, folder: str) -> None:
+        torch.save({"model": self.model.state_dict(), **self.trainer.state_dict()}, Path(folder) / "critic.pt")
+
+    def load_state(self, folder: str) -> None:
+        state = torch.load(Path(folder) / "critic.pt", weights_only=False)
+        self.model.load_state_dict(state["model"])
+        self.trainer.load_state_dict(state)

@@ -1,0 +1,24 @@
+"""reference: a frozen copy of the initial policy; log-probs for the KL penalty."""
+
+from __future__ import annotations
+
+import torch
+
+from rollcli.data.batch import Batch
+from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
+from rollcli.strategies.threads import set_threads
+from rollcli.workers.actor_train import _cat_rows, model_inputs
+
+
+class ReferenceWorker:
+    def __init__(self, model_path: str, *, num_threads: int = 1) -> None:
+        set_threads(num_threads)
+        self.model = load_causal_lm(model_path, train=False)
+
+    @torch.no_grad()
+    def compute_logprobs(self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0) -> torch.Tensor:
+        parts = [
+            response_logprobs(self.model, model_inputs(m), temperature=temperature)[0]
+            for m in batch.split(micro_batch_size)
+        ]
+        return _cat_rows(parts)

@@ -1,0 +1,161 @@
+"""Policy losses against hand-computed values and gradients."""
+
+import math
+import typing
+
+import pytest
+import torch
+
+from rollcli.algorithms.policy_loss import (
+    POLICY_LOSSES,
+    compute_policy_loss,
+    gspo_loss,
+    pg_loss,
+    ppo_clip_loss,
+    raftpp_loss,
+    topr_loss,
+)
+from rollcli.config.algorithm import PolicyLossName
+
+# ratios r = [1.5, 0.5, 1.1] (old logp = 0), advantages [1, -1, 2], clip 0.2
+RATIOS = torch.tensor([[1.5, 0.5, 1.1]])
+ADV = torch.tensor([[1.0, -1.0, 2.0]])
+MASK = torch.ones(1, 3)
+
+
+def _logp(ratios):
+    return ratios.log().clone().requires_grad_(True)
+
+
+def test_table_matches_config_choices():
+    assert set(POLICY_LOSSES) == set(typing.get_args(PolicyLossName))
+
+
+def test_ppo_clip_by_hand():
+    # tok0: max(-1.5, -1.2) = -1.2 (clipped)   tok1: max(0.5, 0.8) = 0.8 (clipped)
+    # tok2: max(-2.2, -2.2) = -2.2              token-mean = -2.6 / 3
+    logp = _logp(RATIOS)
+    loss, metrics = ppo_clip_loss(logp, torch.zeros(1, 3), ADV, MASK)
+    assert loss.item() == pytest.approx(-2.6 / 3)
+    assert metrics["pg_loss"] == pytest.approx(-2.6 / 3)
+    assert metrics["clipfrac"] == pytest.approx(2 / 3)
+    assert metrics["ratio_mean"] == pytest.approx(3.1 / 3)
+    # k3 of each ratio: (r - 1) - log r
+    k3 = [(r - 1) - math.log(r) for r in (1.5, 0.5, 1.1)]
+    assert metrics["approx_kl"] == pytest.approx(sum(k3) / 3, rel=1e-5)
+    loss.backward()
+    # only tok2 is unclipped: d(-A r)/dlogp = -A r = -2.2, / 3 tokens
+    torch.testing.assert_close(logp.grad, torch.tensor([[0.0, 0.0, -2.2 / 3]]))
+
+
+def test_ppo_clip_higher_and_aggregation():
+    # clip_high 0.6: tok0 is no longer clipped -> -1.5
+    loss, _ = ppo_clip_loss(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, clip_high=0.6)
+    assert loss.item() == pytest.approx((-1.5 + 0.8 - 2.2) / 3)
+    loss, _ = ppo_clip_loss(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, agg="seq-mean-token-sum")
+    assert loss.item() == pytest.approx(-2.6)
+
+
+def test_ppo_dual_clip_by_hand():
+    # r = 4, A = -1: max(4, 1.2) = 4; dual clip 3 bounds it: min(4, 3) = 3
+    logp, old = _logp(torch.tensor([[4.0]])), torch.zeros(1, 1)
+    loss, _ = ppo_clip_loss(logp, old, torch.tensor([[-1.0]]), torch.ones(1, 1))
+    assert loss.item() == pytest.approx(4.0)
+    loss, metrics = ppo_clip_loss(logp, old, torch.tensor([[-1.0]]), torch.ones(1, 1), dual_clip=3)
+    assert loss.item() == pytest.approx(3.0)
+    assert metrics["dual_clipfrac"] == 1.0
+    with pytest.raises(ValueError, match="dual_clip"):
+        ppo_clip_loss(logp, old, torch.tensor([[-1.0]]), torch.ones(1, 1), dual_clip=1.0)
+
+
+def test_is_weights_multiply_the_token_loss():
+    # (-1.2 * 2 + 0.8 * 1 - 2.2 * 0.5) / 3 = -2.7 / 3
+    w = torch.tensor([[2.0, 1.0, 0.5]])
+    loss, _ = ppo_clip_loss(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, is_weights=w)
+    assert loss.item() == pytest.approx(-0.9)
+
+
+def test_raftpp_keeps_positive_tokens_only():
+    # tokens 0 and 2 have A > 0: (-1.2 - 2.2) / 2
+    loss, metrics = raftpp_loss(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK)
+    assert loss.item() == pytest.approx(-1.7)
+    assert metrics["keep_frac"] == pytest.approx(2 / 3)
+
+
+def test_gspo_by_hand():
+    # row 0: log ratios [0.2, -0.1, (pad 0.5)] -> mean 0.05, s = e^0.05 = 1.051271, A = 1
+    #        unclipped -1.051271 > clipped? clip(1.0513) = 1.0513 -> loss -1.051271 per token
+    # row 1: log ratios 0.4 each -> s = e^0.4 = 1.491825, A = 1 -> clipped to -1.2
+    # seq-mean-token-mean: (-1.051271 - 1.2) / 2
+    old = torch.zeros(2, 3)
+    logp = torch.tensor([[0.2, -0.1, 0.5], [0.4, 0.4, 0.4]], requires_grad=True)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    loss, metrics = gspo_loss(logp, old, torch.ones(2, 3), mask, clip_low=0.2, clip_high=0.2)
+    s0 = math.exp(0.05)
+    assert loss.item() == pytest.approx((-s0 - 1.2) / 2, rel=1e-5)
+    assert metrics["clipfrac"] == pytest.approx(3 / 5)  # row 1's three tokens
+    assert metrics["seq_ratio_mean"] == pytest.approx((s0 + math.exp(0.4)) / 2, rel=1e-5)
+    loss.backward()
+    # row 0: d(-A s)/dlogp_t = -s0 per token, weight 1/2 (rows) * 1/2 (tokens); row 1 clipped
+    want = torch.tensor([[-s0 / 4, -s0 / 4, 0.0], [0.0, 0.0, 0.0]])
+    torch.testing.assert_close(logp.grad, want)
+
+
+def test_topr_by_hand():
+    # logp [-1, -2, -0.5], old [-1.2, -1.5, -0.5] -> r = [e^0.2, e^-0.5, 1]; A = [1, -1, -2]
+    # tok0 A>=0: -A logp = 1.0
+    # tok1 A<0:  -min(e^-0.5, 1) * A * logp = -0.60653 * (-1) * (-2) = -1.21306
+    # tok2 A<0:  -1 * (-2) * (-0.5) = -1.0
+    logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
+    old = torch.tensor([[-1.2, -1.5, -0.5]])
+    adv = torch.tensor([[1.0, -1.0, -2.0]])
+    loss, metrics = topr_loss(logp, old, adv, MASK)
+    w = math.exp(-0.5)
+    assert loss.item() == pytest.approx((1.0 - 2 * w - 1.0) / 3, rel=1e-5)
+    assert metrics["clipfrac"] == 0.0
+    loss.backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([[-1 / 3, w / 3, 2 / 3]]))
+
+
+def test_topr_truncates_negative_ratio_above_one():
+    # r = e > 1 with A = -1: weight min(e, 1) = 1, so the gradient is -A = +1
+    logp = torch.tensor([[-1.0]], requires_grad=True)
+    loss, metrics = topr_loss(
+        logp, torch.tensor([[-2.0]]), torch.tensor([[-1.0]]), torch.ones(1, 1)
+    )
+    loss.backward()
+    assert logp.grad.item() == pytest.approx(1.0)
+    assert metrics["clipfrac"] == 1.0
+
+
+def test_pg_loss_by_hand():
+    # -A logp: -2 * -1 = 2, -1 * -2 = 2 -> mean 2; grad -A / 2 = [-1, -0.5]
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    loss, metrics = pg_loss(logp, torch.tensor([[2.0, 1.0]]), torch.ones(1, 2))
+    assert loss.item() == pytest.approx(2.0)
+    assert metrics["clipfrac"] == 0.0 and metrics["ratio_mean"] == pytest.approx(1.0)
+    loss.backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([[-1.0, -0.5]]))
+
+
+def test_compute_policy_loss_uniform_call():
+    common = {
+        "logprobs": _logp(RATIOS),
+        "old_logprobs": torch.zeros(1, 3),
+        "advantages": ADV,
+        "mask": MASK,
+        "clip_low": 0.2,
+        "clip_high": 0.2,
+    }
+    for name in POLICY_LOSSES:
+        loss, metrics = compute_policy_loss(name, **common)
+        assert torch.isfinite(loss)
+        assert {"pg_loss", "clipfrac", "ratio_mean", "approx_kl"} <= set(metrics)
+    loss, _ = compute_policy_loss("ppo", **common)
+    assert loss.item() == pytest.approx(-2.6 / 3)
+    with pytest.raises(ValueError, match="dual_clip"):
+        compute_policy_loss("pg", **common, dual_clip=3.0)
+    with pytest.raises(TypeError):
+        compute_policy_loss("ppo", **common, clip_ratio=0.2)
+    with pytest.raises(ValueError, match="ppo"):
+        compute_policy_loss("ppo2", **common)

@@ -1,0 +1,21 @@
+"""Run the doctest examples of the environment modules, imported under their package names."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "rollcli.envs.action_parsing",
+    "rollcli.envs.frozenlake",
+    "rollcli.envs.sokoban.env",
+    "rollcli.envs.sokoban.generator",
+    "rollcli.envs.sokoban.level",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no examples"
+    assert result.failed == 0
