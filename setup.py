@@ -7,15 +7,21 @@ top-level import name collides with PyPI packages. Everything else is in pyproje
 
 from setuptools import find_namespace_packages, setup
 
-MAPPED = {"rollcli": "rollcli", "rollcli.envs": "envs", "rollcli.rewards": "rewards",
-          "rollcli.recipes": "recipes"}
+MAPPED = {
+    "rollcli": "rollcli",
+    "rollcli.envs": "envs",
+    "rollcli.rewards": "rewards",
+    "rollcli.recipes": "recipes",
+}
 
 
 def _packages() -> list[str]:
     found = []
     for name, folder in MAPPED.items():
         found.append(name)
-        found += [f"{name}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])]
+        found += [
+            f"{name}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])
+        ]
     return found
 
 

@@ -37,7 +37,9 @@ ENV_REGISTRY: dict[str, EnvSpec] = {}
 _builtins_loaded = False
 
 
-def register_env(name: str, description: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def register_env(
+    name: str, description: str = ""
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Class (or factory) decorator: register an environment under `name`."""
 
     def wrap(factory: Callable[..., Any]) -> Callable[..., Any]:
@@ -67,7 +69,9 @@ def get_spec(name: str) -> EnvSpec:
     if name not in ENV_REGISTRY:
         close = difflib.get_close_matches(name, ENV_REGISTRY, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise KeyError(f"unknown environment {name!r}{hint}; registered: {', '.join(sorted(ENV_REGISTRY))}")
+        raise KeyError(
+            f"unknown environment {name!r}{hint}; registered: {', '.join(sorted(ENV_REGISTRY))}"
+        )
     return ENV_REGISTRY[name]
 
 

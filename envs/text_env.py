@@ -29,6 +29,7 @@ from typing import Any
 
 import gymnasium
 from gymnasium import spaces
+
 from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN, parse_action
 
 # Replies longer than this are still parsed; the bound only describes the action space.

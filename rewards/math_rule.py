@@ -45,7 +45,9 @@ def verify_answer(response: str, answer: str) -> bool:
     return bool(verify(gold, pred, timeout_seconds=None))
 
 
-def math_reward(response: str, answer: str, *, format_weight: float = 0.1, **_: object) -> dict[str, float]:
+def math_reward(
+    response: str, answer: str, *, format_weight: float = 0.1, **_: object
+) -> dict[str, float]:
     """Score = (1 - format_weight) * correct + format_weight * well_formatted.
 
     >>> math_reward("37 + 48 = 85", "85")

@@ -37,7 +37,9 @@ def load_reward_fn(ref: str) -> RewardFn:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise RewardNotFoundError(f"reward.fn = {ref!r}: cannot import {module_name!r} ({exc})") from None
+        raise RewardNotFoundError(
+            f"reward.fn = {ref!r}: cannot import {module_name!r} ({exc})"
+        ) from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise RewardNotFoundError(f"reward.fn = {ref!r}: {module_name!r} has no function {attr!r}")

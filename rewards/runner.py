@@ -43,7 +43,9 @@ def _deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def score_one(fn: RewardFn, sample: dict[str, Any], options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+def score_one(
+    fn: RewardFn, sample: dict[str, Any], options: dict[str, Any], timeout_s: float
+) -> dict[str, Any]:
     """`{"score": float, <metrics>..., "error": str | None}` for one sample."""
     fields = {k: v for k, v in sample.items() if k not in ("response", "answer")}
     try:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gymnasium import spaces
+
 from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
 from rollcli.envs.registry import register_env
 from rollcli.envs.sokoban.generator import generate_level

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from rollcli.envs.sokoban.level import DIRECTIONS, OPPOSITE, Pos, SokobanState
 
 _MOVE_NAMES = list(DIRECTIONS)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+
 from rollcli.envs.registry import register_env
 from rollcli.envs.webshop.actions import parse_webshop_action
 from rollcli.envs.webshop.catalog import Catalogue, Goal

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import bm25s
 import numpy as np
+
 from rollcli.envs.webshop.catalog import Product
 
 _WORD = re.compile(r"[a-z0-9]+")

@@ -7,7 +7,14 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -16,10 +23,20 @@ class RichDisplay:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.steps = Progress(
-            TextColumn("[bold]step"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("eta"), TimeRemainingColumn(), console=console,
+            TextColumn("[bold]step"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
         )
-        self.gen = Progress(TextColumn("  {task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), console=console)
+        self.gen = Progress(
+            TextColumn("  {task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            console=console,
+        )
         self.status = Text("")
         self.step_task = None
         self.gen_task = self.gen.add_task("starting", total=1)
@@ -29,10 +46,14 @@ class RichDisplay:
 
     def _ensure_live(self) -> None:
         if self.live is None:
-            self.live = Live(Group(self.steps, self.gen, self.status), console=self.console, refresh_per_second=4)
+            self.live = Live(
+                Group(self.steps, self.gen, self.status), console=self.console, refresh_per_second=4
+            )
             self.live.start()
 
-    def start(self, *, run_id: str, run_dir: str, total_steps: int, start_step: int, engine: str) -> None:
+    def start(
+        self, *, run_id: str, run_dir: str, total_steps: int, start_step: int, engine: str
+    ) -> None:
         self.console.print(f"[bold]roll[/] run [cyan]{run_id}[/] → {run_dir}  (engine: {engine})")
         self._ensure_live()
         self.step_task = self.steps.add_task("train", total=total_steps, completed=start_step)
@@ -73,7 +94,9 @@ class RichDisplay:
             self.live = None
 
 
-def summary_table(run_id: str, run_dir: str, final: dict[str, Any], first_val: float | None, wall_s: float) -> Table:
+def summary_table(
+    run_id: str, run_dir: str, final: dict[str, Any], first_val: float | None, wall_s: float
+) -> Table:
     table = Table(title=f"run {run_id} finished", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")

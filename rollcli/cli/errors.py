@@ -45,7 +45,9 @@ def user_errors(debug: bool = False) -> Iterator[None]:
         if debug_enabled(debug) or not isinstance(exc, _user_error_types()):
             if not debug_enabled(debug):
                 err_console.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
-                err_console.print("[dim]run again with --debug (or ROLL_DEBUG=1) for the traceback[/]")
+                err_console.print(
+                    "[dim]run again with --debug (or ROLL_DEBUG=1) for the traceback[/]"
+                )
                 raise typer.Exit(1) from None
             raise
         message = str(exc.args[0]) if exc.args else str(exc)
@@ -54,7 +56,9 @@ def user_errors(debug: bool = False) -> Iterator[None]:
 
 
 def fail(message: str, hint: str = "") -> None:
-    err_console.print(f"[red]error:[/] {message}" + (f" [dim]({hint})[/]" if hint else ""), soft_wrap=True)
+    err_console.print(
+        f"[red]error:[/] {message}" + (f" [dim]({hint})[/]" if hint else ""), soft_wrap=True
+    )
     raise typer.Exit(USER_ERROR_EXIT)
 
 

@@ -32,9 +32,26 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
     from rollcli.runs.run_dir import RunDir
 
     table = Table(title=f"runs in {runs_dir}")
-    for col in ("run id", "recipe", "model", "status", "step", "reward", "val acc", "started", "duration"):
+    for col in (
+        "run id",
+        "recipe",
+        "model",
+        "status",
+        "step",
+        "reward",
+        "val acc",
+        "started",
+        "duration",
+    ):
         table.add_column(col)
-    folders = sorted((p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()), key=lambda p: p.stat().st_mtime) if runs_dir.is_dir() else []
+    folders = (
+        sorted(
+            (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),
+            key=lambda p: p.stat().st_mtime,
+        )
+        if runs_dir.is_dir()
+        else []
+    )
     for folder in folders:
         run = RunDir(folder)
         st = run.read_status()
@@ -44,9 +61,13 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
         started = st.get("started")
         end = st.get("finished") or st.get("heartbeat")
         table.add_row(
-            folder.name, str(st.get("recipe", "?")), str(st.get("model", "?")), str(st.get("status", "?")),
+            folder.name,
+            str(st.get("recipe", "?")),
+            str(st.get("model", "?")),
+            str(st.get("status", "?")),
             f"{st.get('step', 0)}/{st.get('total_steps', '?')}",
-            f"{reward:.3f}" if reward is not None else "-", f"{val:.3f}" if val is not None else "-",
+            f"{reward:.3f}" if reward is not None else "-",
+            f"{val:.3f}" if val is not None else "-",
             time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "-",
             _fmt_duration(end - started if started and end else None),
         )
@@ -63,5 +84,14 @@ def show(run_id: str, runs_dir: Path = RUNS_DIR) -> None:
         fail(f"no run {run_id!r} in {runs_dir}", "`roll runs ls` lists the runs")
     run = RunDir(folder)
     metrics = run.read_metrics()
-    typer.echo(json.dumps({"run_id": run_id, "folder": str(folder), **run.read_status(),
-                           "last_metrics": metrics[-1] if metrics else None}, indent=2))
+    typer.echo(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "folder": str(folder),
+                **run.read_status(),
+                "last_metrics": metrics[-1] if metrics else None,
+            },
+            indent=2,
+        )
+    )

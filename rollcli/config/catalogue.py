@@ -55,7 +55,11 @@ def find_recipe(ref: str) -> tuple[str, str]:
     files = _recipe_files()
     if ref in files:
         return ref, files[ref]
-    aliased = [name for name, text in files.items() if ref in ((yaml.safe_load(text) or {}).get("aliases") or [])]
+    aliased = [
+        name
+        for name, text in files.items()
+        if ref in ((yaml.safe_load(text) or {}).get("aliases") or [])
+    ]
     if len(aliased) == 1:
         return aliased[0], files[aliased[0]]
     matches = sorted(name for name in files if name.startswith(ref))

@@ -72,6 +72,10 @@ def format_validation_error(
     """Turn pydantic's multi-line error into one line (the first problem, plus a count)."""
     errors = exc.errors()
     first = _describe(errors[0], model, prefix)
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    more = (
+        f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        if len(errors) > 1
+        else ""
+    )
     where = f"{source}: " if source else ""
     return ConfigError(f"{where}{first}{more}")

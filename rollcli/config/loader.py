@@ -23,7 +23,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     """`train.lr=1e-5` → (["train", "lr"], 1e-5). Values are parsed as YAML scalars/lists."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"override {text!r} is not of the form key.path=value (e.g. train.lr=1e-5)")
+        raise ConfigError(
+            f"override {text!r} is not of the form key.path=value (e.g. train.lr=1e-5)"
+        )
     parts = [p for p in key.strip().split(".")]
     if any(not p for p in parts):
         raise ConfigError(f"override {text!r} has an empty part in its key path")
@@ -50,7 +52,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | dict[str, Any]) 
                 child = node[part] = {}
             if not isinstance(child, dict):
                 path = ".".join(parts[: i + 1])
-                raise ConfigError(f"cannot set {'.'.join(parts)!r}: {path!r} is a value, not a section")
+                raise ConfigError(
+                    f"cannot set {'.'.join(parts)!r}: {path!r} is a value, not a section"
+                )
             node = child
         node[parts[-1]] = value
     return out
@@ -58,7 +62,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | dict[str, Any]) 
 
 def validate_recipe(raw: Any, source: str = "recipe") -> RecipeConfig:
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: a recipe must be a YAML mapping of keys, got {type(raw).__name__}")
+        raise ConfigError(
+            f"{source}: a recipe must be a YAML mapping of keys, got {type(raw).__name__}"
+        )
     raw = dict(raw)
     algorithm = raw.get("algorithm") or {}
     if not isinstance(algorithm, dict):
@@ -88,7 +94,9 @@ def load_recipe(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{source}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise ConfigError(
+            f"{source}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})"
+        ) from None
     raw = apply_overrides(raw, overrides or [])
     raw = apply_overrides(raw, {k: v for k, v in (flags or {}).items() if v is not None})
     return validate_recipe(raw, source), source
@@ -99,4 +107,11 @@ def dump_recipe(cfg: RecipeConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
-__all__ = ["ConfigError", "apply_overrides", "did_you_mean", "dump_recipe", "load_recipe", "validate_recipe"]
+__all__ = [
+    "ConfigError",
+    "apply_overrides",
+    "did_you_mean",
+    "dump_recipe",
+    "load_recipe",
+    "validate_recipe",
+]

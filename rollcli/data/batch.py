@@ -43,7 +43,9 @@ class Batch:
             return self.tensors[key]
         if key in self.fields:
             return self.fields[key]
-        raise KeyError(f"batch has no entry {key!r}; it has {sorted(self.tensors) + sorted(self.fields)}")
+        raise KeyError(
+            f"batch has no entry {key!r}; it has {sorted(self.tensors) + sorted(self.fields)}"
+        )
 
     def __contains__(self, key: str) -> bool:
         return key in self.tensors or key in self.fields

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 import torch
 
 
-def pad_left(seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_left(
+    seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     width = max((len(s) for s in seqs), default=0) if width is None else width
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -22,7 +24,9 @@ def pad_left(seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = Non
     return ids, mask
 
 
-def pad_right(seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_right(
+    seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     width = max((len(s) for s in seqs), default=0) if width is None else width
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -47,7 +51,9 @@ def rollout_tensors(
     per row) and `response_mask [B, R]` (1 on real response tokens).
     """
     p_ids, p_mask = pad_left(prompts, pad_id)
-    r_ids, r_mask = pad_right(responses, pad_id, width=max(1, max((len(r) for r in responses), default=1)))
+    r_ids, r_mask = pad_right(
+        responses, pad_id, width=max(1, max((len(r) for r in responses), default=1))
+    )
     attention_mask = torch.cat([p_mask, r_mask], dim=1)
     return {
         "input_ids": torch.cat([p_ids, r_ids], dim=1),

@@ -39,8 +39,14 @@ def _messages(question: str, system_prompt: str | None, suffix: str) -> tuple[di
 
 
 def reasoning_gym_prompts(
-    task: str, task_args: dict[str, Any], size: int, seed: int, *, system_prompt: str | None = None,
-    suffix: str = "", tag: str = "math",
+    task: str,
+    task_args: dict[str, Any],
+    size: int,
+    seed: int,
+    *,
+    system_prompt: str | None = None,
+    suffix: str = "",
+    tag: str = "math",
 ) -> list[Prompt]:
     """`size` seeded problems from a reasoning-gym generator (real generators with scorers)."""
     import reasoning_gym
@@ -103,7 +109,14 @@ def file_prompts(path: str, *, system_prompt: str | None = None, suffix: str = "
             msgs = _messages(str(row["prompt"]), system_prompt, suffix)
         else:
             raise DataError(f"{path}: row {n} needs 'prompt' or 'messages' (keys: {sorted(row)})")
-        prompts.append(Prompt(str(row.get("id", f"{Path(path).stem}-{n}")), msgs, str(row["answer"]), str(row.get("tag", "math"))))
+        prompts.append(
+            Prompt(
+                str(row.get("id", f"{Path(path).stem}-{n}")),
+                msgs,
+                str(row["answer"]),
+                str(row.get("tag", "math")),
+            )
+        )
     if not prompts:
         raise DataError(f"{path}: no rows")
     return prompts

@@ -1,11 +1,11 @@
 """A seeded, resumable prompt sampler: shuffled epochs, exact position in `state_dict`.
 
-    >>> s = PromptSampler(5, seed=0)
-    >>> first = s.next_indices(3) + s.next_indices(3)   # crosses an epoch boundary
-    >>> t = PromptSampler(5, seed=0); _ = t.next_indices(3)
-    >>> u = PromptSampler(5, seed=0); u.load_state_dict(t.state_dict())
-    >>> u.next_indices(3) == first[3:]
-    True
+>>> s = PromptSampler(5, seed=0)
+>>> first = s.next_indices(3) + s.next_indices(3)   # crosses an epoch boundary
+>>> t = PromptSampler(5, seed=0); _ = t.next_indices(3)
+>>> u = PromptSampler(5, seed=0); u.load_state_dict(t.state_dict())
+>>> u.next_indices(3) == first[3:]
+True
 """
 
 from __future__ import annotations
@@ -38,10 +38,17 @@ class PromptSampler:
         return out
 
     def state_dict(self) -> dict[str, int]:
-        return {"size": self.size, "seed": self.seed, "epoch": self.epoch, "position": self.position}
+        return {
+            "size": self.size,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "position": self.position,
+        }
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state["size"] != self.size:
-            raise ValueError(f"sampler state is for {state['size']} prompts, this data has {self.size}")
+            raise ValueError(
+                f"sampler state is for {state['size']} prompts, this data has {self.size}"
+            )
         self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
         self._order = self._epoch_order(self.epoch)

@@ -62,8 +62,15 @@ class Cluster:
 
     def dispatch_async(self, method: str, batch: Batch | list, **kwargs: Any) -> list:
         """Split `batch` (a Batch or a list) into one contiguous part per rank; return refs."""
-        parts = batch.chunk(self.world_size) if isinstance(batch, Batch) else _chunk_list(batch, self.world_size)
-        return [getattr(w, method).remote(part, **kwargs) for w, part in zip(self.workers, parts, strict=True)]
+        parts = (
+            batch.chunk(self.world_size)
+            if isinstance(batch, Batch)
+            else _chunk_list(batch, self.world_size)
+        )
+        return [
+            getattr(w, method).remote(part, **kwargs)
+            for w, part in zip(self.workers, parts, strict=True)
+        ]
 
     def dispatch(self, method: str, batch: Batch | list, **kwargs: Any) -> Any:
         import ray

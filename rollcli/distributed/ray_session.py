@@ -13,10 +13,16 @@ def start_ray(address: str | None = None, num_cpus: float | None = None) -> dict
     if ray.is_initialized():
         return ray.cluster_resources()
     # The local cluster enables token auth by default and warns about it on every start.
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR
+    )
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    kwargs: dict = {"logging_level": logging.WARNING, "log_to_driver": True, "configure_logging": True}
+    kwargs: dict = {
+        "logging_level": logging.WARNING,
+        "log_to_driver": True,
+        "configure_logging": True,
+    }
     if address:
         ray.init(address=address, **kwargs)
     else:

@@ -73,7 +73,9 @@ class WeightSender:
 class WeightReceiver:
     """Ranks 1..N of the sync group (one per actor_infer worker)."""
 
-    def __init__(self, host: str, port: int, rank: int, world_size: int, timeout_s: float = 600) -> None:
+    def __init__(
+        self, host: str, port: int, rank: int, world_size: int, timeout_s: float = 600
+    ) -> None:
         self.group = _group(host, port, rank, world_size, timeout_s)
 
     @torch.no_grad()

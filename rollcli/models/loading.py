@@ -115,7 +115,9 @@ def resolve_model(ref: str) -> Path:
     path = Path(ref).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
-            raise ModelNotFoundError(f"{path} is a folder but has no config.json (not a Hugging Face model folder)")
+            raise ModelNotFoundError(
+                f"{path} is a folder but has no config.json (not a Hugging Face model folder)"
+            )
         return path.resolve()
     try:
         spec = get_model_spec(ref)

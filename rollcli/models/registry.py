@@ -13,7 +13,6 @@ import difflib
 from rollcli.models import catalog
 from rollcli.models.spec import ModelSpec, param_count
 
-
 SMOLLM2_135M = ModelSpec(
     name="smollm2-135m",
     hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -73,4 +72,11 @@ def get_model_spec(name: str) -> ModelSpec:
 for _spec in catalog.CATALOG:
     MODELS.setdefault(_spec.name, _spec)
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "ModelSpec", "get_model_spec", "param_count", "register_model"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "ModelSpec",
+    "get_model_spec",
+    "param_count",
+    "register_model",
+]

@@ -30,7 +30,9 @@ class ModelSpec:
 def param_count(spec: ModelSpec) -> int:
     """Parameters of a llama/qwen-style decoder (embeddings, attention, MLP or MoE, norms)."""
     h, layers = spec.hidden_size, spec.num_layers
-    attn = h * spec.num_attention_heads * spec.head_dim * 2 + h * spec.num_kv_heads * spec.head_dim * 2
+    attn = (
+        h * spec.num_attention_heads * spec.head_dim * 2 + h * spec.num_kv_heads * spec.head_dim * 2
+    )
     if spec.num_experts:
         mlp = spec.num_experts * 3 * h * spec.moe_intermediate_size + h * spec.num_experts
     else:

@@ -25,8 +25,12 @@ def make_kl_controller(alg: AlgorithmConfig) -> FixedKLController | AdaptiveKLCo
 
 
 def shape_scores(
-    alg: AlgorithmConfig, scores: torch.Tensor, lengths: torch.Tensor, max_new_tokens: int,
-    group_size: int, running: RunningMeanStd | None,
+    alg: AlgorithmConfig,
+    scores: torch.Tensor,
+    lengths: torch.Tensor,
+    max_new_tokens: int,
+    group_size: int,
+    running: RunningMeanStd | None,
 ) -> torch.Tensor:
     """Reward clip → overlong penalty (DAPO) → normalisation (group / batch / running)."""
     scores = clip_abs(scores.float(), alg.reward_clip)
@@ -40,8 +44,13 @@ def shape_scores(
 
 
 def add_advantages(
-    alg: AlgorithmConfig, batch: Batch, *, group_size: int, max_new_tokens: int,
-    kl_ctl: FixedKLController | AdaptiveKLController, running: RunningMeanStd | None,
+    alg: AlgorithmConfig,
+    batch: Batch,
+    *,
+    group_size: int,
+    max_new_tokens: int,
+    kl_ctl: FixedKLController | AdaptiveKLController,
+    running: RunningMeanStd | None,
 ) -> dict[str, float]:
     """Set `advantages` and `returns` on the batch; returns KL metrics."""
     mask = batch["response_mask"]

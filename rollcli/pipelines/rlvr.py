@@ -1,7 +1,7 @@
 """The RLVR pipeline: one readable loop over steps.
 
-    generate → reward → reference / old log-probs / values → advantages → train actor
-    (and critic) → sync weights → validate → log → checkpoint
+generate → reward → reference / old log-probs / values → advantages → train actor
+(and critic) → sync weights → validate → log → checkpoint
 """
 
 from __future__ import annotations
@@ -29,8 +29,16 @@ from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 
 class RLVRPipeline:
-    def __init__(self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display) -> None:
-        self.cfg, self.run, self.run_id, self.model_path, self.ui = cfg, run, run_id, model_path, display
+    def __init__(
+        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
+    ) -> None:
+        self.cfg, self.run, self.run_id, self.model_path, self.ui = (
+            cfg,
+            run,
+            run_id,
+            model_path,
+            display,
+        )
         self.tracker = None
 
     # ---- setup -----------------------------------------------------------------------
@@ -55,21 +63,41 @@ class RLVRPipeline:
             infer_workers=cfg.rollout.num_workers,
             reward_workers=cfg.reward.num_workers,
             train_kwargs=dict(
-                lr=train.lr, betas=train.betas, weight_decay=train.weight_decay, warmup_steps=train.warmup_steps,
-                grad_clip=train.grad_clip, gradient_checkpointing=train.gradient_checkpointing,
+                lr=train.lr,
+                betas=train.betas,
+                weight_decay=train.weight_decay,
+                warmup_steps=train.warmup_steps,
+                grad_clip=train.grad_clip,
+                gradient_checkpointing=train.gradient_checkpointing,
             ),
-            reward_kwargs=dict(fn=cfg.reward.fn, options={"format_weight": cfg.reward.format_weight}, timeout_s=cfg.reward.timeout_s),
+            reward_kwargs=dict(
+                fn=cfg.reward.fn,
+                options={"format_weight": cfg.reward.format_weight},
+                timeout_s=cfg.reward.timeout_s,
+            ),
             reference=cfg.needs_reference,
-            critic_kwargs=dict(lr=cfg.critic.lr, grad_clip=cfg.critic.grad_clip) if cfg.needs_critic else None,
+            critic_kwargs=dict(lr=cfg.critic.lr, grad_clip=cfg.critic.grad_clip)
+            if cfg.needs_critic
+            else None,
         )
         self._init_weight_sync()
         self.update_args = PolicyUpdateArgs(
-            policy_loss=alg.policy_loss, clip_low=alg.clip_low, clip_high=alg.clip_high, dual_clip=alg.dual_clip,
-            loss_agg=alg.loss_agg, entropy_coef=alg.entropy_coef,
-            kl_loss_coef=alg.kl_coef if alg.kl_in == "loss" else 0.0, kl_estimator=alg.kl_estimator,
-            epochs=alg.ppo_epochs, mini_batch_size=train.mini_batch_size, micro_batch_size=train.micro_batch_size,
+            policy_loss=alg.policy_loss,
+            clip_low=alg.clip_low,
+            clip_high=alg.clip_high,
+            dual_clip=alg.dual_clip,
+            loss_agg=alg.loss_agg,
+            entropy_coef=alg.entropy_coef,
+            kl_loss_coef=alg.kl_coef if alg.kl_in == "loss" else 0.0,
+            kl_estimator=alg.kl_estimator,
+            epochs=alg.ppo_epochs,
+            mini_batch_size=train.mini_batch_size,
+            micro_batch_size=train.micro_batch_size,
             norm_len=alg.loss_norm_len,
+            temperature=cfg.rollout.temperature or 1.0,
         )
+        on_policy = alg.ppo_epochs == 1 and train.mini_batch_size in (None, cfg.rollout.batch_size)
+        self.needs_old_logprobs = not on_policy or (cfg.needs_reference and alg.kl_in == "reward")
         self.run.log_event(
             f"workers ready: engine=hf, {self.cpu.heavy_threads} threads per colocated role, "
             f"{len(self.train_prompts)} train / {len(self.val_prompts)} validation prompts"
@@ -81,7 +109,10 @@ class RLVRPipeline:
         infer = self.clusters.actor_infer
         world, port = 1 + infer.world_size, free_port()
         refs = self.clusters.actor_train.call_async("init_weight_sync", "127.0.0.1", port, world)
-        refs += [w.init_weight_sync.remote("127.0.0.1", port, rank + 1, world) for rank, w in enumerate(infer.workers)]
+        refs += [
+            w.init_weight_sync.remote("127.0.0.1", port, rank + 1, world)
+            for rank, w in enumerate(infer.workers)
+        ]
         ray.get(refs)
 
     # ---- the loop --------------------------------------------------------------------
@@ -89,7 +120,13 @@ class RLVRPipeline:
         cfg = self.cfg
         steps = cfg.train.steps
         last: dict[str, Any] = {}
-        self.ui.start(run_id=self.run_id, run_dir=str(self.run.root), total_steps=steps, start_step=start_step, engine="hf")
+        self.ui.start(
+            run_id=self.run_id,
+            run_dir=str(self.run.root),
+            total_steps=steps,
+            start_step=start_step,
+            engine="hf",
+        )
         if start_step == 0 and cfg.run.eval_every >= 0:
             last = {"step": 0, **self.validate()}
             self.log(last)
@@ -102,8 +139,13 @@ class RLVRPipeline:
             prompts = [self.train_prompts[i] for i in indices]
             self.ui.phase("generating")
             rollout = run_rollout(
-                self.clusters.actor_infer, self.clusters.reward, prompts, [self.train_ids[i] for i in indices],
-                self.pad_id, self.sampling(step), self.ui.generation,
+                self.clusters.actor_infer,
+                self.clusters.reward,
+                prompts,
+                [self.train_ids[i] for i in indices],
+                self.pad_id,
+                self.sampling(step),
+                self.ui.generation,
             )
             batch = rollout.batch
             metrics.update(rollout.metrics)
@@ -113,17 +155,41 @@ class RLVRPipeline:
             t0 = time.perf_counter()
             mb = cfg.train.micro_batch_size
             if self.clusters.reference is not None:
-                batch.set("ref_logprobs", self.clusters.reference.dispatch("compute_logprobs", batch, micro_batch_size=mb))
-            batch.set("old_logprobs", self.clusters.actor_train.dispatch("compute_logprobs", batch, micro_batch_size=mb))
+                batch.set(
+                    "ref_logprobs",
+                    self.clusters.reference.dispatch(
+                        "compute_logprobs",
+                        batch,
+                        micro_batch_size=mb,
+                        temperature=self.update_args.temperature,
+                    ),
+                )
+            temp = self.update_args.temperature
+            if self.needs_old_logprobs:
+                batch.set(
+                    "old_logprobs",
+                    self.clusters.actor_train.dispatch(
+                        "compute_logprobs", batch, micro_batch_size=mb, temperature=temp
+                    ),
+                )
             if self.clusters.critic is not None:
-                batch.set("values", self.clusters.critic.dispatch("compute_values", batch, micro_batch_size=mb))
+                batch.set(
+                    "values",
+                    self.clusters.critic.dispatch("compute_values", batch, micro_batch_size=mb),
+                )
             metrics["time/forward_s"] = time.perf_counter() - t0
 
             # 3. advantages (driver, pure functions)
-            metrics.update(add_advantages(
-                cfg.algorithm, batch, group_size=cfg.rollout.group_size,
-                max_new_tokens=cfg.rollout.max_new_tokens, kl_ctl=self.kl_ctl, running=self.running,
-            ))
+            metrics.update(
+                add_advantages(
+                    cfg.algorithm,
+                    batch,
+                    group_size=cfg.rollout.group_size,
+                    max_new_tokens=cfg.rollout.max_new_tokens,
+                    kl_ctl=self.kl_ctl,
+                    running=self.running,
+                )
+            )
 
             # 4. update the policy (and the critic)
             self.ui.phase("training")
@@ -132,8 +198,12 @@ class RLVRPipeline:
             metrics.update({f"actor/{k}": v for k, v in actor.items()})
             if self.clusters.critic is not None:
                 critic = self.clusters.critic.call(
-                    "train_step", batch, value_clip=cfg.algorithm.value_clip, micro_batch_size=mb,
-                    mini_batch_size=cfg.train.mini_batch_size, epochs=cfg.algorithm.ppo_epochs,
+                    "train_step",
+                    batch,
+                    value_clip=cfg.algorithm.value_clip,
+                    micro_batch_size=mb,
+                    mini_batch_size=cfg.train.mini_batch_size,
+                    epochs=cfg.algorithm.ppo_epochs,
                 )[0]
                 metrics.update({f"critic/{k}": v for k, v in critic.items()})
             metrics["time/train_s"] = time.perf_counter() - t0
@@ -158,8 +228,12 @@ class RLVRPipeline:
     def sampling(self, step: int) -> SamplingParams:
         r = self.cfg.rollout
         return SamplingParams(
-            n=r.group_size, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-            top_p=r.top_p, top_k=r.top_k, seed=self.cfg.seed * 100_003 + step,
+            n=r.group_size,
+            max_new_tokens=r.max_new_tokens,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            top_k=r.top_k,
+            seed=self.cfg.seed * 100_003 + step,
         )
 
     def sync_weights(self) -> float:
@@ -176,17 +250,25 @@ class RLVRPipeline:
 
         self.ui.phase("validating")
         r = self.cfg.rollout
-        params = SamplingParams(n=1, max_new_tokens=r.val_max_new_tokens or r.max_new_tokens, temperature=0.0)
+        params = SamplingParams(
+            n=1, max_new_tokens=r.val_max_new_tokens or r.max_new_tokens, temperature=0.0
+        )
         t0 = time.perf_counter()
         gens = generate(self.clusters.actor_infer, self.val_ids, params, self.ui.generation)
         samples = [
-            {"response": g["text"], "answer": self.val_prompts[g["prompt_index"]].answer, "tag": self.val_prompts[g["prompt_index"]].tag}
+            {
+                "response": g["text"],
+                "answer": self.val_prompts[g["prompt_index"]].answer,
+                "tag": self.val_prompts[g["prompt_index"]].tag,
+            }
             for g in gens
         ]
         results = score(self.clusters.reward, samples)
         correct = [float(res.get("correct", res["score"] >= 1.0)) for res in results]
         accuracy = sum(correct) / len(correct)
-        self.run.log_event(f"validation: accuracy {accuracy:.3f} on {len(correct)} held-out prompts (greedy)")
+        self.run.log_event(
+            f"validation: accuracy {accuracy:.3f} on {len(correct)} held-out prompts (greedy)"
+        )
         return {
             "val/accuracy": accuracy,
             "val/reward_mean": sum(res["score"] for res in results) / len(results),

@@ -29,7 +29,12 @@ class RolloutResult:
     metrics: dict[str, float]
 
 
-def generate(infer: Cluster, prompt_ids: list[list[int]], params: SamplingParams, on_progress: ProgressFn | None) -> list[dict]:
+def generate(
+    infer: Cluster,
+    prompt_ids: list[list[int]],
+    params: SamplingParams,
+    on_progress: ProgressFn | None,
+) -> list[dict]:
     """Generate on every actor_infer rank (prompts split across ranks), polling progress."""
     import ray
 
@@ -65,8 +70,13 @@ def score(reward: Cluster, samples: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def run_rollout(
-    infer: Cluster, reward: Cluster, prompts: list[Prompt], prompt_ids: list[list[int]], pad_id: int,
-    params: SamplingParams, on_progress: ProgressFn | None = None,
+    infer: Cluster,
+    reward: Cluster,
+    prompts: list[Prompt],
+    prompt_ids: list[list[int]],
+    pad_id: int,
+    params: SamplingParams,
+    on_progress: ProgressFn | None = None,
 ) -> RolloutResult:
     t0 = time.perf_counter()
     gens = generate(infer, prompt_ids, params, on_progress)
@@ -74,16 +84,31 @@ def run_rollout(
     samples = []
     for g in gens:
         p = prompts[g["prompt_index"]]
-        samples.append({"response": g["text"], "answer": p.answer, "tag": p.tag, "prompt": p.messages[-1]["content"]})
+        samples.append(
+            {
+                "response": g["text"],
+                "answer": p.answer,
+                "tag": p.tag,
+                "prompt": p.messages[-1]["content"],
+            }
+        )
     t1 = time.perf_counter()
     results = score(reward, samples)
     reward_s = time.perf_counter() - t1
 
-    tensors = rollout_tensors([prompt_ids[g["prompt_index"]] for g in gens], [g["token_ids"] for g in gens], pad_id)
+    tensors = rollout_tensors(
+        [prompt_ids[g["prompt_index"]] for g in gens], [g["token_ids"] for g in gens], pad_id
+    )
     scores = torch.tensor([r["score"] for r in results], dtype=torch.float32)
     tensors["scores"] = scores
     tensors["finished"] = torch.tensor([g["finished"] for g in gens], dtype=torch.bool)
-    batch = Batch(tensors, {"tag": [p["tag"] for p in samples], "prompt_id": [prompts[g["prompt_index"]].id for g in gens]})
+    batch = Batch(
+        tensors,
+        {
+            "tag": [p["tag"] for p in samples],
+            "prompt_id": [prompts[g["prompt_index"]].id for g in gens],
+        },
+    )
     lengths = tensors["response_mask"].sum(dim=1)
     n_tokens = int(lengths.sum())
     errors = sum(1 for r in results if r.get("error"))
@@ -103,7 +128,12 @@ def run_rollout(
         if values:
             metrics[f"reward/{key}"] = sum(values) / len(values)
     rows = [
-        {**s, "reward": r["score"], **{k: v for k, v in r.items() if k != "score"}, "finished": g["finished"]}
+        {
+            **s,
+            "reward": r["score"],
+            **{k: v for k, v in r.items() if k != "score"},
+            "finished": g["finished"],
+        }
         for s, r, g in zip(samples, results, gens, strict=True)
     ]
     return RolloutResult(batch, rows, metrics)

@@ -42,7 +42,11 @@ class Clusters:
     critic: Cluster | None = None
 
     def all(self) -> list[Cluster]:
-        return [c for c in (self.actor_train, self.actor_infer, self.reward, self.reference, self.critic) if c]
+        return [
+            c
+            for c in (self.actor_train, self.actor_infer, self.reward, self.reference, self.critic)
+            if c
+        ]
 
     def kill(self) -> None:
         for c in self.all():
@@ -50,8 +54,16 @@ class Clusters:
 
 
 def create_clusters(
-    *, model_path: str, seed: int, cores: float, infer_workers: int, reward_workers: int,
-    train_kwargs: dict, reward_kwargs: dict, reference: bool, critic_kwargs: dict | None,
+    *,
+    model_path: str,
+    seed: int,
+    cores: float,
+    infer_workers: int,
+    reward_workers: int,
+    train_kwargs: dict,
+    reward_kwargs: dict,
+    reference: bool,
+    critic_kwargs: dict | None,
 ) -> tuple[Clusters, CpuPlan]:
     heavy = 2 + int(reference) + int(critic_kwargs is not None) + (infer_workers - 1)
     cpu = plan_cpu(cores or float(os.cpu_count() or 1), heavy, reward_workers)
@@ -59,23 +71,46 @@ def create_clusters(
     threads = cpu.heavy_threads
     clusters = Clusters(
         actor_train=Cluster(
-            "actor_train", ActorTrainWorker, 1, heavy_res,
+            "actor_train",
+            ActorTrainWorker,
+            1,
+            heavy_res,
             {"model_path": model_path, "num_threads": threads, "seed": seed, **train_kwargs},
         ),
         actor_infer=Cluster(
-            "actor_infer", ActorInferWorker, infer_workers,
+            "actor_infer",
+            ActorInferWorker,
+            infer_workers,
             WorkerResources(num_cpus=cpu.heavy_cpus, max_concurrency=2),
-            lambda rank: {"model_path": model_path, "num_threads": max(1, threads // infer_workers), "seed": seed + rank, "rank": rank},
+            lambda rank: {
+                "model_path": model_path,
+                "num_threads": max(1, threads // infer_workers),
+                "seed": seed + rank,
+                "rank": rank,
+            },
         ),
-        reward=Cluster("reward", RewardWorker, reward_workers, WorkerResources(num_cpus=REWARD_CPUS), reward_kwargs),
+        reward=Cluster(
+            "reward",
+            RewardWorker,
+            reward_workers,
+            WorkerResources(num_cpus=REWARD_CPUS),
+            reward_kwargs,
+        ),
     )
     if reference:
         clusters.reference = Cluster(
-            "reference", ReferenceWorker, 1, heavy_res, {"model_path": model_path, "num_threads": threads}
+            "reference",
+            ReferenceWorker,
+            1,
+            heavy_res,
+            {"model_path": model_path, "num_threads": threads},
         )
     if critic_kwargs is not None:
         clusters.critic = Cluster(
-            "critic", CriticWorker, 1, heavy_res,
+            "critic",
+            CriticWorker,
+            1,
+            heavy_res,
             {"model_path": model_path, "num_threads": threads, "seed": seed, **critic_kwargs},
         )
     return clusters, cpu

@@ -38,10 +38,18 @@ class HFTrainer:
         self.grad_clip = grad_clip
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _warmup_constant(warmup_steps))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, _warmup_constant(warmup_steps)
+        )
 
     def update(
-        self, batch: Batch, *, loss_fn: LossFn, mini_batch_size: int | None, micro_batch_size: int, epochs: int = 1
+        self,
+        batch: Batch,
+        *,
+        loss_fn: LossFn,
+        mini_batch_size: int | None,
+        micro_batch_size: int,
+        epochs: int = 1,
     ) -> dict[str, float]:
         """Optimise `loss_fn` over `batch`; returns metrics averaged over micro-batches."""
         self.model.train()

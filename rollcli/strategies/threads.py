@@ -19,3 +19,4 @@ def set_threads(num_threads: int) -> None:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(num_threads)
     torch.set_num_threads(num_threads)
+    torch.set_flush_denormal(True)  # denormal floats slow CPU matmuls many times over

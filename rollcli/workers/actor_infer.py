@@ -13,7 +13,9 @@ from rollcli.strategies.threads import set_threads
 class ActorInferWorker:
     engine_name = "hf"
 
-    def __init__(self, model_path: str, *, num_threads: int = 1, seed: int = 0, rank: int = 0) -> None:
+    def __init__(
+        self, model_path: str, *, num_threads: int = 1, seed: int = 0, rank: int = 0
+    ) -> None:
         set_threads(num_threads)
         torch.manual_seed(seed)
         self.rank = rank
@@ -30,7 +32,12 @@ class ActorInferWorker:
         gens: list[Generation] = self.engine.generate(prompts, params)
         texts = self.tokenizer.batch_decode([g.token_ids for g in gens], skip_special_tokens=True)
         return [
-            {"prompt_index": g.prompt_index, "token_ids": g.token_ids, "text": t, "finished": g.finished}
+            {
+                "prompt_index": g.prompt_index,
+                "token_ids": g.token_ids,
+                "text": t,
+                "finished": g.finished,
+            }
             for g, t in zip(gens, texts, strict=True)
         ]
 

@@ -47,12 +47,19 @@ class ActorTrainWorker:
             self.model.gradient_checkpointing_enable()
         self.tokenizer = load_tokenizer(model_path)
         self.trainer = HFTrainer(
-            self.model, lr=lr, betas=betas, weight_decay=weight_decay, warmup_steps=warmup_steps, grad_clip=grad_clip
+            self.model,
+            lr=lr,
+            betas=betas,
+            weight_decay=weight_decay,
+            warmup_steps=warmup_steps,
+            grad_clip=grad_clip,
         )
         self.sender: WeightSender | None = None
 
     @torch.no_grad()
-    def compute_logprobs(self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0) -> torch.Tensor:
+    def compute_logprobs(
+        self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0
+    ) -> torch.Tensor:
         """Log-probs of the response tokens under the current policy (PPO's old log-probs)."""
         self.model.eval()
         parts = [
@@ -62,17 +69,21 @@ class ActorTrainWorker:
         return _cat_rows(parts)
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
-        """One policy update over the batch (needs `old_logprobs`, `advantages`, `response_mask`)."""
+        """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
+        unless the update is on-policy: one epoch, one mini-batch)."""
 
         def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
             mask = micro["response_mask"]
             logprobs, entropy = response_logprobs(
                 self.model, model_inputs(micro), temperature=args.temperature, with_entropy=True
             )
+            # On-policy (one optimizer step per batch) the rollout policy is the current one,
+            # so the old log-probs are this forward's, detached: no extra forward pass.
+            old = micro["old_logprobs"] if "old_logprobs" in micro else logprobs.detach()
             loss, metrics = compute_policy_loss(
                 args.policy_loss,
                 logprobs=logprobs,
-                old_logprobs=micro["old_logprobs"],
+                old_logprobs=old,
                 advantages=micro["advantages"],
                 mask=mask,
                 clip_low=args.clip_low,
@@ -86,15 +97,22 @@ class ActorTrainWorker:
             if args.entropy_coef:
                 loss = loss - args.entropy_coef * ent
             if "ref_logprobs" in micro:
-                kl = aggregate_loss(kl_estimate(logprobs, micro["ref_logprobs"], args.kl_estimator), mask, "token-mean")
+                kl = aggregate_loss(
+                    kl_estimate(logprobs, micro["ref_logprobs"], args.kl_estimator),
+                    mask,
+                    "token-mean",
+                )
                 metrics["kl"] = float(kl.detach())
                 if args.kl_loss_coef:
                     loss = loss + args.kl_loss_coef * kl
             return loss, metrics
 
         return self.trainer.update(
-            batch, loss_fn=loss_fn, mini_batch_size=args.mini_batch_size,
-            micro_batch_size=args.micro_batch_size, epochs=args.epochs,
+            batch,
+            loss_fn=loss_fn,
+            mini_batch_size=args.mini_batch_size,
+            micro_batch_size=args.micro_batch_size,
+            epochs=args.epochs,
         )
 
     # ---- weight sync -------------------------------------------------------------------
@@ -112,7 +130,10 @@ class ActorTrainWorker:
         self.tokenizer.save_pretrained(folder)
 
     def save_state(self, folder: str) -> None:
-        torch.save({**self.trainer.state_dict(), "rng": torch.get_rng_state()}, Path(folder) / "actor_optim.pt")
+        torch.save(
+            {**self.trainer.state_dict(), "rng": torch.get_rng_state()},
+            Path(folder) / "actor_optim.pt",
+        )
 
     def load_state(self, folder: str) -> None:
         from safetensors.torch import load_model

@@ -26,13 +26,23 @@ def _load_value_model(path: str) -> torch.nn.Module:
 def _values(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """V(s_t) for each response token t: the value head read at the position before it."""
     width = int(inputs["prompt_width"][0])
-    out = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], position_ids=inputs["position_ids"])
+    out = model(
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs["attention_mask"],
+        position_ids=inputs["position_ids"],
+    )
     return out.logits[:, width - 1 : -1, 0]
 
 
 class CriticWorker:
     def __init__(
-        self, model_path: str, *, lr: float, grad_clip: float | None = 1.0, num_threads: int = 1, seed: int = 0
+        self,
+        model_path: str,
+        *,
+        lr: float,
+        grad_clip: float | None = 1.0,
+        num_threads: int = 1,
+        seed: int = 0,
     ) -> None:
         set_threads(num_threads)
         torch.manual_seed(seed)
@@ -42,21 +52,38 @@ class CriticWorker:
     @torch.no_grad()
     def compute_values(self, batch: Batch, micro_batch_size: int = 8) -> torch.Tensor:
         self.model.eval()
-        return _cat_rows([_values(self.model, model_inputs(m)) for m in batch.split(micro_batch_size)])
+        return _cat_rows(
+            [_values(self.model, model_inputs(m)) for m in batch.split(micro_batch_size)]
+        )
 
     def train_step(
-        self, batch: Batch, *, value_clip: float | None, micro_batch_size: int, mini_batch_size: int | None, epochs: int = 1
+        self,
+        batch: Batch,
+        *,
+        value_clip: float | None,
+        micro_batch_size: int,
+        mini_batch_size: int | None,
+        epochs: int = 1,
     ) -> dict[str, float]:
         def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
             values = _values(self.model, model_inputs(micro))
-            return value_loss(values, micro["values"], micro["returns"], micro["response_mask"], clip=value_clip)
+            return value_loss(
+                values, micro["values"], micro["returns"], micro["response_mask"], clip=value_clip
+            )
 
         return self.trainer.update(
-            batch, loss_fn=loss_fn, mini_batch_size=mini_batch_size, micro_batch_size=micro_batch_size, epochs=epochs
+            batch,
+            loss_fn=loss_fn,
+            mini_batch_size=mini_batch_size,
+            micro_batch_size=micro_batch_size,
+            epochs=epochs,
         )
 
     def save_state(self, folder: str) -> None:
-        torch.save({"model": self.model.state_dict(), **self.trainer.state_dict()}, Path(folder) / "critic.pt")
+        torch.save(
+            {"model": self.model.state_dict(), **self.trainer.state_dict()},
+            Path(folder) / "critic.pt",
+        )
 
     def load_state(self, folder: str) -> None:
         state = torch.load(Path(folder) / "critic.pt", weights_only=False)

@@ -16,7 +16,9 @@ class ReferenceWorker:
         self.model = load_causal_lm(model_path, train=False)
 
     @torch.no_grad()
-    def compute_logprobs(self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0) -> torch.Tensor:
+    def compute_logprobs(
+        self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0
+    ) -> torch.Tensor:
         parts = [
             response_logprobs(self.model, model_inputs(m), temperature=temperature)[0]
             for m in batch.split(micro_batch_size)

@@ -9,7 +9,9 @@ from rollcli.rewards.runner import score_samples
 
 
 class RewardWorker:
-    def __init__(self, fn: str, *, options: dict[str, Any] | None = None, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, fn: str, *, options: dict[str, Any] | None = None, timeout_s: float = 10.0
+    ) -> None:
         self.fn = load_reward_fn(fn)
         self.options = dict(options or {})
         self.timeout_s = timeout_s

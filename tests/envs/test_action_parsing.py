@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rollcli.envs.action_parsing import ParsedAction, parse_action
 
 MOVES = ["Up", "Down", "Left", "Right"]

@@ -7,6 +7,7 @@ must treat ``<answer>definitely not a valid action</answer>`` as an invalid acti
 from __future__ import annotations
 
 import pytest
+
 from rollcli.envs.registry import env_names, make
 
 INVALID = "Let me think... <answer>definitely not a valid action</answer>"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
+
 from rollcli.envs import make
 from rollcli.envs.frozenlake import ACTION_NAMES, FrozenLakeEnv
 

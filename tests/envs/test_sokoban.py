@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
 from rollcli.envs import make
 from rollcli.envs.sokoban import SokobanEnv, SokobanState, SokobanSymbols, generate_level
 

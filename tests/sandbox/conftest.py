@@ -6,6 +6,7 @@ import glob
 import os
 
 import pytest
+
 from rollcli.rewards.sandbox import detect_isolation
 from rollcli.rewards.sandbox.process import _UID_BASE, _UID_SPAN
 

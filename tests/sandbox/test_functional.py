@@ -6,6 +6,7 @@ import doctest
 import importlib
 
 import pytest
+
 from rollcli.rewards import sandbox
 from rollcli.rewards.sandbox import (
     Job,

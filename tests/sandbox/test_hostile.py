@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+
 from rollcli.rewards.sandbox import SandboxLimits, run_program
 
 pytestmark = pytest.mark.usefixtures("host_clean")

@@ -13,6 +13,7 @@ import os
 import time
 
 import pytest
+
 from rollcli.rewards.sandbox import run_humaneval
 from rollcli.rewards.sandbox.api import Job, run_many
 

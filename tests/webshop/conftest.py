@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from rollcli.envs.webshop.env import WebShopEnv
 
 REPO = Path(__file__).resolve().parents[2]

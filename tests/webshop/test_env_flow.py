@@ -1,6 +1,7 @@
 """Pages, actions and episode flow of the WebShop environment."""
 
 import pytest
+
 from rollcli.envs.registry import env_names, make
 from rollcli.envs.webshop.env import WebShopEnv
 

@@ -1,6 +1,7 @@
 """WebShop's own files (the shared 100-product sample), when present."""
 
 import pytest
+
 from rollcli.envs.webshop.env import WebShopEnv
 from rollcli.envs.webshop.loader import load_webshop, read_instructions, read_products
 from rollcli.envs.webshop.oracle import OracleAgent, RandomAgent, evaluate

@@ -1,6 +1,7 @@
 """WebShop reward: hand-worked cases for every component and every type-factor branch."""
 
 import pytest
+
 from rollcli.envs.webshop.catalog import Goal, Product
 from rollcli.envs.webshop.reward import (
     attribute_matches,

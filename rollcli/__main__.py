@@ -1,0 +1,3 @@
+from rollcli.cli.app import main
+
+main()

@@ -1,0 +1,80 @@
+"""The CLI through typer's CliRunner (and a subprocess for import costs)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+
+runner = CliRunner()
+
+
+def test_help_lists_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("train", "recipes", "runs"):
+        assert command in result.stdout
+
+
+def test_help_recipes_and_dry_run_import_no_torch_or_ray() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from rollcli.cli.app import app\n"
+        "r = CliRunner()\n"
+        "assert r.invoke(app, ['--help']).exit_code == 0\n"
+        "assert r.invoke(app, ['recipes', 'ls']).exit_code == 0\n"
+        "assert r.invoke(app, ['train', 'rlvr', '--dry-run']).exit_code == 0\n"
+        "print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_recipes_ls_show_cp(tmp_path) -> None:
+    listed = runner.invoke(app, ["recipes", "ls"])
+    assert listed.exit_code == 0 and "rlvr-math" in listed.stdout and "webshop" in listed.stdout
+    shown = runner.invoke(app, ["recipes", "show", "rlvr-math"])
+    assert yaml.safe_load(shown.stdout)["name"] == "rlvr-math"
+    dest = tmp_path / "mine.yaml"
+    copied = runner.invoke(app, ["recipes", "cp", "rlvr", str(dest)])
+    assert copied.exit_code == 0 and yaml.safe_load(dest.read_text())["pipeline"] == "rlvr"
+    again = runner.invoke(app, ["recipes", "cp", "rlvr", str(dest)])
+    assert again.exit_code == 2 and "already exists" in again.stderr
+
+
+def test_train_dry_run_prints_the_resolved_recipe_with_flags_applied() -> None:
+    result = runner.invoke(
+        app,
+        ["train", "rlvr", "--dry-run", "--steps", "3", "--model", "tiny-random", "train.lr=2e-6"],
+    )
+    assert result.exit_code == 0, result.stderr
+    resolved = yaml.safe_load(result.stdout)
+    assert resolved["train"]["steps"] == 3
+    assert resolved["model"] == "tiny-random"
+    assert resolved["train"]["lr"] == 2e-6
+    assert resolved["algorithm"]["advantage"] == "grpo"
+
+
+def test_config_error_is_one_red_line_with_exit_2() -> None:
+    result = runner.invoke(app, ["train", "rlvr", "train.lrr=1"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == ["error: rlvr-math: unknown key 'train.lrr' (did you mean 'train.lr'?)"]
+    assert "Traceback" not in result.stderr
+
+
+def test_unbuilt_pipeline_says_so() -> None:
+    result = runner.invoke(app, ["train", "dpo", "--steps", "1"])
+    assert result.exit_code == 2
+    assert "the 'dpo' pipeline is not built yet" in result.stderr
+
+
+def test_runs_ls_on_an_empty_folder(tmp_path) -> None:
+    result = runner.invoke(app, ["runs", "ls", "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 0 and "run id" in result.stdout

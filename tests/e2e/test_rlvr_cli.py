@@ -1,0 +1,169 @@
+"""`roll train rlvr-math` on tiny-random through the real CLI, real Ray and real workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+REQUIRED_STEP_METRICS = {
+    "step",
+    "reward/mean",
+    "reward/std",
+    "actor/pg_loss",
+    "actor/kl",
+    "actor/entropy",
+    "actor/grad_norm",
+    "response_length/mean",
+    "time/step_s",
+    "time/generate_s",
+    "time/train_s",
+    "time/weight_sync_s",
+    "rollout/tokens_per_s",
+}
+SMALL = [
+    "rollout.batch_size=8",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=8",
+    "data.val_size=4",
+    "data.train_size=50",
+    "train.micro_batch_size=4",
+]
+
+
+def roll(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "rollcli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def grpo_run(tmp_path_factory, tiny_model) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    result = roll(
+        "train",
+        "rlvr",
+        "--model",
+        "tiny-random",
+        "--steps",
+        "2",
+        "--runs-dir",
+        str(runs),
+        "--run-id",
+        "t",
+        "--save-every",
+        "1",
+        *SMALL,
+        "algorithm.kl_coef=0.01",
+        cwd=runs,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return runs / "t"
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_metrics_have_every_required_key_each_step(grpo_run: Path) -> None:
+    rows = _metrics(grpo_run)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert "val/accuracy" in rows[0] and "val/accuracy" in rows[-1]
+    for row in rows[1:]:
+        assert set(row) >= REQUIRED_STEP_METRICS, REQUIRED_STEP_METRICS - set(row)
+        assert all(
+            isinstance(v, (int, float)) and v == v for v in row.values()
+        )  # finite numbers, no NaN
+
+
+def test_run_folder_holds_recipe_samples_status_and_tensorboard(grpo_run: Path) -> None:
+    recipe = yaml.safe_load((grpo_run / "recipe.yaml").read_text())
+    assert (
+        recipe["model"] == "tiny-random"
+        and recipe["train"]["steps"] == 2
+        and recipe["algorithm"]["kl_coef"] == 0.01
+    )
+    samples = [
+        json.loads(line)
+        for line in (grpo_run / "samples" / "step-1.jsonl").read_text().splitlines()
+    ]
+    assert len(samples) == 8
+    assert {"prompt", "response", "reward", "answer"} <= set(samples[0])
+    assert json.loads((grpo_run / "status.json").read_text())["status"] == "finished"
+    assert list((grpo_run / "tensorboard").glob("events.out.tfevents.*"))
+    events = (grpo_run / "events.log").read_text()
+    assert "checkpoint written" in events and "finished" in events
+
+
+def test_checkpoint_is_a_hugging_face_folder_that_transformers_loads(
+    grpo_run: Path, tiny_model: Path
+) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ckpt = grpo_run / "checkpoints" / "step-2"
+    assert (ckpt / "COMPLETE").exists() and (ckpt / "model.safetensors").exists()
+    assert not list((grpo_run / "checkpoints").glob(".tmp-*"))
+    model = AutoModelForCausalLM.from_pretrained(ckpt)
+    AutoTokenizer.from_pretrained(ckpt)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model)
+    changed = [
+        name
+        for (name, a), b in zip(
+            model.state_dict().items(), initial.state_dict().values(), strict=True
+        )
+        if not torch.equal(a, b)
+    ]
+    assert changed, "two training steps left every weight unchanged"
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    assert state["step"] == 2 and state["sampler"]["position"] == 4  # 2 steps x 2 prompts
+
+
+def test_keep_last_prunes_older_checkpoints(grpo_run: Path) -> None:
+    assert sorted(p.name for p in (grpo_run / "checkpoints").iterdir()) == ["step-1", "step-2"]
+
+
+def test_runs_ls_shows_the_finished_run(grpo_run: Path) -> None:
+    result = roll("runs", "ls", "--runs-dir", str(grpo_run.parent), cwd=grpo_run.parent)
+    assert result.returncode == 0
+    row = next(
+        line for line in result.stdout.splitlines() if " t " in line or line.startswith("│ t ")
+    )
+    assert "finished" in row and "2/2" in row
+
+
+def test_ppo_trains_a_critic_with_kl_in_the_reward(tmp_path: Path, tiny_model) -> None:
+    result = roll(
+        "train",
+        "rlvr",
+        "--model",
+        "tiny-random",
+        "--steps",
+        "1",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-id",
+        "p",
+        "--eval-every",
+        "0",
+        *SMALL,
+        "algorithm.name=ppo",
+        "algorithm.kl_coef=0.05",
+        "algorithm.kl_in=reward",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = _metrics(tmp_path / "p")[-1]
+    assert {"critic/vf_loss", "critic/grad_norm", "actor/kl_reward", "actor/kl"} <= set(row)
+    assert (tmp_path / "p" / "checkpoints" / "step-1" / "critic.pt").exists()
