@@ -61,12 +61,12 @@ def add_advantages(
     scores = shape_scores(alg, batch["scores"], lengths, max_new_tokens, group_size, running)
     metrics: dict[str, float] = {}
     kl = None
-    if "ref_logprobs" in batch:
+    if "ref_logprobs" in batch and alg.kl_in == "reward":
         kl = kl_estimate(batch["old_logprobs"], batch["ref_logprobs"], alg.kl_estimator)
         current = float(masked_mean(kl, mask)) if mask.sum() > 0 else 0.0
         metrics["actor/kl_reward"] = current
         metrics["actor/kl_coef"] = kl_ctl.value
-    use_kl_reward = kl is not None and alg.kl_in == "reward"
+    use_kl_reward = kl is not None
     advantages, returns = compute_advantages(
         alg.advantage,
         mask=mask,

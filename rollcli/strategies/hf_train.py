@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from rollcli.data.batch import Batch
+from rollcli.data.micro_batch import length_sorted_micro_batches
 
 LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
 
@@ -60,7 +61,7 @@ class HFTrainer:
         for _ in range(epochs):
             for mini_batch in batch.split(mini):
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in mini_batch.split(micro_batch_size):
+                for _, micro in length_sorted_micro_batches(mini_batch, micro_batch_size):
                     loss, metrics = loss_fn(micro)
                     (loss * (len(micro) / len(mini_batch))).backward()
                     for k, v in metrics.items():

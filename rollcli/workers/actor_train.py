@@ -12,6 +12,7 @@ from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.kl import kl_estimate
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.data.batch import Batch
+from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.distributed.weight_sync import WeightSender
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.hf_train import HFTrainer
@@ -62,11 +63,7 @@ class ActorTrainWorker:
     ) -> torch.Tensor:
         """Log-probs of the response tokens under the current policy (PPO's old log-probs)."""
         self.model.eval()
-        parts = [
-            response_logprobs(self.model, model_inputs(m), temperature=temperature)[0]
-            for m in batch.split(micro_batch_size)
-        ]
-        return _cat_rows(parts)
+        return forward_response_logprobs(self.model, batch, micro_batch_size, temperature)
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
         """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
@@ -144,6 +141,12 @@ class ActorTrainWorker:
         torch.set_rng_state(state["rng"])
 
 
-def _cat_rows(parts: list[torch.Tensor]) -> torch.Tensor:
-    width = max(p.shape[1] for p in parts)
-    return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts], dim=0)
+def forward_response_logprobs(
+    model, batch: Batch, micro_batch_size: int, temperature: float
+) -> torch.Tensor:  # noqa: ANN001
+    """`[B, R]` log-probs of the response tokens, computed on length-sorted, trimmed micro-batches."""
+    parts = [
+        (idx, response_logprobs(model, model_inputs(micro), temperature=temperature)[0])
+        for idx, micro in length_sorted_micro_batches(batch, micro_batch_size)
+    ]
+    return scatter_rows(parts, len(batch), batch["response_mask"].shape[1])

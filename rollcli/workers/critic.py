@@ -8,9 +8,10 @@ import torch
 
 from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
+from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.threads import set_threads
-from rollcli.workers.actor_train import _cat_rows, model_inputs
+from rollcli.workers.actor_train import model_inputs
 
 
 def _load_value_model(path: str) -> torch.nn.Module:
@@ -52,9 +53,11 @@ class CriticWorker:
     @torch.no_grad()
     def compute_values(self, batch: Batch, micro_batch_size: int = 8) -> torch.Tensor:
         self.model.eval()
-        return _cat_rows(
-            [_values(self.model, model_inputs(m)) for m in batch.split(micro_batch_size)]
-        )
+        parts = [
+            (idx, _values(self.model, model_inputs(m)))
+            for idx, m in length_sorted_micro_batches(batch, micro_batch_size)
+        ]
+        return scatter_rows(parts, len(batch), batch["response_mask"].shape[1])
 
     def train_step(
         self,

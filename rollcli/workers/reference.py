@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from rollcli.data.batch import Batch
-from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
+from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.threads import set_threads
-from rollcli.workers.actor_train import _cat_rows, model_inputs
+from rollcli.workers.actor_train import forward_response_logprobs
 
 
 class ReferenceWorker:
@@ -19,8 +19,4 @@ class ReferenceWorker:
     def compute_logprobs(
         self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0
     ) -> torch.Tensor:
-        parts = [
-            response_logprobs(self.model, model_inputs(m), temperature=temperature)[0]
-            for m in batch.split(micro_batch_size)
-        ]
-        return _cat_rows(parts)
+        return forward_response_logprobs(self.model, batch, micro_batch_size, temperature)

@@ -1,0 +1,58 @@
+"""Micro-batches with as little padding as possible.
+
+A rollout batch is padded to its longest prompt and longest response. Sorting rows by
+length and trimming each micro-batch to its own longest row removes most of that padding:
+on a CPU, compute is proportional to the padded token count.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rollcli.data.batch import Batch
+
+SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids")
+RESPONSE_KEYS = ("response_mask", "advantages", "returns", "old_logprobs", "ref_logprobs", "values")
+
+
+def trim_padding(batch: Batch) -> Batch:
+    """Drop the columns that are padding in every row of `batch` (left of the prompts, right
+    of the responses); `prompt_width` is updated so responses still start at it."""
+    width = int(batch["prompt_width"][0])
+    response_len = int(batch["response_mask"].sum(dim=1).max().item()) if len(batch) else 0
+    response_len = max(response_len, 1)
+    prompt_mask = batch["attention_mask"][:, :width]
+    left_pad = int((prompt_mask.shape[1] - prompt_mask.sum(dim=1)).min().item())
+    tensors = dict(batch.tensors)
+    for key in SEQUENCE_KEYS:
+        if key in tensors:
+            tensors[key] = tensors[key][:, left_pad : width + response_len]
+    for key in RESPONSE_KEYS:
+        if key in tensors:
+            tensors[key] = tensors[key][:, :response_len]
+    tensors["prompt_width"] = batch["prompt_width"] - left_pad
+    return Batch(tensors, dict(batch.fields), dict(batch.meta))
+
+
+def length_sorted_micro_batches(batch: Batch, size: int) -> list[tuple[torch.Tensor, Batch]]:
+    """Split into micro-batches of rows of similar length, each trimmed of padding.
+
+    Returns `(row_indices, micro_batch)` pairs; `row_indices` say where the rows came from.
+    """
+    lengths = batch["attention_mask"].sum(dim=1)
+    order = torch.argsort(lengths, stable=True)
+    out = []
+    for start in range(0, len(batch), size):
+        idx = order[start : start + size]
+        out.append((idx, trim_padding(batch.select(idx))))
+    return out
+
+
+def scatter_rows(
+    parts: list[tuple[torch.Tensor, torch.Tensor]], total: int, width: int
+) -> torch.Tensor:
+    """Reassemble per-micro-batch `[b, r]` results into `[total, width]` in the original order."""
+    out = torch.zeros(total, width, dtype=parts[0][1].dtype)
+    for idx, values in parts:
+        out[idx, : values.shape[1]] = values
+    return out
