@@ -19,7 +19,7 @@ from rollcli.distributed.weight_sync import free_port
 from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
-from rollcli.pipelines.rollout import run_rollout
+from rollcli.pipelines.rollout import RolloutResult, run_dynamic_rollout, run_rollout
 from rollcli.pipelines.workers_setup import create_clusters
 from rollcli.runs.checkpoint import write_checkpoint
 from rollcli.runs.run_dir import RunDir
@@ -135,18 +135,8 @@ class RLVRPipeline:
             metrics: dict[str, Any] = {"step": step}
 
             # 1. generate n samples per prompt and score them
-            indices = self.sampler.next_indices(cfg.rollout.prompts_per_step)
-            prompts = [self.train_prompts[i] for i in indices]
             self.ui.phase("generating")
-            rollout = run_rollout(
-                self.clusters.actor_infer,
-                self.clusters.reward,
-                prompts,
-                [self.train_ids[i] for i in indices],
-                self.pad_id,
-                self.sampling(step),
-                self.ui.generation,
-            )
+            rollout = self.rollout(step)
             batch = rollout.batch
             metrics.update(rollout.metrics)
 
@@ -225,6 +215,36 @@ class RLVRPipeline:
         return last
 
     # ---- pieces of a step ------------------------------------------------------------
+    def draw(self, num_prompts: int) -> tuple[list[Prompt], list[list[int]]]:
+        """The next prompts from the seeded sampler (and their token ids)."""
+        indices = self.sampler.next_indices(num_prompts)
+        return [self.train_prompts[i] for i in indices], [self.train_ids[i] for i in indices]
+
+    def rollout(self, step: int) -> RolloutResult:
+        """Generate and score a step's samples (with dynamic sampling when enabled)."""
+        cfg, c = self.cfg, self.clusters
+        if cfg.algorithm.dynamic_sampling:
+            return run_dynamic_rollout(
+                c.actor_infer,
+                c.reward,
+                self.draw,
+                self.pad_id,
+                self.sampling(step),
+                cfg.rollout.prompts_per_step,
+                cfg.algorithm.max_resample_rounds,
+                self.ui.generation,
+            )
+        prompts, prompt_ids = self.draw(cfg.rollout.prompts_per_step)
+        return run_rollout(
+            c.actor_infer,
+            c.reward,
+            prompts,
+            prompt_ids,
+            self.pad_id,
+            self.sampling(step),
+            self.ui.generation,
+        )
+
     def sampling(self, step: int) -> SamplingParams:
         r = self.cfg.rollout
         return SamplingParams(
@@ -314,7 +334,3 @@ class RLVRPipeline:
             self.clusters.kill()
         if self.tracker is not None:
             self.tracker.close()
-
-
-def prompt_text(prompt: Prompt) -> str:
-    return prompt.messages[-1]["content"]

@@ -137,3 +137,60 @@ def run_rollout(
         for s, r, g in zip(samples, results, gens, strict=True)
     ]
     return RolloutResult(batch, rows, metrics)
+
+
+def run_dynamic_rollout(
+    infer: Cluster,
+    reward: Cluster,
+    draw: Callable[[int], tuple[list[Prompt], list[list[int]]]],
+    pad_id: int,
+    params: SamplingParams,
+    num_groups: int,
+    max_rounds: int,
+    on_progress: ProgressFn | None = None,
+) -> RolloutResult:
+    """DAPO's dynamic sampling: keep only groups whose rewards differ, draw more prompts
+    until `num_groups` groups are kept or `max_rounds` extra rounds ran.
+
+    A group whose samples all score the same has zero advantage under any group baseline,
+    so it would only dilute the batch. If the cap is hit the batch is smaller than asked.
+    """
+    from rollcli.algorithms.dapo import groups_with_variance
+
+    n = params.n
+    kept: list[RolloutResult] = []
+    have = dropped = rounds = 0
+    totals: dict[str, float] = {}
+    while have < num_groups and rounds <= max_rounds:
+        prompts, ids = draw(num_groups - have if rounds else num_groups)
+        result = run_rollout(infer, reward, prompts, ids, pad_id, params, on_progress)
+        for key in ("time/generate_s", "time/reward_s"):
+            totals[key] = totals.get(key, 0.0) + result.metrics[key]
+        keep = groups_with_variance(result.batch["scores"], n)
+        dropped += int((~keep).sum())
+        take = keep.nonzero().flatten()[: num_groups - have].tolist()
+        rows = [g * n + j for g in take for j in range(n)]
+        if rows:
+            kept.append(
+                RolloutResult(
+                    result.batch.select(rows), [result.rows[i] for i in rows], result.metrics
+                )
+            )
+            have += len(take)
+        rounds += 1
+    if not kept:  # every group agreed: fall back to the last round so the step still logs
+        kept = [result]
+    batch = Batch.concat([k.batch for k in kept])
+    metrics = dict(kept[-1].metrics)
+    scores = batch["scores"]
+    metrics.update(totals)
+    metrics.update(
+        {
+            "reward/mean": float(scores.mean()),
+            "reward/std": float(scores.std()) if len(scores) > 1 else 0.0,
+            "rollout/dropped_groups": float(dropped),
+            "rollout/sample_rounds": float(rounds),
+            "rollout/kept_groups": float(have),
+        }
+    )
+    return RolloutResult(batch, [r for k in kept for r in k.rows], metrics)

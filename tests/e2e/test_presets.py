@@ -1,0 +1,48 @@
+"""Every algorithm preset trains tiny-random for 2 steps through the CLI on one Ray session."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollcli.algorithms.presets import PRESETS
+from rollcli.cli.app import app
+
+SMALL = ["rollout.batch_size=8", "rollout.group_size=4", "rollout.max_new_tokens=6", "data.val_size=2",
+         "data.train_size=40", "train.micro_batch_size=8", "run.tensorboard=false"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    from rollcli.distributed.ray_session import start_ray, stop_ray
+
+    start_ray(num_cpus=2)
+    yield
+    stop_ray()
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_preset_trains_two_steps_with_finite_metrics(preset: str, tmp_path: Path, tiny_model) -> None:
+    args = ["train", "rlvr", "--model", "tiny-random", "--steps", "2", "--eval-every", "0",
+            "--runs-dir", str(tmp_path), "--run-id", preset, *SMALL, f"algorithm.name={preset}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / preset / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for row in rows[1:]:
+        assert "actor/pg_loss" in row and "actor/grad_norm" in row
+        assert all(math.isfinite(v) for v in row.values()), row
+    recipe = (tmp_path / preset / "recipe.yaml").read_text()
+    assert f"name: {preset}" in recipe
+
+
+def test_unknown_preset_and_knob_fail_with_did_you_mean() -> None:
+    runner = CliRunner()
+    bad = runner.invoke(app, ["train", "rlvr", "algorithm.name=rlo"])
+    assert bad.exit_code == 2 and "did you mean 'rloo'" in bad.stderr
+    bad = runner.invoke(app, ["train", "rlvr", "algorithm.kl_coeff=0.1"])
+    assert bad.exit_code == 2 and "did you mean 'algorithm.kl_coef'" in bad.stderr
