@@ -22,7 +22,7 @@ def list_recipes() -> None:
 
     table = Table(title="roll recipes")
     for col in ("name", "pipeline", "model", "what it does"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for e in catalogue():
         table.add_row(e.name, e.pipeline, e.model, e.description)
     out.print(table)

@@ -43,7 +43,7 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
         "started",
         "duration",
     ):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     folders = (
         sorted(
             (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),

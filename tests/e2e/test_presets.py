@@ -12,8 +12,15 @@ from typer.testing import CliRunner
 from rollcli.algorithms.presets import PRESETS
 from rollcli.cli.app import app
 
-SMALL = ["rollout.batch_size=8", "rollout.group_size=4", "rollout.max_new_tokens=6", "data.val_size=2",
-         "data.train_size=40", "train.micro_batch_size=8", "run.tensorboard=false"]
+SMALL = [
+    "rollout.batch_size=8",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=6",
+    "data.val_size=2",
+    "data.train_size=40",
+    "train.micro_batch_size=8",
+    "run.tensorboard=false",
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -26,12 +33,30 @@ def ray_session():
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
-def test_preset_trains_two_steps_with_finite_metrics(preset: str, tmp_path: Path, tiny_model) -> None:
-    args = ["train", "rlvr", "--model", "tiny-random", "--steps", "2", "--eval-every", "0",
-            "--runs-dir", str(tmp_path), "--run-id", preset, *SMALL, f"algorithm.name={preset}"]
+def test_preset_trains_two_steps_with_finite_metrics(
+    preset: str, tmp_path: Path, tiny_model
+) -> None:
+    args = [
+        "train",
+        "rlvr",
+        "--model",
+        "tiny-random",
+        "--steps",
+        "2",
+        "--eval-every",
+        "0",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-id",
+        preset,
+        *SMALL,
+        f"algorithm.name={preset}",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr[-2000:]
-    rows = [json.loads(line) for line in (tmp_path / preset / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (tmp_path / preset / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [r["step"] for r in rows] == [0, 1, 2]
     for row in rows[1:]:
         assert "actor/pg_loss" in row and "actor/grad_norm" in row

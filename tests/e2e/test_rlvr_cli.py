@@ -38,7 +38,7 @@ SMALL = [
 
 
 def roll(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
+    env = {**os.environ, "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-m", "rollcli", *args],
         cwd=cwd,
@@ -67,6 +67,7 @@ def grpo_run(tmp_path_factory, tiny_model) -> Path:
         "1",
         *SMALL,
         "algorithm.kl_coef=0.01",
+        "algorithm.entropy_coef=0.01",  # random weights score 0: the entropy bonus still moves them
         cwd=runs,
     )
     assert result.returncode == 0, result.stderr[-3000:]
