@@ -31,8 +31,8 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
@@ -40,6 +40,7 @@ from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
 from rollcli.envs.registry import register_env
+from rollcli.envs.symbols import SymbolSet
 from rollcli.envs.text_env import TextEnv, Transition
 
 # Our action names in gymnasium's order: its action i is ACTION_NAMES[i].
@@ -65,8 +66,10 @@ _SLIPPERY_NOTE = (
 
 
 @dataclass(frozen=True)
-class FrozenLakeSymbols:
+class FrozenLakeSymbols(SymbolSet):
     """One character per kind of cell; all six must differ."""
+
+    env_name: ClassVar[str] = "FrozenLake"
 
     frozen: str = "_"
     hole: str = "O"
@@ -74,26 +77,6 @@ class FrozenLakeSymbols:
     player: str = "P"
     player_in_hole: str = "X"
     player_on_goal: str = "√"
-
-    def __post_init__(self) -> None:
-        chars = [getattr(self, f.name) for f in fields(self)]
-        if any(not isinstance(c, str) or len(c) != 1 or c.isspace() for c in chars):
-            raise ValueError(f"FrozenLake symbols must be single visible characters: {chars}")
-        if len(set(chars)) != len(chars):
-            raise ValueError(f"FrozenLake symbols must all differ: {chars}")
-
-    @classmethod
-    def coerce(cls, value: FrozenLakeSymbols | Mapping[str, str] | None) -> FrozenLakeSymbols:
-        """Accept a `FrozenLakeSymbols`, a mapping of overrides (e.g. from YAML) or None."""
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        unknown = set(value) - {f.name for f in fields(cls)}
-        if unknown:
-            names = ", ".join(f.name for f in fields(cls))
-            raise ValueError(f"unknown FrozenLake symbol(s) {sorted(unknown)}; known: {names}")
-        return replace(cls(), **dict(value))
 
     def legend(self) -> str:
         return "\n".join(

@@ -26,9 +26,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from textwrap import dedent
+from typing import ClassVar
+
+from rollcli.envs.symbols import SymbolSet
 
 Pos = tuple[int, int]
 """A cell as (row, column), row 0 at the top."""
@@ -38,8 +40,10 @@ OPPOSITE: dict[str, str] = {"Up": "Down", "Down": "Up", "Left": "Right", "Right"
 
 
 @dataclass(frozen=True)
-class SokobanSymbols:
+class SokobanSymbols(SymbolSet):
     """One character per kind of cell; all seven must differ."""
+
+    env_name: ClassVar[str] = "Sokoban"
 
     wall: str = "#"
     floor: str = "_"
@@ -48,26 +52,6 @@ class SokobanSymbols:
     box_on_target: str = "√"
     player: str = "P"
     player_on_target: str = "S"
-
-    def __post_init__(self) -> None:
-        chars = [getattr(self, f.name) for f in fields(self)]
-        if any(not isinstance(c, str) or len(c) != 1 or c.isspace() for c in chars):
-            raise ValueError(f"Sokoban symbols must be single visible characters: {chars}")
-        if len(set(chars)) != len(chars):
-            raise ValueError(f"Sokoban symbols must all differ: {chars}")
-
-    @classmethod
-    def coerce(cls, value: SokobanSymbols | Mapping[str, str] | None) -> SokobanSymbols:
-        """Accept a `SokobanSymbols`, a mapping of overrides (e.g. from YAML) or None."""
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        unknown = set(value) - {f.name for f in fields(cls)}
-        if unknown:
-            names = ", ".join(f.name for f in fields(cls))
-            raise ValueError(f"unknown Sokoban symbol(s) {sorted(unknown)}; known: {names}")
-        return replace(cls(), **dict(value))
 
     def legend(self) -> str:
         """One line per symbol, for the instructions shown to the model."""

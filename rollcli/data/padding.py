@@ -11,30 +11,32 @@ from collections.abc import Sequence
 import torch
 
 
-def pad_left(
-    seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+def _pad(
+    seqs: Sequence[Sequence[int]], pad_id: int, width: int | None, left: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     width = max((len(s) for s in seqs), default=0) if width is None else width
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
         if s:
-            ids[i, width - len(s) :] = torch.as_tensor(s, dtype=torch.long)
-            mask[i, width - len(s) :] = 1
+            cols = slice(width - len(s), width) if left else slice(0, len(s))
+            ids[i, cols] = torch.as_tensor(s, dtype=torch.long)
+            mask[i, cols] = 1
     return ids, mask
+
+
+def pad_left(
+    seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(ids, mask)` with every sequence right-aligned (prompts, for generation)."""
+    return _pad(seqs, pad_id, width, left=True)
 
 
 def pad_right(
     seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max((len(s) for s in seqs), default=0) if width is None else width
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if s:
-            ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
-            mask[i, : len(s)] = 1
-    return ids, mask
+    """`(ids, mask)` with every sequence left-aligned (responses)."""
+    return _pad(seqs, pad_id, width, left=False)
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,38 @@
+"""Symbol sets of grid environments: one visible character per kind of cell.
+
+Subclasses are frozen dataclasses that only add their fields (with defaults) and a
+`legend`; validation and coercion from YAML mappings live here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import ClassVar, TypeVar
+
+S = TypeVar("S", bound="SymbolSet")
+
+
+@dataclass(frozen=True)
+class SymbolSet:
+    env_name: ClassVar[str] = "grid"
+
+    def __post_init__(self) -> None:
+        chars = [getattr(self, f.name) for f in fields(self)]
+        if any(not isinstance(c, str) or len(c) != 1 or c.isspace() for c in chars):
+            raise ValueError(f"{self.env_name} symbols must be single visible characters: {chars}")
+        if len(set(chars)) != len(chars):
+            raise ValueError(f"{self.env_name} symbols must all differ: {chars}")
+
+    @classmethod
+    def coerce(cls: type[S], value: S | Mapping[str, str] | None) -> S:
+        """Accept an instance, a mapping of overrides (e.g. from YAML) or None."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        unknown = set(value) - {f.name for f in fields(cls)}
+        if unknown:
+            names = ", ".join(f.name for f in fields(cls))
+            raise ValueError(f"unknown {cls.env_name} symbol(s) {sorted(unknown)}; known: {names}")
+        return replace(cls(), **dict(value))
