@@ -90,6 +90,7 @@ class RichDisplay:
 
     def close(self) -> None:
         if self.live is not None:
+            self.gen.update(self.gen_task, description="done", completed=1, total=1)
             self.live.stop()
             self.live = None
 
@@ -106,8 +107,11 @@ def summary_table(
         table.add_row("val accuracy at step 0", f"{first_val:.3f}")
     if "val/accuracy" in final:
         table.add_row("val accuracy at the end", f"{final['val/accuracy']:.3f}")
-    for key in ("reward/mean", "response_length/mean", "time/step_s"):
-        if key in final:
-            table.add_row(key, f"{final[key]:.3f}")
+    if "reward/mean" in final:
+        table.add_row("reward at the last step", f"{final['reward/mean']:.3f}")
+    if "response_length/mean" in final:
+        table.add_row("response length (tokens)", f"{final['response_length/mean']:.1f}")
+    if mean_step_s is not None:
+        table.add_row("mean step time", f"{mean_step_s:.1f} s")
     table.add_row("wall time", f"{wall_s / 60:.1f} min")
     return table

@@ -108,6 +108,8 @@ class RunConfig(Section):
     save_every: NonNegInt = 0  # 0 = only at the end
     eval_every: NonNegInt = 5  # 0 = only at start and end
     keep_last: PositiveInt = 2
-    time_limit_min: Annotated[float, Field(ge=0)] = 0  # stop after the step that crosses it; 0 = none
+    time_limit_min: Annotated[float, Field(ge=0)] = (
+        0  # stop after the step that crosses it; 0 = none
+    )
     tensorboard: bool = True
     save_samples: bool = True

@@ -207,7 +207,9 @@ class RLVRPipeline:
             # 6. validate, log, checkpoint (the last step, or the last one the time limit allows)
             final = step == steps or time.perf_counter() >= deadline
             if final and step < steps:
-                self.run.log_event(f"time limit of {cfg.run.time_limit_min:g} min reached after step {step}")
+                self.run.log_event(
+                    f"time limit of {cfg.run.time_limit_min:g} min reached after step {step}"
+                )
             if final or self._due(step, cfg.run.eval_every):
                 metrics.update(self.validate())
             metrics["time/step_s"] = time.perf_counter() - t_step

@@ -42,6 +42,7 @@ class RunResult:
     final: dict[str, Any]
     first_val: float | None
     wall_s: float
+    mean_step_s: float | None = None
 
 
 def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = None) -> RunResult:
@@ -88,4 +89,6 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
     run.log_event("finished")
     metrics = run.read_metrics()
     first_val = next((m["val/accuracy"] for m in metrics if "val/accuracy" in m), None)
-    return RunResult(run_id, run.root, final, first_val, time.perf_counter() - start)
+    step_times = [m["time/step_s"] for m in metrics if "time/step_s" in m]
+    mean_step = sum(step_times) / len(step_times) if step_times else None
+    return RunResult(run_id, run.root, final, first_val, time.perf_counter() - start, mean_step)
