@@ -96,7 +96,12 @@ class RichDisplay:
 
 
 def summary_table(
-    run_id: str, run_dir: str, final: dict[str, Any], first_val: float | None, wall_s: float
+    run_id: str,
+    run_dir: str,
+    final: dict[str, Any],
+    first_val: float | None,
+    wall_s: float,
+    mean_step_s: float | None = None,
 ) -> Table:
     table = Table(title=f"run {run_id} finished", show_header=False)
     table.add_column("what", style="bold")

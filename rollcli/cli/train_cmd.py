@@ -75,7 +75,12 @@ def train(
     out.print()
     out.print(
         summary_table(
-            result.run_id, str(result.run_dir), result.final, result.first_val, result.wall_s
+            result.run_id,
+            str(result.run_dir),
+            result.final,
+            result.first_val,
+            result.wall_s,
+            result.mean_step_s,
         )
     )
 
