@@ -69,6 +69,33 @@ def score(reward: Cluster, samples: list[dict[str, Any]]) -> list[dict[str, Any]
     return reward.dispatch("score", samples)
 
 
+def build_batch(
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    scores: list[float],
+    finished: list[bool],
+    pad_id: int,
+    fields: dict[str, list[Any]],
+) -> Batch:
+    """The training layout of samples; token ids are kept as fields so batches from
+    different rounds can be merged and re-padded (see `merge_rollouts`)."""
+    tensors = rollout_tensors(prompt_ids, response_ids, pad_id)
+    tensors["scores"] = torch.tensor(scores, dtype=torch.float32)
+    tensors["finished"] = torch.tensor(finished, dtype=torch.bool)
+    return Batch(
+        tensors, {**fields, "prompt_ids": list(prompt_ids), "response_ids": list(response_ids)}
+    )
+
+
+def merge_rollouts(parts: list[Batch], pad_id: int) -> Batch:
+    """One batch from batches padded to different widths (e.g. dynamic-sampling rounds)."""
+    fields = {k: [x for p in parts for x in p.fields[k]] for k in parts[0].fields}
+    scores = [float(x) for p in parts for x in p["scores"]]
+    finished = [bool(x) for p in parts for x in p["finished"]]
+    prompt_ids, response_ids = fields.pop("prompt_ids"), fields.pop("response_ids")
+    return build_batch(prompt_ids, response_ids, scores, finished, pad_id, fields)
+
+
 def run_rollout(
     infer: Cluster,
     reward: Cluster,
@@ -96,20 +123,18 @@ def run_rollout(
     results = score(reward, samples)
     reward_s = time.perf_counter() - t1
 
-    tensors = rollout_tensors(
-        [prompt_ids[g["prompt_index"]] for g in gens], [g["token_ids"] for g in gens], pad_id
-    )
-    scores = torch.tensor([r["score"] for r in results], dtype=torch.float32)
-    tensors["scores"] = scores
-    tensors["finished"] = torch.tensor([g["finished"] for g in gens], dtype=torch.bool)
-    batch = Batch(
-        tensors,
+    batch = build_batch(
+        [prompt_ids[g["prompt_index"]] for g in gens],
+        [g["token_ids"] for g in gens],
+        [r["score"] for r in results],
+        [g["finished"] for g in gens],
+        pad_id,
         {
             "tag": [p["tag"] for p in samples],
             "prompt_id": [prompts[g["prompt_index"]].id for g in gens],
         },
     )
-    lengths = tensors["response_mask"].sum(dim=1)
+    scores, lengths = batch["scores"], batch["response_mask"].sum(dim=1)
     n_tokens = int(lengths.sum())
     errors = sum(1 for r in results if r.get("error"))
     metrics = {
@@ -118,7 +143,7 @@ def run_rollout(
         "reward/errors": float(errors),
         "response_length/mean": float(lengths.float().mean()),
         "response_length/max": float(lengths.max()),
-        "response_length/truncated_frac": float((~tensors["finished"]).float().mean()),
+        "response_length/truncated_frac": float((~batch["finished"]).float().mean()),
         "rollout/tokens_per_s": n_tokens / max(gen_s, 1e-9),
         "time/generate_s": gen_s,
         "time/reward_s": reward_s,
@@ -180,7 +205,7 @@ def run_dynamic_rollout(
         rounds += 1
     if not kept:  # every group agreed: fall back to the last round so the step still logs
         kept = [result]
-    batch = Batch.concat([k.batch for k in kept])
+    batch = merge_rollouts([k.batch for k in kept], pad_id)
     metrics = dict(kept[-1].metrics)
     scores = batch["scores"]
     metrics.update(totals)
