@@ -28,6 +28,12 @@ def _check_supported(cfg: RecipeConfig) -> None:
             "rollout.engine = 'vllm': the vLLM engine is not built into this release yet; "
             "use rollout.engine=hf (or auto)"
         )
+    if cfg.algorithm.tis_cap is not None:
+        raise ConfigError(
+            "algorithm.tis_cap needs the inference engine's own log-probs of the sampled tokens, "
+            "which the hf engine does not report; remove algorithm.tis_cap (the vllm engine and "
+            "async rollout will use it)"
+        )
     if cfg.train.num_workers != 1:
         raise ConfigError(
             f"train.num_workers = {cfg.train.num_workers}: the hf training strategy runs on one "

@@ -78,3 +78,10 @@ def test_unbuilt_pipeline_says_so() -> None:
 def test_runs_ls_on_an_empty_folder(tmp_path) -> None:
     result = runner.invoke(app, ["runs", "ls", "--runs-dir", str(tmp_path)])
     assert result.exit_code == 0 and "run id" in result.stdout
+
+
+def test_knobs_the_engine_cannot_serve_are_refused_not_ignored() -> None:
+    result = runner.invoke(app, ["train", "rlvr", "algorithm.tis_cap=2.0", "--steps", "1"])
+    assert result.exit_code == 2 and "algorithm.tis_cap needs the inference engine" in result.stderr
+    result = runner.invoke(app, ["train", "rlvr", "rollout.engine=vllm", "--steps", "1"])
+    assert result.exit_code == 2 and "rollout.engine = 'vllm'" in result.stderr
