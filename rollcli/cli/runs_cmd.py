@@ -32,8 +32,8 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
     from rollcli.runs.run_dir import RunDir
 
     table = Table(title=f"runs in {runs_dir}")
+    table.add_column("run id", no_wrap=True)
     for col in (
-        "run id",
         "recipe",
         "model",
         "status",
@@ -64,7 +64,7 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
             folder.name,
             str(st.get("recipe", "?")),
             str(st.get("model", "?")),
-            str(st.get("status", "?")),
+            run.effective_status(),
             f"{st.get('step', 0)}/{st.get('total_steps', '?')}",
             f"{reward:.3f}" if reward is not None else "-",
             f"{val:.3f}" if val is not None else "-",

@@ -86,6 +86,14 @@ class RunDir:
         except json.JSONDecodeError:
             return {}
 
+    def effective_status(self) -> str:
+        """The recorded status, or `killed` for a `running` run whose process is gone."""
+        data = self.read_status()
+        status = data.get("status", "unknown")
+        if status in ("running", "starting") and not _pid_alive(data.get("pid")):
+            return "killed"
+        return status
+
     def read_metrics(self) -> list[dict[str, Any]]:
         path = self.root / "metrics.jsonl"
         if not path.exists():
@@ -97,3 +105,15 @@ class RunDir:
             except json.JSONDecodeError:
                 continue  # a line cut by a kill
         return rows
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

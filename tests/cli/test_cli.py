@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -85,3 +86,16 @@ def test_knobs_the_engine_cannot_serve_are_refused_not_ignored() -> None:
     assert result.exit_code == 2 and "algorithm.tis_cap needs the inference engine" in result.stderr
     result = runner.invoke(app, ["train", "rlvr", "rollout.engine=vllm", "--steps", "1"])
     assert result.exit_code == 2 and "rollout.engine = 'vllm'" in result.stderr
+
+
+def test_runs_ls_reports_a_run_whose_process_died_as_killed(tmp_path) -> None:
+    from rollcli.runs.run_dir import RunDir
+
+    run = RunDir.create(tmp_path, "gone", "name: x\n")
+    run.write_status("running", recipe="x", model="m", total_steps=3, step=1)
+    status = json.loads((tmp_path / "gone" / "status.json").read_text())
+    status["pid"] = 2**22 + 12345  # beyond pid_max: no such process
+    (tmp_path / "gone" / "status.json").write_text(json.dumps(status))
+    result = runner.invoke(app, ["runs", "ls", "--runs-dir", str(tmp_path)], env={"COLUMNS": "200"})
+    row = next(line for line in result.stdout.splitlines() if "gone" in line)
+    assert "killed" in row and "1/3" in row
