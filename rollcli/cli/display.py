@@ -90,6 +90,8 @@ class RichDisplay:
 
     def close(self) -> None:
         if self.live is not None:
+            # before training started there is nothing worth keeping on screen
+            self.live.transient = self.step_task is None
             self.gen.update(self.gen_task, description="done", completed=1, total=1)
             self.live.stop()
             self.live = None

@@ -65,9 +65,13 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
 
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()
-    display.phase(f"preparing model {cfg.model}")
-    model_path = str(resolve_model(cfg.model))
-    run = RunDir.create(cfg.run.runs_dir, run_id, dump_recipe(cfg))
+    try:
+        display.phase(f"preparing model {cfg.model}")
+        model_path = str(resolve_model(cfg.model))
+        run = RunDir.create(cfg.run.runs_dir, run_id, dump_recipe(cfg))
+    except BaseException:
+        display.close()
+        raise
     run.write_status("starting", recipe=cfg.name, model=cfg.model, total_steps=cfg.train.steps, started=time.time())
     run.log_event(f"run {run_id} started: recipe {cfg.name}, model {cfg.model} ({model_path})")
     pipeline = None
