@@ -120,16 +120,7 @@ class TextEnv(gymnasium.Env):
         self._steps = 0
         self._start(dict(options or {}))
         self._active = True
-        info = {
-            "action": None,
-            "action_is_valid": True,
-            "action_is_effective": False,
-            "success": False,
-            "format_penalty": 0.0,
-            "parse_reason": "",
-            "steps": 0,
-            **self._extra_info(),
-        }
+        info = reset_info(**self._extra_info())
         return self.render_text(), info
 
     def step(self, action_text: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -158,3 +149,17 @@ class TextEnv(gymnasium.Env):
         }
         reward = float(outcome.reward + penalty)
         return self.render_text(), reward, outcome.terminated, truncated, info
+
+
+def reset_info(**extra: Any) -> dict[str, Any]:
+    """The `info` every text env returns from `reset`: no action taken yet, plus `extra`."""
+    return {
+        "action": None,
+        "action_is_valid": True,
+        "action_is_effective": False,
+        "success": False,
+        "format_penalty": 0.0,
+        "parse_reason": "",
+        "steps": 0,
+        **extra,
+    }

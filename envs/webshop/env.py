@@ -30,6 +30,7 @@ from typing import Any
 import gymnasium as gym
 
 from rollcli.envs.registry import register_env
+from rollcli.envs.text_env import reset_info
 from rollcli.envs.webshop.actions import parse_webshop_action
 from rollcli.envs.webshop.catalog import Catalogue, Goal
 from rollcli.envs.webshop.generator import generate_catalogue
@@ -159,17 +160,7 @@ class WebShopEnv(gym.Env):
         self.state = PageState()
         self.steps = 0
         self.done = False
-        info = {
-            "action": None,
-            "action_is_valid": True,
-            "action_is_effective": False,
-            "success": False,
-            "format_penalty": 0.0,
-            "parse_reason": "",
-            "steps": 0,
-            "goal_index": self.goal_index,
-            "instruction": self.goal.instruction,
-        }
+        info = reset_info(goal_index=self.goal_index, instruction=self.goal.instruction)
         info["available_actions"] = self.available_actions()
         return self.render_text(), info
 
