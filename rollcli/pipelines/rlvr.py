@@ -32,13 +32,11 @@ class RLVRPipeline:
     def __init__(
         self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
     ) -> None:
-        self.cfg, self.run, self.run_id, self.model_path, self.ui = (
-            cfg,
-            run,
-            run_id,
-            model_path,
-            display,
-        )
+        self.cfg = cfg
+        self.run = run
+        self.run_id = run_id
+        self.model_path = model_path
+        self.ui = display
         self.tracker = None
 
     # ---- setup -----------------------------------------------------------------------
@@ -127,7 +125,7 @@ class RLVRPipeline:
             start_step=start_step,
             engine="hf",
         )
-        if start_step == 0 and cfg.run.eval_every >= 0:
+        if start_step == 0:  # the baseline every later validation is compared with
             last = {"step": 0, **self.validate()}
             self.log(last)
         limit_s = cfg.run.time_limit_min * 60
