@@ -93,7 +93,7 @@ def main() -> None:
         "wall (min)",
         "run",
     ):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("preset", "run"))
     for r in results:
         if "error" in r:
             table.add_row(r["preset"], "-", "-", "-", "-", "-", f"failed: {r['error']}")

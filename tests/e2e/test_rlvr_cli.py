@@ -168,3 +168,34 @@ def test_ppo_trains_a_critic_with_kl_in_the_reward(tmp_path: Path, tiny_model) -
     row = _metrics(tmp_path / "p")[-1]
     assert {"critic/vf_loss", "critic/grad_norm", "actor/kl_reward", "actor/kl"} <= set(row)
     assert (tmp_path / "p" / "checkpoints" / "step-1" / "critic.pt").exists()
+
+
+def test_time_limit_stops_after_the_crossing_step_with_validation_and_checkpoint(
+    tmp_path: Path, tiny_model
+) -> None:
+    result = roll(
+        "train",
+        "rlvr",
+        "--model",
+        "tiny-random",
+        "--steps",
+        "5",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-id",
+        "tl",
+        "--eval-every",
+        "0",
+        *SMALL,
+        "run.time_limit_min=0.0001",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _metrics(tmp_path / "tl")
+    assert [r["step"] for r in rows] == [0, 1]
+    assert "val/accuracy" in rows[-1]
+    assert (tmp_path / "tl" / "checkpoints" / "step-1" / "COMPLETE").exists()
+    assert (
+        "time limit of 0.0001 min reached after step 1"
+        in (tmp_path / "tl" / "events.log").read_text()
+    )
