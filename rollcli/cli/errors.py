@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
@@ -60,6 +60,3 @@ def fail(message: str, hint: str = "") -> None:
         f"[red]error:[/] {message}" + (f" [dim]({hint})[/]" if hint else ""), soft_wrap=True
     )
     raise typer.Exit(USER_ERROR_EXIT)
-
-
-Runner = Callable[[], None]

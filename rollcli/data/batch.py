@@ -76,13 +76,7 @@ class Batch:
 
     def chunk(self, n: int) -> list[Batch]:
         """Split into `n` contiguous parts of (nearly) equal size, e.g. one per worker."""
-        size, rest = divmod(len(self), n)
-        parts, start = [], 0
-        for i in range(n):
-            stop = start + size + (1 if i < rest else 0)
-            parts.append(self.slice(start, stop))
-            start = stop
-        return parts
+        return [self.slice(start, stop) for start, stop in chunk_bounds(len(self), n)]
 
     def split(self, size: int) -> list[Batch]:
         """Split into parts of `size` rows (the last may be shorter), e.g. micro-batches."""
@@ -113,6 +107,21 @@ class Batch:
             {k: [x for p in parts for x in p.fields[k]] for k in parts[0].fields},
             meta,
         )
+
+
+def chunk_bounds(total: int, n: int) -> list[tuple[int, int]]:
+    """`(start, stop)` of `n` contiguous, near-equal parts of `total` rows (first parts larger).
+
+    >>> chunk_bounds(5, 2)
+    [(0, 3), (3, 5)]
+    """
+    size, rest = divmod(total, n)
+    bounds, start = [], 0
+    for i in range(n):
+        stop = start + size + (1 if i < rest else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
 
 
 def _cat_padded(tensors: list[torch.Tensor]) -> torch.Tensor:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rollcli.data.batch import Batch
+from rollcli.data.batch import Batch, chunk_bounds
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Cluster:
         parts = (
             batch.chunk(self.world_size)
             if isinstance(batch, Batch)
-            else _chunk_list(batch, self.world_size)
+            else [batch[a:b] for a, b in chunk_bounds(len(batch), self.world_size)]
         )
         return [
             getattr(w, method).remote(part, **kwargs)
@@ -83,16 +83,6 @@ class Cluster:
         for w in self.workers:
             ray.kill(w, no_restart=True)
         self.workers = []
-
-
-def _chunk_list(items: list, n: int) -> list[list]:
-    size, rest = divmod(len(items), n)
-    out, start = [], 0
-    for i in range(n):
-        stop = start + size + (1 if i < rest else 0)
-        out.append(items[start:stop])
-        start = stop
-    return out
 
 
 def gather(results: list[Any]) -> Any:

@@ -1,4 +1,4 @@
-"""What a pipeline tells its display. The CLI passes a rich display; tests a silent one."""
+"""What a pipeline tells its display (the CLI passes `rollcli.cli.display.RichDisplay`)."""
 
 from __future__ import annotations
 
@@ -14,23 +14,3 @@ class Display(Protocol):
     def step_done(self, step: int, metrics: dict[str, Any]) -> None: ...
     def message(self, text: str) -> None: ...
     def close(self) -> None: ...
-
-
-class SilentDisplay:
-    def start(self, **_: Any) -> None:
-        pass
-
-    def phase(self, text: str) -> None:
-        pass
-
-    def generation(self, done: int, total: int) -> None:
-        pass
-
-    def step_done(self, step: int, metrics: dict[str, Any]) -> None:
-        pass
-
-    def message(self, text: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass

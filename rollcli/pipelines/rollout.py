@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from rollcli.data.batch import Batch
+from rollcli.data.batch import Batch, chunk_bounds
 from rollcli.data.padding import rollout_tensors
 from rollcli.data.prompts import Prompt
 from rollcli.distributed.cluster import Cluster
@@ -39,10 +39,7 @@ def generate(
     import ray
 
     refs = infer.dispatch_async("generate", prompt_ids, params=params)
-    offsets, start = [], 0
-    for part in _split_sizes(len(prompt_ids), infer.world_size):
-        offsets.append(start)
-        start += part
+    offsets = [start for start, _ in chunk_bounds(len(prompt_ids), infer.world_size)]
     pending = list(refs)
     while pending:
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
@@ -58,11 +55,6 @@ def generate(
             gen["prompt_index"] += offset
             out.append(gen)
     return out
-
-
-def _split_sizes(n: int, k: int) -> list[int]:
-    size, rest = divmod(n, k)
-    return [size + (1 if i < rest else 0) for i in range(k)]
 
 
 def score(reward: Cluster, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
