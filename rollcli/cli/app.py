@@ -9,7 +9,10 @@ import typer
 
 from rollcli import __version__
 from rollcli.cli import recipes_cmd, runs_cmd
-from rollcli.cli.train_cmd import train
+from rollcli.cli.export_cmd import export
+from rollcli.cli.logs_cmd import logs
+from rollcli.cli.plot_cmd import plot
+from rollcli.cli.train_cmd import resume, train
 
 app = typer.Typer(
     name="roll",
@@ -21,6 +24,10 @@ app = typer.Typer(
 app.add_typer(recipes_cmd.app, name="recipes")
 app.add_typer(runs_cmd.app, name="runs")
 app.command("train")(train)
+app.command("resume")(resume)
+app.command("logs")(logs)
+app.command("export")(export)
+app.command("plot")(plot)
 
 
 def _version(value: bool) -> None:

@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -24,6 +25,8 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("rollcli.models.loading", "ModelNotFoundError"),
         ("rollcli.rewards.registry", "RewardNotFoundError"),
         ("rollcli.runs.launch", "PipelineNotBuiltError"),
+        ("rollcli.runs.launch", "RunNotFoundError"),
+        ("rollcli.runs.faults", "FaultSpecError"),
     ):
         mod = sys.modules.get(module)
         if mod is not None:
@@ -55,7 +58,7 @@ def user_errors(debug: bool = False) -> Iterator[None]:
         raise typer.Exit(USER_ERROR_EXIT) from None
 
 
-def fail(message: str, hint: str = "") -> None:
+def fail(message: str, hint: str = "") -> NoReturn:
     err_console.print(
         f"[red]error:[/] {message}" + (f" [dim]({hint})[/]" if hint else ""), soft_wrap=True
     )

@@ -7,15 +7,14 @@ import time
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from rollcli.cli.errors import fail
+from rollcli.cli.run_arg import RUNS_DIR, find_run
 
 app = typer.Typer(help="Runs on disk: list them, show one.", no_args_is_help=True)
 out = Console()
-
-RUNS_DIR = typer.Option(Path("runs"), "--runs-dir", help="Folder that holds the runs.")
 
 
 def _fmt_duration(seconds: float | None) -> str:
@@ -26,24 +25,22 @@ def _fmt_duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{sec:02d}s"
 
 
+def _fmt_started(stamp: float) -> str:
+    """`14:05` today, `21 Nov` before."""
+    same_day = time.strftime("%Y%m%d", time.localtime(stamp)) == time.strftime("%Y%m%d")
+    return time.strftime("%H:%M" if same_day else "%d %b", time.localtime(stamp))
+
+
 @app.command("ls")
 def list_runs(runs_dir: Path = RUNS_DIR) -> None:
     """A table of the runs under the runs folder."""
     from rollcli.runs.run_dir import RunDir
 
-    table = Table(title=f"runs in {runs_dir}")
-    table.add_column("run id", no_wrap=True)
-    for col in (
-        "recipe",
-        "model",
-        "status",
-        "step",
-        "reward",
-        "val acc",
-        "started",
-        "duration",
-    ):
-        table.add_column(col, overflow="fold")
+    table = Table(title=f"runs in {runs_dir}", box=box.SIMPLE_HEAD, show_edge=False)
+    for col in ("run id", "recipe", "model"):
+        table.add_column(col, overflow="fold", ratio=1)
+    for col in ("status", "step", "reward", "val", "started", "took"):
+        table.add_column(col, no_wrap=True)
     folders = (
         sorted(
             (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),
@@ -68,7 +65,7 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
             f"{st.get('step', 0)}/{st.get('total_steps', '?')}",
             f"{reward:.3f}" if reward is not None else "-",
             f"{val:.3f}" if val is not None else "-",
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "-",
+            _fmt_started(started) if started else "-",
             _fmt_duration(end - started if started and end else None),
         )
     out.print(table)
@@ -79,15 +76,13 @@ def show(run_id: str, runs_dir: Path = RUNS_DIR) -> None:
     """Status and latest metrics of one run (JSON)."""
     from rollcli.runs.run_dir import RunDir
 
-    folder = runs_dir / run_id
-    if not (folder / "recipe.yaml").exists():
-        fail(f"no run {run_id!r} in {runs_dir}", "`roll runs ls` lists the runs")
+    folder = find_run(run_id, runs_dir)
     run = RunDir(folder)
     metrics = run.read_metrics()
     typer.echo(
         json.dumps(
             {
-                "run_id": run_id,
+                "run_id": folder.name,
                 "folder": str(folder),
                 **run.read_status(),
                 "last_metrics": metrics[-1] if metrics else None,

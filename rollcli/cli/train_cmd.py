@@ -1,11 +1,14 @@
-"""`roll train RECIPE|FILE [key.path=value ...]`."""
+"""`roll train RECIPE|FILE [key.path=value ...]` and `roll resume RUN_ID [key.path=value ...]`."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 from rich.console import Console
 
 from rollcli.cli.errors import err_console, user_errors
+from rollcli.cli.run_arg import RUNS_DIR, find_run
 
 out = Console()
 
@@ -24,6 +27,9 @@ def train(
     save_every: int = typer.Option(
         None, "--save-every", help="Checkpoint every N steps (0 = at the end)."
     ),
+    keep_last: int = typer.Option(
+        None, "--keep-last", help="Keep the newest K checkpoints (run.keep_last, default 2)."
+    ),
     eval_every: int = typer.Option(
         None, "--eval-every", help="Validate every N steps (0 = start and end)."
     ),
@@ -32,6 +38,11 @@ def train(
     ),
     run_id: str = typer.Option(
         None, "--run-id", help="Run folder name (default RECIPE-DATE-TIME)."
+    ),
+    resume: str = typer.Option(
+        "never",
+        "--resume",
+        help="auto: if a run with this --run-id exists, continue it from its newest checkpoint.",
     ),
     seed: int = typer.Option(None, "--seed", help="Random seed."),
     gpus: int = typer.Option(None, "--gpus", help="GPUs to use (0 = CPU)."),
@@ -48,6 +59,7 @@ def train(
         "model": model,
         "train.steps": steps,
         "run.save_every": save_every,
+        "run.keep_last": keep_last,
         "run.eval_every": eval_every,
         "run.runs_dir": runs_dir,
         "run.run_id": run_id,
@@ -56,6 +68,10 @@ def train(
         "resources.ray_address": ray_address,
     }
     with user_errors(debug):
+        if resume not in ("never", "auto"):
+            from rollcli.config.errors import ConfigError
+
+            raise ConfigError(f"--resume {resume!r}: use --resume auto (or leave it out)")
         cfg, source = load_recipe(recipe, overrides or [], flags)
         if cfg.resources.gpus > 0:
             raise _gpu_error(cfg.resources.gpus)
@@ -63,12 +79,42 @@ def train(
         typer.echo(f"# recipe {source}, resolved", err=True)
         typer.echo(dump_recipe(cfg), nl=False)
         return
+    from rollcli.runs.launch import launch_training, resume_training, run_exists
+
+    if resume == "auto" and cfg.run.run_id and run_exists(cfg.run.runs_dir, cfg.run.run_id):
+        err_console.print(f"resuming run {cfg.run.run_id} (--resume auto)")
+        repeat = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if _resumable(k, v))]
+        _run(debug, lambda d: resume_training(cfg.run.runs_dir, cfg.run.run_id, repeat, d))
+        return
+    _run(debug, lambda d: launch_training(cfg, d))
+
+
+def resume(
+    run_id: str = typer.Argument(..., help="The run to continue (a folder under --runs-dir)."),
+    overrides: list[str] = typer.Argument(
+        None, help="Overrides as key.path=value, e.g. train.steps=20 (recorded in the run)."
+    ),
+    runs_dir: Path = RUNS_DIR,
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+) -> None:
+    """Continue a run from its newest complete checkpoint, exactly as if it had not stopped."""
+    from rollcli.runs.launch import resume_training
+
+    folder = find_run(run_id, runs_dir)
+    _run(debug, lambda d: resume_training(folder.parent, folder.name, overrides or [], d))
+
+
+def _resumable(key: str, value: object) -> bool:
+    """CLI flags that may be repeated as overrides on resume (where the run lives is not)."""
+    return value is not None and key not in ("run.runs_dir", "run.run_id", "model", "seed")
+
+
+def _run(debug: bool, start) -> None:  # noqa: ANN001
     from rollcli.cli.display import RichDisplay, summary_table
-    from rollcli.runs.launch import launch_training
 
     with user_errors(debug):
         try:
-            result = launch_training(cfg, RichDisplay(err_console))
+            result = start(RichDisplay(err_console))
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None
@@ -83,6 +129,16 @@ def train(
             result.mean_step_s,
         )
     )
+    if result.status == "interrupted":
+        err_console.print(
+            f"[yellow]stopped early[/]; continue with: roll resume {result.run_id}"
+            + (
+                f" --runs-dir {result.run_dir.parent}"
+                if result.run_dir.parent.name != "runs"
+                else ""
+            )
+        )
+        raise typer.Exit(130)
 
 
 def _gpu_error(gpus: int) -> Exception:

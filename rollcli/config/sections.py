@@ -113,3 +113,4 @@ class RunConfig(Section):
     )
     tensorboard: bool = True
     save_samples: bool = True
+    max_restarts: NonNegInt = 3  # workers that die are restarted from the newest checkpoint

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollcli.data.batch import Batch, chunk_bounds
+from rollcli.distributed.process_control import with_process_control
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Cluster:
 
         self.name = name
         self.world_size = world_size
-        remote_cls = ray.remote(worker_cls)
+        remote_cls = ray.remote(with_process_control(worker_cls))
         self.workers = []
         for rank in range(world_size):
             kwargs = init_kwargs(rank) if callable(init_kwargs) else dict(init_kwargs)
@@ -83,6 +84,13 @@ class Cluster:
         for w in self.workers:
             ray.kill(w, no_restart=True)
         self.workers = []
+
+
+def worker_lost_errors() -> tuple[type[BaseException], ...]:
+    """Ray's errors for a worker whose process died (not for an exception raised in it)."""
+    from ray.exceptions import RayActorError, WorkerCrashedError
+
+    return (RayActorError, WorkerCrashedError)
 
 
 def gather(results: list[Any]) -> Any:

@@ -20,6 +20,7 @@ from rollcli.distributed.cluster import Cluster
 from rollcli.strategies.hf_infer import SamplingParams
 
 ProgressFn = Callable[[int, int], None]
+PhaseFn = Callable[[str], None]
 
 
 @dataclass
@@ -96,7 +97,12 @@ def run_rollout(
     pad_id: int,
     params: SamplingParams,
     on_progress: ProgressFn | None = None,
+    on_phase: PhaseFn | None = None,
 ) -> RolloutResult:
+    """Generate `params.n` samples per prompt and score them; `on_phase` hears "generate"
+    and "reward" as each part starts."""
+    on_phase = on_phase or (lambda _: None)
+    on_phase("generate")
     t0 = time.perf_counter()
     gens = generate(infer, prompt_ids, params, on_progress)
     gen_s = time.perf_counter() - t0
@@ -111,6 +117,7 @@ def run_rollout(
                 "prompt": p.messages[-1]["content"],
             }
         )
+    on_phase("reward")
     t1 = time.perf_counter()
     results = score(reward, samples)
     reward_s = time.perf_counter() - t1
@@ -165,6 +172,7 @@ def run_dynamic_rollout(
     num_groups: int,
     max_rounds: int,
     on_progress: ProgressFn | None = None,
+    on_phase: PhaseFn | None = None,
 ) -> RolloutResult:
     """DAPO's dynamic sampling: keep only groups whose rewards differ, draw more prompts
     until `num_groups` groups are kept or `max_rounds` extra rounds ran.
@@ -180,8 +188,8 @@ def run_dynamic_rollout(
     totals: dict[str, float] = {}
     while have < num_groups and rounds <= max_rounds:
         prompts, ids = draw(num_groups - have if rounds else num_groups)
-        result = run_rollout(infer, reward, prompts, ids, pad_id, params, on_progress)
-        for key in ("time/generate_s", "time/reward_s"):
+        result = run_rollout(infer, reward, prompts, ids, pad_id, params, on_progress, on_phase)
+        for key in ("time/generate_s", "time/reward_s", "reward/errors"):
             totals[key] = totals.get(key, 0.0) + result.metrics[key]
         keep = groups_with_variance(result.batch["scores"], n)
         dropped += int((~keep).sum())

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 MARKER = "COMPLETE"
+STATE_FILE = "trainer_state.json"
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -21,6 +22,10 @@ def _fsync_tree(folder: Path) -> None:
         if path.is_file():
             with path.open("rb") as fh:
                 os.fsync(fh.fileno())
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -29,7 +34,12 @@ def _fsync_tree(folder: Path) -> None:
 
 
 def write_checkpoint(
-    checkpoints: Path, step: int, fill: Callable[[Path], None], state: dict[str, Any], keep_last: int
+    checkpoints: Path,
+    step: int,
+    fill: Callable[[Path], None],
+    state: dict[str, Any],
+    keep_last: int,
+    before_rename: Callable[[], None] | None = None,
 ) -> Path:
     """Create `checkpoints/step-<step>/` atomically; `fill(tmp)` writes the model files."""
     final = checkpoints / f"step-{step}"
@@ -37,14 +47,24 @@ def write_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     fill(tmp)
-    (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2, default=float), encoding="utf-8")
+    (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=float), encoding="utf-8")
     (tmp / MARKER).write_text(str(step), encoding="utf-8")
     _fsync_tree(tmp)
-    if final.exists():
-        shutil.rmtree(final)
+    if before_rename is not None:
+        before_rename()
+    if final.exists():  # never delete a complete checkpoint before its successor is in place
+        old = checkpoints / f".old-step-{step}"
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
     os.replace(tmp, final)
+    _fsync_dir(checkpoints)
     prune(checkpoints, keep_last)
     return final
+
+
+def read_state(checkpoint: Path) -> dict[str, Any]:
+    """The driver-side state saved with a checkpoint (`trainer_state.json`)."""
+    return json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8"))
 
 
 def complete_checkpoints(checkpoints: Path) -> list[tuple[int, Path]]:
@@ -67,7 +87,10 @@ def latest_checkpoint(checkpoints: Path) -> Path | None:
 
 def prune(checkpoints: Path, keep_last: int) -> None:
     found = complete_checkpoints(checkpoints)
-    for _, path in found[: max(0, len(found) - keep_last)]:
-        shutil.rmtree(path, ignore_errors=True)
-    for stale in checkpoints.glob(".tmp-step-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    for step, path in found[: max(0, len(found) - keep_last)]:
+        doomed = checkpoints / f".old-step-{step}"  # renamed first: never a partial `step-N`
+        shutil.rmtree(doomed, ignore_errors=True)
+        os.replace(path, doomed)
+    for pattern in (".tmp-step-*", ".old-step-*"):
+        for stale in checkpoints.glob(pattern):
+            shutil.rmtree(stale, ignore_errors=True)

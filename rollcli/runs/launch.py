@@ -1,15 +1,27 @@
-"""Launch a training run: run folder, Ray, the pipeline, the run's status — no CLI code."""
+"""Start or resume a training run: run folder, Ray, the pipeline, the run's status — no CLI.
+
+The status in `status.json` is always true: `running` with a heartbeat while the process
+lives, then `finished`, `failed` or `interrupted` (the first Ctrl-C or SIGTERM finishes the
+step and writes a checkpoint; a second stops at once). A run killed outright is reported as
+`killed` from its dead pid or stale heartbeat (`RunDir.effective_status`).
+"""
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollcli.config.loader import dump_recipe
+from rollcli.config.errors import ConfigError
+from rollcli.config.loader import dump_recipe, load_recipe
 from rollcli.config.recipe import RecipeConfig
 from rollcli.pipelines.display_protocol import Display
+from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.run_dir import RunDir, new_run_id
 
 
@@ -17,12 +29,19 @@ class PipelineNotBuiltError(ValueError):
     pass
 
 
+class RunNotFoundError(ValueError):
+    pass
+
+
 BUILT_PIPELINES = ("rlvr",)
 
 
 def _check_supported(cfg: RecipeConfig) -> None:
-    from rollcli.config.errors import ConfigError
-
+    if cfg.pipeline not in BUILT_PIPELINES:
+        raise PipelineNotBuiltError(
+            f"the {cfg.pipeline!r} pipeline is not built yet (recipe {cfg.name!r}); "
+            f"pipelines that train today: {', '.join(BUILT_PIPELINES)}"
+        )
     if cfg.rollout.engine == "vllm":
         raise ConfigError(
             "rollout.engine = 'vllm': the vLLM engine is not built into this release yet; "
@@ -49,40 +68,141 @@ class RunResult:
     first_val: float | None
     wall_s: float
     mean_step_s: float | None = None
+    status: str = "finished"
+    resumed_from: int | None = None
 
 
 def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = None) -> RunResult:
-    if cfg.pipeline not in BUILT_PIPELINES:
-        raise PipelineNotBuiltError(
-            f"the {cfg.pipeline!r} pipeline is not built yet (recipe {cfg.name!r}); "
-            f"pipelines that train today: {', '.join(BUILT_PIPELINES)}"
-        )
+    """A new run of `cfg` in a new run folder."""
     _check_supported(cfg)
-    from rollcli.distributed.ray_session import start_ray
-    from rollcli.models.loading import resolve_model
-    from rollcli.pipelines.rlvr import RLVRPipeline
-    from rollcli.tracking.tensorboard import TensorBoardTracker
-
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()
+    model_path = _prepare_model(cfg, display)
     try:
-        display.phase(f"preparing model {cfg.model}")
-        model_path = str(resolve_model(cfg.model))
         run = RunDir.create(cfg.run.runs_dir, run_id, dump_recipe(cfg))
     except BaseException:
         display.close()
         raise
-    run.write_status("starting", recipe=cfg.name, model=cfg.model, total_steps=cfg.train.steps, started=time.time())
+    run.write_status(
+        "starting",
+        recipe=cfg.name,
+        model=cfg.model,
+        total_steps=cfg.train.steps,
+        started=time.time(),
+    )
     run.log_event(f"run {run_id} started: recipe {cfg.name}, model {cfg.model} ({model_path})")
-    pipeline = None
+    return _drive(cfg, run, run_id, model_path, display, None, start)
+
+
+def run_exists(runs_dir: str | Path, run_id: str) -> bool:
+    return (Path(runs_dir) / run_id / "recipe.yaml").exists()
+
+
+def resume_training(
+    runs_dir: str | Path, run_id: str, overrides: list[str], display: Display
+) -> RunResult:
+    """Continue run `run_id` from its newest complete checkpoint (`key=value` overrides are
+    applied to its recipe and recorded)."""
+    root = Path(runs_dir) / run_id
+    if not run_exists(runs_dir, run_id):
+        raise RunNotFoundError(f"no run {run_id!r} in {runs_dir} (`roll runs ls` lists the runs)")
+    run = RunDir(root)
+    recorded, _ = load_recipe(str(root / "recipe.yaml"), [])
+    cfg, _ = load_recipe(str(root / "recipe.yaml"), overrides)
+    for key in ("model", "seed"):
+        if getattr(cfg, key) != getattr(recorded, key):
+            raise ConfigError(
+                f"{key} cannot change when a run resumes (it was {getattr(recorded, key)!r}); "
+                "start a new run instead"
+            )
+    _check_supported(cfg)
+    if run.effective_status() in ("running", "starting"):
+        raise ConfigError(
+            f"run {run_id!r} is still running (pid {run.read_status().get('pid')}); stop it "
+            "first (Ctrl-C in its terminal) or wait for it"
+        )
+    checkpoint = latest_checkpoint(run.checkpoints)
+    done = read_state(checkpoint)["step"] if checkpoint else 0
+    if done >= cfg.train.steps:
+        raise ConfigError(
+            f"run {run_id!r} already reached step {done} of train.steps={cfg.train.steps}; "
+            f"to train further resume with train.steps=N (N > {done})"
+        )
+    start = time.perf_counter()
+    model_path = _prepare_model(cfg, display)
+    changes = config_changes(recorded, cfg)
+    if changes:
+        (root / "recipe.yaml").write_text(dump_recipe(cfg), encoding="utf-8")
+    where = f"checkpoint {checkpoint.name}" if checkpoint else "the start (no checkpoint yet)"
+    previous = run.effective_status()
+    resumes = run.read_status().get("resumes", [])
+    resumes.append({"from_step": done, "changes": changes, "time": time.time()})
+    run.write_status("starting", total_steps=cfg.train.steps, step=done, resumes=resumes)
+    run.log_event(
+        f"resuming from {where} (the last process ended {previous})"
+        + (f"; recipe changes: {', '.join(changes)}" if changes else "")
+    )
+    return _drive(cfg, run, run_id, model_path, display, checkpoint or "start", start)
+
+
+def config_changes(before: RecipeConfig, after: RecipeConfig) -> list[str]:
+    """`["train.steps: 8 -> 10", ...]`: the recipe keys whose values differ."""
+    a, b = _flatten(before.model_dump()), _flatten(after.model_dump())
+    keys = sorted(a.keys() | b.keys())
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _prepare_model(cfg: RecipeConfig, display: Display) -> str:
+    from rollcli.models.loading import resolve_model
+
     try:
-        display.phase("starting Ray")
-        start_ray(cfg.resources.ray_address, cfg.resources.num_cpus)
-        pipeline = RLVRPipeline(cfg, run, run_id, model_path, display)
-        if cfg.run.tensorboard:
-            pipeline.tracker = TensorBoardTracker(run.root / "tensorboard")
-        pipeline.setup()
-        final = pipeline.train()
+        display.phase(f"preparing model {cfg.model}")
+        return str(resolve_model(cfg.model))
+    except BaseException:
+        display.close()
+        raise
+
+
+def _drive(
+    cfg: RecipeConfig,
+    run: RunDir,
+    run_id: str,
+    model_path: str,
+    display: Display,
+    resume_from: Path | str | None,
+    start: float,
+) -> RunResult:
+    """Ray, the pipeline and the status around them; `resume_from` a checkpoint, "start"
+    (resume a run that has none) or None (a new run)."""
+    from rollcli.distributed.ray_session import start_ray
+    from rollcli.pipelines.rlvr import RLVRPipeline
+    from rollcli.tracking.tensorboard import TensorBoardTracker
+
+    pipeline = None
+    heartbeat = run.start_heartbeat()
+    start_step = 0
+    try:
+        with graceful_stop(lambda: pipeline, display):
+            display.phase("starting Ray")
+            start_ray(cfg.resources.ray_address, cfg.resources.num_cpus)
+            pipeline = RLVRPipeline(cfg, run, run_id, model_path, display)
+            if cfg.run.tensorboard:
+                pipeline.tracker = TensorBoardTracker(run.root / "tensorboard")
+            pipeline.setup()
+            if resume_from is not None:
+                start_step = pipeline.restore(None if resume_from == "start" else resume_from)
+            run.write_status("running", step=start_step)
+            final = pipeline.train(start_step)
     except KeyboardInterrupt:
         run.write_status("interrupted")
         run.log_event("interrupted by the user")
@@ -92,13 +212,56 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
         run.log_event(f"failed: {type(exc).__name__}: {exc}")
         raise
     finally:
+        heartbeat.set()
         if pipeline is not None:
             pipeline.shutdown()
         display.close()
-    run.write_status("finished", finished=time.time())
-    run.log_event("finished")
+    status = "interrupted" if pipeline.stopped_early else "finished"
+    run.write_status(status, finished=time.time())
+    run.log_event(
+        "stopped after a checkpoint; `roll resume` continues it"
+        if status == "interrupted"
+        else "finished"
+    )
     metrics = run.read_metrics()
     first_val = next((m["val/accuracy"] for m in metrics if "val/accuracy" in m), None)
     step_times = [m["time/step_s"] for m in metrics if "time/step_s" in m]
     mean_step = sum(step_times) / len(step_times) if step_times else None
-    return RunResult(run_id, run.root, final, first_val, time.perf_counter() - start, mean_step)
+    return RunResult(
+        run_id,
+        run.root,
+        final,
+        first_val,
+        time.perf_counter() - start,
+        mean_step,
+        status,
+        start_step if resume_from is not None else None,
+    )
+
+
+@contextmanager
+def graceful_stop(pipeline: Any, display: Display) -> Iterator[None]:
+    """First Ctrl-C (or SIGTERM): ask `pipeline()` to stop after this step and a checkpoint;
+    the second, or one before the pipeline exists, interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    asked = False
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal asked
+        current = pipeline()
+        if asked or current is None or getattr(current, "clusters", None) is None:
+            raise KeyboardInterrupt
+        asked = True
+        current.request_stop()
+        display.message(
+            "stopping after this step and a checkpoint; press Ctrl-C again to stop at once"
+        )
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

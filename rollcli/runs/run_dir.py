@@ -1,24 +1,29 @@
 """The run folder `runs/<run-id>/` and everything written into it while a run goes.
 
-    recipe.yaml          the resolved recipe
-    status.json          status, step, pid, heartbeat (updated every step)
-    metrics.jsonl        one JSON object per step
-    events.log           human-readable events (start, validation, checkpoints, errors)
-    samples/step-N.jsonl prompt, response, reward, answer of every sample
-    checkpoints/step-N/  policy as a Hugging Face folder + training state
-    tensorboard/         TensorBoard event files
+recipe.yaml          the resolved recipe
+status.json          status, step, host, pid, heartbeat (every step and every 30 s)
+metrics.jsonl        one JSON object per step
+events.log           human-readable events (start, validation, checkpoints, errors)
+samples/step-N.jsonl prompt, response, reward, answer of every sample
+checkpoints/step-N/  policy as a Hugging Face folder + training state
+tensorboard/         TensorBoard event files
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 STATUS_FILE = "status.json"
+HEARTBEAT_S = 30.0
+# A `running` run whose heartbeat is older than this is dead even if its pid is taken.
+STALE_AFTER_S = 10 * HEARTBEAT_S
 
 
 def new_run_id(recipe_name: str) -> str:
@@ -36,13 +41,15 @@ class RunDir:
         self.root = Path(root)
         self.checkpoints = self.root / "checkpoints"
         self.samples = self.root / "samples"
+        self._status_lock = threading.Lock()
 
     @classmethod
     def create(cls, runs_dir: str | Path, run_id: str, recipe_yaml: str) -> RunDir:
         root = Path(runs_dir) / run_id
         if (root / "metrics.jsonl").exists() and (root / "metrics.jsonl").stat().st_size:
             raise FileExistsError(
-                f"run folder {root} already holds a run; pick another --run-id or remove the folder"
+                f"run folder {root} already holds a run; continue it with `roll resume {run_id}` "
+                "(or --resume auto), pick another --run-id, or remove the folder"
             )
         run = cls(root)
         for folder in (run.root, run.checkpoints, run.samples):
@@ -52,12 +59,14 @@ class RunDir:
 
     # ---- append-only logs ------------------------------------------------------------
     def log_metrics(self, metrics: dict[str, Any]) -> None:
+        """Append one row; `time` (unix seconds) is added unless the row has it."""
+        row = {**metrics, "time": metrics.get("time", round(time.time(), 3))}
         with (self.root / "metrics.jsonl").open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(metrics, default=float) + "\n")
+            fh.write(json.dumps(row, default=float) + "\n")
             fh.flush()
 
     def log_event(self, message: str) -> None:
-        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
         with (self.root / "events.log").open("a", encoding="utf-8") as fh:
             fh.write(f"{stamp}  {message}\n")
 
@@ -66,16 +75,30 @@ class RunDir:
         _atomic_write_text(self.samples / f"step-{step}.jsonl", text)
 
     # ---- status ----------------------------------------------------------------------
-    def write_status(self, status: str, **fields: Any) -> None:
-        data = self.read_status()
-        data.update(fields)
-        data.update(
-            status=status,
-            pid=os.getpid(),
-            heartbeat=time.time(),
-            updated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        )
-        _atomic_write_text(self.root / STATUS_FILE, json.dumps(data, indent=2))
+    def write_status(self, status: str | None = None, **fields: Any) -> None:
+        """Update status.json (`status=None` keeps the current status: a heartbeat)."""
+        with self._status_lock:
+            data = self.read_status()
+            data.update(fields)
+            data.update(
+                status=status or data.get("status", "unknown"),
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                heartbeat=time.time(),
+                updated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            )
+            _atomic_write_text(self.root / STATUS_FILE, json.dumps(data, indent=2))
+
+    def start_heartbeat(self, every_s: float = HEARTBEAT_S) -> threading.Event:
+        """Refresh the heartbeat from a daemon thread until the returned event is set."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(every_s):
+                self.write_status()
+
+        threading.Thread(target=beat, name="roll-heartbeat", daemon=True).start()
+        return stop
 
     def read_status(self) -> dict[str, Any]:
         path = self.root / STATUS_FILE
@@ -90,7 +113,11 @@ class RunDir:
         """The recorded status, or `killed` for a `running` run whose process is gone."""
         data = self.read_status()
         status = data.get("status", "unknown")
-        if status in ("running", "starting") and not _pid_alive(data.get("pid")):
+        if status not in ("running", "starting"):
+            return status
+        stale = time.time() - float(data.get("heartbeat", 0)) > STALE_AFTER_S
+        here = data.get("host") in (None, socket.gethostname())
+        if stale or (here and not _pid_alive(data.get("pid"))):
             return "killed"
         return status
 
@@ -105,6 +132,17 @@ class RunDir:
             except json.JSONDecodeError:
                 continue  # a line cut by a kill
         return rows
+
+    # ---- rewinding to a checkpoint -----------------------------------------------------
+    def rewind(self, step: int, metrics_lines: int) -> None:
+        """Forget what was logged after checkpoint `step`: those steps will run again."""
+        path = self.root / "metrics.jsonl"
+        if path.exists():
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            _atomic_write_text(path, "".join(lines[:metrics_lines]))
+        for sample_file in self.samples.glob("step-*.jsonl"):
+            if int(sample_file.stem[len("step-") :]) > step:
+                sample_file.unlink()
 
 
 def _pid_alive(pid: int | None) -> bool:

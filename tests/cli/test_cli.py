@@ -17,7 +17,7 @@ runner = CliRunner()
 def test_help_lists_the_commands() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("train", "recipes", "runs"):
+    for command in ("train", "resume", "recipes", "runs", "logs", "export", "plot"):
         assert command in result.stdout
 
 

@@ -1,0 +1,87 @@
+"""Fault injection, to test that runs survive what real runs meet: `ROLL_INJECT_FAULT`.
+
+    ROLL_INJECT_FAULT="kill@train:3"               SIGKILL the driver as step 3 starts training
+    ROLL_INJECT_FAULT="kill@generate:2+0.5"        ... 0.5 s into step 2's generation
+    ROLL_INJECT_FAULT="kill-worker@reward:2"       SIGKILL the reward worker's process at step 2
+    ROLL_INJECT_FAULT="kill-worker@generate:2+0.3" SIGKILL an actor_infer process mid-generation
+
+Several faults are comma-separated. Points: generate, reward, forward, train, sync, validate,
+checkpoint (the files are written, the folder not yet renamed). `kill-worker` at `generate`
+or `validate` kills actor_infer, at `reward` the reward worker, at `forward` the reference
+(or actor_train), at `train`, `sync` or `checkpoint` actor_train. Each fault fires once per
+process. Nothing here runs unless the variable is set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ENV_VAR = "ROLL_INJECT_FAULT"
+POINTS = ("generate", "reward", "forward", "train", "sync", "validate", "checkpoint")
+ACTIONS = ("kill", "kill-worker")
+_SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<point>[a-z]+):(?P<step>\d+)(?:\+(?P<delay>[\d.]+))?$")
+
+
+class FaultSpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Fault:
+    action: str
+    point: str
+    step: int
+    delay_s: float = 0.0
+
+
+def parse_faults(text: str) -> list[Fault]:
+    """`"kill@train:3, kill-worker@reward:2+0.5"` → faults; a bad spec names what is wrong.
+
+    >>> parse_faults("kill@train:3")
+    [Fault(action='kill', point='train', step=3, delay_s=0.0)]
+    """
+    faults = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        m = _SPEC.match(part)
+        if not m:
+            raise FaultSpecError(
+                f"{ENV_VAR}: cannot read {part!r}; write ACTION@POINT:STEP[+SECONDS], "
+                "e.g. kill@train:3"
+            )
+        if m["action"] not in ACTIONS:
+            raise FaultSpecError(f"{ENV_VAR}: unknown action {m['action']!r}; one of {ACTIONS}")
+        if m["point"] not in POINTS:
+            raise FaultSpecError(f"{ENV_VAR}: unknown point {m['point']!r}; one of {POINTS}")
+        faults.append(Fault(m["action"], m["point"], int(m["step"]), float(m["delay"] or 0)))
+    return faults
+
+
+class FaultInjector:
+    """Fires the configured faults at `hit(point, step)`; `kill_worker(point)` kills a worker."""
+
+    def __init__(self, faults: list[Fault], kill_worker: Callable[[str], None]) -> None:
+        self.pending = list(faults)
+        self.kill_worker = kill_worker
+
+    @classmethod
+    def from_env(cls, kill_worker: Callable[[str], None]) -> FaultInjector:
+        return cls(parse_faults(os.environ.get(ENV_VAR, "")), kill_worker)
+
+    def hit(self, point: str, step: int) -> None:
+        for fault in [f for f in self.pending if f.point == point and f.step == step]:
+            self.pending.remove(fault)
+            fire = self._action(fault)
+            if fault.delay_s:
+                threading.Timer(fault.delay_s, fire).start()
+            else:
+                fire()
+
+    def _action(self, fault: Fault) -> Callable[[], None]:
+        if fault.action == "kill":
+            return lambda: os.kill(os.getpid(), signal.SIGKILL)
+        return lambda: self.kill_worker(fault.point)

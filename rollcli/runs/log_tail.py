@@ -1,0 +1,202 @@
+"""A readable tail of a run: `events.log` and one compact line per `metrics.jsonl` step, merged
+in time order, read incrementally so that `roll logs -f` can follow a live run.
+
+Only complete lines (ending in a newline) are read: a line that a writer, or a kill, left half
+written is skipped until it is complete, and a line that never parses is dropped.
+
+A metrics row is placed by its `time` key (unix seconds, written with every row); a row without
+one keeps its place among the rows. Within one second of an `events.log` stamp without
+fractions (older runs), a step's own events (validation, time limit) come before its line and
+all others after it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rollcli.runs.run_dir import RunDir
+
+LIVE_STATUSES = ("starting", "running")
+# events a step logs before its own metrics row
+STEP_EVENTS = ("validation:", "time limit")
+_EVENT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)  (.*)$")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of `roll logs`: an event or a step. `time` is unix seconds (None: unknown)."""
+
+    time: float | None
+    kind: str  # "event" or "step"
+    text: str
+
+    @property
+    def stamp(self) -> str:
+        return datetime.fromtimestamp(self.time).strftime("%H:%M:%S") if self.time else " " * 8
+
+    def render(self) -> str:
+        return f"{self.stamp}  {self.text}"
+
+
+def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
+    """The compact line of one metrics row.
+
+    >>> format_step({"step": 3, "reward/mean": 0.5, "actor/kl": 0.0012, "time/step_s": 41.2}, 10)
+    'step  3/10  reward 0.500  kl 0.0012  41.2 s'
+    >>> format_step({"step": 0, "val/accuracy": 0.296875}, 10)
+    'step  0/10  val acc 0.297  (before training)'
+    """
+    step = row.get("step", "?")
+    if total_steps:
+        width = len(str(total_steps))
+        parts = [f"step {step:>{width}}/{total_steps}"]
+    else:
+        parts = [f"step {step}"]
+    fields = (
+        ("reward/mean", "reward", "{:.3f}"),
+        ("val/accuracy", "val acc", "{:.3f}"),
+        ("actor/kl", "kl", "{:.4f}"),
+        ("actor/entropy", "entropy", "{:.3f}"),
+        ("response_length/mean", "len", "{:.1f}"),
+    )
+    for key, label, fmt in fields:
+        value = row.get(key)
+        if isinstance(value, (int, float)):
+            parts.append(f"{label} {fmt.format(value)}")
+    if isinstance(row.get("time/step_s"), (int, float)):
+        parts.append(f"{row['time/step_s']:.1f} s")
+    if row.get("step") == 0 and "reward/mean" not in row:
+        parts.append("(before training)")
+    return "  ".join(parts)
+
+
+def parse_event(line: str, previous: float | None) -> tuple[float | None, str]:
+    """`(unix time, message)` of an `events.log` line; a line without a stamp keeps `previous`."""
+    match = _EVENT.match(line)
+    if not match:
+        return previous, line
+    fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in match.group(1) else "%Y-%m-%d %H:%M:%S"
+    stamp = datetime.strptime(match.group(1), fmt).timestamp()
+    return stamp, match.group(2)
+
+
+class _LineReader:
+    """Complete lines appended to a file since the last call (a half-written tail waits)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def read_new(self) -> list[str]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return []
+        if size < self.offset:  # truncated (a resume cut the file back): read it again
+            self.offset = 0
+        if size == self.offset:
+            return []
+        with self.path.open("rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(size - self.offset)
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        return data[: end + 1].decode("utf-8", errors="replace").splitlines()
+
+
+class RunTail:
+    """Reads a run's events and metrics incrementally; `poll()` returns the new lines."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self.events = _LineReader(run.root / "events.log")
+        self.metrics = _LineReader(run.root / "metrics.jsonl")
+        self.last_event_time: float | None = None
+
+    def total_steps(self) -> int | None:
+        total = self.run.read_status().get("total_steps")
+        return int(total) if isinstance(total, (int, float)) and total > 0 else None
+
+    def poll(self) -> list[LogLine]:
+        """New complete lines of both files, merged by time."""
+        events = []
+        for line in self.events.read_new():
+            if not line.strip():
+                continue
+            stamp, message = parse_event(line, self.last_event_time)
+            self.last_event_time = stamp
+            events.append(LogLine(stamp, "event", message))
+        rows = []
+        for line in self.metrics.read_new():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill and never completed
+            if isinstance(row, dict):
+                rows.append(row)
+        total = self.total_steps()
+        steps = [
+            LogLine(when, "step", format_step(row, total))
+            for row, when in zip(rows, self._row_times(rows), strict=True)
+        ]
+        return merge(events, steps)
+
+    @staticmethod
+    def _row_times(rows: list[dict[str, Any]]) -> list[float | None]:
+        return [r["time"] if isinstance(r.get("time"), (int, float)) else None for r in rows]
+
+
+def merge(events: list[LogLine], steps: list[LogLine]) -> list[LogLine]:
+    """Both lists (each already in order) merged by time; a line of unknown time keeps its
+    place in its own list."""
+    out: list[LogLine] = []
+    i = j = 0
+    while i < len(events) and j < len(steps):
+        if _event_first(events[i], steps[j]):
+            out.append(events[i])
+            i += 1
+        else:
+            out.append(steps[j])
+            j += 1
+    return out + events[i:] + steps[j:]
+
+
+def _event_first(event: LogLine, step: LogLine) -> bool:
+    """Whether `event` was written before `step`. `events.log` stamps are cut to the
+    millisecond (whole seconds in older runs); within one such tick only the events a step
+    logs before its metrics row (its validation, the time limit) precede it."""
+    if event.time is None or step.time is None:
+        return True
+    tick = 1.0 if event.time.is_integer() else 0.001
+    if event.time + tick <= step.time:
+        return True
+    if event.time > step.time:
+        return False
+    return event.text.startswith(STEP_EVENTS)
+
+
+def follow(
+    tail: RunTail,
+    emit: Callable[[LogLine], None],
+    *,
+    poll_s: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Emit new lines as they appear until the run is no longer starting or running; returns
+    the final status (`finished`, `failed`, `interrupted`, `killed`, ...)."""
+    while True:
+        status = tail.run.effective_status()  # read before the files: their last lines count
+        for line in tail.poll():
+            emit(line)
+        if status not in LIVE_STATUSES:
+            return status
+        sleep(poll_s)

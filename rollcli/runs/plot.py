@@ -1,0 +1,251 @@
+"""One PNG of a run's curves: train reward, validation accuracy, KL, entropy, response length
+and step time against the step. A panel whose metric the run did not log says so.
+
+Drawn with matplotlib's object API on the Agg canvas: no pyplot, no global backend switch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+Row = dict[str, Any]
+
+# the phases that make up `time/step_s`, bottom to top of the step-time panel
+STEP_PHASES = (
+    ("time/generate_s", "generate"),
+    ("time/reward_s", "reward"),
+    ("time/forward_s", "ref/old log-probs"),
+    ("time/train_s", "train"),
+    ("time/weight_sync_s", "weight sync"),
+    ("time/validate_s", "validate"),
+)
+
+
+def rows_with(rows: list[Row], key: str) -> list[Row]:
+    """The rows that hold a step and a finite number for `key`."""
+    return [
+        row
+        for row in rows
+        if isinstance(row.get(key), (int, float))
+        and math.isfinite(row[key])
+        and isinstance(row.get("step"), int)
+    ]
+
+
+def series(rows: list[Row], key: str) -> tuple[list[int], list[float]]:
+    """Steps and values of `key` over the rows that hold it."""
+    kept = rows_with(rows, key)
+    return [row["step"] for row in kept], [float(row[key]) for row in kept]
+
+
+def rolling_mean(values: list[float], window: int) -> list[float]:
+    """Trailing mean over up to `window` values.
+
+    >>> rolling_mean([1.0, 3.0, 5.0, 7.0], 2)
+    [1.0, 2.0, 4.0, 6.0]
+    """
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    key: str
+    ylabel: str
+    draw: Callable[[Any, list[Row], str], str]  # draws, returns the title's "last value" part
+    missing: str  # why the metric may be absent
+
+
+def _last(values: list[float], fmt: str) -> str:
+    return f"last {fmt.format(values[-1])}"
+
+
+def _draw_curve(
+    ax: Any, rows: list[Row], key: str, fmt: str = "{:.3g}", label: str = "per step"
+) -> str:
+    """The metric per step; past 30 points faint, with a trailing mean drawn over it."""
+    steps, values = series(rows, key)
+    many = len(values) > 30
+    ax.plot(
+        steps,
+        values,
+        color="tab:blue",
+        alpha=0.35 if many else 1.0,
+        marker=None if many else "o",
+        markersize=3,
+        label=label,
+    )
+    if many:
+        window = max(5, len(values) // 20)
+        ax.plot(
+            steps, rolling_mean(values, window), color="tab:blue", lw=2, label=f"mean of {window}"
+        )
+        ax.legend(fontsize=9, loc="best")
+    return _last(values, fmt)
+
+
+def _draw_reward(ax: Any, rows: list[Row], key: str) -> str:
+    return _draw_curve(ax, rows, key, "{:.3f}")
+
+
+def _draw_kl(ax: Any, rows: list[Row], key: str) -> str:
+    return _draw_curve(ax, rows, key, "{:.4f}")
+
+
+def _draw_entropy(ax: Any, rows: list[Row], key: str) -> str:
+    return _draw_curve(ax, rows, key, "{:.3f}")
+
+
+def _draw_validation(ax: Any, rows: list[Row], key: str) -> str:
+    steps, values = series(rows, key)
+    ax.plot(steps, values, color="tab:green", marker="o", markersize=5, lw=2)
+    if len(steps) <= 12:
+        for x, y in zip(steps, values, strict=True):
+            ax.annotate(
+                f"{y:.2f}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(0, 7),
+                ha="center",
+                fontsize=9,
+            )
+    ax.set_ylim(-0.02, 1.08)
+    return f"{values[0]:.3f} → {values[-1]:.3f}" if len(values) > 1 else _last(values, "{:.3f}")
+
+
+def _draw_length(ax: Any, rows: list[Row], key: str) -> str:
+    label = _draw_curve(ax, rows, key, "{:.1f}", label="mean")
+    steps, values = series(rows, "response_length/max")
+    if values:
+        ax.plot(steps, values, color="tab:gray", ls="--", lw=1, label="max")
+        ax.legend(fontsize=9, loc="best")
+    return label
+
+
+def _draw_step_time(ax: Any, rows: list[Row], key: str) -> str:
+    """The phases of each step stacked (bars, or areas past 60 steps), the total as a line."""
+    steps, total = series(rows, key)
+    timed = rows_with(rows, key)
+    phases = [(k, name) for k, name in STEP_PHASES if any(k in r for r in timed)]
+    stacks = [[float(r.get(k) or 0.0) for r in timed] for k, _ in phases]
+    labels = [name for _, name in phases]
+    if len(steps) > 60:
+        if stacks:
+            ax.stackplot(steps, *stacks, labels=labels, alpha=0.8)
+    else:
+        bottom = [0.0] * len(steps)
+        for heights, label in zip(stacks, labels, strict=True):
+            ax.bar(steps, heights, width=0.8, bottom=bottom, label=label, alpha=0.8)
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.plot(steps, total, color="black", lw=1.2, label="whole step")
+    ax.legend(fontsize=8, loc="upper left", ncol=2, framealpha=0.8)
+    ax.set_ylim(0, max(total) * 1.35)  # room for the legend above the bars
+    return f"mean {sum(total) / len(total):.1f} s"
+
+
+PANELS = (
+    Panel(
+        "train reward", "reward/mean", "mean reward", _draw_reward, "no rollout steps logged yet"
+    ),
+    Panel(
+        "validation accuracy",
+        "val/accuracy",
+        "accuracy (greedy)",
+        _draw_validation,
+        "no validation ran",
+    ),
+    Panel(
+        "KL to reference",
+        "actor/kl",
+        "KL per token",
+        _draw_kl,
+        "logged when algorithm.kl_coef > 0",
+    ),
+    Panel(
+        "entropy",
+        "actor/entropy",
+        "nats per token",
+        _draw_entropy,
+        "not logged by this run",
+    ),
+    Panel(
+        "response length",
+        "response_length/mean",
+        "tokens",
+        _draw_length,
+        "not logged by this run",
+    ),
+    Panel("step time", "time/step_s", "seconds", _draw_step_time, "no training step finished yet"),
+)
+
+
+def _say_missing(ax: Any, panel: Panel) -> None:
+    ax.set_title(panel.title, fontsize=13)
+    for y, text, size in (
+        (0.55, f"no '{panel.key}' in metrics", 12),
+        (0.42, f"({panel.missing})", 10),
+    ):
+        ax.text(
+            0.5,
+            y,
+            text,
+            ha="center",
+            va="center",
+            fontsize=size,
+            color="dimgray",
+            transform=ax.transAxes,
+        )
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def draw_run(rows: list[Row], *, title: str, subtitle: str = "") -> Figure:
+    """The figure of `rows` (metrics.jsonl): six panels in two rows, 1600 x 900 pixels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(16, 9), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=15)
+    axes = fig.subplots(2, 3)
+    all_steps = [row["step"] for row in rows if isinstance(row.get("step"), int)]
+    xlim = (min(all_steps) - 0.5, max(all_steps) + 0.5) if all_steps else None
+    for ax, panel in zip(axes.flat, PANELS, strict=True):
+        ax.tick_params(labelsize=10)
+        if not series(rows, panel.key)[1]:
+            _say_missing(ax, panel)
+            continue
+        last = panel.draw(ax, rows, panel.key)
+        ax.set_title(f"{panel.title}  ({last})", fontsize=13)
+        ax.set_xlabel("step", fontsize=11)
+        ax.set_ylabel(panel.ylabel, fontsize=11)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if xlim:
+            ax.set_xlim(*xlim)  # the same steps under every panel
+        ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_run(rows: list[Row], out: Path, *, title: str, subtitle: str = "") -> Path:
+    """Draw `rows` into the PNG `out`, written atomically (temporary file, then rename)."""
+    fig = draw_run(rows, title=title, subtitle=subtitle)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}.png")
+    fig.savefig(tmp, format="png")
+    os.replace(tmp, out)
+    return out

@@ -1,0 +1,225 @@
+"""`roll logs`: events and step lines merged in time order, half-written lines, following."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+from rollcli.runs.log_tail import RunTail, follow, format_step
+from rollcli.runs.run_dir import RunDir
+
+runner = CliRunner()
+T0 = datetime(2026, 1, 1, 10, 0, 0).timestamp()  # local time, as events.log writes it
+
+STEP_1 = {
+    "step": 1,
+    "reward/mean": 0.25,
+    "actor/kl": 0.0012,
+    "actor/entropy": 0.7,
+    "response_length/mean": 14.5,
+    "time/step_s": 30.0,
+}
+STEP_2 = {
+    "step": 2,
+    "reward/mean": 0.5,
+    "val/accuracy": 0.5,
+    "actor/kl": 0.01,
+    "actor/entropy": 0.65,
+    "response_length/mean": 12.0,
+    "time/step_s": 30.0,
+}
+
+
+def _event(run: RunDir, at: float, message: str) -> None:
+    stamp = datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S")
+    with (run.root / "events.log").open("a", encoding="utf-8") as fh:
+        fh.write(f"{stamp}  {message}\n")
+
+
+def _samples(run: RunDir, step: int, at: float) -> None:
+    """A step's samples file, dated when the step logged (the time its metrics row gets)."""
+    run.write_samples(step, [{"prompt": "1+1", "response": "2", "reward": 1.0}])
+    os.utime(run.samples / f"step-{step}.jsonl", (at, at))
+
+
+@pytest.fixture
+def finished_run(tmp_path: Path) -> RunDir:
+    """A 2-step run written the way the pipeline writes one (each row with its clock time)."""
+    run = RunDir.create(tmp_path / "runs", "run-a", "name: rlvr-math\n")
+    run.write_status("finished", total_steps=2)
+    _event(run, T0, "run run-a started")
+    _event(run, T0 + 10, "validation: accuracy 0.250 on 4 held-out prompts (greedy)")
+    run.log_metrics({"step": 0, "val/accuracy": 0.25, "time/validate_s": 1.0, "time": T0 + 10.5})
+    run.log_metrics({**STEP_1, "time": T0 + 40.5})
+    _samples(run, 1, T0 + 40.5)
+    _event(run, T0 + 70, "validation: accuracy 0.500 on 4 held-out prompts (greedy)")
+    run.log_metrics({**STEP_2, "time": T0 + 70.5})
+    _samples(run, 2, T0 + 70.5)
+    _event(run, T0 + 72, "checkpoint written: runs/run-a/checkpoints/step-2")
+    _event(run, T0 + 72, "finished")
+    with (run.root / "metrics.jsonl").open("a") as fh:
+        fh.write('{"step": 3, "reward/me')  # a line a kill cut in half
+    return run
+
+
+EXPECTED = [
+    "10:00:00  run run-a started",
+    "10:00:10  validation: accuracy 0.250 on 4 held-out prompts (greedy)",
+    "10:00:10  step 0/2  val acc 0.250  (before training)",
+    "10:00:40  step 1/2  reward 0.250  kl 0.0012  entropy 0.700  len 14.5  30.0 s",
+    "10:01:10  validation: accuracy 0.500 on 4 held-out prompts (greedy)",
+    "10:01:10  step 2/2  reward 0.500  val acc 0.500  kl 0.0100  entropy 0.650  len 12.0  30.0 s",
+    "10:01:12  checkpoint written: runs/run-a/checkpoints/step-2",
+    "10:01:12  finished",
+]
+
+
+def test_format_step_shows_what_the_row_has() -> None:
+    assert format_step(STEP_2, 200) == (
+        "step   2/200  reward 0.500  val acc 0.500  kl 0.0100  entropy 0.650  len 12.0  30.0 s"
+    )
+    assert format_step({"step": 4, "reward/mean": 1.0}) == "step 4  reward 1.000"
+
+
+def test_logs_merges_events_and_steps_in_time_order(finished_run: RunDir) -> None:
+    runs_dir = str(finished_run.root.parent)
+    result = runner.invoke(app, ["logs", "run-a", "--runs-dir", runs_dir])
+    assert result.exit_code == 0, result.stderr
+    # the half-written step 3 is skipped
+    assert result.stdout.splitlines() == EXPECTED
+
+    last3 = runner.invoke(app, ["logs", "run-a", "--runs-dir", runs_dir, "-n", "3"])
+    assert last3.stdout.splitlines() == EXPECTED[-3:]
+    by_path = runner.invoke(app, ["logs", str(finished_run.root), "-n", "1"])
+    assert by_path.stdout.splitlines() == EXPECTED[-1:]
+
+
+def test_recorded_clock_times_order_the_rows(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "run-t", "name: x\n")
+    _event(run, T0, "started")
+    _event(run, T0 + 20, "validation: accuracy 1.000 on 1 held-out prompts (greedy)")
+    _event(run, T0 + 20, "checkpoint written: runs/run-t/checkpoints/step-2")
+    with (run.root / "events.log").open("a") as fh:  # a stamp with fractions of a second
+        fh.write("2026-01-01 10:00:20.900  finished\n")
+    run.log_metrics({**STEP_1, "time": T0 + 10.2})
+    run.log_metrics({**STEP_2, "time": T0 + 20.7})
+    lines = [line.render()[:16] for line in RunTail(run).poll()]
+    # events.log stamps whole seconds: within step 2's second its validation comes first,
+    # its checkpoint after it
+    assert lines == [
+        "10:00:00  starte",
+        "10:00:10  step 1",
+        "10:00:20  valida",
+        "10:00:20  step 2",
+        "10:00:20  checkp",
+        "10:00:20  finish",
+    ]
+
+
+def test_a_half_written_line_shows_once_it_is_complete(finished_run: RunDir) -> None:
+    tail = RunTail(finished_run)
+    assert [line.text for line in tail.poll() if line.kind == "step"][-1].startswith("step 2/2")
+    assert tail.poll() == []
+    with (finished_run.root / "metrics.jsonl").open("a") as fh:
+        fh.write('an": 0.75, "time/step_s": 31.0}\n{"step": 4, "reward/mean": 0.8}\n')
+    texts = [line.text for line in tail.poll()]
+    assert texts == ["step 3/2  reward 0.750  31.0 s", "step 4/2  reward 0.800"]
+
+
+def test_follow_prints_new_lines_until_the_run_finishes(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "run-f", "name: x\n")
+    run.write_status("running", total_steps=2)  # our own pid: alive
+    run.log_event("run run-f started")
+    tail = RunTail(run)
+    tail.poll()  # what `roll logs` printed before following
+
+    def step_the_run(polls: int) -> None:  # stands in for the training process between polls
+        if polls == 1:
+            run.log_metrics(STEP_1)
+        elif polls == 2:
+            with (run.root / "metrics.jsonl").open("a") as fh:
+                fh.write('{"step": 2, "time": %.3f, "reward/mean": 0.5' % (time.time() - 1))
+        elif polls == 3:
+            with (run.root / "metrics.jsonl").open("a") as fh:
+                fh.write("}\n")
+            run.log_event("finished")
+            run.write_status("finished")
+        else:
+            raise AssertionError("follow kept polling a finished run")
+
+    polls = []
+    seen = []
+    status = follow(
+        tail, seen.append, poll_s=0.01, sleep=lambda s: (polls.append(s), step_the_run(len(polls)))
+    )
+    assert status == "finished"
+    assert len(polls) == 3
+    assert [line.text for line in seen] == [
+        "step 1/2  reward 0.250  kl 0.0012  entropy 0.700  len 14.5  30.0 s",
+        "step 2/2  reward 0.500",
+        "finished",
+    ]
+
+
+def test_logs_follow_through_the_cli_stops_when_status_becomes_finished(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "run-live", "name: x\n")
+    run.write_status("running", total_steps=1)
+    run.log_event("run run-live started")
+
+    def train() -> None:
+        time.sleep(0.3)
+        run.log_metrics({"step": 1, "reward/mean": 1.0, "time/step_s": 0.3})
+        run.log_event("finished")
+        run.write_status("finished")
+
+    def too_slow(signum, frame) -> None:  # noqa: ANN001
+        raise TimeoutError("roll logs -f did not stop")
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(30)
+    writer = threading.Thread(target=train)
+    writer.start()
+    try:
+        result = runner.invoke(
+            app, ["logs", "run-live", "-f", "--poll", "0.05", "--runs-dir", str(tmp_path)]
+        )
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        writer.join()
+    assert result.exit_code == 0, result.exception
+    lines = [line[10:] for line in result.stdout.splitlines()]
+    assert lines == ["run run-live started", "step 1/1  reward 1.000  0.3 s", "finished"]
+    assert "run run-live is finished" in result.stderr
+
+
+def test_follow_stops_when_the_process_is_gone(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "run-k", "name: x\n")
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    status = {"status": "running", "pid": int(gone.stdout), "heartbeat": time.time()}
+    (run.root / "status.json").write_text(json.dumps(status))
+    result = runner.invoke(app, ["logs", "run-k", "-f", "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 0
+    assert "run run-k is killed (its process is gone)" in result.stderr
+
+
+def test_unknown_run_is_a_one_line_error_with_a_suggestion(finished_run: RunDir) -> None:
+    result = runner.invoke(app, ["logs", "run-b", "--runs-dir", str(finished_run.root.parent)])
+    assert result.exit_code == 2
+    assert (
+        result.stderr.strip()
+        == "error: no run 'run-b' in " + str(finished_run.root.parent) + " (did you mean 'run-a'?)"
+    )

@@ -1,0 +1,112 @@
+"""`roll plot`: one PNG with six panels, read back pixel by pixel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.image import imread
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+from rollcli.runs.plot import PANELS, draw_run
+from rollcli.runs.run_dir import RunDir
+
+runner = CliRunner()
+
+
+def _row(step: int, **extra: float) -> dict[str, float]:
+    return {
+        "step": step,
+        "reward/mean": 0.2 + 0.05 * step,
+        "actor/kl": 0.01 * step,
+        "actor/entropy": 0.7 - 0.01 * step,
+        "response_length/mean": 20.0 - step,
+        "response_length/max": 32.0,
+        "time/generate_s": 10.0,
+        "time/train_s": 20.0,
+        "time/step_s": 32.0,
+        **extra,
+    }
+
+
+def _run(runs_dir: Path, rows: list[dict], run_id: str = "run-p") -> RunDir:
+    run = RunDir.create(runs_dir, run_id, "name: rlvr-math\n")
+    run.write_status("finished", recipe="rlvr-math", model="tiny-random", total_steps=len(rows))
+    for row in rows:
+        run.log_metrics(row)
+    return run
+
+
+def _panels(png: Path) -> list[np.ndarray]:
+    """The six panel areas of the 1600 x 900 figure (below the two title lines)."""
+    image = imread(png)
+    body = image[80:, :, :3]
+    h, w = body.shape[0] // 2, body.shape[1] // 3
+    return [body[r * h : (r + 1) * h, c * w : (c + 1) * w] for r in range(2) for c in range(3)]
+
+
+def test_plot_writes_a_png_with_every_panel_drawn(tmp_path: Path) -> None:
+    rows = [{"step": 0, "val/accuracy": 0.25, "time/validate_s": 3.0}]
+    rows += [_row(k) for k in range(1, 6)] + [_row(6, **{"val/accuracy": 0.5})]
+    run = _run(tmp_path, rows)
+    result = runner.invoke(app, ["plot", "run-p", "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    png = run.root / "plot.png"
+    assert result.stdout.strip() == str(png)
+
+    image = imread(png)
+    assert image.shape == (900, 1600, 4)
+    for panel in _panels(png):
+        colored = (panel.max(axis=2) - panel.min(axis=2)) > 0.2  # curves and bars, not grey text
+        assert colored.mean() > 0.002
+    assert not list(run.root.glob(".*tmp*"))  # written atomically
+
+
+def test_titles_carry_the_run_and_the_latest_values() -> None:
+    rows = [{"step": 0, "val/accuracy": 0.25}] + [_row(k) for k in range(1, 4)]
+    rows[-1]["val/accuracy"] = 0.75
+    fig = draw_run(rows, title="run run-p", subtitle="rlvr-math · tiny-random · finished")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == [
+        "train reward  (last 0.350)",
+        "validation accuracy  (0.250 → 0.750)",
+        "KL to reference  (last 0.0300)",
+        "entropy  (last 0.670)",
+        "response length  (last 17.0)",
+        "step time  (mean 32.0 s)",
+    ]
+    assert fig.get_suptitle() == "run run-p\nrlvr-math · tiny-random · finished"
+    assert all(ax.get_xlabel() == "step" for ax in fig.axes)
+
+
+def test_missing_metrics_leave_a_panel_that_says_so(tmp_path: Path) -> None:
+    rows = [{"step": k, "reward/mean": 0.1 * k, "actor/entropy": 0.5} for k in range(1, 4)]
+    fig = draw_run(rows, title="run run-q")
+    texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig.axes}
+    assert len(texts) == len(PANELS) == 6
+    assert texts["validation accuracy"] == ["no 'val/accuracy' in metrics", "(no validation ran)"]
+    assert texts["KL to reference"][0] == "no 'actor/kl' in metrics"
+    assert texts["response length"][0] == "no 'response_length/mean' in metrics"
+    assert texts["step time"][0] == "no 'time/step_s' in metrics"
+
+    _run(tmp_path, rows, "run-q")
+    with (tmp_path / "run-q" / "metrics.jsonl").open("a") as fh:
+        fh.write('{"step": 4, "reward/m')  # half written by a kill
+    out = tmp_path / "elsewhere" / "q.png"
+    result = runner.invoke(app, ["plot", "run-q", "-o", str(out), "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    panels = _panels(out)
+    assert imread(out).shape == (900, 1600, 4)
+    colored = [((p.max(axis=2) - p.min(axis=2)) > 0.2).mean() for p in panels]
+    assert colored[0] > 0.002 and colored[3] > 0.002  # reward and entropy drawn
+    assert max(colored[1], colored[2], colored[4], colored[5]) < 0.0005  # text only
+
+
+def test_plot_errors(tmp_path: Path) -> None:
+    _run(tmp_path, [], "run-empty")
+    empty = runner.invoke(app, ["plot", "run-empty", "--runs-dir", str(tmp_path)])
+    assert empty.exit_code == 2 and "has no metrics yet" in empty.stderr
+    _run(tmp_path, [_row(1)], "run-one")
+    jpg = runner.invoke(app, ["plot", "run-one", "-o", "x.jpg", "--runs-dir", str(tmp_path)])
+    assert jpg.exit_code == 2 and "is not a .png file" in jpg.stderr

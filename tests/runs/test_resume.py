@@ -1,0 +1,222 @@
+"""Kill real runs (SIGKILL, Ctrl-C, dead workers) and check that resuming gives exactly the
+uninterrupted run: the same metrics step for step and bitwise-identical final weights.
+
+Every run is `roll train` on tiny-random through the real CLI, Ray and workers, with a reward
+that raises on some responses and hangs on others (tests/runs/faulty_rewards.py), 4 training
+prompts so an epoch ends every 2 steps (checkpoints land on epoch boundaries), a checkpoint
+every step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+STEPS = 8
+ARGS = [
+    "--model",
+    "tiny-random",
+    "--steps",
+    str(STEPS),
+    "--save-every",
+    "1",
+    "--eval-every",
+    "3",
+    "rollout.batch_size=8",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=8",
+    "data.val_size=4",
+    "data.train_size=4",
+    "train.micro_batch_size=4",
+    "algorithm.kl_coef=0.01",
+    "algorithm.entropy_coef=0.01",
+    "reward.fn=faulty_rewards:flaky",
+    "reward.timeout_s=0.5",
+]
+# Values that measure time, not the run.
+UNTIMED = ("time/", "per_s")
+
+
+def roll(*args: str, runs: Path, fault: str = "", ctrl_c_after: tuple[str, int] | None = None):
+    """Run the CLI in its own session; `ctrl_c_after=(run_id, step)`: send Ctrl-C (SIGINT to
+    the process group, as a terminal does) once that step is in the run's metrics.jsonl.
+    Returns (exit code, stderr)."""
+    env = {
+        **os.environ,
+        "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
+        "COLUMNS": "200",
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "ROLL_INJECT_FAULT": fault,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rollcli", *args],
+        cwd=runs,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        if ctrl_c_after is not None:
+            run_id, step = ctrl_c_after
+            metrics = runs / run_id / "metrics.jsonl"
+            while proc.poll() is None and step not in _steps_logged(metrics):
+                time.sleep(0.1)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        # Ray's agents outlive a SIGKILLed driver: clear the whole session
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, err
+
+
+def _steps_logged(metrics: Path) -> set[int]:
+    if not metrics.exists():
+        return set()
+    out = set()
+    for line in metrics.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError, KeyError):
+            out.add(json.loads(line)["step"])
+    return out
+
+
+def _metrics(run: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in r.items() if k != "time" and not any(t in k for t in UNTIMED)}
+        for r in rows
+    ]
+
+
+def _weights_hash(run: Path) -> str:
+    data = (run / "checkpoints" / f"step-{STEPS}" / "model.safetensors").read_bytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _status(run: Path) -> str:
+    from rollcli.runs.run_dir import RunDir
+
+    return RunDir(run).effective_status()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_model) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def reference(runs) -> Path:
+    code, err = roll("train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref", *ARGS, runs=runs)
+    assert code == 0, err[-3000:]
+    return runs / "ref"
+
+
+def test_reference_run_counts_reward_errors_and_keeps_the_samples(reference):
+    """A reward that raises or hangs scores 0, is counted, and is logged with its sample."""
+    metrics = [json.loads(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == list(range(STEPS + 1))
+    for m in metrics[1:]:
+        rows = [json.loads(x) for x in (reference / f"samples/step-{m['step']}.jsonl").open()]
+        errors = [r for r in rows if r["error"]]
+        expected = [r for r in rows if _kind(r["response"]) != "score"]
+        assert m["reward/errors"] == len(errors) == len(expected)
+        assert all(r["reward"] == 0.0 for r in errors)
+        for r in errors:
+            want = "timeout" if _kind(r["response"]) == "hang" else "ValueError"
+            assert want in r["error"], r
+    assert sum(m["reward/errors"] for m in metrics[1:]) > 0  # the test exercised errors at all
+    assert _status(reference) == "finished"
+
+
+def _kind(response: str) -> str:
+    spec = importlib.util.spec_from_file_location("faulty_rewards", HERE / "faulty_rewards.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kind(response)
+
+
+def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, reference):
+    run = runs / "chain"
+    code, err = roll(
+        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "chain", *ARGS,
+        runs=runs, fault="kill@generate:2+0.2",
+    )  # fmt: skip
+    assert code == -signal.SIGKILL, err[-2000:]
+    assert _status(run) == "killed"
+
+    # killed after checkpoint 3's files are written, before the folder is renamed
+    code, err = roll(
+        "resume", "chain", "--runs-dir", str(runs), runs=runs, fault="kill@checkpoint:3"
+    )
+    assert code == -signal.SIGKILL, err[-2000:]
+    assert (run / "checkpoints" / ".tmp-step-3" / "model.safetensors").exists()
+    assert not (run / "checkpoints" / "step-3").exists()
+
+    # resumes from step-2, an epoch boundary (4 prompts, 2 per step); `--resume auto` too
+    code, err = roll(
+        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "chain", "--resume", "auto", *ARGS,
+        runs=runs, fault="kill@reward:4",
+    )  # fmt: skip
+    assert code == -signal.SIGKILL, err[-2000:]
+    code, err = roll("resume", "chain", "--runs-dir", str(runs), runs=runs, fault="kill@train:5")
+    assert code == -signal.SIGKILL, err[-2000:]
+
+    # Ctrl-C: the step finishes, a checkpoint is written, the status says interrupted
+    code, err = roll(
+        "resume", "chain", "--runs-dir", str(runs), runs=runs, ctrl_c_after=("chain", 6)
+    )
+    assert code == 130, err[-2000:]
+    assert _status(run) == "interrupted"
+    last_logged = max(_steps_logged(run / "metrics.jsonl"))
+    assert (run / "checkpoints" / f"step-{last_logged}" / "COMPLETE").exists()
+    assert "roll resume chain" in err
+
+    code, err = roll("resume", "chain", "--runs-dir", str(runs), runs=runs)
+    assert code == 0, err[-3000:]
+    assert _status(run) == "finished"
+
+    assert _metrics(run) == _metrics(reference)
+    assert _weights_hash(run) == _weights_hash(reference)
+    events = (run / "events.log").read_text()
+    assert events.count("resuming from checkpoint") == 5
+    assert "resuming from checkpoint step-2" in events  # not the half-written step-3
+    assert not list((run / "checkpoints").glob(".tmp-*"))  # cleaned by the next checkpoint
+
+
+def test_dead_workers_are_restarted_and_the_run_is_unchanged(runs, reference):
+    run = runs / "workers"
+    code, err = roll(
+        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "workers", *ARGS,
+        runs=runs, fault="kill-worker@generate:3,kill-worker@train:5",
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    events = (run / "events.log").read_text()
+    assert "a worker died during step 3" in events
+    assert "a worker died during step 5" in events
+    assert "restart 2 of 3" in events
+    assert "retrying from step 3 (checkpoint step-2)" in events
+    assert _metrics(run) == _metrics(reference)
+    assert _weights_hash(run) == _weights_hash(reference)
+
+
+def test_resume_refuses_a_finished_run_and_a_changed_model(runs, reference):
+    code, err = roll("resume", "ref", "--runs-dir", str(runs), runs=runs)
+    assert code == 2 and "already reached step 8" in err and "train.steps=N" in err
+    code, err = roll("resume", "ref", "--runs-dir", str(runs), "model=smollm2-135m", runs=runs)
+    assert code == 2 and "model cannot change" in err
+    code, err = roll("resume", "nope", "--runs-dir", str(runs), runs=runs)
+    assert code == 2 and "no run 'nope'" in err
