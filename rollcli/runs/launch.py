@@ -21,6 +21,7 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.loader import dump_recipe, load_recipe
 from rollcli.config.recipe import RecipeConfig
 from rollcli.pipelines.display_protocol import Display
+from rollcli.pipelines.registry import PIPELINES, pipeline_class
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.run_dir import RunDir, new_run_id
 
@@ -33,14 +34,11 @@ class RunNotFoundError(ValueError):
     pass
 
 
-BUILT_PIPELINES = ("rlvr",)
-
-
 def _check_supported(cfg: RecipeConfig) -> None:
-    if cfg.pipeline not in BUILT_PIPELINES:
+    if cfg.pipeline not in PIPELINES:
         raise PipelineNotBuiltError(
             f"the {cfg.pipeline!r} pipeline is not built yet (recipe {cfg.name!r}); "
-            f"pipelines that train today: {', '.join(BUILT_PIPELINES)}"
+            f"pipelines that train today: {', '.join(PIPELINES)}"
         )
     if cfg.rollout.engine == "vllm":
         raise ConfigError(
@@ -185,7 +183,6 @@ def _drive(
     """Ray, the pipeline and the status around them; `resume_from` a checkpoint, "start"
     (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
-    from rollcli.pipelines.rlvr import RLVRPipeline
     from rollcli.tracking.tensorboard import TensorBoardTracker
 
     pipeline = None
@@ -195,7 +192,7 @@ def _drive(
         with graceful_stop(lambda: pipeline, display):
             display.phase("starting Ray")
             start_ray(cfg.resources.ray_address, cfg.resources.num_cpus)
-            pipeline = RLVRPipeline(cfg, run, run_id, model_path, display)
+            pipeline = pipeline_class(cfg.pipeline)(cfg, run, run_id, model_path, display)
             if cfg.run.tensorboard:
                 pipeline.tracker = TensorBoardTracker(run.root / "tensorboard")
             pipeline.setup()

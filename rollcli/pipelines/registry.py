@@ -1,0 +1,17 @@
+"""Which class runs each recipe `pipeline:` value. Imports are lazy: the CLI stays light."""
+
+from __future__ import annotations
+
+import importlib
+
+from rollcli.pipelines.protocol import Pipeline
+
+# pipeline name -> "module:Class"
+PIPELINES = {
+    "rlvr": "rollcli.pipelines.rlvr:RLVRPipeline",
+}
+
+
+def pipeline_class(name: str) -> type[Pipeline]:
+    module, cls = PIPELINES[name].split(":")
+    return getattr(importlib.import_module(module), cls)
