@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from rollcli import __version__
-from rollcli.cli import recipes_cmd, runs_cmd
+from rollcli.cli import data_cmd, recipes_cmd, runs_cmd
 from rollcli.cli.export_cmd import export
 from rollcli.cli.logs_cmd import logs
 from rollcli.cli.plot_cmd import plot
@@ -23,6 +23,7 @@ app = typer.Typer(
 )
 app.add_typer(recipes_cmd.app, name="recipes")
 app.add_typer(runs_cmd.app, name="runs")
+app.add_typer(data_cmd.app, name="data")
 app.command("train")(train)
 app.command("resume")(resume)
 app.command("logs")(logs)

@@ -10,17 +10,22 @@ from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.sections import (
     CriticConfig,
     DataConfig,
+    DistillConfig,
+    DPOConfig,
     ResourcesConfig,
     RewardConfig,
     RolloutConfig,
     RunConfig,
     Section,
+    SFTConfig,
     TrainConfig,
 )
 
 PIPELINES = ("rlvr", "agentic", "dpo", "sft", "distill")
 # Advantage estimators that compare samples of the same prompt need at least two of them.
 GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
+# Pipelines that train on a fixed data set (no rollout); each has its own recipe section.
+OFFLINE_PIPELINES = ("sft", "dpo", "distill")
 
 
 class RecipeConfig(Section):
@@ -38,9 +43,26 @@ class RecipeConfig(Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     run: RunConfig = Field(default_factory=RunConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    dpo: DPOConfig = Field(default_factory=DPOConfig)
+    distill: DistillConfig = Field(default_factory=DistillConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> RecipeConfig:
+        for name in OFFLINE_PIPELINES:
+            section = getattr(self, name)
+            if self.pipeline != name and section != type(section)():
+                raise ValueError(
+                    f"the {name}.* keys apply to the {name} pipeline, and this recipe's "
+                    f"pipeline is {self.pipeline!r}; remove them"
+                )
+        if self.pipeline in OFFLINE_PIPELINES:
+            if self.train.mini_batch_size is not None:
+                raise ValueError(
+                    f"train.mini_batch_size applies to the RL pipelines; {self.pipeline} takes "
+                    f"one optimizer step per {self.pipeline}.batch_size samples, so set that"
+                )
+            return self
         est = self.algorithm.advantage
         if est in GROUP_ESTIMATORS and self.rollout.group_size < 2:
             raise ValueError(

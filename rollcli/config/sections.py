@@ -114,3 +114,71 @@ class RunConfig(Section):
     tensorboard: bool = True
     save_samples: bool = True
     max_restarts: NonNegInt = 3  # workers that die are restarted from the newest checkpoint
+
+
+class SFTConfig(Section):
+    """Supervised fine-tuning (`pipeline: sft`): loss on the assistant tokens only."""
+
+    batch_size: PositiveInt = 32  # samples (conversations) per optimizer step
+    max_tokens: PositiveInt = 512  # longest sample (longer ones are cut), and the packed row width
+    packing: bool = True  # several short samples per row, attention kept within each
+    val_generate: bool = True  # greedy answers to the held-out prompts, scored by reward.fn
+
+
+class DPOConfig(Section):
+    """Direct preference optimisation (`pipeline: dpo`) against a frozen reference.
+
+    `loss`: `sigmoid` (Rafailov et al. 2023), `ipo` (Azar et al. 2023), `cdpo` (conservative
+    DPO: the sigmoid loss with `label_smoothing`, the chance that a label is flipped).
+    """
+
+    loss: Literal["sigmoid", "ipo", "cdpo"] = "sigmoid"
+    beta: PositiveFloat = 0.1
+    label_smoothing: Annotated[float, Field(ge=0, lt=0.5)] = 0.0
+    batch_size: PositiveInt = 16  # preference pairs per optimizer step
+    max_response_tokens: PositiveInt = 128  # chosen / rejected responses are cut to this
+
+    @model_validator(mode="after")
+    def _smoothing_only_for_cdpo(self) -> DPOConfig:
+        if self.loss == "cdpo" and self.label_smoothing == 0:
+            raise ValueError(
+                "dpo.loss is 'cdpo' but dpo.label_smoothing is 0; set it, e.g. "
+                "dpo.label_smoothing=0.1 (0 is plain sigmoid DPO)"
+            )
+        if self.loss != "cdpo" and self.label_smoothing > 0:
+            raise ValueError(
+                f"dpo.label_smoothing = {self.label_smoothing} applies to dpo.loss=cdpo only "
+                f"(dpo.loss is {self.loss!r})"
+            )
+        return self
+
+
+class DistillConfig(Section):
+    """Logit distillation (`pipeline: distill`): the recipe's `model` is the teacher.
+
+    The student is `student` (a model with the same tokenizer) or, when unset, a copy of the
+    teacher keeping `student_layers` of its layers, evenly spaced.
+    """
+
+    student: str | None = None
+    student_layers: PositiveInt | None = None  # None: a third of the teacher's layers
+    loss: Literal["forward_kl", "reverse_kl", "js", "skew_forward_kl", "skew_reverse_kl"] = (
+        "forward_kl"
+    )
+    temperature: PositiveFloat = 1.0
+    top_k: NonNegInt = 0  # teacher logits sent per token; 0 = the whole vocabulary
+    skew_alpha: Annotated[float, Field(gt=0, lt=1)] = 0.1  # mixing weight of the skewed KLs
+    sft_weight: Annotated[float, Field(ge=0, le=1)] = 0.0  # loss = (1-w) distill + w NLL
+    batch_size: PositiveInt = 16  # samples per optimizer step
+    max_tokens: PositiveInt = 512
+    packing: bool = True
+    val_generate: bool = True
+
+    @model_validator(mode="after")
+    def _one_student(self) -> DistillConfig:
+        if self.student is not None and self.student_layers is not None:
+            raise ValueError(
+                "distill.student_layers builds a student from the teacher, and distill.student "
+                "names a ready one; set only one of them"
+            )
+        return self

@@ -9,6 +9,9 @@ from rollcli.pipelines.protocol import Pipeline
 # pipeline name -> "module:Class"
 PIPELINES = {
     "rlvr": "rollcli.pipelines.rlvr:RLVRPipeline",
+    "sft": "rollcli.pipelines.sft:SFTPipeline",
+    "dpo": "rollcli.pipelines.dpo:DPOPipeline",
+    "distill": "rollcli.pipelines.distill:DistillPipeline",
 }
 
 

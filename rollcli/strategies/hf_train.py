@@ -15,6 +15,8 @@ from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
 
 LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
+# (mini-batch, micro-batch size) -> [(row indices, micro-batch)]
+MicroBatchFn = Callable[[Batch, int], list[tuple[torch.Tensor, Batch]]]
 
 
 def _warmup_constant(warmup_steps: int) -> Callable[[int], float]:
@@ -51,8 +53,12 @@ class HFTrainer:
         mini_batch_size: int | None,
         micro_batch_size: int,
         epochs: int = 1,
+        micro_batches: MicroBatchFn = length_sorted_micro_batches,
     ) -> dict[str, float]:
-        """Optimise `loss_fn` over `batch`; returns metrics averaged over micro-batches."""
+        """Optimise `loss_fn` over `batch`; returns metrics averaged over micro-batches.
+
+        `micro_batches` splits a mini-batch (default: rollout rows sorted by length and
+        trimmed); pipelines with another row layout pass their own."""
         self.model.train()
         mini = mini_batch_size or len(batch)
         sums: dict[str, float] = {}
@@ -61,7 +67,7 @@ class HFTrainer:
         for _ in range(epochs):
             for mini_batch in batch.split(mini):
                 self.optimizer.zero_grad(set_to_none=True)
-                for _, micro in length_sorted_micro_batches(mini_batch, micro_batch_size):
+                for _, micro in micro_batches(mini_batch, micro_batch_size):
                     loss, metrics = loss_fn(micro)
                     (loss * (len(micro) / len(mini_batch))).backward()
                     for k, v in metrics.items():

@@ -1,0 +1,69 @@
+"""`roll data sft-from-run | dpo-from-run RUN_ID OUT.jsonl`: rejection sampling, a run's
+verified samples turned into training data for the sft or dpo pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rollcli.cli.errors import err_console, user_errors
+from rollcli.cli.run_arg import RUNS_DIR, find_run
+
+app = typer.Typer(help="Build training data files from runs.", no_args_is_help=True)
+
+MIN_REWARD = typer.Option(
+    1.0, "--min-reward", help="A sample at or above this reward counts as verified."
+)
+UNFINISHED = typer.Option(
+    False, "--include-unfinished", help="Also use samples cut off by max_new_tokens."
+)
+
+
+@app.command("sft-from-run")
+def sft_from_run(
+    run_id: str = typer.Argument(..., help="The run whose samples to read."),
+    out: Path = typer.Argument(..., help="The jsonl file to write (conversations)."),
+    runs_dir: Path = RUNS_DIR,
+    min_reward: float = MIN_REWARD,
+    per_prompt: int = typer.Option(
+        None, "--per-prompt", help="At most N distinct responses per prompt (default: all)."
+    ),
+    include_unfinished: bool = UNFINISHED,
+) -> None:
+    """Verified samples as SFT conversations: `roll train sft data.source=file data.train_path=OUT`."""
+    from rollcli.data.from_run import sft_rows, write_jsonl
+
+    with user_errors():
+        rows = sft_rows(
+            find_run(run_id, runs_dir),
+            min_reward=min_reward,
+            per_prompt=per_prompt,
+            include_unfinished=include_unfinished,
+        )
+        write_jsonl(rows, out)
+    prompts = len({r["messages"][-2]["content"] for r in rows})
+    err_console.print(f"wrote {len(rows)} conversations ({prompts} prompts) to {out}")
+
+
+@app.command("dpo-from-run")
+def dpo_from_run(
+    run_id: str = typer.Argument(..., help="The run whose samples to read."),
+    out: Path = typer.Argument(..., help="The jsonl file to write (preference pairs)."),
+    runs_dir: Path = RUNS_DIR,
+    min_reward: float = MIN_REWARD,
+    per_prompt: int = typer.Option(1, "--per-prompt", help="At most N pairs per prompt."),
+    include_unfinished: bool = UNFINISHED,
+) -> None:
+    """Verified against failed samples of the same prompt as DPO pairs."""
+    from rollcli.data.from_run import dpo_rows, write_jsonl
+
+    with user_errors():
+        rows = dpo_rows(
+            find_run(run_id, runs_dir),
+            min_reward=min_reward,
+            per_prompt=per_prompt,
+            include_unfinished=include_unfinished,
+        )
+        write_jsonl(rows, out)
+    err_console.print(f"wrote {len(rows)} preference pairs to {out}")

@@ -1,0 +1,41 @@
+"""Held-out accuracy by generation for the offline pipelines: a worker answers held-out
+prompts greedily with its own model and the recipe's reward function scores the answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollcli.data.chat import ChatExample
+from rollcli.distributed.cluster import Cluster
+from rollcli.rewards.registry import load_reward_fn
+from rollcli.rewards.runner import score_samples
+from rollcli.strategies.hf_infer import SamplingParams
+
+
+def answer_accuracy(
+    cluster: Cluster,
+    examples: list[ChatExample],
+    prompt_ids: list[list[int]],
+    *,
+    max_new_tokens: int,
+    reward_fn: str,
+    reward_options: dict[str, Any],
+    timeout_s: float,
+) -> dict[str, float]:
+    """`accuracy` (the reward's `correct`, else score >= 1) and `response_length`."""
+    params = SamplingParams(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
+    gens = cluster.call_rank(0, "generate", prompt_ids, params)
+    samples = [
+        {
+            "response": g["text"],
+            "answer": examples[g["prompt_index"]].answer,
+            "tag": examples[g["prompt_index"]].tag,
+        }
+        for g in gens
+    ]
+    results = score_samples(load_reward_fn(reward_fn), samples, reward_options, timeout_s)
+    correct = [float(r.get("correct", r["score"] >= 1.0)) for r in results]
+    return {
+        "accuracy": sum(correct) / len(correct),
+        "response_length": sum(len(g["token_ids"]) for g in gens) / len(gens),
+    }

@@ -1,0 +1,259 @@
+"""The distillation pipeline: a student learns the teacher's next-token distributions.
+
+draw samples → pack → teacher logits at the assistant tokens (teacher worker, forward
+only; top-k or full) → train the student (divergence, optionally mixed with the NLL) →
+validate (held-out KL to the teacher, NLL, greedy accuracy) → log → checkpoint
+
+The recipe's `model` is the teacher. The student is `distill.student`, or a copy of the
+teacher with fewer layers built into the run folder (`student-init/`) at the first start.
+Checkpoints hold the student.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rollcli.config.errors import ConfigError
+from rollcli.config.recipe import RecipeConfig
+from rollcli.data.batch import Batch
+from rollcli.data.packing import sequence_batch
+from rollcli.data.sampler import PromptSampler
+from rollcli.distributed.cluster import Cluster, worker_lost_errors
+from rollcli.pipelines.answer_check import answer_accuracy
+from rollcli.pipelines.display_protocol import Display
+from rollcli.pipelines.offline_data import generation_prompts, load_chat_sets, tokenize_chats
+from rollcli.pipelines.offline_workers import heavy_resources, trainer_kwargs
+from rollcli.pipelines.run_control import RunControl
+from rollcli.runs.run_dir import RunDir
+from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
+
+
+class DistillPipeline:
+    def __init__(
+        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
+    ) -> None:
+        self.cfg = cfg
+        self.run = run
+        self.run_id = run_id
+        self.teacher_path = model_path
+        self.ctl = RunControl(cfg, run, display)
+        self.clusters: list[Cluster] | None = None
+        self.val_teacher: list[dict] | None = None  # the teacher never changes: score it once
+
+    @property
+    def tracker(self) -> Any:
+        return self.ctl.tracker
+
+    @tracker.setter
+    def tracker(self, value: Any) -> None:
+        self.ctl.tracker = value
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.ctl.stopped_early
+
+    # ---- setup -----------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg, d = self.cfg, self.cfg.distill
+        self.ctl.ui.phase("preparing the student")
+        self.student_path = str(self._student())
+        tokenizer = load_tokenizer(self.student_path)
+        _check_same_tokenizer(tokenizer, load_tokenizer(self.teacher_path))
+        self.pad_id = tokenizer.pad_token_id
+        self.ctl.ui.phase("loading data")
+        train, val = load_chat_sets(cfg.data, cfg.seed)
+        self.train_samples, cut = tokenize_chats(tokenizer, train, d.max_tokens)
+        val_samples, cut_val = tokenize_chats(tokenizer, val, d.max_tokens)
+        self.val_batch = sequence_batch(val_samples, self.pad_id, d.max_tokens, d.packing)
+        self.val_examples, self.val_prompt_ids = (
+            generation_prompts(tokenizer, val) if d.val_generate else ([], [])
+        )
+        self.sampler = PromptSampler(len(self.train_samples), cfg.seed)
+        self.args = DistillArgs(
+            loss=d.loss,
+            temperature=d.temperature,
+            skew_alpha=d.skew_alpha,
+            sft_weight=d.sft_weight,
+            micro_batch_size=cfg.train.micro_batch_size,
+        )
+        self._start_workers()
+        self.run.log_event(
+            f"workers ready: student {self.student_path}, {len(train)} train / {len(val)} "
+            "validation conversations"
+            + (f", {cut + cut_val} cut to distill.max_tokens" if cut + cut_val else "")
+        )
+
+    def _student(self) -> Path:
+        from rollcli.models.loading import resolve_model
+        from rollcli.models.student import build_student
+
+        d = self.cfg.distill
+        if d.student is not None:
+            return resolve_model(d.student)
+        try:
+            return build_student(
+                self.teacher_path, d.student_layers, self.run.root / "student-init"
+            )
+        except ValueError as exc:
+            raise ConfigError(f"distill.student_layers: {exc}") from None
+
+    def _start_workers(self) -> None:
+        self.ctl.ui.phase("starting workers")
+        resources, threads = heavy_resources(self.cfg, 2)
+        self.student = Cluster(
+            "actor_train",
+            StudentWorker,
+            1,
+            resources,
+            trainer_kwargs(self.cfg, self.student_path, threads),
+        )
+        self.teacher = Cluster(
+            "teacher",
+            TeacherWorker,
+            1,
+            resources,
+            {"model_path": self.teacher_path, "num_threads": threads},
+        )
+        self.clusters = [self.student, self.teacher]
+        self.ctl.started(self.clusters)
+
+    # ---- the loop --------------------------------------------------------------------
+    def train(self, start_step: int = 0) -> dict[str, Any]:
+        deadline = self.ctl.start_display(self.run_id, start_step)
+        step = start_step
+        while True:
+            try:
+                return self._steps(step, deadline)
+            except worker_lost_errors() as exc:
+                step = self.ctl.recover(exc, self._start_workers, self.restore)
+
+    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
+        cfg, ctl = self.cfg, self.ctl
+        last: dict[str, Any] = {}
+        if step == 0:  # the baseline every later validation is compared with
+            ctl.current_step = 0
+            last = {"step": 0, **self.validate(), **self.teacher_baseline()}
+            ctl.log(last)
+        if ctl.stop_here(step, saved=True, checkpoint=self.checkpoint):
+            return last
+        while step < cfg.train.steps:
+            step += 1
+            t_step = time.perf_counter()
+            metrics = self.step(step)
+            final = ctl.final(step, deadline)
+            if final or ctl.due(step, cfg.run.eval_every):
+                metrics.update(self.validate())
+            metrics["time/step_s"] = time.perf_counter() - t_step
+            ctl.log(metrics)
+            saved = final or ctl.due(step, cfg.run.save_every)
+            if saved:
+                self.checkpoint(step)
+            last = metrics
+            if final or ctl.stop_here(step, saved, self.checkpoint):
+                break
+        return last
+
+    def step(self, step: int) -> dict[str, Any]:
+        """Draw `distill.batch_size` samples, get the teacher's logits, train the student."""
+        cfg = self.cfg
+        self.ctl.current_step = step
+        samples = [self.train_samples[i] for i in self.sampler.next_indices(cfg.distill.batch_size)]
+        batch = sequence_batch(samples, self.pad_id, cfg.distill.max_tokens, cfg.distill.packing)
+
+        self.ctl.phase("forward")
+        t0 = time.perf_counter()
+        batch.set("teacher", self._teacher_logits(batch, cfg.distill.top_k))
+        forward_s = time.perf_counter() - t0
+
+        self.ctl.phase("train")
+        t0 = time.perf_counter()
+        out = self.student.call("distill_step", batch, self.args)[0]
+        return {
+            "step": step,
+            **{f"actor/{k}": v for k, v in out.items()},
+            "data/rows": float(len(batch)),
+            "data/loss_tokens": float(batch.meta["targets"]),
+            "time/forward_s": forward_s,
+            "time/train_s": time.perf_counter() - t0,
+        }
+
+    def _teacher_logits(self, batch: Batch, top_k: int) -> list[dict]:
+        mb = self.cfg.train.micro_batch_size
+        return self.teacher.dispatch("teacher_logits", batch, micro_batch_size=mb, top_k=top_k)
+
+    def validate(self) -> dict[str, float]:
+        self.ctl.phase("validate")
+        t0 = time.perf_counter()
+        if self.val_teacher is None:
+            self.val_teacher = self._teacher_logits(self.val_batch, top_k=0)
+        val = Batch(
+            dict(self.val_batch.tensors), {"teacher": self.val_teacher}, self.val_batch.meta
+        )
+        out = self.student.call(
+            "eval_distill", val, micro_batch_size=self.cfg.train.micro_batch_size
+        )[0]
+        metrics = {"val/kl": out["kl"], "val/loss": out["loss"]}
+        if self.val_examples:
+            metrics.update({f"val/{k}": v for k, v in self._accuracy(self.student).items()})
+        self.ctl.run.log_event(
+            f"validation: KL(teacher || student) {out['kl']:.4f}, student loss {out['loss']:.4f}"
+            + (f", accuracy {metrics['val/accuracy']:.3f} (greedy)" if self.val_examples else "")
+        )
+        metrics["time/validate_s"] = time.perf_counter() - t0
+        return metrics
+
+    def teacher_baseline(self) -> dict[str, float]:
+        """What the student is measured against (step 0 only): the teacher's held-out NLL
+        and greedy accuracy."""
+        mb = self.cfg.train.micro_batch_size
+        out = self.teacher.call("eval_loss", self.val_batch, micro_batch_size=mb)[0]
+        metrics = {"val/teacher_loss": out["loss"]}
+        if self.val_examples:
+            metrics["val/teacher_accuracy"] = self._accuracy(self.teacher)["accuracy"]
+        return metrics
+
+    def _accuracy(self, cluster: Cluster) -> dict[str, float]:
+        cfg = self.cfg
+        r = cfg.rollout
+        return answer_accuracy(
+            cluster,
+            self.val_examples,
+            self.val_prompt_ids,
+            max_new_tokens=r.val_max_new_tokens or r.max_new_tokens,
+            reward_fn=cfg.reward.fn,
+            reward_options={"format_weight": cfg.reward.format_weight},
+            timeout_s=cfg.reward.timeout_s,
+        )
+
+    # ---- checkpoints -----------------------------------------------------------------
+    def checkpoint(self, step: int) -> None:
+        self.ctl.checkpoint(step, {"sampler": self.sampler.state_dict()})
+
+    def restore(self, checkpoint: Path | None) -> int:
+        self.sampler = PromptSampler(len(self.train_samples), self.cfg.seed)
+        state = self.ctl.restore(checkpoint)
+        if state is None:
+            return 0
+        self.sampler.load_state_dict(state["sampler"])
+        return int(state["step"])
+
+    def request_stop(self) -> None:
+        self.ctl.request_stop()
+
+    def shutdown(self) -> None:
+        if self.clusters is not None:
+            self.ctl.kill_workers()
+        if self.ctl.tracker is not None:
+            self.ctl.tracker.close()
+
+
+def _check_same_tokenizer(student, teacher) -> None:  # noqa: ANN001
+    if student.get_vocab() != teacher.get_vocab():
+        raise ConfigError(
+            "distill.student has another tokenizer than the teacher; logit distillation needs "
+            "the same vocabulary (train the student with the sft pipeline on the teacher's "
+            "answers instead: sequence-level distillation)"
+        )

@@ -1,0 +1,229 @@
+"""The DPO pipeline: direct preference optimisation against a frozen reference.
+
+draw pairs → reference log-probs (reference worker) → train (one optimizer step on the
+preference loss) → validate (held-out pairs) → log → checkpoint
+
+Held-out metrics: `val/accuracy` is the fraction of pairs whose chosen response the policy
+finds more likely than the rejected one (summed log-probs; meaningful from step 0), and
+`val/rewards/accuracy` the fraction whose implicit DPO reward ranks chosen above rejected
+(0 at step 0, where policy and reference agree).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rollcli.algorithms.dpo_loss import dpo_loss
+from rollcli.config.recipe import RecipeConfig
+from rollcli.data.pairs import pair_batch
+from rollcli.data.sampler import PromptSampler
+from rollcli.distributed.cluster import Cluster, worker_lost_errors
+from rollcli.pipelines.display_protocol import Display
+from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
+from rollcli.pipelines.offline_workers import heavy_resources, trainer_kwargs
+from rollcli.pipelines.run_control import RunControl
+from rollcli.runs.run_dir import RunDir
+from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker, pair_scores
+from rollcli.workers.reference import ReferenceWorker
+
+
+class DPOPipeline:
+    def __init__(
+        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
+    ) -> None:
+        self.cfg = cfg
+        self.run = run
+        self.run_id = run_id
+        self.model_path = model_path
+        self.ctl = RunControl(cfg, run, display)
+        self.clusters: list[Cluster] | None = None
+        self.val_ref: torch.Tensor | None = None  # the reference never changes: score it once
+
+    @property
+    def tracker(self) -> Any:
+        return self.ctl.tracker
+
+    @tracker.setter
+    def tracker(self, value: Any) -> None:
+        self.ctl.tracker = value
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.ctl.stopped_early
+
+    # ---- setup -----------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg, dpo = self.cfg, self.cfg.dpo
+        self.ctl.ui.phase("loading data")
+        tokenizer = load_tokenizer(self.model_path)
+        self.pad_id = tokenizer.pad_token_id
+        train, val, skipped = load_pair_sets(cfg.data, cfg.seed)
+        limits = (cfg.data.max_prompt_tokens, dpo.max_response_tokens)
+        self.train_pairs, long_train = tokenize_pairs(tokenizer, train, *limits, "training")
+        val_pairs, long_val = tokenize_pairs(tokenizer, val, *limits, "validation")
+        self.val_batch = pair_batch(val_pairs, self.pad_id)
+        self.sampler = PromptSampler(len(self.train_pairs), cfg.seed)
+        self.args = DPOArgs(
+            loss_type=dpo.loss,
+            beta=dpo.beta,
+            label_smoothing=dpo.label_smoothing,
+            micro_batch_size=cfg.train.micro_batch_size,
+        )
+        self._start_workers()
+        dropped = long_train + long_val
+        self.run.log_event(
+            f"workers ready: {len(self.train_pairs)} train / {len(val_pairs)} validation pairs"
+            + (f"; {skipped} unusable rows skipped" if skipped else "")
+            + (
+                f"; {dropped} pairs with prompts over data.max_prompt_tokens left out"
+                if dropped
+                else ""
+            )
+        )
+
+    def _start_workers(self) -> None:
+        self.ctl.ui.phase("starting workers")
+        resources, threads = heavy_resources(self.cfg, 2)
+        actor = Cluster(
+            "actor_train",
+            DPOTrainWorker,
+            1,
+            resources,
+            trainer_kwargs(self.cfg, self.model_path, threads),
+        )
+        reference = Cluster(
+            "reference",
+            ReferenceWorker,
+            1,
+            resources,
+            {"model_path": self.model_path, "num_threads": threads},
+        )
+        self.actor, self.reference = actor, reference
+        self.clusters = [actor, reference]
+        self.ctl.started(self.clusters)
+
+    # ---- the loop --------------------------------------------------------------------
+    def train(self, start_step: int = 0) -> dict[str, Any]:
+        deadline = self.ctl.start_display(self.run_id, start_step)
+        step = start_step
+        while True:
+            try:
+                return self._steps(step, deadline)
+            except worker_lost_errors() as exc:
+                step = self.ctl.recover(exc, self._start_workers, self.restore)
+
+    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
+        cfg, ctl = self.cfg, self.ctl
+        last: dict[str, Any] = {}
+        if step == 0:  # the baseline every later validation is compared with
+            ctl.current_step = 0
+            last = {"step": 0, **self.validate()}
+            ctl.log(last)
+        if ctl.stop_here(step, saved=True, checkpoint=self.checkpoint):
+            return last
+        while step < cfg.train.steps:
+            step += 1
+            t_step = time.perf_counter()
+            metrics = self.step(step)
+            final = ctl.final(step, deadline)
+            if final or ctl.due(step, cfg.run.eval_every):
+                metrics.update(self.validate())
+            metrics["time/step_s"] = time.perf_counter() - t_step
+            ctl.log(metrics)
+            saved = final or ctl.due(step, cfg.run.save_every)
+            if saved:
+                self.checkpoint(step)
+            last = metrics
+            if final or ctl.stop_here(step, saved, self.checkpoint):
+                break
+        return last
+
+    def step(self, step: int) -> dict[str, Any]:
+        """Draw `dpo.batch_size` pairs, score them with the reference, take one step."""
+        cfg = self.cfg
+        self.ctl.current_step = step
+        pairs = [self.train_pairs[i] for i in self.sampler.next_indices(cfg.dpo.batch_size)]
+        batch = pair_batch(pairs, self.pad_id)
+
+        self.ctl.phase("forward")
+        t0 = time.perf_counter()
+        batch.set("ref_logprobs", self._logprobs(self.reference, batch))
+        forward_s = time.perf_counter() - t0
+
+        self.ctl.phase("train")
+        t0 = time.perf_counter()
+        out = self.actor.call("dpo_step", batch, self.args)[0]
+        return {
+            "step": step,
+            **{
+                k if k.startswith(("rewards/", "logps/")) else f"actor/{k}": v
+                for k, v in out.items()
+            },
+            "data/response_length": float(batch["response_mask"].sum(dim=1).mean()),
+            "time/forward_s": forward_s,
+            "time/train_s": time.perf_counter() - t0,
+        }
+
+    def _logprobs(self, cluster: Cluster, batch) -> torch.Tensor:  # noqa: ANN001
+        # micro_batch_size counts pairs; a pair is two rows
+        return cluster.dispatch(
+            "compute_logprobs", batch, micro_batch_size=2 * self.cfg.train.micro_batch_size
+        )
+
+    def validate(self) -> dict[str, float]:
+        dpo = self.cfg.dpo
+        self.ctl.phase("validate")
+        t0 = time.perf_counter()
+        if self.val_ref is None:
+            self.val_ref = self._logprobs(self.reference, self.val_batch)
+        mask = self.val_batch["response_mask"]
+        average = dpo.loss == "ipo"
+        policy = self._logprobs(self.actor, self.val_batch)
+        pi = pair_scores(policy, mask, average)
+        ref = pair_scores(self.val_ref, mask, average)
+        _, out = dpo_loss(
+            pi[:, 0],
+            pi[:, 1],
+            ref[:, 0],
+            ref[:, 1],
+            beta=dpo.beta,
+            loss_type=dpo.loss,
+            label_smoothing=dpo.label_smoothing,
+        )
+        likely = pair_scores(policy, mask, False)
+        accuracy = float((likely[:, 0] > likely[:, 1]).float().mean())
+        self.run.log_event(
+            f"validation: preference accuracy {accuracy:.3f} on {len(pi)} held-out pairs "
+            f"(implicit-reward accuracy {out['rewards/accuracy']:.3f})"
+        )
+        return {
+            "val/accuracy": accuracy,
+            **{f"val/{k}": v for k, v in out.items()},
+            "time/validate_s": time.perf_counter() - t0,
+        }
+
+    # ---- checkpoints -----------------------------------------------------------------
+    def checkpoint(self, step: int) -> None:
+        self.ctl.checkpoint(step, {"sampler": self.sampler.state_dict()})
+
+    def restore(self, checkpoint: Path | None) -> int:
+        self.sampler = PromptSampler(len(self.train_pairs), self.cfg.seed)
+        state = self.ctl.restore(checkpoint)
+        if state is None:
+            return 0
+        self.sampler.load_state_dict(state["sampler"])
+        return int(state["step"])
+
+    def request_stop(self) -> None:
+        self.ctl.request_stop()
+
+    def shutdown(self) -> None:
+        if self.clusters is not None:
+            self.ctl.kill_workers()
+        if self.ctl.tracker is not None:
+            self.ctl.tracker.close()

@@ -1,0 +1,207 @@
+"""The bookkeeping around the loop of an offline pipeline (sft, dpo, distill): logging,
+the stop and time-limit rules, checkpoints with every process's RNG, restore, and
+restarting workers that died. Each pipeline keeps its own visible loop and calls these.
+
+The rules are the RLVR pipeline's: validation at step 0, a checkpoint at the last step (and
+every `run.save_every`), the first Ctrl-C finishes the step and checkpoints, a dead worker
+sends the run back to its newest checkpoint with fresh workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rollcli.config.recipe import RecipeConfig
+from rollcli.distributed.cluster import Cluster
+from rollcli.pipelines.display_protocol import Display
+from rollcli.runs.checkpoint import latest_checkpoint, read_state, write_checkpoint
+from rollcli.runs.faults import FaultInjector
+from rollcli.runs.rng import capture_rng, restore_rng
+from rollcli.runs.run_dir import RunDir
+
+PHASES = {
+    "forward": "scoring with the reference / teacher",
+    "train": "training",
+    "validate": "validating",
+}
+RNG_FILE = "rng.pt"  # the driver's generators and every worker's, per role and rank
+
+
+class WorkersLostError(RuntimeError):
+    pass
+
+
+class RunControl:
+    def __init__(self, cfg: RecipeConfig, run: RunDir, display: Display) -> None:
+        self.cfg = cfg
+        self.run = run
+        self.ui = display
+        self.tracker: Any = None
+        self.current_step = 0
+        self.restarts = 0
+        self.stop_requested = False
+        self.stopped_early = False
+        self.clusters: list[Cluster] = []
+        self.worker_pids: dict[str, list[int]] = {}
+        self.faults = FaultInjector.from_env(self._kill_worker)
+
+    # ---- workers -----------------------------------------------------------------------
+    def started(self, clusters: list[Cluster]) -> None:
+        """Record the running clusters (the first is the trained one)."""
+        self.clusters = clusters
+        self.worker_pids = {c.name: c.call("process_id") for c in clusters}
+
+    def kill_workers(self) -> None:
+        for c in self.clusters:
+            c.kill()
+
+    def _kill_worker(self, point: str) -> None:
+        """Fault injection: SIGKILL the worker that `point` runs on (`forward`: the frozen
+        model, when there is one; anything else: the trained one)."""
+        role = self.clusters[0].name
+        if point == "forward" and len(self.clusters) > 1:
+            role = self.clusters[1].name
+        os.kill(self.worker_pids[role][0], signal.SIGKILL)
+
+    # ---- the loop's rules ----------------------------------------------------------------
+    def start_display(self, run_id: str, start_step: int) -> float:
+        """Show the run; returns the time-limit deadline (`perf_counter` seconds)."""
+        self.ui.start(
+            run_id=run_id,
+            run_dir=str(self.run.root),
+            total_steps=self.cfg.train.steps,
+            start_step=start_step,
+            engine="hf",
+        )
+        limit_s = self.cfg.run.time_limit_min * 60
+        return time.perf_counter() + limit_s if limit_s else float("inf")
+
+    def phase(self, point: str) -> None:
+        self.ui.phase(PHASES[point])
+        self.faults.hit(point, self.current_step)
+
+    def final(self, step: int, deadline: float) -> bool:
+        if step == self.cfg.train.steps:
+            return True
+        if time.perf_counter() >= deadline:
+            self.run.log_event(
+                f"time limit of {self.cfg.run.time_limit_min:g} min reached after step {step}"
+            )
+            return True
+        return False
+
+    @staticmethod
+    def due(step: int, every: int) -> bool:
+        return every > 0 and step % every == 0
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+        self.run.log_event(
+            f"stop requested (step {self.current_step}): stopping at the end of the step"
+        )
+
+    def stop_here(self, step: int, saved: bool, checkpoint: Callable[[int], None]) -> bool:
+        """After a Ctrl-C: stop at this step boundary with a checkpoint of `step` (not
+        validated, so the metrics stay those of the uninterrupted run)."""
+        if not self.stop_requested:
+            return False
+        if not saved:
+            checkpoint(step)
+        self.stopped_early = True
+        self.run.log_event(f"stopped after step {step}, as requested")
+        return True
+
+    def log(self, metrics: dict[str, Any]) -> None:
+        self.run.log_metrics(metrics)
+        if self.tracker is not None:
+            self.tracker.log(metrics, metrics["step"])
+        self.run.write_status("running", step=metrics["step"], total_steps=self.cfg.train.steps)
+        self.ui.step_done(metrics["step"], metrics)
+
+    # ---- checkpoints ---------------------------------------------------------------------
+    def checkpoint(self, step: int, driver_state: dict[str, Any]) -> None:
+        """The trained worker's model (a Hugging Face folder) and optimizer, every process's
+        RNG, and `driver_state` (with the step and the metrics lines so far)."""
+        import ray
+
+        self.ui.phase("saving checkpoint")
+        trained = self.clusters[0].workers[0]
+
+        def fill(folder: Path) -> None:
+            ray.get(
+                [
+                    trained.save_pretrained.remote(str(folder)),
+                    trained.save_state.remote(str(folder)),
+                ]
+            )
+            rng = {"driver": capture_rng()}
+            rng.update({c.name: c.call("rng_state") for c in self.clusters})
+            torch.save(rng, folder / RNG_FILE)
+
+        state = {"step": step, **driver_state, "metrics_lines": len(self.run.read_metrics())}
+        path = write_checkpoint(
+            self.run.checkpoints,
+            step,
+            fill,
+            state,
+            self.cfg.run.keep_last,
+            before_rename=lambda: self.faults.hit("checkpoint", step),
+        )
+        self.run.log_event(f"checkpoint written: {path}")
+
+    def restore(self, checkpoint: Path | None) -> dict[str, Any] | None:
+        """Load `checkpoint` into the (fresh) workers and the driver's RNG, rewind the run
+        folder; returns the driver state saved with it (None: from the start)."""
+        import ray
+
+        if checkpoint is None:
+            self.run.rewind(0, 0)
+            return None
+        self.ui.phase(f"loading checkpoint {checkpoint.name}")
+        state = read_state(checkpoint)
+        self.clusters[0].call("load_state", str(checkpoint))
+        rng = torch.load(checkpoint / RNG_FILE, weights_only=False)
+        restore_rng(rng["driver"])
+        refs = []
+        for cluster in self.clusters:
+            for worker, worker_rng in zip(cluster.workers, rng[cluster.name], strict=True):
+                refs.append(worker.load_rng_state.remote(worker_rng))
+        ray.get(refs)
+        self.run.rewind(state["step"], state["metrics_lines"])
+        if self.tracker is not None:
+            self.tracker.rewind(state["step"])
+        return state
+
+    def recover(
+        self,
+        exc: BaseException,
+        start_workers: Callable[[], None],
+        restore: Callable[[Path | None], int],
+    ) -> int:
+        """A worker died: restart every worker from the newest checkpoint; returns its step."""
+        step = self.current_step
+        self.restarts += 1
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        if self.restarts > self.cfg.run.max_restarts:
+            raise WorkersLostError(
+                f"a worker died during step {step} and run.max_restarts="
+                f"{self.cfg.run.max_restarts} restarts are used up ({reason})"
+            ) from exc
+        self.run.log_event(
+            f"a worker died during step {step} ({type(exc).__name__}: {reason}); restarting "
+            f"the workers (restart {self.restarts} of {self.cfg.run.max_restarts})"
+        )
+        self.kill_workers()
+        start_workers()
+        checkpoint = latest_checkpoint(self.run.checkpoints)
+        start = restore(checkpoint)
+        where = f"checkpoint {checkpoint.name}" if checkpoint else "the start"
+        self.run.log_event(f"workers restarted; retrying from step {start + 1} ({where})")
+        return start

@@ -1,0 +1,59 @@
+"""actor_train for DPO: the preference loss on pair batches (`rollcli.data.pairs` layout,
+with the reference's log-probs in `ref_logprobs`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rollcli.algorithms.dpo_loss import dpo_loss, sequence_logprob
+from rollcli.data.batch import Batch
+from rollcli.data.pairs import pair_micro_batches
+from rollcli.strategies.hf_model import response_logprobs
+from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
+
+
+@dataclass(frozen=True)
+class DPOArgs:
+    loss_type: str = "sigmoid"
+    beta: float = 0.1
+    label_smoothing: float = 0.0
+    micro_batch_size: int = 4  # pairs per forward / backward
+
+
+def pair_scores(logprobs: torch.Tensor, mask: torch.Tensor, average: bool) -> torch.Tensor:
+    """`[2N, R]` token log-probs of interleaved pair rows → `[N, 2]` (chosen, rejected)."""
+    return sequence_logprob(logprobs, mask, average).view(-1, 2)
+
+
+class DPOTrainWorker(ActorTrainWorker):
+    def dpo_step(self, batch: Batch, args: DPOArgs) -> dict[str, float]:
+        """One optimizer step on the mean preference loss of the batch's pairs."""
+        average = args.loss_type == "ipo"
+
+        def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+            mask = micro["response_mask"]
+            logprobs, _ = response_logprobs(self.model, model_inputs(micro))
+            pi = pair_scores(logprobs, mask, average)
+            ref = pair_scores(micro["ref_logprobs"], mask, average)
+            loss, metrics = dpo_loss(
+                pi[:, 0],
+                pi[:, 1],
+                ref[:, 0],
+                ref[:, 1],
+                beta=args.beta,
+                loss_type=args.loss_type,
+                label_smoothing=args.label_smoothing,
+            )
+            metrics["logps/chosen"] = float(pi[:, 0].detach().mean())
+            metrics["logps/rejected"] = float(pi[:, 1].detach().mean())
+            return loss, metrics
+
+        return self.trainer.update(
+            batch,
+            loss_fn=loss_fn,
+            mini_batch_size=None,
+            micro_batch_size=args.micro_batch_size,
+            micro_batches=pair_micro_batches,
+        )
