@@ -73,6 +73,12 @@ def train(
 
             raise ConfigError(f"--resume {resume!r}: use --resume auto (or leave it out)")
         cfg, source = load_recipe(recipe, overrides or [], flags)
+        if resume == "auto" and not cfg.run.run_id:
+            from rollcli.config.errors import ConfigError
+
+            raise ConfigError(
+                "--resume auto looks for a run by its id: give --run-id ID (or run.run_id)"
+            )
         if cfg.resources.gpus > 0:
             raise _gpu_error(cfg.resources.gpus)
     if dry_run:

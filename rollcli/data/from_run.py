@@ -34,8 +34,9 @@ def run_samples(run_dir: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _system_prompt(run_dir: Path) -> str | None:
-    recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text(encoding="utf-8")) or {}
-    return (recipe.get("data") or {}).get("system_prompt")
+    path = run_dir / "recipe.yaml"
+    recipe = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return ((recipe or {}).get("data") or {}).get("system_prompt")
 
 
 def _prompt_messages(prompt: str, system_prompt: str | None) -> list[dict[str, str]]:

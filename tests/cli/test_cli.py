@@ -71,9 +71,9 @@ def test_config_error_is_one_red_line_with_exit_2() -> None:
 
 
 def test_unbuilt_pipeline_says_so() -> None:
-    result = runner.invoke(app, ["train", "dpo", "--steps", "1"])
+    result = runner.invoke(app, ["train", "agentic-sokoban", "--steps", "1"])
     assert result.exit_code == 2
-    assert "the 'dpo' pipeline is not built yet" in result.stderr
+    assert "the 'agentic' pipeline is not built yet" in result.stderr
 
 
 def test_runs_ls_on_an_empty_folder(tmp_path) -> None:
@@ -99,3 +99,17 @@ def test_runs_ls_reports_a_run_whose_process_died_as_killed(tmp_path) -> None:
     result = runner.invoke(app, ["runs", "ls", "--runs-dir", str(tmp_path)], env={"COLUMNS": "200"})
     row = next(line for line in result.stdout.splitlines() if "gone" in line)
     assert "killed" in row and "1/3" in row
+
+
+def test_resume_auto_without_a_run_id_says_what_it_needs() -> None:
+    result = runner.invoke(app, ["train", "rlvr", "--resume", "auto"])
+    assert result.exit_code == 2
+    assert "--run-id" in result.stderr
+
+
+def test_resume_of_an_unknown_run_names_close_ones(tmp_path) -> None:
+    (tmp_path / "rlvr-math-1").mkdir()
+    (tmp_path / "rlvr-math-1" / "recipe.yaml").write_text("name: rlvr-math\n")
+    result = runner.invoke(app, ["resume", "rlvr-math-2", "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "did you mean 'rlvr-math-1'" in result.stderr

@@ -1,0 +1,160 @@
+"""`roll train sft|dpo|distill --model tiny-random --steps 2` through the real CLI, Ray and
+workers; then each run killed (SIGKILL as step 2 starts training) and resumed must repeat
+it exactly: the same metrics step for step and bitwise-identical final weights."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SMALL = {
+    "sft": [
+        "sft.batch_size=4",
+        "sft.max_tokens=128",
+        "rollout.max_new_tokens=4",
+    ],
+    "dpo": ["dpo.batch_size=4", "dpo.max_response_tokens=16"],
+    "distill": [
+        "distill.batch_size=4",
+        "distill.top_k=8",
+        "distill.sft_weight=0.2",
+        "rollout.max_new_tokens=4",
+    ],
+}
+COMMON = [
+    "--model",
+    "tiny-random",
+    "--steps",
+    "2",
+    "--save-every",
+    "1",
+    "--eval-every",
+    "1",
+    "data.train_size=40",
+    "data.val_size=4",
+    "train.micro_batch_size=2",
+    "train.lr=1e-3",
+]
+REQUIRED = {
+    "sft": {"actor/loss", "actor/grad_norm", "val/loss", "val/perplexity", "val/accuracy"},
+    "dpo": {
+        "actor/loss",
+        "rewards/chosen",
+        "rewards/rejected",
+        "rewards/margin",
+        "rewards/accuracy",
+        "val/accuracy",
+        "val/rewards/accuracy",
+        "time/forward_s",
+    },
+    "distill": {"actor/loss", "actor/distill_loss", "actor/nll", "val/kl", "val/loss"},
+}
+UNTIMED = ("time/", "per_s")
+
+
+def roll(*args: str, runs: Path, fault: str = "") -> tuple[int, str]:
+    env = {
+        **os.environ,
+        "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
+        "COLUMNS": "200",
+        "ROLL_INJECT_FAULT": fault,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rollcli", *args],
+        cwd=runs,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=600)
+    finally:  # Ray's agents outlive a SIGKILLed driver: clear the whole session
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, err
+
+
+def train(pipeline: str, run_id: str, runs: Path, fault: str = "") -> tuple[int, str]:
+    args = ["train", pipeline, "--runs-dir", str(runs), "--run-id", run_id, *COMMON]
+    return roll(*args, *SMALL[pipeline], runs=runs, fault=fault)
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _untimed(run: Path) -> list[dict]:
+    return [
+        {k: v for k, v in r.items() if k != "time" and not any(t in k for t in UNTIMED)}
+        for r in _rows(run)
+    ]
+
+
+def _weights_hash(run: Path) -> str:
+    data = (run / "checkpoints" / "step-2" / "model.safetensors").read_bytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_model) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module", params=["sft", "dpo", "distill"])
+def reference(request, runs) -> tuple[str, Path]:
+    pipeline = request.param
+    code, err = train(pipeline, f"{pipeline}-ref", runs)
+    assert code == 0, err[-3000:]
+    return pipeline, runs / f"{pipeline}-ref"
+
+
+def test_two_steps_log_every_metric_and_leave_a_loadable_checkpoint(reference) -> None:
+    from transformers import AutoModelForCausalLM
+
+    pipeline, run = reference
+    rows = _rows(run)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for row in rows[1:]:
+        assert set(row) >= REQUIRED[pipeline], REQUIRED[pipeline] - set(row)
+        assert all(isinstance(v, (int, float)) and v == v for v in row.values())
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
+    model = AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step-2")
+    if pipeline == "distill":  # the student: the 2-layer teacher's first layer
+        assert model.config.num_hidden_layers == 1
+        assert {"val/teacher_loss", "val/teacher_accuracy"} <= set(rows[0])
+
+
+def test_killed_and_resumed_run_repeats_the_reference_exactly(reference, runs) -> None:
+    pipeline, ref = reference
+    run_id = f"{pipeline}-killed"
+    code, err = train(pipeline, run_id, runs, fault="kill@train:2")
+    assert code == -signal.SIGKILL, err[-2000:]
+    assert (runs / run_id / "checkpoints" / "step-1" / "COMPLETE").exists()
+    code, err = roll("resume", run_id, "--runs-dir", str(runs), runs=runs)
+    assert code == 0, err[-3000:]
+    assert "resuming from checkpoint step-1" in (runs / run_id / "events.log").read_text()
+    assert _untimed(runs / run_id) == _untimed(ref)
+    assert _weights_hash(runs / run_id) == _weights_hash(ref)
+
+
+def test_a_dead_teacher_is_restarted_and_the_run_is_unchanged(reference, runs) -> None:
+    pipeline, ref = reference
+    if pipeline != "distill":
+        pytest.skip("one pipeline is enough to exercise the shared recovery")
+    code, err = train(pipeline, "distill-worker", runs, fault="kill-worker@forward:2")
+    assert code == 0, err[-3000:]
+    events = (runs / "distill-worker" / "events.log").read_text()
+    assert "a worker died during step 2" in events
+    assert "retrying from step 2 (checkpoint step-1)" in events
+    assert _untimed(runs / "distill-worker") == _untimed(ref)
+    assert _weights_hash(runs / "distill-worker") == _weights_hash(ref)

@@ -1,0 +1,124 @@
+"""The sft, dpo and distill workers as plain classes (no Ray) on tiny-random."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rollcli.data.batch import Batch
+from rollcli.data.chat import tokenize_chat
+from rollcli.data.packing import sequence_batch
+from rollcli.data.pairs import pair_batch, pair_from_row, tokenize_pair
+from rollcli.strategies.hf_model import load_tokenizer
+
+CHATS = [
+    ({"role": "user", "content": f"{a} + {b} ="}, {"role": "assistant", "content": f"{a + b}"})
+    for a, b in [(1, 2), (3, 4), (5, 1), (2, 2), (7, 1)]
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model):
+    return load_tokenizer(tiny_model)
+
+
+@pytest.fixture(scope="module")
+def seq_batch(tokenizer) -> Batch:
+    samples = [tokenize_chat(tokenizer, c, 512)[:2] for c in CHATS]
+    return sequence_batch(samples, tokenizer.pad_token_id, 128, packing=True)
+
+
+def test_sft_step_reports_the_exact_token_mean_and_lowers_it(tiny_model, seq_batch) -> None:
+    from rollcli.workers.sft_train import SFTTrainWorker
+
+    worker = SFTTrainWorker(str(tiny_model), lr=1e-2, num_threads=1)
+    before = worker.eval_loss(seq_batch, micro_batch_size=1)
+    out = worker.sft_step(seq_batch, micro_batch_size=1)
+    assert out["loss"] == pytest.approx(before["loss"], rel=1e-5)  # same loss, any micro-batching
+    for _ in range(3):
+        worker.sft_step(seq_batch, micro_batch_size=2)
+    assert worker.eval_loss(seq_batch)["loss"] < before["loss"] - 0.5
+
+
+def test_sft_worker_answers_prompts(tiny_model, tokenizer) -> None:
+    from rollcli.strategies.hf_infer import SamplingParams
+    from rollcli.workers.sft_train import SFTTrainWorker
+
+    worker = SFTTrainWorker(str(tiny_model), lr=1e-3, num_threads=1)
+    out = worker.generate([[1, 2, 3]], SamplingParams(max_new_tokens=4, temperature=0.0))
+    assert len(out) == 1 and 0 < len(out[0]["token_ids"]) <= 4
+    assert worker.model.training  # generation leaves the training mode as it was
+
+
+def test_dpo_steps_open_a_margin_for_the_chosen_responses(tiny_model, tokenizer) -> None:
+    from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker
+    from rollcli.workers.reference import ReferenceWorker
+
+    rows = [
+        {"prompt": "2+3?", "chosen": "2 + 3 = 5", "rejected": "2 + 3 = 6"},
+        {"prompt": "Capital of France?", "chosen": "Paris", "rejected": "Rome, I think"},
+    ]
+    tokenized = [tokenize_pair(tokenizer, pair_from_row(r, "x"), 256, 32) for r in rows]
+    batch = pair_batch(tokenized, tokenizer.pad_token_id)
+    batch.set("ref_logprobs", ReferenceWorker(str(tiny_model)).compute_logprobs(batch))
+    worker = DPOTrainWorker(str(tiny_model), lr=1e-2, num_threads=1)
+    args = DPOArgs(beta=0.5, micro_batch_size=1)
+    first = worker.dpo_step(batch, args)
+    assert first["loss"] == pytest.approx(0.693147, abs=1e-4)  # policy == reference
+    assert first["rewards/margin"] == pytest.approx(0.0, abs=1e-5)
+    for _ in range(3):
+        last = worker.dpo_step(batch, args)
+    assert last["rewards/margin"] > 0.1 and last["rewards/accuracy"] == 1.0
+    assert last["loss"] < 0.69
+
+
+def test_student_is_built_from_evenly_spaced_teacher_layers(tiny_model, tmp_path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from rollcli.models.student import build_student
+
+    path = build_student(tiny_model, 1, tmp_path / "student")
+    student = AutoModelForCausalLM.from_pretrained(path)
+    teacher = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert student.config.num_hidden_layers == 1
+    t, s = teacher.state_dict(), student.state_dict()
+    assert torch.equal(
+        s["model.layers.0.mlp.up_proj.weight"], t["model.layers.0.mlp.up_proj.weight"]
+    )
+    assert torch.equal(s["model.embed_tokens.weight"], t["model.embed_tokens.weight"])
+    assert build_student(tiny_model, 1, tmp_path / "student") == path  # kept when present
+    with pytest.raises(ValueError, match="needs 1 to 1"):
+        build_student(tiny_model, 2, tmp_path / "other")
+
+
+@pytest.mark.parametrize("top_k", [0, 16])
+def test_distillation_lowers_the_students_kl_to_the_teacher(
+    tiny_model, tmp_path, seq_batch, top_k
+) -> None:
+    from rollcli.models.student import build_student
+    from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
+
+    student_path = build_student(tiny_model, 1, tmp_path / "student")
+    teacher = TeacherWorker(str(tiny_model))
+    student = StudentWorker(str(student_path), lr=1e-3, num_threads=1)
+    full = teacher.teacher_logits(seq_batch, micro_batch_size=1, top_k=0)
+    targets = [int(n) for n in seq_batch["loss_mask"][:, 1:].sum(dim=1)]
+    assert [r["logits"].shape for r in full] == [(n, 49152) for n in targets]
+    val = Batch(dict(seq_batch.tensors), {"teacher": full}, seq_batch.meta)
+    before = student.eval_distill(val)
+    train = Batch(
+        dict(seq_batch.tensors),
+        {"teacher": teacher.teacher_logits(seq_batch, micro_batch_size=2, top_k=top_k)},
+        seq_batch.meta,
+    )
+    if top_k:
+        assert train["teacher"][0]["ids"].shape == (targets[0], top_k)
+    mixed = student.distill_step(train, DistillArgs(sft_weight=0.1, micro_batch_size=1))
+    assert mixed["loss"] == pytest.approx(0.9 * mixed["distill_loss"] + 0.1 * mixed["nll"])
+    pure = DistillArgs(micro_batch_size=2)
+    first = student.distill_step(train, pure)["distill_loss"]
+    for _ in range(3):
+        last = student.distill_step(train, pure)["distill_loss"]
+    assert last < first  # the transferred divergence (top-k or full) goes down
+    if not top_k:  # and with the full distribution, so does the held-out KL
+        assert student.eval_distill(val)["kl"] < before["kl"]
