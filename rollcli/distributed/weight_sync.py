@@ -3,13 +3,19 @@
 A dedicated process group (gloo on CPU, the same calls NCCL serves on GPU) is built from a
 TCP store, independent of any training process group. Tensors travel in flat buckets of
 one dtype, in the model's `state_dict` order, with tied weights sent once.
+
+A receiver copies into its own model's tensors in place (the `hf` engine), or hands a
+stream of `(name, tensor)` pairs to a `load` function (the `vllm` engine's `load_weights`);
+then its model only gives the layout (names, shapes, dtypes) and may live on the meta device.
+The stream is lazy: each bucket is broadcast when `load` reaches it, so at most the buckets
+`load` still holds are in memory.
 """
 
 from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -17,27 +23,37 @@ import torch.distributed as dist
 BUCKET_BYTES = 256 * 1024 * 1024
 
 
-def _unique_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
-    seen: set[int] = set()
+LoadFn = Callable[[Iterator[tuple[str, torch.Tensor]]], None]
+
+
+def _unique_tensors(model: torch.nn.Module) -> list[tuple[list[str], torch.Tensor]]:
+    """Each tensor once, in `state_dict` order, with all its names (tied weights have two).
+
+    Tied tensors are the same object; objects, unlike storage pointers, also tell tensors
+    apart on the meta device (where every pointer is 0).
+    """
+    names: dict[int, list[str]] = {}
     out = []
-    for tensor in model.state_dict(keep_vars=True).values():
-        ptr = tensor.data_ptr()
-        if ptr in seen:
-            continue
-        seen.add(ptr)
-        out.append(tensor)
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        key = id(tensor) if tensor.is_meta else tensor.data_ptr()
+        if key not in names:
+            names[key] = []
+            out.append((names[key], tensor))
+        names[key].append(name)
     return out
 
 
-def _buckets(tensors: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
-    bucket: list[torch.Tensor] = []
+def _buckets(
+    tensors: list[tuple[list[str], torch.Tensor]],
+) -> Iterator[list[tuple[list[str], torch.Tensor]]]:
+    bucket: list[tuple[list[str], torch.Tensor]] = []
     size = 0
-    for t in tensors:
+    for names, t in tensors:
         nbytes = t.numel() * t.element_size()
-        if bucket and (size + nbytes > BUCKET_BYTES or t.dtype != bucket[0].dtype):
+        if bucket and (size + nbytes > BUCKET_BYTES or t.dtype != bucket[0][1].dtype):
             yield bucket
             bucket, size = [], 0
-        bucket.append(t)
+        bucket.append((names, t))
         size += nbytes
     if bucket:
         yield bucket
@@ -65,7 +81,7 @@ class WeightSender:
     def send(self, model: torch.nn.Module) -> float:
         start = time.perf_counter()
         for bucket in _buckets(_unique_tensors(model)):
-            flat = torch.cat([t.detach().reshape(-1) for t in bucket])
+            flat = torch.cat([t.detach().reshape(-1) for _, t in bucket])
             _broadcast(self.group, flat)
         return time.perf_counter() - start
 
@@ -79,16 +95,35 @@ class WeightReceiver:
         self.group = _group(host, port, rank, world_size, timeout_s)
 
     @torch.no_grad()
-    def receive(self, model: torch.nn.Module) -> float:
+    def receive(self, model: torch.nn.Module, load: LoadFn | None = None) -> float:
+        """Receive into `model`'s tensors in place; or, given `load`, call it once with the
+        stream of received `(name, tensor)` pairs and leave `model` as it is. The stream names
+        a tied tensor under each of its names: an engine may keep a copy per name (vLLM's
+        CPU LM head packs its own)."""
         start = time.perf_counter()
+        stream = self._stream(model)
+        if load is None:
+            for _, tensor, new in stream:
+                tensor.data.copy_(new)
+        else:
+            load((name, new) for names, _, new in stream for name in names)
+            left = sum(1 for _ in stream)  # drain: the sender must not wait on us forever
+            if left:
+                raise RuntimeError(f"weight load stopped early: {left} tensors were not read")
+        return time.perf_counter() - start
+
+    def _stream(
+        self, model: torch.nn.Module
+    ) -> Iterator[tuple[list[str], torch.Tensor, torch.Tensor]]:
+        """`(names, model's tensor, received tensor)`, broadcasting a bucket when reached."""
         for bucket in _buckets(_unique_tensors(model)):
-            flat = torch.empty(sum(t.numel() for t in bucket), dtype=bucket[0].dtype)
+            dtype = bucket[0][1].dtype
+            flat = torch.empty(sum(t.numel() for _, t in bucket), dtype=dtype)
             _broadcast(self.group, flat)
             offset = 0
-            for t in bucket:
-                t.data.copy_(flat[offset : offset + t.numel()].view_as(t))
-                offset += t.numel()
-        return time.perf_counter() - start
+            for names, tensor in bucket:
+                yield names, tensor, flat[offset : offset + tensor.numel()].view(tensor.shape)
+                offset += tensor.numel()
 
 
 def free_port() -> int:

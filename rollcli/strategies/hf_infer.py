@@ -1,7 +1,8 @@
 """The `hf` inference strategy: batched transformers `generate` (the CPU fallback engine).
 
 Prompts are token-id lists; each is sampled `n` times. Returns response token ids with the
-EOS kept when the sample finished, and whether it finished before `max_new_tokens`.
+EOS (or stop token) kept when the sample finished, and whether it finished before
+`max_new_tokens`. `SamplingParams` and `Generation` are shared with the `vllm` engine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
     seed: int = 0
+    stop_token_ids: tuple[int, ...] = ()  # end a sample like EOS does (kept in the output)
 
 
 @dataclass
@@ -29,9 +31,11 @@ class Generation:
     prompt_index: int
     token_ids: list[int]
     finished: bool
+    # log-prob of each sampled token under the sampling distribution (vllm engine only)
+    logprobs: list[float] | None = None
 
 
-class _Progress:
+class GenerationProgress:
     """Tokens generated so far, readable from another thread while `generate` runs."""
 
     def __init__(self) -> None:
@@ -57,7 +61,7 @@ class HFInferEngine:
         self.model = model
         self.eos = set(eos_token_ids)
         self.pad_token_id = pad_token_id
-        self.progress = _Progress()
+        self.progress = GenerationProgress()
 
     @torch.no_grad()
     def generate(
@@ -72,6 +76,7 @@ class HFInferEngine:
 
         progress = self.progress
         n = params.n
+        eos = self.eos | set(params.stop_token_ids)
         progress.reset(len(prompts) * n * params.max_new_tokens)
 
         class _Count(StoppingCriteria):
@@ -97,12 +102,12 @@ class HFInferEngine:
                 top_p=params.top_p if sampling else None,
                 top_k=(params.top_k or None) if sampling else None,
                 pad_token_id=self.pad_token_id,
-                eos_token_id=sorted(self.eos),
+                eos_token_id=sorted(eos),
                 stopping_criteria=StoppingCriteriaList([_Count()]),
             )
             rows = result[:, ids.shape[1] :].tolist()
             for j, row in enumerate(rows):
-                out.append(self._trim(start + j // n, row, params.max_new_tokens))
+                out.append(_trim(start + j // n, row, params.max_new_tokens, eos))
         progress.reset(0)
         return out
 
@@ -121,8 +126,9 @@ class HFInferEngine:
             cache.batch_repeat_interleave(n)
         return cache
 
-    def _trim(self, index: int, row: list[int], max_new: int) -> Generation:
-        for pos, tok in enumerate(row):
-            if tok in self.eos:
-                return Generation(index, row[: pos + 1], True)
-        return Generation(index, row, len(row) < max_new)
+
+def _trim(index: int, row: list[int], max_new: int, eos: set[int]) -> Generation:
+    for pos, tok in enumerate(row):
+        if tok in eos:
+            return Generation(index, row[: pos + 1], True)
+    return Generation(index, row, len(row) < max_new)

@@ -19,6 +19,21 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32, trai
     return model
 
 
+def causal_lm_layout(path: str | Path, *, dtype: torch.dtype = torch.float32):
+    """The model's modules and tensor shapes on the meta device: no memory, no weights read.
+
+    What a weight receiver needs to know the names, shapes and order of what it receives
+    when the weights themselves live elsewhere (in a vLLM engine).
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(str(path))
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.requires_grad_(False)
+    return model
+
+
 def load_tokenizer(path: str | Path):
     from transformers import AutoTokenizer
 

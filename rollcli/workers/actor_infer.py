@@ -1,4 +1,9 @@
-"""actor_infer: generates responses with the inference strategy and receives weights."""
+"""actor_infer: generates responses with the inference strategy and receives weights.
+
+`engine="hf"` runs transformers `generate` on a model held here; `engine="vllm"` runs a vLLM
+engine in this process (imported only then; `make vllm` installs it), and this worker keeps
+only the model's layout on the meta device, for the weight receiver.
+"""
 
 from __future__ import annotations
 
@@ -6,40 +11,63 @@ import torch
 
 from rollcli.distributed.weight_sync import WeightReceiver
 from rollcli.strategies.hf_infer import Generation, HFInferEngine, SamplingParams
-from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
+from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
+from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.strategies.threads import set_threads
 
 
 class ActorInferWorker:
-    engine_name = "hf"
-
     def __init__(
-        self, model_path: str, *, num_threads: int = 1, seed: int = 0, rank: int = 0
+        self,
+        model_path: str,
+        *,
+        num_threads: int = 1,
+        seed: int = 0,
+        rank: int = 0,
+        engine: str = "hf",
+        engine_kwargs: dict | None = None,
     ) -> None:
-        set_threads(num_threads)
+        """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...)."""
+        self.engine_name = resolve_engine(engine)
+        set_threads(num_threads)  # before a vllm engine, which then pins torch's threads
         torch.manual_seed(seed)
         self.rank = rank
-        self.model = load_causal_lm(model_path, train=False)
         self.tokenizer = load_tokenizer(model_path)
-        eos = [self.tokenizer.eos_token_id]
-        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        eos += gen_eos if isinstance(gen_eos, list) else ([gen_eos] if gen_eos is not None else [])
-        self.engine = HFInferEngine(self.model, sorted(set(eos)), self.tokenizer.pad_token_id)
+        if self.engine_name == "vllm":
+            from rollcli.strategies.vllm_infer import VLLMInferEngine
+
+            self.model = causal_lm_layout(model_path)
+            eos = self._eos_ids(self.model)
+            self.engine = VLLMInferEngine(model_path, eos, seed=seed, **(engine_kwargs or {}))
+        else:
+            self.model = load_causal_lm(model_path, train=False)
+            eos = self._eos_ids(self.model)
+            self.engine = HFInferEngine(self.model, eos, self.tokenizer.pad_token_id)
         self.receiver: WeightReceiver | None = None
 
+    def _eos_ids(self, model: torch.nn.Module) -> list[int]:
+        eos = [self.tokenizer.eos_token_id]
+        gen_eos = getattr(model.generation_config, "eos_token_id", None)
+        eos += gen_eos if isinstance(gen_eos, list) else ([gen_eos] if gen_eos is not None else [])
+        return sorted(set(eos))
+
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
-        """Responses for token-id prompts: `{prompt_index, token_ids, text, finished}` each."""
+        """Responses for token-id prompts: `{prompt_index, token_ids, text, finished}` each,
+        and `logprobs` (of each sampled token) when the engine returns them."""
         gens: list[Generation] = self.engine.generate(prompts, params)
         texts = self.tokenizer.batch_decode([g.token_ids for g in gens], skip_special_tokens=True)
-        return [
-            {
+        out = []
+        for g, t in zip(gens, texts, strict=True):
+            row = {
                 "prompt_index": g.prompt_index,
                 "token_ids": g.token_ids,
                 "text": t,
                 "finished": g.finished,
             }
-            for g, t in zip(gens, texts, strict=True)
-        ]
+            if g.logprobs is not None:
+                row["logprobs"] = g.logprobs
+            out.append(row)
+        return out
 
     def progress(self) -> tuple[int, int]:
         """(tokens generated, token budget) of the running `generate` call."""
@@ -50,4 +78,6 @@ class ActorInferWorker:
 
     def receive_weights(self) -> float:
         assert self.receiver is not None, "init_weight_sync was not called"
+        if self.engine_name == "vllm":
+            return self.receiver.receive(self.model, load=self.engine.load_weights)
         return self.receiver.receive(self.model)

@@ -1,0 +1,175 @@
+"""Rollout throughput: transformers `generate` vs roll's hf engine vs roll's vllm engine.
+
+    .venv/bin/python bench/rollout.py                               # batch 16 and 64, 128 tokens
+    .venv/bin/python bench/rollout.py --batch-sizes 8 --new-tokens 16   # a quick check
+
+Same model, same chat prompts (one sample each, temperature 1), every sample exactly
+`--new-tokens` long (EOS does not stop it), so every engine does the same work. The vllm
+rows run when vllm is installed (`make vllm`), once per `--vllm-dtypes`. The compute-bound
+limit is the float32 matrix-multiply FLOP/s measured in this run over 2 x parameters FLOPs
+per generated token. Engine start-up (vLLM compiles) is not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from rollcli.models.loading import resolve_model
+from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
+from rollcli.strategies.infer_engines import vllm_available
+from rollcli.strategies.threads import set_threads
+
+
+def matmul_flops(dtype: torch.dtype, size: int = 1024, seconds: float = 1.0) -> float:
+    """FLOP/s of a square matrix multiply, best of repeated runs over `seconds`."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b  # warm up
+    best, deadline = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def chat_prompts(tokenizer, count: int) -> list[list[int]]:
+    out = []
+    for i in range(count):
+        question = f"What is {17 * i + 3} + {29 * i + 11}? Show your steps, then the answer."
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+        )
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return out
+
+
+def timed(run: Callable[[], int]) -> tuple[int, float]:
+    start = time.perf_counter()
+    tokens = run()
+    return tokens, time.perf_counter() - start
+
+
+def hf_generate_run(model, prompts: list[list[int]], new_tokens: int, pad_id: int) -> int:
+    from rollcli.data.padding import pad_left
+
+    ids, mask = pad_left(prompts, pad_id)
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=None,
+            pad_token_id=pad_id,
+        )
+    return (out.shape[1] - ids.shape[1]) * out.shape[0]
+
+
+def engine_run(engine, prompts: list[list[int]], new_tokens: int) -> int:
+    gens = engine.generate(prompts, SamplingParams(max_new_tokens=new_tokens, temperature=1.0))
+    return sum(len(g.token_ids) for g in gens)
+
+
+def build_runs(args, path, model, pad: int) -> list[tuple[str, Callable[[list[list[int]]], int]]]:
+    """(label, run) per engine; every engine is built before any timing starts."""
+    runs: list[tuple[str, Callable[[list[list[int]]], int]]] = [
+        ("generate", lambda p: hf_generate_run(model, p, args.new_tokens, pad))
+    ]
+    hf = HFInferEngine(model, [], pad)  # no EOS: every sample runs to --new-tokens
+    runs.append(("roll hf", lambda p: engine_run(hf, p, args.new_tokens)))
+    if args.vllm_dtypes and not vllm_available():
+        print("vllm is not installed (make vllm): skipping the vllm engine", file=sys.stderr)
+        return runs
+    from rollcli.strategies.vllm_infer import VLLMInferEngine
+
+    for dtype in args.vllm_dtypes:
+        start = time.perf_counter()
+        engine = VLLMInferEngine(
+            path,
+            [],
+            dtype=dtype,
+            max_num_seqs=max(args.batch_sizes),
+            enforce_eager=args.vllm_eager,
+        )
+        print(f"vllm {dtype} ready in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        runs.append((f"roll vllm {dtype}", lambda p, e=engine: engine_run(e, p, args.new_tokens)))
+    return runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--vllm-dtypes", nargs="*", default=["bfloat16", "float32"])
+    parser.add_argument("--vllm-eager", action="store_true", help="skip vLLM's torch.compile")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds over all engines; the best round counts"
+    )
+    args = parser.parse_args()
+
+    set_threads(args.threads)  # before any vLLM engine, which then pins torch's threads
+    path = resolve_model(args.model)
+    tokenizer = load_tokenizer(path)
+    model = load_causal_lm(path)
+    params = sum(p.numel() for p in model.parameters())  # tied weights counted once
+    prompts = chat_prompts(tokenizer, max(args.batch_sizes))
+    runs = build_runs(args, path, model, tokenizer.pad_token_id)
+    for _, run in runs:
+        run(prompts[:2])  # warm up
+    # No AVX-512/AMX here: bf16 matmuls compute in fp32, so fp32 FLOP/s bounds every dtype.
+    flops = matmul_flops(torch.float32)
+    best: dict[tuple[str, int], float] = {}
+    # engines take turns within a round, so a slow spell of a shared machine hits all of them
+    for _ in range(args.rounds):
+        for batch in args.batch_sizes:
+            for label, run in runs:
+                tokens, seconds = timed(lambda r=run, b=batch: r(prompts[:b]))
+                best[(label, batch)] = max(best.get((label, batch), 0.0), tokens / seconds)
+                print(
+                    f"{label:>18} batch {batch:>3}: {tokens / seconds:7.1f} tokens/s",
+                    file=sys.stderr,
+                )
+    flops = max(flops, matmul_flops(torch.float32))
+
+    table = Table(
+        title=f"{args.model}: tokens/s, {args.new_tokens} new tokens per sample, "
+        f"{args.threads} threads, best of {args.rounds} round(s)"
+    )
+    table.add_column("engine", no_wrap=True)
+    for batch in args.batch_sizes:
+        table.add_column(f"batch {batch}", justify="right")
+        table.add_column("x generate", justify="right")
+    for label, _ in runs:
+        cells = []
+        for batch in args.batch_sizes:
+            value = best[(label, batch)]
+            cells += [f"{value:.1f}", f"{value / best[('generate', batch)]:.2f}"]
+        table.add_row(label, *cells)
+    limit = flops / (2 * params)
+    table.add_row("compute-bound limit", *[f"{limit:.0f}", ""] * len(args.batch_sizes))
+    Console().print(table)
+    print(
+        f"limit: fp32 matmul {flops / 1e9:.0f} GFLOP/s (best of two 1 s runs) / "
+        f"(2 x {params / 1e6:.1f}M params) FLOPs per token",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
