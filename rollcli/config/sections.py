@@ -46,9 +46,14 @@ class DataConfig(Section):
 
 
 class RolloutConfig(Section):
-    """Generation: prompts per step, samples per prompt, sampling parameters."""
+    """Generation: prompts per step, samples per prompt, sampling parameters.
+
+    `engine: auto` is `vllm` when vLLM is installed (`make vllm`), else `hf`.
+    """
 
     engine: Literal["auto", "hf", "vllm"] = "auto"
+    vllm_dtype: Literal["float32", "bfloat16"] = "float32"  # float32: samples match the trainer
+    vllm_kv_cache_gib: PositiveFloat = 1.0  # on CPU; VLLM_CPU_KVCACHE_SPACE wins when set
     batch_size: PositiveInt = 64  # samples per step = prompts per step x group_size
     group_size: PositiveInt = 8
     max_new_tokens: PositiveInt = 64

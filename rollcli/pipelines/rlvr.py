@@ -35,6 +35,7 @@ from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 PHASES = {
@@ -69,6 +70,7 @@ class RLVRPipeline:
         self.stop_requested = False  # set by the first Ctrl-C: finish the step, checkpoint, stop
         self.stopped_early = False
         self.faults = FaultInjector.from_env(self._kill_worker)
+        self.engine = resolve_engine(cfg.rollout.engine)
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -100,7 +102,7 @@ class RLVRPipeline:
         on_policy = alg.ppo_epochs == 1 and train.mini_batch_size in (None, cfg.rollout.batch_size)
         self.needs_old_logprobs = not on_policy or (cfg.needs_reference and alg.kl_in == "reward")
         self.run.log_event(
-            f"workers ready: engine=hf, {self.cpu.heavy_threads} threads per colocated role, "
+            f"workers ready: engine={self.engine}, {self.cpu.heavy_threads} threads per colocated role, "
             f"{len(self.train_prompts)} train / {len(self.val_prompts)} validation prompts"
         )
 
@@ -119,6 +121,12 @@ class RLVRPipeline:
             cores=cfg.resources.num_cpus or 0,
             infer_workers=cfg.rollout.num_workers,
             reward_workers=cfg.reward.num_workers,
+            infer_engine=self.engine,
+            infer_engine_kwargs=dict(
+                dtype=cfg.rollout.vllm_dtype, kv_cache_gib=cfg.rollout.vllm_kv_cache_gib
+            )
+            if self.engine == "vllm"
+            else None,
             train_kwargs=dict(
                 lr=train.lr,
                 betas=train.betas,
@@ -162,7 +170,7 @@ class RLVRPipeline:
             run_dir=str(self.run.root),
             total_steps=cfg.train.steps,
             start_step=start_step,
-            engine="hf",
+            engine=self.engine,
         )
         limit_s = cfg.run.time_limit_min * 60
         deadline = time.perf_counter() + limit_s if limit_s else float("inf")

@@ -60,6 +60,8 @@ def create_clusters(
     cores: float,
     infer_workers: int,
     reward_workers: int,
+    infer_engine: str = "hf",
+    infer_engine_kwargs: dict | None = None,
     train_kwargs: dict,
     reward_kwargs: dict,
     reference: bool,
@@ -87,6 +89,8 @@ def create_clusters(
                 "num_threads": max(1, threads // infer_workers),
                 "seed": seed + rank,
                 "rank": rank,
+                "engine": infer_engine,
+                "engine_kwargs": infer_engine_kwargs,
             },
         ),
         reward=Cluster(

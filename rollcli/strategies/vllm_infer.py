@@ -46,6 +46,8 @@ class VLLMInferEngine:
     ) -> None:
         """`enforce_eager=True` skips torch.compile: starts ~30 s sooner, decodes slower."""
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # vLLM logs every weight reload at INFO (and a harmless RotaryEmbedding warning)
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         from vllm import LLM
 
         self.eos = sorted(set(eos_token_ids))

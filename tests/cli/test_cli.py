@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -83,9 +84,16 @@ def test_runs_ls_on_an_empty_folder(tmp_path) -> None:
 
 def test_knobs_the_engine_cannot_serve_are_refused_not_ignored() -> None:
     result = runner.invoke(app, ["train", "rlvr", "algorithm.tis_cap=2.0", "--steps", "1"])
-    assert result.exit_code == 2 and "algorithm.tis_cap needs the inference engine" in result.stderr
+    assert result.exit_code == 2 and "algorithm.tis_cap: truncated importance" in result.stderr
+
+
+def test_the_vllm_engine_without_vllm_says_how_to_install_it() -> None:
+    from rollcli.strategies.infer_engines import vllm_available
+
+    if vllm_available():
+        pytest.skip("vllm is installed here")
     result = runner.invoke(app, ["train", "rlvr", "rollout.engine=vllm", "--steps", "1"])
-    assert result.exit_code == 2 and "rollout.engine = 'vllm'" in result.stderr
+    assert result.exit_code == 2 and "make vllm" in result.stderr
 
 
 def test_runs_ls_reports_a_run_whose_process_died_as_killed(tmp_path) -> None:
