@@ -20,13 +20,13 @@ STATE_FILE = "trainer_state.json"
 def _fsync_tree(folder: Path) -> None:
     for path in folder.rglob("*"):
         if path.is_file():
-            with path.open("rb") as fh:
-                os.fsync(fh.fileno())
-    _fsync_dir(folder)
+            fsync_path(path)
+    fsync_path(folder)
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """Flush a file, or a folder's entries, to disk."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -57,7 +57,7 @@ def write_checkpoint(
         shutil.rmtree(old, ignore_errors=True)
         os.replace(final, old)
     os.replace(tmp, final)
-    _fsync_dir(checkpoints)
+    fsync_path(checkpoints)
     prune(checkpoints, keep_last)
     return final
 

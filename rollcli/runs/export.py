@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from rollcli.runs.checkpoint import complete_checkpoints
+from rollcli.runs.checkpoint import complete_checkpoints, fsync_path
 
 # The files of a Hugging Face causal-LM folder: model, configs and every tokenizer format.
 MODEL_FILES = (
@@ -85,14 +85,6 @@ def hf_files(checkpoint: Path) -> list[Path]:
     return files
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _check_destination(out: Path, checkpoint: Path, force: bool) -> None:
     out_abs, source = out.resolve(), checkpoint.resolve()
     if out_abs == source or out_abs in source.parents:
@@ -123,8 +115,8 @@ def export_policy(checkpoint: Path, out: Path, *, force: bool = False) -> list[P
     try:
         for src in files:
             shutil.copyfile(src, tmp / src.name)
-            _fsync(tmp / src.name)
-        _fsync(tmp)
+            fsync_path(tmp / src.name)
+        fsync_path(tmp)
         if out.is_dir() and any(out.iterdir()):  # --force: swap, then drop the old folder
             os.replace(out, old)
         os.replace(tmp, out)  # replaces an empty folder too
@@ -134,5 +126,5 @@ def export_policy(checkpoint: Path, out: Path, *, force: bool = False) -> list[P
             os.replace(old, out)
         raise
     shutil.rmtree(old, ignore_errors=True)
-    _fsync(out.parent)
+    fsync_path(out.parent)
     return [out / src.name for src in files]
