@@ -60,7 +60,7 @@ def sft_rows(
     system = _system_prompt(run_dir)
     seen: set[tuple[str, str]] = set()
     kept: dict[str, int] = {}
-    out = []
+    out: list[dict[str, Any]] = []
     for step, row in run_samples(run_dir):
         if row["reward"] < min_reward or not _usable(row, include_unfinished):
             continue
@@ -104,7 +104,7 @@ def dpo_rows(
         if row["response"] not in responses:
             responses.append(row["response"])
         answers.setdefault(row["prompt"], row.get("answer"))
-    out = []
+    out: list[dict[str, Any]] = []
     for prompt, chosen in good.items():
         rejected = bad.get(prompt, [])
         for c, r in list(zip(chosen, rejected, strict=False))[:per_prompt]:

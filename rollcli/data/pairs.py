@@ -59,26 +59,25 @@ def _split_last_reply(messages: list[dict[str, str]]) -> tuple[Messages, str] | 
     return tuple(messages[:-1]), messages[-1]["content"]
 
 
+def _messages(value: Any) -> Messages:
+    """A prompt given as text (one user turn) or as a message list."""
+    if isinstance(value, str):
+        return ({"role": "user", "content": value},)
+    return tuple({"role": str(m["role"]), "content": str(m["content"])} for m in value)
+
+
 def pair_from_row(row: dict[str, Any], row_id: str) -> PreferencePair | None:
     """One pair from any supported row format; None when the row is unusable (no final
     assistant turns, or transcripts whose shared part differs)."""
     chosen, rejected = row["chosen"], row["rejected"]
-    if isinstance(chosen, str) and isinstance(rejected, str) and "prompt" not in row:
-        if "messages" in row:
-            prompt = tuple({"role": m["role"], "content": m["content"]} for m in row["messages"])
-            return PreferencePair(row_id, prompt, chosen, rejected)
+    prompt = row.get("prompt", row.get("messages"))
+    if isinstance(chosen, str) and isinstance(rejected, str):
+        if prompt is not None:  # {prompt | messages, chosen, rejected}
+            return PreferencePair(row_id, _messages(prompt), chosen, rejected)
         chosen, rejected = parse_hh_transcript(chosen), parse_hh_transcript(rejected)
-    elif isinstance(chosen, str) and isinstance(rejected, str):
-        prompt = row["prompt"]
-        msgs = (
-            tuple({"role": m["role"], "content": m["content"]} for m in prompt)
-            if isinstance(prompt, list)
-            else ({"role": "user", "content": str(prompt)},)
-        )
-        return PreferencePair(row_id, msgs, chosen, rejected)
-    else:
-        prefix = list(row.get("prompt") or row.get("messages") or [])
-        chosen, rejected = prefix + list(chosen), prefix + list(rejected)
+    else:  # message lists through the final assistant turn (after an optional prompt)
+        prefix = list(_messages(prompt)) if prompt is not None else []
+        chosen, rejected = prefix + list(_messages(chosen)), prefix + list(_messages(rejected))
     a, b = _split_last_reply(chosen), _split_last_reply(rejected)
     if a is None or b is None or a[0] != b[0]:
         return None

@@ -44,7 +44,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def split_rows(rows: list[Any], val_size: int, source: str) -> tuple[list[Any], list[Any]]:
+def hold_out_last(rows: list[Any], val_size: int, source: str) -> tuple[list[Any], list[Any]]:
     """(train, validation): the last `val_size` rows are held out."""
     if len(rows) <= val_size:
         raise DataError(

@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 from rollcli.config.sections import DataConfig
-from rollcli.data.chat import ChatExample, chat_examples_from_rows, examples_from_prompts
+from rollcli.data.chat import (
+    ChatExample,
+    chat_examples_from_rows,
+    examples_from_prompts,
+    tokenize_chat,
+)
 from rollcli.data.packing import Sample
 from rollcli.data.pairs import PreferencePair, pairs_from_rows, tokenize_pair, verifiable_pairs
 from rollcli.data.prompts import DataError
-from rollcli.data.rows import read_rows, split_rows
+from rollcli.data.rows import hold_out_last, read_rows
 from rollcli.pipelines.rlvr_data import load_prompt_sets
 
 TokenizedPair = tuple[list[int], list[int], list[int]]  # prompt, chosen, rejected ids
@@ -27,7 +32,7 @@ def load_chat_sets(data: DataConfig, seed: int) -> tuple[list[ChatExample], list
                 read_rows(data.val_path), data.val_path, data.system_prompt
             )
             return train, val
-        return split_rows(train, data.val_size, data.train_path)
+        return hold_out_last(train, data.val_size, data.train_path)
     train, val = load_prompt_sets(data, seed)
     return examples_from_prompts(train), examples_from_prompts(val)
 
@@ -47,7 +52,7 @@ def load_pair_sets(
                 read_rows(data.val_path), data.val_path, data.system_prompt
             )
             return train, val, skipped + skipped_val
-        train, val = split_rows(train, data.val_size, data.train_path)
+        train, val = hold_out_last(train, data.val_size, data.train_path)
         return train, val, skipped
     train, val = load_prompt_sets(data, seed)
     return verifiable_pairs(train, seed), verifiable_pairs(val, seed + 1), 0
@@ -60,8 +65,6 @@ def tokenize_chats(
 ) -> tuple[list[Sample], int]:
     """Token ids and loss masks of every example, and how many were cut to `max_tokens`.
     An example left with no assistant token after the cut is an error."""
-    from rollcli.data.chat import tokenize_chat
-
     samples, cut = [], 0
     for ex in examples:
         ids, mask, truncated = tokenize_chat(tokenizer, ex.messages, max_tokens)

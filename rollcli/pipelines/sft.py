@@ -37,7 +37,7 @@ class SFTPipeline:
         self.run_id = run_id
         self.model_path = model_path
         self.ctl = RunControl(cfg, run, display)
-        self.clusters: Cluster | None = None
+        self.clusters: list[Cluster] | None = None
 
     # the launcher sets `tracker` and reads `stopped_early`; RunControl keeps both
     @property
@@ -80,8 +80,9 @@ class SFTPipeline:
         self.ctl.ui.phase("starting workers")
         resources, threads = heavy_resources(self.cfg, 1)
         kwargs = trainer_kwargs(self.cfg, self.model_path, threads)
-        self.clusters = Cluster("actor_train", SFTTrainWorker, 1, resources, kwargs)
-        self.ctl.started([self.clusters])
+        self.actor = Cluster("actor_train", SFTTrainWorker, 1, resources, kwargs)
+        self.clusters = [self.actor]
+        self.ctl.started(self.clusters)
 
     # ---- the loop --------------------------------------------------------------------
     def train(self, start_step: int = 0) -> dict[str, Any]:
@@ -127,7 +128,7 @@ class SFTPipeline:
         batch = sequence_batch(samples, self.pad_id, cfg.sft.max_tokens, cfg.sft.packing)
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        out = self.clusters.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)[0]
+        out = self.actor.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)[0]
         real = int(batch["length"].sum())
         return {
             "step": step,
@@ -142,14 +143,14 @@ class SFTPipeline:
         cfg = self.cfg
         self.ctl.phase("validate")
         t0 = time.perf_counter()
-        out = self.clusters.call(
+        out = self.actor.call(
             "eval_loss", self.val_batch, micro_batch_size=cfg.train.micro_batch_size
         )[0]
         metrics = {"val/loss": out["loss"], "val/perplexity": math.exp(min(out["loss"], 50.0))}
         if self.val_examples:
             r = cfg.rollout
             acc = answer_accuracy(
-                self.clusters,
+                self.actor,
                 self.val_examples,
                 self.val_prompt_ids,
                 max_new_tokens=r.val_max_new_tokens or r.max_new_tokens,
