@@ -18,6 +18,21 @@ RewardFn = Callable[..., float | dict[str, Any]]
 # name -> "module:function", imported lazily so listing rewards stays cheap.
 BUILTIN_REWARDS: dict[str, str] = {
     "math": "rollcli.rewards.math_rule:math_reward",
+    "code": "rollcli.rewards.code:code_reward",
+    "ifeval": "rollcli.rewards.ifeval.reward:ifeval_reward",
+    "judge": "rollcli.rewards.judge.http:judge_reward",
+    "judge_local": "rollcli.rewards.judge.local:local_judge_reward",
+    "mix": "rollcli.rewards.mix:mix_reward",
+}
+
+# The sample fields each built-in reward reads besides `response`; "a|b" means either.
+BUILTIN_FIELDS: dict[str, tuple[str, ...]] = {
+    "math": ("answer",),
+    "code": ("tests|answer",),
+    "ifeval": ("constraints|answer",),
+    "judge": (),
+    "judge_local": (),
+    "mix": ("tag",),
 }
 
 
@@ -44,3 +59,22 @@ def load_reward_fn(ref: str) -> RewardFn:
     if not callable(fn):
         raise RewardNotFoundError(f"reward.fn = {ref!r}: {module_name!r} has no function {attr!r}")
     return fn
+
+
+def required_fields(ref: str, fn: RewardFn) -> tuple[str, ...]:
+    """Fields a sample needs for reward `ref` ("a|b": either), besides `response`.
+
+    Built-ins list theirs; for user code they are the keyword-only parameters without a
+    default (`def score(response, answer, *, tests): ...` needs `tests`).
+    """
+    if ref in BUILTIN_FIELDS:
+        return BUILTIN_FIELDS[ref]
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(
+        p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is inspect.Parameter.empty
+    )

