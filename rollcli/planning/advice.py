@@ -20,20 +20,40 @@ from rollcli.planning.request import INFER_ROLES, TRAIN_ROLES, PlanInput, RoleRe
 if TYPE_CHECKING:
     from rollcli.planning.planner import Plan
 
-# Field of RoleRequest -> the recipe key (an override `key=value`) that sets it.
+# Field of RoleRequest -> the recipe key (an override `key=value`) that sets it; a role's
+# placement and parallel layout live under `devices.<role>` (config/sections.py).
 RECIPE_KEYS: dict[str, str] = {
     "strategy": "{role}.strategy",
-    "zero_stage": "{role}.zero_stage",
-    "offload_optimizer": "{role}.offload_optimizer",
-    "offload_params": "{role}.offload_params",
+    "zero_stage": "devices.{role}.zero_stage",
+    "offload_optimizer": "devices.{role}.offload_optimizer",
+    "offload_params": "devices.{role}.offload_params",
     "grad_checkpointing": "{role}.grad_checkpointing",
     "micro_batch": "{role}.micro_batch",
-    "tp": "{role}.tp",
-    "offload_when_idle": "{role}.offload_when_idle",
-    "gpu_memory_utilization": "{role}.gpu_memory_utilization",
-    "max_num_seqs": "{role}.max_num_seqs",
-    "device_mapping": "{role}.device_mapping",
+    "tp": "devices.{role}.tp",
+    "offload_when_idle": "devices.{role}.offload_when_idle",
+    "gpu_memory_utilization": "devices.{role}.gpu_memory_utilization",
+    "max_num_seqs": "devices.{role}.max_num_seqs",
+    "device_mapping": "devices.{role}.device_mapping",
 }
+# Knobs that other recipe sections own, per role.
+ROLE_KEYS: dict[tuple[str, str], str] = {
+    ("strategy", "actor_train"): "train.strategy",
+    ("strategy", "actor_infer"): "rollout.engine",
+    ("micro_batch", "actor_train"): "train.micro_batch_size",
+    ("micro_batch", "reference"): "train.micro_batch_size",
+    ("micro_batch", "critic"): "critic.micro_batch_size",
+    ("grad_checkpointing", "actor_train"): "train.gradient_checkpointing",
+}
+
+
+def recipe_key(field: str, role: str) -> str:
+    """The recipe key that sets `field` of `role`.
+
+    >>> recipe_key("zero_stage", "actor_train"), recipe_key("micro_batch", "actor_train")
+    ('devices.actor_train.zero_stage', 'train.micro_batch_size')
+    """
+    return ROLE_KEYS.get((field, role)) or RECIPE_KEYS[field].format(role=role)
+
 
 Assess = Callable[[PlanInput], "Plan"]
 Step = tuple[str, PlanInput]  # (what to do, the request after doing it)
@@ -104,7 +124,7 @@ def _failing(plan: Plan) -> set[str]:
 def _key(field: str, role: str, value: object) -> str:
     if isinstance(value, bool):
         value = str(value).lower()
-    return f"`{RECIPE_KEYS[field].format(role=role)}={value}`"
+    return f"`{recipe_key(field, role)}={value}`"
 
 
 def _with(inp: PlanInput, role: str, **changes: object) -> PlanInput:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -10,6 +11,9 @@ from rollcli.planning.devices import format_indices
 from rollcli.planning.planner import DevicePlan, Plan
 
 _COLUMNS = ("weights", "grads", "optimizer", "activations", "kv_cache", "total")
+# Short headers and role names keep both tables readable in an 80-column terminal.
+_HEADERS = {"optimizer": "optim", "activations": "activ", "kv_cache": "kv"}
+SHORT_ROLES = {"actor_train": "train", "actor_infer": "infer", "reference": "ref"}
 
 
 def render_plan(plan: Plan) -> Group:
@@ -19,7 +23,7 @@ def render_plan(plan: Plan) -> Group:
     device at its peak phase.
     """
     parts: list = [_table(plan), _roles_table(plan), _verdict(plan)]
-    parts += _section("problems", plan.problems, "red")
+    parts += _section("problems", merge_gpu_lines(plan.problems), "red")
     parts += _section("advice", plan.advice, "yellow", numbered=True)
     parts += _section("notes", plan.notes, "dim")
     return Group(*parts)
@@ -27,29 +31,77 @@ def render_plan(plan: Plan) -> Group:
 
 def _table(plan: Plan) -> Table:
     title = f"{plan.model_name} · {plan.mode}" if plan.model_name else plan.mode
-    table = Table(title=title, title_justify="left")
-    table.add_column("device")
-    table.add_column("roles")
+    title += " · GiB per device at its peak (* the role computing then)"
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("device", no_wrap=True)
+    table.add_column("roles", overflow="fold", min_width=10)
     for name in _COLUMNS:
-        table.add_column(name.replace("_", " "), justify="right")
-    table.add_column("capacity", justify="right")
+        table.add_column(_HEADERS.get(name, name), justify="right", no_wrap=True)
+    table.add_column("cap", justify="right")
     table.add_column("use", justify="right")
     for label, device in _grouped(plan.devices):
         cells = [_gib(device.memory_bytes[name]) for name in _COLUMNS]
-        roles = ", ".join(device.roles) or "-"
-        if len(device.roles) > 1 and device.peak_role and device.id != "cpu":
-            roles += f" (peak: {device.peak_role})"
+        names = [
+            _short(r) + ("*" if r == device.peak_role and len(device.roles) > 1 else "")
+            for r in device.roles
+        ]
+        roles = " ".join(names) or "-"
         table.add_row(label, roles, *cells, _gib(device.capacity_bytes), _use(device))
     return table
 
 
+def _short(role: str) -> str:
+    return SHORT_ROLES.get(role, role)
+
+
+def merge_gpu_lines(lines: list[str]) -> list[str]:
+    """ "GPU 0 needs X ...", "GPU 1 needs X ..." (same text) become "GPU 0-1 need X ..."."""
+    merged: dict[str, list[int]] = {}
+    out: list[str] = []
+    for line in lines:
+        head, _, rest = line.partition(" needs ")
+        if head.startswith("GPU ") and head[4:].isdigit() and rest:
+            if rest not in merged:
+                merged[rest] = []
+                out.append(rest)
+            merged[rest].append(int(head[4:]))
+        else:
+            out.append(line)
+    return [
+        (
+            f"GPU {format_indices(merged[line])} needs {line}"
+            if len(merged[line]) == 1
+            else f"GPU {format_indices(merged[line])} each need "
+            + line.replace(" its peak", " their peak").replace(" but has ", " but have ")
+        )
+        if line in merged
+        else line
+        for line in out
+    ]
+
+
 def _roles_table(plan: Plan) -> Table:
     """Per role, one rank's memory while it computes and what it leaves while idle."""
-    table = Table(title="per rank, by role (GiB)", title_justify="left")
+    table = Table(
+        title="per rank, by role (GiB)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for name in ("role", "devices", "layout", *_COLUMNS[:-1], "active", "idle"):
+        text = name in ("role", "devices", "layout")
         table.add_column(
-            name.replace("_", " "),
-            justify="left" if name in ("role", "devices", "layout") else "right",
+            _HEADERS.get(name, name),
+            justify="left" if text else "right",
+            overflow="fold" if text else "ellipsis",
+            no_wrap=not text,
         )
     shared = {r for d in plan.devices if len(d.roles) > 1 for r in d.roles}
     for role, mem in plan.role_memory.items():
@@ -58,7 +110,7 @@ def _roles_table(plan: Plan) -> Table:
         devices = "host" if where == "cpu" else format_indices(where)
         cells = [_gib(mem.active.as_dict()[name]) for name in _COLUMNS[:-1]]
         table.add_row(
-            role,
+            _short(role),
             devices,
             plan.layouts.get(role, ""),
             *cells,

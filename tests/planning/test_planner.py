@@ -103,7 +103,7 @@ def test_advice_raises_zero_stage_first():
         )
     )
     assert not plan.fits
-    assert "`actor_train.zero_stage=3`" in plan.advice[0]
+    assert "`devices.actor_train.zero_stage=3`" in plan.advice[0]
     assert plan.advice[-1].endswith("fits")
 
 
@@ -117,13 +117,13 @@ def test_advice_for_resident_colocated_neighbours():
     plan = make_plan(inp)
     assert not plan.fits
     assert plan.advice == [
-        "offload this role while its GPU neighbours compute: `reference.offload_when_idle=true` → fits"
+        "offload this role while its GPU neighbours compute: `devices.reference.offload_when_idle=true` → fits"
     ]
     # Without the offload step, the ladder lowers gpu_memory_utilization: the highest
     # 0.05 step under (79.6 GiB − 14.2 GiB reference weights) / 79.6 GiB ≈ 0.82.
     steps = list(advice._inference(inp, assess(inp), assess))
     texts = [text for text, _ in steps]
-    assert any("`actor_infer.gpu_memory_utilization=0.8`" in t for t in texts)
+    assert any("`devices.actor_infer.gpu_memory_utilization=0.8`" in t for t in texts)
 
 
 def test_to_json_keys():

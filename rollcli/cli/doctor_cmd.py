@@ -1,0 +1,150 @@
+"""`roll doctor [RECIPE] [key=value ...]`: what this machine can run, and what a recipe lacks.
+
+Quick and never crashing on a missing package: backends are found (not imported) and their
+versions read from package metadata; GPUs come from `nvidia-smi -L`; the sandbox's
+isolation layers from `rollcli.rewards.sandbox.detect_isolation()`; Ray processes left by a
+killed run (raylet, gcs_server, dashboard / runtime-env agents whose driver is gone, so they
+hang off init) are listed with the command that ends them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rollcli.cli.errors import user_errors
+
+out = Console()
+
+RAY_DAEMONS = ("raylet", "gcs_server", "dashboard_agent", "runtime_env_agent", "dashboard.py")
+ROOT_PIDS = (0, 1)
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    cmdline: str
+
+
+def read_processes(proc: Path = Path("/proc")) -> list[Proc]:
+    """Every process's pid, parent and command line (Linux /proc; empty elsewhere)."""
+    procs = []
+    for entry in proc.glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        procs.append(Proc(int(entry.name), ppid, cmd.strip()))
+    return procs
+
+
+def orphaned_ray(procs: list[Proc], *, subreapers: set[int] | None = None) -> list[Proc]:
+    """Ray daemons whose driver is gone: a driver's `ray.init()` starts them as its children,
+    so once it dies they are re-parented to init (or a subreaper). `ray start` clusters look
+    the same; the listing says so.
+
+    >>> orphaned_ray([Proc(7, 1, "/x/raylet --node"), Proc(8, 7, "python dashboard_agent.py")])
+    [Proc(pid=7, ppid=1, cmdline='/x/raylet --node')]
+    """
+    roots = set(ROOT_PIDS) | (subreapers or set())
+    alive = {p.pid for p in procs}
+    return [
+        p
+        for p in procs
+        if any(d in p.cmdline for d in RAY_DAEMONS) and (p.ppid in roots or p.ppid not in alive)
+    ]
+
+
+def visible_gpus() -> list[str]:
+    """`nvidia-smi -L` lines (no torch import); empty without a driver."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line for line in res.stdout.splitlines() if line.startswith("GPU")]
+
+
+def doctor(
+    recipe: str = typer.Argument(None, help="A recipe to check (name, prefix or YAML file)."),
+    overrides: list[str] = typer.Argument(None, help="Overrides as key.path=value."),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs the run would use (default: recipe's)."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+) -> None:
+    """Check backends, GPUs, sandbox and leftover Ray processes (and what RECIPE lacks).
+
+    With a RECIPE: what its run needs that is missing here, with the install command."""
+    from rollcli.planning.backends import BACKENDS, is_installed, version_of
+
+    table = Table(title="backends", title_justify="left")
+    for col in ("backend", "version", "install"):
+        table.add_column(col)
+    for b in BACKENDS.values():
+        found = is_installed(b)
+        version = (version_of(b) or "?") if found else "[red]missing[/]"
+        note = b.install if not found else ("GPU only" if b.gpu_only else "")
+        table.add_row(b.name, version, note)
+    out.print(table)
+
+    gpu_lines = visible_gpus()
+    out.print(f"GPUs visible: {len(gpu_lines)}" + "".join(f"\n  {g}" for g in gpu_lines))
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        out.print(f"  CUDA_VISIBLE_DEVICES={cvd!r}")
+    _sandbox()
+    _orphans()
+    if recipe:
+        with user_errors(debug):
+            _recipe(recipe, overrides or [], gpus)
+
+
+def _sandbox() -> None:
+    try:
+        from rollcli.rewards.sandbox import detect_isolation
+
+        layers = detect_isolation()
+    except Exception as exc:  # the probe must never take doctor down
+        out.print(f"sandbox isolation: [yellow]could not probe[/] ({type(exc).__name__}: {exc})")
+        return
+    on = [k for k, v in layers.items() if v and k != "strong"]
+    off = [k for k, v in layers.items() if not v and k != "strong"]
+    verdict = "[green]strong[/]" if layers.get("strong") else "[yellow]weak[/]"
+    out.print(f"sandbox isolation: {verdict}; on: {', '.join(on) or '-'}; off: {', '.join(off)}")
+
+
+def _orphans() -> None:
+    orphans = orphaned_ray(read_processes())
+    if not orphans:
+        out.print("Ray processes without a driver: none")
+        return
+    out.print(f"[yellow]Ray processes without a live driver: {len(orphans)}[/] (a killed run, or")
+    out.print("a `ray start` cluster you keep on purpose):")
+    for p in orphans:
+        out.print(f"  {p.pid}  {p.cmdline[:100]}")
+    out.print("  end them with: " + "kill " + " ".join(str(p.pid) for p in orphans))
+
+
+def _recipe(recipe: str, overrides: list[str], gpus: int | None) -> None:
+    from rollcli.config.loader import load_recipe
+    from rollcli.planning.backends import missing_backends
+
+    cfg, source = load_recipe(recipe, overrides, {"resources.gpus": gpus})
+    missing = missing_backends(cfg, gpus=cfg.resources.gpus)
+    if not missing:
+        out.print(f"recipe {cfg.name}: [green]everything it needs is here[/]")
+        return
+    out.print(f"recipe {cfg.name}: [red]{len(missing)} missing[/]")
+    for line in missing:
+        out.print(f"  - {line}")
+    raise typer.Exit(1)

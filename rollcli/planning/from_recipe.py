@@ -1,0 +1,213 @@
+"""Build a `PlanInput` from a validated recipe, and the pre-launch check `roll train` runs.
+
+The only place where planning reads a recipe: `roll plan` and `roll train` call
+`recipe_plan_input`, so both plan the same run. Imports neither torch nor Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rollcli.config.errors import ConfigError
+from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
+from rollcli.planning.devices import PlanError, gpu_memory
+from rollcli.planning.request import PlanInput, RoleRequest
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
+    from rollcli.config.sections import RolePlacement
+    from rollcli.planning.planner import Plan
+
+MODEL_ROLES = ("actor_train", "actor_infer", "reference", "critic")
+
+
+def host_memory_bytes() -> int | None:
+    """This machine's RAM (the capacity of a CPU plan), None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def model_spec(ref: str) -> ModelSpec:
+    """A registry name, or a local Hugging Face folder read from its config.json."""
+    if ref in MODELS:
+        return MODELS[ref]
+    config = Path(ref).expanduser() / "config.json"
+    if config.is_file():
+        return spec_from_config(json.loads(config.read_text(encoding="utf-8")), name=ref)
+    try:
+        return get_model_spec(ref)
+    except KeyError as err:
+        raise ConfigError(
+            f"cannot plan model {ref!r}: {err.args[0]}; or give a folder with a config.json"
+        ) from None
+
+
+def spec_from_config(c: dict, *, name: str) -> ModelSpec:
+    """The planning numbers of a Hugging Face `config.json` (llama/qwen-style decoders)."""
+    heads = c["num_attention_heads"]
+    return ModelSpec(
+        name=name,
+        hf_id="",
+        source="local",
+        architecture=c.get("model_type", "llama"),
+        num_layers=c["num_hidden_layers"],
+        hidden_size=c["hidden_size"],
+        intermediate_size=c.get("intermediate_size", 4 * c["hidden_size"]),
+        num_attention_heads=heads,
+        num_kv_heads=c.get("num_key_value_heads") or heads,
+        head_dim=c.get("head_dim") or c["hidden_size"] // heads,
+        vocab_size=c["vocab_size"],
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
+        max_position_embeddings=c.get("max_position_embeddings", 2048),
+        num_experts=c.get("num_experts", 0) or 0,
+        num_experts_per_token=c.get("num_experts_per_tok", 0) or 0,
+        moe_intermediate_size=c.get("moe_intermediate_size", 0) or 0,
+    )
+
+
+def _roles(cfg: RecipeConfig) -> list[str]:
+    if cfg.pipeline == "sft":
+        return ["actor_train"]
+    if cfg.pipeline in ("dpo", "distill"):  # distill: the teacher runs as reference
+        return ["actor_train", "reference"]
+    roles = ["actor_train", "actor_infer"]
+    roles += ["reference"] if cfg.needs_reference else []
+    roles += ["critic"] if cfg.needs_critic else []
+    roles += ["env"] if cfg.pipeline == "agentic" else []
+    return roles
+
+
+def _seq_len(cfg: RecipeConfig) -> int:
+    if cfg.pipeline == "sft":
+        return cfg.sft.max_tokens
+    if cfg.pipeline == "distill":
+        return cfg.distill.max_tokens
+    if cfg.pipeline == "dpo":
+        return cfg.data.max_prompt_tokens + cfg.dpo.max_response_tokens
+    return cfg.data.max_prompt_tokens + cfg.rollout.max_new_tokens
+
+
+def _default_mapping(role: str, gpus: int, async_mode: bool) -> str:
+    if gpus == 0 or role not in MODEL_ROLES:
+        return "cpu"
+    if async_mode and gpus > 1:  # rollout beside training: split the GPUs
+        half = gpus // 2
+        return f"0-{half - 1}" if role != "actor_infer" else f"{half}-{gpus - 1}"
+    return f"0-{gpus - 1}"
+
+
+def _infer_strategy(engine: str, on_cpu: bool) -> str:
+    if engine != "auto":
+        return engine
+    if on_cpu:
+        from rollcli.strategies.infer_engines import vllm_available
+
+        return "vllm" if vllm_available() else "hf"
+    return "vllm"
+
+
+def _async(cfg: RecipeConfig, gpus: int) -> bool:
+    """Rollout beside training: `devices.async_mode`, or async rollout on GPUs (on a CPU the
+    roles share the cores and take turns, so no placement changes)."""
+    return cfg.devices.async_mode or (gpus > 0 and cfg.rollout.max_staleness > 0)
+
+
+def _request(cfg: RecipeConfig, role: str, gpus: int) -> RoleRequest:
+    place: RolePlacement = getattr(cfg.devices, role)
+    on_cpu = gpus == 0
+    mapping = place.device_mapping
+    if mapping is None:
+        mapping = _default_mapping(role, gpus, _async(cfg, gpus))
+    strategy = None
+    micro_batch = cfg.train.micro_batch_size
+    grad_ckpt = cfg.train.gradient_checkpointing
+    max_num_seqs = place.max_num_seqs
+    if role == "actor_train":
+        strategy = cfg.train.strategy
+    elif role == "critic":
+        strategy, micro_batch = "hf", cfg.critic.micro_batch_size
+    elif role == "actor_infer":
+        strategy = _infer_strategy(cfg.rollout.engine, on_cpu)
+        if on_cpu:  # the hf engine generates a worker's whole share of the batch at once
+            workers = cfg.rollout.num_workers
+            max_num_seqs = -(-cfg.rollout.batch_size // workers)
+    return RoleRequest(
+        role=role,
+        device_mapping=mapping,
+        strategy=strategy,
+        tp=place.tp,
+        pp=place.pp,
+        zero_stage=place.zero_stage,
+        offload_optimizer=place.offload_optimizer,
+        offload_params=place.offload_params,
+        micro_batch=micro_batch,
+        seq_len=_seq_len(cfg),
+        grad_checkpointing=grad_ckpt,
+        gpu_memory_utilization=place.gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        param_bytes=4 if on_cpu else 2,  # fp32 on CPU, bf16 on GPU
+        offload_when_idle=place.offload_when_idle,
+    )
+
+
+def recipe_plan_input(
+    cfg: RecipeConfig,
+    *,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    gpu_kind: str | None = None,
+    gpu_mem_gib: float | None = None,
+) -> PlanInput:
+    """The plan request of `cfg`; flags (the CLI's --gpus, ...) win over the recipe."""
+    num_gpus = cfg.resources.gpus if gpus is None else gpus
+    num_nodes = nodes or cfg.devices.nodes
+    mem_gib = gpu_mem_gib if gpu_mem_gib is not None else cfg.devices.gpu_mem_gib
+    try:
+        capacity = gpu_memory(f"{mem_gib}GiB" if mem_gib else (gpu_kind or cfg.devices.gpu_kind))
+    except PlanError as err:
+        raise ConfigError(f"devices.gpu_kind: {err}") from None
+    return PlanInput(
+        model=model_spec(cfg.model),
+        num_gpus=num_gpus,
+        num_nodes=num_nodes,
+        gpus_per_node=cfg.devices.num_gpus_per_node,
+        gpu_memory_bytes=capacity,
+        roles=[_request(cfg, role, num_gpus) for role in _roles(cfg)],
+        async_mode=_async(cfg, num_gpus),
+        # A CPU run is judged against this machine; a GPU cluster's nodes are not this one.
+        host_memory_bytes=host_memory_bytes() if num_gpus == 0 else None,
+    )
+
+
+def plan_recipe(cfg: RecipeConfig, **flags: object) -> Plan:
+    """`make_plan` of the recipe; a request that cannot work is a ConfigError naming the key."""
+    from rollcli.planning.planner import make_plan
+
+    inp = recipe_plan_input(cfg, **flags)  # type: ignore[arg-type]
+    try:
+        return make_plan(inp)
+    except PlanError as err:
+        raise ConfigError(f"devices: {err}") from None
+
+
+def check_plan(cfg: RecipeConfig) -> Plan:
+    """The pre-launch check of `roll train`: raise (with the advice) if the run cannot fit."""
+    plan = plan_recipe(cfg)
+    if plan.fits:
+        return plan
+    from rollcli.planning.render import merge_gpu_lines
+
+    gpus = cfg.resources.gpus
+    where = "the host" if plan.mode == "cpu" else f"{gpus} GPU(s)"
+    problems = "; ".join(merge_gpu_lines(plan.problems))
+    lines = [f"the plan for {cfg.model} on {where} does not fit: {problems}"]
+    if plan.advice:
+        lines.append("what to change: " + " | ".join(plan.advice))
+    flags = f" --model {cfg.model}" + (f" --gpus {gpus}" if gpus else "")
+    lines.append(f"`roll plan {cfg.name}{flags}` shows the whole plan")
+    raise ConfigError(". ".join(lines))

@@ -1,0 +1,236 @@
+"""The `deepspeed` training strategy: ZeRO stages 1-3, optional optimizer/parameter offload.
+
+An optional extra (`pip install roll-rl[deepspeed]`, built with `DS_BUILD_OPS=0`), imported
+only when a recipe picks it. Three traps are handled here:
+
+* its first `initialize` JIT-compiles a shared-memory comm op (35-85 s) unless
+  `deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"]` is False, which we set;
+* its own fused/CPU Adam compiles for minutes, so we hand it torch's AdamW
+  (`zero_allow_untested_optimizer`, `zero_force_ds_cpu_optimizer: false`);
+* it wants a torch.distributed process group even for one rank: gloo on CPU, nccl on GPU.
+
+`DeepSpeedTrainer.update` has the `HFTrainer.update` contract (epochs x mini-batches x
+micro-batches with a caller-given loss) so workers switch strategy without other changes.
+With N ranks each rank trains on its 1/N of every mini-batch (data parallel).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rollcli.data.batch import Batch
+from rollcli.data.micro_batch import length_sorted_micro_batches
+from rollcli.strategies.hf_train import LossFn, MicroBatchFn, _warmup_constant
+
+CHECKPOINT_DIR = "deepspeed"  # inside a run's checkpoints/step-N/
+CHECKPOINT_TAG = "state"
+INSTALL_HINT = 'DS_BUILD_OPS=0 pip install "roll-rl[deepspeed]"'
+
+
+class StrategyUnavailableError(RuntimeError):
+    """A training or inference backend that is not installed or cannot run on this machine."""
+
+
+def import_deepspeed() -> Any:
+    """Import deepspeed with its JIT shared-memory op switched off; a clear error if absent."""
+    try:
+        import deepspeed
+        import deepspeed.ops
+    except ImportError as err:
+        raise StrategyUnavailableError(
+            f"train.strategy deepspeed needs the deepspeed package ({err}); install it with "
+            f"`{INSTALL_HINT}` or use train.strategy=hf"
+        ) from None
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    return deepspeed
+
+
+def deepspeed_config(
+    *,
+    zero_stage: int,
+    grad_clip: float | None,
+    offload_optimizer: bool = False,
+    offload_params: bool = False,
+    bf16: bool = False,
+) -> dict[str, Any]:
+    """The DeepSpeed config dict. Batch sizes are 1 and accumulation is ours (see update).
+
+    >>> deepspeed_config(zero_stage=2, grad_clip=1.0)["zero_optimization"]["stage"]
+    2
+    """
+    if zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_stage must be 0-3, got {zero_stage}")
+    if offload_optimizer and zero_stage < 1:
+        raise ValueError("offload_optimizer needs zero_stage >= 1")
+    if offload_params and zero_stage != 3:
+        raise ValueError("offload_params needs zero_stage 3")
+    zero: dict[str, Any] = {"stage": zero_stage}
+    if offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}
+    if offload_params:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}
+    return {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": float(grad_clip) if grad_clip is not None else 0.0,
+        "zero_optimization": zero,
+        "zero_allow_untested_optimizer": True,
+        "zero_force_ds_cpu_optimizer": False,
+        "bf16": {"enabled": bf16},
+        "steps_per_print": 1 << 30,
+        "wall_clock_breakdown": False,
+    }
+
+
+def init_process_group(rank: int, world_size: int, master_addr: str, master_port: int) -> None:
+    """torch.distributed for DeepSpeed: gloo on CPU, nccl on GPU (env:// rendezvous)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    os.environ.update(
+        MASTER_ADDR=master_addr,
+        MASTER_PORT=str(master_port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank % max(1, torch.cuda.device_count() or 1)),
+        WORLD_SIZE=str(world_size),
+    )
+    deepspeed = import_deepspeed()
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DeepSpeedTrainer:
+    """A Hugging Face model wrapped in a DeepSpeed engine with torch's AdamW."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        weight_decay: float = 0.0,
+        warmup_steps: int = 0,
+        grad_clip: float | None = 1.0,
+        zero_stage: int = 2,
+        offload_optimizer: bool = False,
+        offload_params: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+        master_addr: str = "127.0.0.1",
+        master_port: int | None = None,
+    ) -> None:
+        deepspeed = import_deepspeed()
+        init_process_group(rank, world_size, master_addr, master_port or free_port())
+        self.rank, self.world_size, self.zero_stage = rank, world_size, zero_stage
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_constant(warmup_steps))
+        config = deepspeed_config(
+            zero_stage=zero_stage,
+            grad_clip=grad_clip,
+            offload_optimizer=offload_optimizer,
+            offload_params=offload_params,
+            bf16=torch.cuda.is_available() and model.dtype == torch.bfloat16,
+        )
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config
+        )
+        # Forward passes go through the engine: under ZeRO-3 its forward advances the
+        # micro-step counter that makes gradients accumulate instead of overwrite.
+        self.model = self.engine
+        self._deepspeed = deepspeed
+
+    def update(
+        self,
+        batch: Batch,
+        *,
+        loss_fn: LossFn,
+        mini_batch_size: int | None,
+        micro_batch_size: int,
+        epochs: int = 1,
+        micro_batches: MicroBatchFn = length_sorted_micro_batches,
+    ) -> dict[str, float]:
+        """As `HFTrainer.update`; each rank takes its share of every mini-batch.
+
+        Gradient accumulation is ours: micro-batch losses are weighted by their share of
+        the mini-batch and the engine steps at the boundary we set. Under ZeRO-3 every
+        rank must run the same number of micro-batches (the gathers are collective), so
+        mini-batches should divide evenly over ranks.
+        """
+        self.engine.train()
+        mini = mini_batch_size or len(batch)
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        grad_norms: list[float] = []
+        for _ in range(epochs):
+            for mini_batch in batch.split(mini):
+                mine = self._my_share(mini_batch)
+                micros = micro_batches(mine, micro_batch_size)
+                for i, (_, micro) in enumerate(micros):
+                    self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
+                    loss, metrics = loss_fn(micro)
+                    self.engine.backward(loss * (len(micro) / len(mine)), scale_wrt_gas=False)
+                    self.engine.step()
+                    for k, v in metrics.items():
+                        sums[k] = sums.get(k, 0.0) + float(v)
+                        counts[k] = counts.get(k, 0) + 1
+                norm = self.engine.get_global_grad_norm()
+                grad_norms.append(float(norm) if norm is not None else float("nan"))
+        out = {k: sums[k] / counts[k] for k in sums}
+        out["grad_norm"] = sum(grad_norms) / len(grad_norms)
+        out["lr"] = self.scheduler.get_last_lr()[0]
+        return out
+
+    def _my_share(self, mini_batch: Batch) -> Batch:
+        if self.world_size == 1:
+            return mini_batch
+        return mini_batch.chunk(self.world_size)[self.rank]
+
+    @contextlib.contextmanager
+    def full_weights(self) -> Iterator[torch.nn.Module]:
+        """The module with every parameter whole (ZeRO-3 gathers its partitions)."""
+        module = self.engine.module
+        if self.zero_stage != 3:
+            yield module
+            return
+        with self._deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None):
+            yield module
+
+    # ---- checkpoints: DeepSpeed's own format (model, optimizer partitions, scheduler) ----
+    def state_dict(self) -> dict[str, Any]:
+        return {"strategy": "deepspeed", "zero_stage": self.zero_stage}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("strategy") != "deepspeed":
+            raise ValueError(
+                "this checkpoint was written by the hf strategy; resume it with train.strategy=hf"
+            )
+
+    def save_checkpoint(self, folder: str | Path) -> None:
+        """Every rank writes its partition under `folder/deepspeed/state/`."""
+        self.engine.save_checkpoint(str(Path(folder) / CHECKPOINT_DIR), tag=CHECKPOINT_TAG)
+
+    def load_checkpoint(self, folder: str | Path) -> None:
+        path = Path(folder) / CHECKPOINT_DIR
+        if not (path / CHECKPOINT_TAG).is_dir():
+            raise FileNotFoundError(
+                f"{path / CHECKPOINT_TAG} is missing: this checkpoint was not written by the "
+                "deepspeed strategy"
+            )
+        loaded, _ = self.engine.load_checkpoint(str(path), tag=CHECKPOINT_TAG)
+        if loaded is None:
+            raise RuntimeError(f"deepspeed could not load the checkpoint in {path}")

@@ -1,0 +1,44 @@
+"""`roll doctor`: backends with versions from package metadata, the recipe check, and the
+orphaned-Ray-process finder on a process table."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+from rollcli.cli.doctor_cmd import Proc, orphaned_ray, read_processes
+
+runner = CliRunner()
+
+
+def test_doctor_lists_backends_and_versions() -> None:
+    res = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert version("torch") in res.output and version("ray") in res.output
+    for name in ("vllm", "deepspeed", "megatron-core", "sglang"):
+        assert name in res.output
+    assert "GPUs visible:" in res.output and "sandbox isolation:" in res.output
+
+
+def test_doctor_recipe_names_what_is_missing() -> None:
+    res = runner.invoke(app, ["doctor", "rlvr-math"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "everything it needs is here" in res.output
+    res = runner.invoke(
+        app, ["doctor", "rlvr-math", "rollout.engine=sglang"], env={"COLUMNS": "200"}
+    )
+    assert res.exit_code == 1
+    assert "rollout.engine: sglang" in res.output
+
+
+def test_orphaned_ray_processes() -> None:
+    procs = [
+        Proc(100, 50, "python train.py"),  # a live driver ...
+        Proc(101, 100, "/ray/core/src/ray/raylet/raylet --node"),  # ... owns its raylet
+        Proc(200, 1, "/ray/core/src/ray/raylet/raylet --node"),  # driver gone: re-parented
+        Proc(201, 200, "python -m ray.dashboard.agent dashboard_agent"),  # raylet's child
+        Proc(300, 999, "python runtime_env_agent.py"),  # parent no longer exists
+    ]
+    assert [p.pid for p in orphaned_ray(procs)] == [200, 300]
+    assert any(p.pid == 1 or p.ppid == 0 for p in read_processes())  # /proc is read

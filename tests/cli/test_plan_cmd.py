@@ -1,0 +1,142 @@
+"""`roll plan` through the real CLI: no torch or Ray imported, tables, JSON schema, errors,
+and `roll train` refusing a plan that cannot fit before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+
+runner = CliRunner()
+GiB = 1024**3
+
+
+def test_plan_imports_no_torch_or_ray() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from rollcli.cli.app import app\n"
+        "r = CliRunner().invoke(app, ['plan', 'rlvr-math', '--model', 'qwen2.5-7b', '--gpus', '8'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in ('torch', 'ray', 'deepspeed', 'vllm') if m in sys.modules))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"
+
+
+def test_qwen25_7b_on_8_gpus_table_and_advice() -> None:
+    res = runner.invoke(
+        app, ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8"], env={"COLUMNS": "120"}
+    )
+    assert res.exit_code == 0, res.output
+    assert "qwen2.5-7b · colocated" in res.output
+    assert "GPU 0-7" in res.output and "train* infer ref" in res.output
+    # hf = plain data parallel: 16 bytes/param of model states do not fit 80 GB
+    assert "does not fit" in res.output
+    flat = " ".join(res.output.split())  # rich wraps long lines
+    assert "`devices.actor_train.zero_stage=3` and `train.strategy=deepspeed` → fits" in flat
+
+
+def test_json_schema_and_zero3_numbers() -> None:
+    args = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--gpu-kind", "h100"]
+    args += ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3", "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.output)
+    assert set(plan) == {"mode", "fits", "devices", "advice"}
+    assert plan["mode"] == "colocated" and plan["fits"] is True and plan["advice"] == []
+    assert len(plan["devices"]) == 8
+    dev = plan["devices"][0]
+    assert set(dev) == {"id", "roles", "memory_bytes", "capacity_bytes"}
+    assert set(dev["memory_bytes"]) == {
+        "weights", "grads", "optimizer", "activations", "kv_cache", "total"
+    }  # fmt: skip
+    assert dev["capacity_bytes"] == 81559 * 1024**2
+    # The peak phase is rollout: vLLM holds the whole bf16 model (2 bytes/param, tp=1) and
+    # fills 0.8 of the GPU with KV cache; the ZeRO-3 trainer (16 bytes/param / 8 GPUs =
+    # 14.2 GiB + activations) is offloaded while idle, so no grads or optimizer are there.
+    from rollcli.models.registry import get_model_spec, param_count
+
+    psi = param_count(get_model_spec("qwen2.5-7b"))
+    mem = dev["memory_bytes"]
+    cap = dev["capacity_bytes"]
+    assert mem["weights"] == 2 * psi
+    assert mem["kv_cache"] == int(0.8 * cap) - 2 * psi
+    assert mem["grads"] == mem["optimizer"] == 0
+    assert mem["total"] == int(0.8 * cap)
+
+
+def test_qwen3_30b_a3b_on_16_gpus_prints_a_table() -> None:
+    res = runner.invoke(app, ["plan", "rlvr-math", "--model", "qwen3-30b-a3b", "--gpus", "16"])
+    assert res.exit_code == 0, res.output
+    assert "GPU 0-15" in res.output and "advice:" in res.output
+
+
+def test_cpu_plan_without_flags_is_the_run_roll_train_starts() -> None:
+    res = runner.invoke(app, ["plan", "rlvr-math", "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.output)
+    assert plan["mode"] == "cpu" and plan["fits"] is True
+    (host,) = plan["devices"]
+    assert host["id"] == "cpu"
+    assert set(host["roles"]) == {"actor_train", "actor_infer", "reference"}
+    # fp32 on CPU: the trainer's weights alone are 4 bytes x 135M params
+    assert host["memory_bytes"]["weights"] >= 3 * 4 * 134_000_000
+
+
+def test_device_mapping_errors_name_the_key() -> None:
+    res = runner.invoke(
+        app, ["plan", "rlvr-math", "--gpus", "4", "devices.actor_infer.device_mapping=0-7"]
+    )
+    assert res.exit_code == 2
+    flat = " ".join(res.output.split())
+    assert "actor_infer.device_mapping" in flat and "--gpus 8" in flat
+    res = runner.invoke(app, ["plan", "rlvr-math", "--gpus", "4", "devices.actor_infer.tp=3"])
+    assert res.exit_code == 2 and "tp=3" in res.output
+    res = runner.invoke(
+        app,
+        ["plan", "rlvr-math", "--gpus", "8", "devices.async_mode=true",
+         "devices.actor_train.device_mapping=0-7", "devices.actor_infer.device_mapping=0-7"],
+    )  # fmt: skip
+    assert res.exit_code == 2 and "async mode" in res.output
+    res = runner.invoke(app, ["plan", "rlvr-math", "--gpus", "2", "--gpu-kind", "b300"])
+    assert res.exit_code == 2 and "unknown GPU kind" in res.output
+
+
+def test_async_mode_splits_gpus_by_default() -> None:
+    res = runner.invoke(
+        app,
+        ["plan", "rlvr-math", "--model", "qwen2.5-0.5b", "--gpus", "8", "--json",
+         "devices.async_mode=true"],
+    )  # fmt: skip
+    plan = json.loads(res.output)
+    assert plan["mode"] == "colocated"  # reference time-shares actor_train's GPUs
+    assert plan["devices"][0]["roles"] == ["actor_train", "reference"]
+    assert plan["devices"][7]["roles"] == ["actor_infer"]
+
+
+def test_train_refuses_a_plan_that_does_not_fit_before_starting(tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "200"}
+    res = subprocess.run(
+        [sys.executable, "-m", "rollcli", "train", "rlvr-math", "--model", "qwen2.5-72b",
+         "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2
+    err = " ".join(res.stderr.split())
+    assert "does not fit" in err and "roll plan rlvr-math --model qwen2.5-72b" in err
+    assert not any(tmp_path.iterdir())  # no run folder, nothing launched
+    res = subprocess.run(
+        [sys.executable, "-m", "rollcli", "train", "rlvr-math", "--model", "qwen2.5-7b",
+         "--gpus", "8", "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert "`devices.actor_train.zero_stage=3`" in " ".join(res.stderr.split())
