@@ -90,6 +90,11 @@ class AlgorithmConfig(BaseModel):
             )
         if self.value_clip is not None and self.advantage != "gae":
             raise ValueError("value_clip needs a critic: set advantage: gae or drop value_clip")
+        if self.tis_cap is not None and self.policy_loss in ("pg", "topr"):
+            raise ValueError(
+                f"tis_cap reweights the ppo, raftpp and gspo losses, not {self.policy_loss!r}; "
+                "drop tis_cap or pick one of those losses"
+            )
         if self.kl_controller == "adaptive" and self.kl_coef == 0:
             raise ValueError("kl_controller: adaptive needs kl_coef > 0 as its starting value")
         return self

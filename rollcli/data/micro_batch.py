@@ -12,7 +12,15 @@ import torch
 from rollcli.data.batch import Batch
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids")
-RESPONSE_KEYS = ("response_mask", "advantages", "returns", "old_logprobs", "ref_logprobs", "values")
+RESPONSE_KEYS = (
+    "response_mask",
+    "advantages",
+    "returns",
+    "old_logprobs",
+    "ref_logprobs",
+    "values",
+    "behaviour_logprobs",
+)
 
 
 def trim_padding(batch: Batch) -> Batch:

@@ -20,6 +20,9 @@ class WorkerResources:
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     max_concurrency: int = 1  # > 1 lets a progress() call run while a long call is busy
+    # a "monitor" concurrency group: `Cluster.poll` calls run beside a busy worker while its
+    # other calls still run one at a time, in the order they were sent
+    monitor: bool = False
 
 
 class Cluster:
@@ -35,7 +38,11 @@ class Cluster:
 
         self.name = name
         self.world_size = world_size
-        remote_cls = ray.remote(with_process_control(worker_cls))
+        self.monitor = resources.monitor
+        cls = with_process_control(worker_cls)
+        remote_cls = (
+            ray.remote(concurrency_groups={"monitor": 1})(cls) if self.monitor else ray.remote(cls)
+        )
         self.workers = []
         for rank in range(world_size):
             kwargs = init_kwargs(rank) if callable(init_kwargs) else dict(init_kwargs)
@@ -50,6 +57,25 @@ class Cluster:
 
     def call_async(self, method: str, *args: Any, **kwargs: Any) -> list:
         return [getattr(w, method).remote(*args, **kwargs) for w in self.workers]
+
+    def poll(self, method: str) -> list[Any]:
+        """Call a cheap read-only `method` on every rank, beside whatever it is running."""
+        import ray
+
+        if self.monitor:
+            return ray.get(
+                [
+                    getattr(w, method).options(concurrency_group="monitor").remote()
+                    for w in self.workers
+                ]
+            )
+        return self.call(method)
+
+    def signal(self, method: str, *args: Any) -> None:
+        """Send `method(*args)` to every rank beside whatever it is running (no waiting)."""
+        for w in self.workers:
+            m = getattr(w, method)
+            (m.options(concurrency_group="monitor") if self.monitor else m).remote(*args)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
         import ray

@@ -1,8 +1,12 @@
-"""The distillation pipeline: a student learns the teacher's next-token distributions.
+"""The distillation pipeline: a student learns from the teacher.
 
-draw samples → pack → teacher logits at the assistant tokens (teacher worker, forward
-only; top-k or full) → train the student (divergence, optionally mixed with the NLL) →
-validate (held-out KL to the teacher, NLL, greedy accuracy) → log → checkpoint
+Logit mode (same tokenizer): draw samples → pack → teacher logits at the assistant tokens
+(teacher worker, forward only; top-k or full) → train the student (divergence, optionally
+mixed with the NLL) → validate (held-out KL to the teacher, NLL, greedy accuracy).
+
+Sequence mode (any tokenizers): draw prompts → the teacher answers them → SFT the student
+on those answers → validate (the student's NLL of the teacher's greedy held-out answers,
+greedy accuracy).
 
 The recipe's `model` is the teacher. The student is `distill.student`, or a copy of the
 teacher with fewer layers built into the run folder (`student-init/`) at the first start.
@@ -23,10 +27,17 @@ from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster, worker_lost_errors
 from rollcli.pipelines.answer_check import answer_accuracy
 from rollcli.pipelines.display_protocol import Display
-from rollcli.pipelines.offline_data import generation_prompts, load_chat_sets, tokenize_chats
+from rollcli.pipelines.offline_data import (
+    generation_prompts,
+    load_chat_sets,
+    prompt_ids,
+    tokenize_chats,
+    with_answers,
+)
 from rollcli.pipelines.offline_workers import heavy_resources, trainer_kwargs
 from rollcli.pipelines.run_control import RunControl
 from rollcli.runs.run_dir import RunDir
+from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
 
@@ -42,6 +53,7 @@ class DistillPipeline:
         self.ctl = RunControl(cfg, run, display)
         self.clusters: list[Cluster] | None = None
         self.val_teacher: list[dict] | None = None  # the teacher never changes: score it once
+        self.val_batch: Batch | None = None
 
     @property
     def tracker(self) -> Any:
@@ -61,17 +73,26 @@ class DistillPipeline:
         self.ctl.ui.phase("preparing the student")
         self.student_path = str(self._student())
         tokenizer = load_tokenizer(self.student_path)
-        _check_same_tokenizer(tokenizer, load_tokenizer(self.teacher_path))
+        teacher_tokenizer = load_tokenizer(self.teacher_path)
+        self.mode = _distill_mode(d.mode, tokenizer, teacher_tokenizer)
+        self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id
         self.ctl.ui.phase("loading data")
         train, val = load_chat_sets(cfg.data, cfg.seed)
-        self.train_samples, cut = tokenize_chats(tokenizer, train, d.max_tokens)
-        val_samples, cut_val = tokenize_chats(tokenizer, val, d.max_tokens)
-        self.val_batch = sequence_batch(val_samples, self.pad_id, d.max_tokens, d.packing)
+        cut = cut_val = 0
+        if self.mode == "logits":
+            self.train_samples, cut = tokenize_chats(tokenizer, train, d.max_tokens)
+            val_samples, cut_val = tokenize_chats(tokenizer, val, d.max_tokens)
+            self.val_batch = sequence_batch(val_samples, self.pad_id, d.max_tokens, d.packing)
+        else:  # the teacher answers the prompts in its own tokens; the student learns the text
+            self.train_examples, self.val_all = train, val
+            self.train_prompt_ids = prompt_ids(teacher_tokenizer, train)
+            self.val_teacher_prompt_ids = prompt_ids(teacher_tokenizer, val)
         self.val_examples, self.val_prompt_ids = (
             generation_prompts(tokenizer, val) if d.val_generate else ([], [])
         )
-        self.sampler = PromptSampler(len(self.train_samples), cfg.seed)
+        self.num_train = len(train)
+        self.sampler = PromptSampler(self.num_train, cfg.seed)
         self.args = DistillArgs(
             loss=d.loss,
             temperature=d.temperature,
@@ -81,7 +102,9 @@ class DistillPipeline:
         )
         self._start_workers()
         self.run.log_event(
-            f"workers ready: student {self.student_path}, {len(train)} train / {len(val)} "
+            f"workers ready: {self.mode}-level distillation"
+            + (" (the student's tokenizer differs)" if self.mode == "sequence" else "")
+            + f", student {self.student_path}, {len(train)} train / {len(val)} "
             "validation conversations"
             + (f", {cut + cut_val} cut to distill.max_tokens" if cut + cut_val else "")
         )
@@ -157,9 +180,12 @@ class DistillPipeline:
         return last
 
     def step(self, step: int) -> dict[str, Any]:
-        """Draw `distill.batch_size` samples, get the teacher's logits, train the student."""
+        """Draw `distill.batch_size` samples, get the teacher's logits (or answers), train
+        the student."""
         cfg = self.cfg
         self.ctl.current_step = step
+        if self.mode == "sequence":
+            return self._sequence_step(step)
         samples = [self.train_samples[i] for i in self.sampler.next_indices(cfg.distill.batch_size)]
         batch = sequence_batch(samples, self.pad_id, cfg.distill.max_tokens, cfg.distill.packing)
 
@@ -180,6 +206,59 @@ class DistillPipeline:
             "time/train_s": time.perf_counter() - t0,
         }
 
+    def _sequence_step(self, step: int) -> dict[str, Any]:
+        cfg, d = self.cfg, self.cfg.distill
+        indices = self.sampler.next_indices(d.batch_size)
+        self.ctl.phase("generate")
+        t0 = time.perf_counter()
+        examples = [self.train_examples[i] for i in indices]
+        gens = self._teacher_answers(
+            [self.train_prompt_ids[i] for i in indices], d.sample_temperature, step
+        )
+        generate_s = time.perf_counter() - t0
+        batch = self._answer_batch(examples, [g["text"] for g in gens])
+
+        self.ctl.phase("train")
+        t0 = time.perf_counter()
+        out = self.student.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)
+        if cfg.run.save_samples:
+            self.run.write_samples(
+                step,
+                [
+                    {
+                        "id": ex.id,
+                        "prompt": ex.prompt_messages[-1]["content"],
+                        "response": g["text"],
+                    }
+                    for ex, g in zip(examples, gens, strict=True)
+                ],
+            )
+        return {
+            "step": step,
+            **{f"actor/{k}": v for k, v in out[0].items()},
+            "data/rows": float(len(batch)),
+            "data/loss_tokens": float(batch.meta["targets"]),
+            "response/length": sum(len(g["token_ids"]) for g in gens) / len(gens),
+            "time/generate_s": generate_s,
+            "time/train_s": time.perf_counter() - t0,
+        }
+
+    def _teacher_answers(self, prompts: list[list[int]], temperature: float, step: int) -> list:
+        params = SamplingParams(
+            n=1,
+            max_new_tokens=self.cfg.rollout.max_new_tokens,
+            temperature=temperature,
+            seed=self.cfg.seed * 100_003 + step,
+        )
+        gens = self.teacher.call("generate", prompts, params)[0]
+        return sorted(gens, key=lambda g: g["prompt_index"])
+
+    def _answer_batch(self, examples: list, answers: list[str]) -> Batch:
+        """The examples answered by the teacher, in the student's tokens."""
+        d = self.cfg.distill
+        samples, _ = tokenize_chats(self.tokenizer, with_answers(examples, answers), d.max_tokens)
+        return sequence_batch(samples, self.pad_id, d.max_tokens, d.packing)
+
     def _teacher_logits(self, batch: Batch, top_k: int) -> list[dict]:
         mb = self.cfg.train.micro_batch_size
         return self.teacher.dispatch("teacher_logits", batch, micro_batch_size=mb, top_k=top_k)
@@ -187,6 +266,8 @@ class DistillPipeline:
     def validate(self) -> dict[str, float]:
         self.ctl.phase("validate")
         t0 = time.perf_counter()
+        if self.mode == "sequence":
+            return self._validate_sequence(t0)
         if self.val_teacher is None:
             self.val_teacher = self._teacher_logits(self.val_batch, top_k=0)
         val = Batch(
@@ -205,12 +286,30 @@ class DistillPipeline:
         metrics["time/validate_s"] = time.perf_counter() - t0
         return metrics
 
+    def _validate_sequence(self, t0: float) -> dict[str, float]:
+        if self.val_batch is None:  # the teacher's greedy held-out answers, once
+            gens = self._teacher_answers(self.val_teacher_prompt_ids, 0.0, 0)
+            self.val_batch = self._answer_batch(self.val_all, [g["text"] for g in gens])
+        mb = self.cfg.train.micro_batch_size
+        out = self.student.call("eval_loss", self.val_batch, micro_batch_size=mb)[0]
+        metrics = {"val/loss": out["loss"]}
+        if self.val_examples:
+            metrics.update({f"val/{k}": v for k, v in self._accuracy(self.student).items()})
+        self.ctl.run.log_event(
+            f"validation: student loss on the teacher's answers {out['loss']:.4f}"
+            + (f", accuracy {metrics['val/accuracy']:.3f} (greedy)" if self.val_examples else "")
+        )
+        metrics["time/validate_s"] = time.perf_counter() - t0
+        return metrics
+
     def teacher_baseline(self) -> dict[str, float]:
         """What the student is measured against (step 0 only): the teacher's held-out NLL
         and greedy accuracy."""
-        mb = self.cfg.train.micro_batch_size
-        out = self.teacher.call("eval_loss", self.val_batch, micro_batch_size=mb)[0]
-        metrics = {"val/teacher_loss": out["loss"]}
+        metrics = {}
+        if self.mode == "logits":  # across tokenizers the teacher's NLL is not comparable
+            mb = self.cfg.train.micro_batch_size
+            out = self.teacher.call("eval_loss", self.val_batch, micro_batch_size=mb)[0]
+            metrics["val/teacher_loss"] = out["loss"]
         if self.val_examples:
             metrics["val/teacher_accuracy"] = self._accuracy(self.teacher)["accuracy"]
         return metrics
@@ -233,7 +332,7 @@ class DistillPipeline:
         self.ctl.checkpoint(step, {"sampler": self.sampler.state_dict()})
 
     def restore(self, checkpoint: Path | None) -> int:
-        self.sampler = PromptSampler(len(self.train_samples), self.cfg.seed)
+        self.sampler = PromptSampler(self.num_train, self.cfg.seed)
         state = self.ctl.restore(checkpoint)
         if state is None:
             return 0
@@ -250,10 +349,15 @@ class DistillPipeline:
             self.ctl.tracker.close()
 
 
-def _check_same_tokenizer(student, teacher) -> None:  # noqa: ANN001
-    if student.get_vocab() != teacher.get_vocab():
+def _distill_mode(mode: str, student, teacher) -> str:  # noqa: ANN001
+    """`logits` or `sequence`: `auto` picks logits when the vocabularies agree."""
+    same = student.get_vocab() == teacher.get_vocab()
+    if mode == "auto":
+        return "logits" if same else "sequence"
+    if mode == "logits" and not same:
         raise ConfigError(
-            "distill.student has another tokenizer than the teacher; logit distillation needs "
-            "the same vocabulary (train the student with the sft pipeline on the teacher's "
-            "answers instead: sequence-level distillation)"
+            "distill.mode = 'logits' needs the same tokenizer, and distill.student has another "
+            "one than the teacher; set distill.mode=sequence (or auto) to train the student on "
+            "the teacher's answers instead (sequence-level distillation)"
         )
+    return mode

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rollcli.config.sections import DataConfig
 from rollcli.data.chat import (
     ChatExample,
@@ -103,10 +105,25 @@ def generation_prompts(
     """The examples that carry a reference answer, and their prompts' token ids (with the
     generation prompt) for answering them."""
     with_answer = [ex for ex in examples if ex.answer is not None]
+    return with_answer, prompt_ids(tokenizer, with_answer)
+
+
+def prompt_ids(tokenizer, examples: list[ChatExample]) -> list[list[int]]:  # noqa: ANN001
+    """Each example's prompt (the turns before its last answer) as token ids, with the
+    generation prompt: what a model is asked."""
     ids = []
-    for ex in with_answer:
+    for ex in examples:
         out = tokenizer.apply_chat_template(
             list(ex.prompt_messages), add_generation_prompt=True, tokenize=True
         )
         ids.append(list(out["input_ids"] if hasattr(out, "keys") else out))
-    return with_answer, ids
+    return ids
+
+
+def with_answers(examples: list[ChatExample], answers: list[str]) -> list[ChatExample]:
+    """The examples with their last answer replaced by `answers` (another model's), for
+    sequence-level distillation."""
+    return [
+        replace(ex, messages=(*ex.prompt_messages, {"role": "assistant", "content": text}))
+        for ex, text in zip(examples, answers, strict=True)
+    ]

@@ -3,6 +3,11 @@
 generate → reward → reference / old log-probs / values → advantages → train actor
 (and critic) → sync weights → validate → log → checkpoint
 
+Generation and reward go through the rollout scheduler (`rollout_scheduler.py`). With
+`rollout.max_staleness = k > 0` the rollouts of the next k steps are already running while
+a step trains (async mode): they use weights up to k steps old, which the truncated
+importance weights (`algorithm.tis_cap`) correct for.
+
 `restore` loads a checkpoint into fresh workers and the driver (resume, and recovery when a
 worker dies); everything a later step depends on is in the checkpoint, so a resumed run
 repeats the uninterrupted one exactly.
@@ -10,8 +15,6 @@ repeats the uninterrupted one exactly.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -27,31 +30,29 @@ from rollcli.distributed.weight_sync import free_port
 from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
-from rollcli.pipelines.rollout import RolloutResult, run_dynamic_rollout, run_rollout
+from rollcli.pipelines.rollout import RolloutResult
+from rollcli.pipelines.rollout_scheduler import (
+    PendingRollout,
+    RolloutScheduler,
+    SchedulerOptions,
+    sample_fields,
+)
+from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import create_clusters
-from rollcli.runs.checkpoint import latest_checkpoint, read_state, write_checkpoint
-from rollcli.runs.faults import FaultInjector
-from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
-PHASES = {
-    "generate": "generating",
-    "reward": "scoring rewards",
-    "forward": "scoring with reference / critic",
-    "train": "training",
-    "sync": "syncing weights",
-    "validate": "validating",
+AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
+# `kill-worker@POINT` fault injection: the role whose process runs POINT (else actor_train).
+FAULT_ROLES = {
+    "generate": "actor_infer",
+    "validate": "actor_infer",
+    "reward": "reward",
+    "forward": "reference",
 }
-# A checkpoint's `rng.pt` holds the driver's generators and every worker's, per role and rank.
-RNG_FILE = "rng.pt"
-
-
-class WorkersLostError(RuntimeError):
-    pass
 
 
 class RLVRPipeline:
@@ -63,14 +64,24 @@ class RLVRPipeline:
         self.run_id = run_id
         self.model_path = model_path
         self.ui = display
-        self.tracker = None
+        self.ctl = RunControl(cfg, run, display, fault_roles=FAULT_ROLES)
         self.clusters = None
-        self.current_step = 0
-        self.restarts = 0
-        self.stop_requested = False  # set by the first Ctrl-C: finish the step, checkpoint, stop
-        self.stopped_early = False
-        self.faults = FaultInjector.from_env(self._kill_worker)
         self.engine = resolve_engine(cfg.rollout.engine)
+        # async mode: rollouts started ahead of their step (step -> pending or finished)
+        self.ahead: dict[int, PendingRollout | RolloutResult] = {}
+
+    # the launcher sets `tracker` and reads `stopped_early`; RunControl keeps both
+    @property
+    def tracker(self) -> Any:
+        return self.ctl.tracker
+
+    @tracker.setter
+    def tracker(self, value: Any) -> None:
+        self.ctl.tracker = value
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.ctl.stopped_early
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -98,9 +109,15 @@ class RLVRPipeline:
             micro_batch_size=train.micro_batch_size,
             norm_len=alg.loss_norm_len,
             temperature=cfg.rollout.temperature or 1.0,
+            tis_cap=alg.tis_cap,
         )
         on_policy = alg.ppo_epochs == 1 and train.mini_batch_size in (None, cfg.rollout.batch_size)
         self.needs_old_logprobs = not on_policy or (cfg.needs_reference and alg.kl_in == "reward")
+        if cfg.rollout.max_staleness and alg.tis_cap is None:
+            self.run.log_event(
+                f"async rollout (rollout.max_staleness={cfg.rollout.max_staleness}) without "
+                "algorithm.tis_cap: samples from older weights are not reweighted"
+            )
         self.run.log_event(
             f"workers ready: engine={self.engine}, {self.cpu.heavy_threads} threads per colocated role, "
             f"{len(self.train_prompts)} train / {len(self.val_prompts)} validation prompts"
@@ -137,7 +154,7 @@ class RLVRPipeline:
             ),
             reward_kwargs=dict(
                 fn=cfg.reward.fn,
-                options={"format_weight": cfg.reward.format_weight},
+                options=cfg.reward.worker_options,
                 timeout_s=cfg.reward.timeout_s,
             ),
             reference=cfg.needs_reference,
@@ -146,7 +163,12 @@ class RLVRPipeline:
             else None,
         )
         self._init_weight_sync()
-        self.worker_pids = {c.name: c.call("process_id") for c in self.clusters.all()}
+        self.ctl.started(self.clusters.all())
+        self.scheduler = RolloutScheduler(
+            self.clusters.actor_infer, self.clusters.reward, self.pad_id, self.draw
+        )
+        self.scheduler.version = self.ctl.current_step
+        self.ahead = {}  # rollouts of the workers just replaced are gone
 
     def _init_weight_sync(self) -> None:
         import ray
@@ -164,31 +186,24 @@ class RLVRPipeline:
     def train(self, start_step: int = 0) -> dict[str, Any]:
         """Steps `start_step + 1 ..`; a worker that dies sends the run back to its newest
         checkpoint with fresh workers (at most `run.max_restarts` times)."""
-        cfg = self.cfg
-        self.ui.start(
-            run_id=self.run_id,
-            run_dir=str(self.run.root),
-            total_steps=cfg.train.steps,
-            start_step=start_step,
-            engine=self.engine,
-        )
-        limit_s = cfg.run.time_limit_min * 60
-        deadline = time.perf_counter() + limit_s if limit_s else float("inf")
+        deadline = self.ctl.start_display(self.run_id, start_step, engine=self.engine)
         step = start_step
         while True:
             try:
                 return self._steps(step, deadline)
             except worker_lost_errors() as exc:
-                step = self.recover(exc)
+                step = self.ctl.recover(exc, self._start_workers, self.restore)
 
     def _steps(self, step: int, deadline: float) -> dict[str, Any]:
-        cfg = self.cfg
+        cfg, ctl = self.cfg, self.ctl
         last: dict[str, Any] = {}
         if step == 0:  # the baseline every later validation is compared with
-            self.current_step = 0
+            ctl.current_step = 0
             last = {"step": 0, **self.validate()}
-            self.log(last)
-        if self._stop_here(step, saved=True):  # Ctrl-C during the baseline: nothing new to save
+            ctl.log(last)
+        if ctl.stop_here(
+            step, saved=True, checkpoint=self.checkpoint
+        ):  # Ctrl-C during the baseline: nothing new to save
             return last
         while step < cfg.train.steps:
             step += 1
@@ -196,18 +211,18 @@ class RLVRPipeline:
             metrics, rows = self.step(step)
 
             # validate, log, checkpoint (the last step, or the last one the time limit allows)
-            final = self._final(step, deadline)
-            if final or self._due(step, cfg.run.eval_every):
+            final = ctl.final(step, deadline)
+            if final or ctl.due(step, cfg.run.eval_every):
                 metrics.update(self.validate())
             metrics["time/step_s"] = time.perf_counter() - t_step
             if cfg.run.save_samples:
                 self.run.write_samples(step, rows)
-            self.log(metrics)
-            saved = final or self._due(step, cfg.run.save_every)
+            ctl.log(metrics)
+            saved = final or ctl.due(step, cfg.run.save_every)
             if saved:
                 self.checkpoint(step)
             last = metrics
-            if final or self._stop_here(step, saved):
+            if final or ctl.stop_here(step, saved, checkpoint=self.checkpoint):
                 break
         return last
 
@@ -215,7 +230,7 @@ class RLVRPipeline:
         """generate → reward → reference / old log-probs / values → advantages → update →
         sync; returns the step's metrics and its sample rows."""
         cfg = self.cfg
-        self.current_step = step
+        self.ctl.current_step = step
         metrics: dict[str, Any] = {"step": step}
 
         # 1. generate n samples per prompt and score them
@@ -224,7 +239,7 @@ class RLVRPipeline:
         metrics.update(rollout.metrics)
 
         # 2. reference log-probs, old log-probs, values
-        self._phase("forward")
+        self.ctl.phase("forward")
         t0 = time.perf_counter()
         mb, temp = cfg.train.micro_batch_size, self.update_args.temperature
         if self.clusters.reference is not None:
@@ -261,7 +276,7 @@ class RLVRPipeline:
         )
 
         # 4. update the policy (and the critic)
-        self._phase("train")
+        self.ctl.phase("train")
         t0 = time.perf_counter()
         actor = self.clusters.actor_train.call("train_step", batch, self.update_args)[0]
         metrics.update({f"actor/{k}": v for k, v in actor.items()})
@@ -277,31 +292,10 @@ class RLVRPipeline:
             metrics.update({f"critic/{k}": v for k, v in critic.items()})
         metrics["time/train_s"] = time.perf_counter() - t0
 
-        # 5. send the new weights to the inference engine
-        self._phase("sync")
-        metrics["time/weight_sync_s"] = self.sync_weights()
+        # 5. send the new weights to the inference engine (after the requests already sent)
+        self.ctl.phase("sync")
+        metrics["time/weight_sync_s"] = self.sync_weights(version=step)
         return metrics, rollout.rows
-
-    def _final(self, step: int, deadline: float) -> bool:
-        if step == self.cfg.train.steps:
-            return True
-        if time.perf_counter() >= deadline:
-            self.run.log_event(
-                f"time limit of {self.cfg.run.time_limit_min:g} min reached after step {step}"
-            )
-            return True
-        return False
-
-    def _stop_here(self, step: int, saved: bool) -> bool:
-        """After a Ctrl-C: stop at this step boundary, with a checkpoint of `step`. The
-        step is not validated, so the metrics stay those of the uninterrupted run."""
-        if not self.stop_requested:
-            return False
-        if not saved:
-            self.checkpoint(step)
-        self.stopped_early = True
-        self.run.log_event(f"stopped after step {step}, as requested")
-        return True
 
     # ---- pieces of a step ------------------------------------------------------------
     def draw(self, num_prompts: int) -> tuple[list[Prompt], list[list[int]]]:
@@ -310,31 +304,35 @@ class RLVRPipeline:
         return [self.train_prompts[i] for i in indices], [self.train_ids[i] for i in indices]
 
     def rollout(self, step: int) -> RolloutResult:
-        """Generate and score a step's samples (with dynamic sampling when enabled)."""
-        cfg, c = self.cfg, self.clusters
-        if cfg.algorithm.dynamic_sampling:
-            return run_dynamic_rollout(
-                c.actor_infer,
-                c.reward,
-                self.draw,
-                self.pad_id,
-                self.sampling(step),
-                cfg.rollout.prompts_per_step,
-                cfg.algorithm.max_resample_rounds,
-                self.ui.generation,
-                self._phase,
-            )
-        prompts, prompt_ids = self.draw(cfg.rollout.prompts_per_step)
-        return run_rollout(
-            c.actor_infer,
-            c.reward,
-            prompts,
-            prompt_ids,
-            self.pad_id,
+        """The step's scored samples. Async mode: this step's rollout was started up to
+        `max_staleness` steps earlier; the rollouts of the steps after it are started now,
+        before this one trains."""
+        pending = self.ahead.pop(step, None) or self._start_rollout(step)
+        ahead = min(step + self.cfg.rollout.max_staleness, self.cfg.train.steps)
+        result = self._collect(pending)
+        for later in range(step + 1, ahead + 1):
+            if later not in self.ahead:
+                self.ahead[later] = self._start_rollout(later)
+        return result
+
+    def _start_rollout(self, step: int) -> PendingRollout:
+        cfg = self.cfg
+        return self.scheduler.start(
             self.sampling(step),
-            self.ui.generation,
-            self._phase,
+            SchedulerOptions(
+                group_size=cfg.rollout.group_size,
+                num_groups=cfg.rollout.prompts_per_step,
+                request_groups=cfg.rollout.request_groups,
+                dynamic_sampling=cfg.algorithm.dynamic_sampling,
+                oversample=cfg.rollout.oversample,
+                max_resample_rounds=cfg.algorithm.max_resample_rounds,
+            ),
         )
+
+    def _collect(self, pending: PendingRollout | RolloutResult) -> RolloutResult:
+        if isinstance(pending, RolloutResult):  # finished earlier (restored from a checkpoint)
+            return pending
+        return pending.result(self.ui.generation, self.ctl.phase)
 
     def sampling(self, step: int) -> SamplingParams:
         r = self.cfg.rollout
@@ -347,9 +345,11 @@ class RLVRPipeline:
             seed=self.cfg.seed * 100_003 + step,
         )
 
-    def sync_weights(self) -> float:
+    def sync_weights(self, version: int) -> float:
+        """Send actor_train's weights (those after step `version`) to actor_infer."""
         import ray
 
+        self.scheduler.version = version
         t0 = time.perf_counter()
         refs = self.clusters.actor_train.call_async("broadcast_weights")
         refs += self.clusters.actor_infer.call_async("receive_weights")
@@ -359,7 +359,7 @@ class RLVRPipeline:
     def validate(self) -> dict[str, float]:
         from rollcli.pipelines.rollout import generate, score
 
-        self._phase("validate")
+        self.ctl.phase("validate")
         r = self.cfg.rollout
         params = SamplingParams(
             n=1, max_new_tokens=r.val_max_new_tokens or r.max_new_tokens, temperature=0.0
@@ -367,11 +367,7 @@ class RLVRPipeline:
         t0 = time.perf_counter()
         gens = generate(self.clusters.actor_infer, self.val_ids, params, self.ui.generation)
         samples = [
-            {
-                "response": g["text"],
-                "answer": self.val_prompts[g["prompt_index"]].answer,
-                "tag": self.val_prompts[g["prompt_index"]].tag,
-            }
+            {**sample_fields(self.val_prompts[g["prompt_index"]]), "response": g["text"]}
             for g in gens
         ]
         results = score(self.clusters.reward, samples)
@@ -387,125 +383,43 @@ class RLVRPipeline:
             "time/validate_s": time.perf_counter() - t0,
         }
 
+    # ---- checkpoints -------------------------------------------------------------------
+    def _stateful(self) -> list:
+        """The clusters whose state (optimizer, scheduler, ...) a checkpoint holds."""
+        return [c for c in (self.clusters.actor_train, self.clusters.critic) if c is not None]
+
     def checkpoint(self, step: int) -> None:
-        import ray
-
-        self.ui.phase("saving checkpoint")
-        actor = self.clusters.actor_train.workers[0]
-        critic = self.clusters.critic.workers[0] if self.clusters.critic is not None else None
-
-        def fill(folder: Path) -> None:
-            refs = [actor.save_pretrained.remote(str(folder)), actor.save_state.remote(str(folder))]
-            if critic is not None:
-                refs.append(critic.save_state.remote(str(folder)))
-            ray.get(refs)
-            rng = {"driver": capture_rng()}
-            rng.update({c.name: c.call("rng_state") for c in self.clusters.all()})
-            torch.save(rng, folder / RNG_FILE)
-
         state = {
-            "step": step,
             "sampler": self.sampler.state_dict(),
             "kl_controller": self.kl_ctl.state_dict(),
             "running_norm": self.running.state_dict() if self.running else None,
-            "metrics_lines": len(self.run.read_metrics()),
         }
-        path = write_checkpoint(
-            self.run.checkpoints,
-            step,
-            fill,
-            state,
-            self.cfg.run.keep_last,
-            before_rename=lambda: self.faults.hit("checkpoint", step),
-        )
-        self.run.log_event(f"checkpoint written: {path}")
+        # async mode: the rollouts already started for later steps, finished now and saved
+        self.ahead = {k: self._collect(v) for k, v in sorted(self.ahead.items())}
+        files = {AHEAD_FILE: self.ahead} if self.ahead else None
+        self.ctl.checkpoint(step, state, stateful=self._stateful(), driver_files=files)
 
     def restore(self, checkpoint: Path | None) -> int:
-        """Load `checkpoint` (None: the start) into the workers and the driver and rewind the
-        run folder to it; returns its step. The workers must be freshly started."""
-        import ray
-
-        if checkpoint is None:
+        """Load `checkpoint` (None: the start) into the freshly started workers and the
+        driver, rewind the run folder to it; returns its step."""
+        state = self.ctl.restore(checkpoint, stateful=self._stateful())
+        if state is None:
             self._fresh_driver_state()
-            self.run.rewind(0, 0)
             return 0
-        self.ui.phase(f"loading checkpoint {checkpoint.name}")
-        state = read_state(checkpoint)
-        refs = self.clusters.actor_train.call_async("load_state", str(checkpoint))
-        if self.clusters.critic is not None:
-            refs += self.clusters.critic.call_async("load_state", str(checkpoint))
-        ray.get(refs)
         self.sampler.load_state_dict(state["sampler"])
         self.kl_ctl.load_state_dict(state["kl_controller"])
         if self.running is not None and state["running_norm"] is not None:
             self.running.load_state_dict(state["running_norm"])
-        rng = torch.load(checkpoint / RNG_FILE, weights_only=False)
-        restore_rng(rng["driver"])
-        refs = []
-        for cluster in self.clusters.all():
-            for worker, worker_rng in zip(cluster.workers, rng[cluster.name], strict=True):
-                refs.append(worker.load_rng_state.remote(worker_rng))
-        ray.get(refs)
-        self.sync_weights()
-        self.run.rewind(state["step"], state["metrics_lines"])
-        if self.tracker is not None:
-            self.tracker.rewind(state["step"])
+        ahead = checkpoint / AHEAD_FILE
+        self.ahead = torch.load(ahead, weights_only=False) if ahead.exists() else {}
+        self.sync_weights(version=int(state["step"]))
         return int(state["step"])
 
-    def recover(self, exc: BaseException) -> int:
-        """A worker died: restart every worker from the newest checkpoint; returns its step."""
-        step = self.current_step
-        self.restarts += 1
-        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        if self.restarts > self.cfg.run.max_restarts:
-            raise WorkersLostError(
-                f"a worker died during step {step} and run.max_restarts="
-                f"{self.cfg.run.max_restarts} restarts are used up ({reason})"
-            ) from exc
-        self.run.log_event(
-            f"a worker died during step {step} ({type(exc).__name__}: {reason}); restarting "
-            f"the workers (restart {self.restarts} of {self.cfg.run.max_restarts})"
-        )
-        self.clusters.kill()
-        self._start_workers()
-        checkpoint = latest_checkpoint(self.run.checkpoints)
-        start = self.restore(checkpoint)
-        where = f"checkpoint {checkpoint.name}" if checkpoint else "the start"
-        self.run.log_event(f"workers restarted; retrying from step {start + 1} ({where})")
-        return start
-
     def request_stop(self) -> None:
-        self.stop_requested = True
-        self.run.log_event(
-            f"stop requested (step {self.current_step}): stopping at the end of the step"
-        )
-
-    def _phase(self, point: str) -> None:
-        self.ui.phase(PHASES[point])
-        self.faults.hit(point, self.current_step)
-
-    def _kill_worker(self, point: str) -> None:
-        """Fault injection: SIGKILL the process of the worker that `point` runs on."""
-        role = {"generate": "actor_infer", "validate": "actor_infer", "reward": "reward"}.get(
-            point, "actor_train"
-        )
-        if point == "forward" and "reference" in self.worker_pids:
-            role = "reference"
-        os.kill(self.worker_pids[role][0], signal.SIGKILL)
-
-    def log(self, metrics: dict[str, Any]) -> None:
-        self.run.log_metrics(metrics)
-        if self.tracker is not None:
-            self.tracker.log(metrics, metrics["step"])
-        self.run.write_status("running", step=metrics["step"], total_steps=self.cfg.train.steps)
-        self.ui.step_done(metrics["step"], metrics)
-
-    @staticmethod
-    def _due(step: int, every: int) -> bool:
-        return every > 0 and step % every == 0
+        self.ctl.request_stop()
 
     def shutdown(self) -> None:
         if self.clusters is not None:
             self.clusters.kill()
-        if self.tracker is not None:
-            self.tracker.close()
+        if self.ctl.tracker is not None:
+            self.ctl.tracker.close()

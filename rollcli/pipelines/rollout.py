@@ -45,7 +45,7 @@ def generate(
     while pending:
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
         if on_progress is not None:
-            progress = ray.get([w.progress.remote() for w in infer.workers])
+            progress = infer.poll("progress")
             done = sum(p[0] for p in progress)
             total = sum(p[1] for p in progress) or 1
             on_progress(done if pending else total, total)
@@ -75,6 +75,12 @@ def build_batch(
     tensors = rollout_tensors(prompt_ids, response_ids, pad_id)
     tensors["scores"] = torch.tensor(scores, dtype=torch.float32)
     tensors["finished"] = torch.tensor(finished, dtype=torch.bool)
+    if fields.get("behaviour_logprobs"):  # the sampler's log-probs, laid out like responses
+        width = tensors["response_mask"].shape[1]
+        behaviour = torch.zeros(len(response_ids), width)
+        for i, lp in enumerate(fields["behaviour_logprobs"]):
+            behaviour[i, : len(lp)] = torch.tensor(lp, dtype=torch.float32)
+        tensors["behaviour_logprobs"] = behaviour
     return Batch(
         tensors, {**fields, "prompt_ids": list(prompt_ids), "response_ids": list(response_ids)}
     )
@@ -131,6 +137,11 @@ def run_rollout(
         {
             "tag": [p["tag"] for p in samples],
             "prompt_id": [prompts[g["prompt_index"]].id for g in gens],
+            **(
+                {"behaviour_logprobs": [g["logprobs"] for g in gens]}
+                if all("logprobs" in g for g in gens)
+                else {}
+            ),
         },
     )
     scores, lengths = batch["scores"], batch["response_mask"].sum(dim=1)

@@ -1,10 +1,10 @@
-"""The bookkeeping around the loop of an offline pipeline (sft, dpo, distill): logging,
-the stop and time-limit rules, checkpoints with every process's RNG, restore, and
-restarting workers that died. Each pipeline keeps its own visible loop and calls these.
+"""The bookkeeping around a pipeline's loop (rlvr, sft, dpo, distill, ...): logging, the
+stop and time-limit rules, checkpoints with every process's RNG, restore, and restarting
+workers that died. Each pipeline keeps its own visible loop and calls these.
 
-The rules are the RLVR pipeline's: validation at step 0, a checkpoint at the last step (and
-every `run.save_every`), the first Ctrl-C finishes the step and checkpoints, a dead worker
-sends the run back to its newest checkpoint with fresh workers.
+The rules: validation at step 0, a checkpoint at the last step (and every `run.save_every`),
+the first Ctrl-C finishes the step and checkpoints, a dead worker sends the run back to its
+newest checkpoint with fresh workers (at most `run.max_restarts` times).
 """
 
 from __future__ import annotations
@@ -27,8 +27,11 @@ from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
 
 PHASES = {
-    "forward": "scoring with the reference / teacher",
+    "generate": "generating",
+    "reward": "scoring rewards",
+    "forward": "scoring with the reference / teacher / critic",
     "train": "training",
+    "sync": "syncing weights",
     "validate": "validating",
 }
 RNG_FILE = "rng.pt"  # the driver's generators and every worker's, per role and rank
@@ -39,8 +42,17 @@ class WorkersLostError(RuntimeError):
 
 
 class RunControl:
-    def __init__(self, cfg: RecipeConfig, run: RunDir, display: Display) -> None:
+    def __init__(
+        self,
+        cfg: RecipeConfig,
+        run: RunDir,
+        display: Display,
+        fault_roles: dict[str, str] | None = None,
+    ) -> None:
+        """`fault_roles` maps a fault point (`generate`, `forward`, ...) to the role whose
+        process `kill-worker@POINT` kills, where that is not the trained one."""
         self.cfg = cfg
+        self.fault_roles = fault_roles or {}
         self.run = run
         self.ui = display
         self.tracker: Any = None
@@ -63,22 +75,24 @@ class RunControl:
             c.kill()
 
     def _kill_worker(self, point: str) -> None:
-        """Fault injection: SIGKILL the worker that `point` runs on (`forward`: the frozen
-        model, when there is one; anything else: the trained one)."""
-        role = self.clusters[0].name
-        if point == "forward" and len(self.clusters) > 1:
+        """Fault injection: SIGKILL the worker that `point` runs on (from `fault_roles`;
+        else `forward`: the frozen model, when there is one; anything else: the trained one)."""
+        role = self.fault_roles.get(point)
+        if role is None and point == "forward" and len(self.clusters) > 1:
             role = self.clusters[1].name
+        if role not in self.worker_pids:
+            role = self.clusters[0].name
         os.kill(self.worker_pids[role][0], signal.SIGKILL)
 
     # ---- the loop's rules ----------------------------------------------------------------
-    def start_display(self, run_id: str, start_step: int) -> float:
+    def start_display(self, run_id: str, start_step: int, engine: str = "hf") -> float:
         """Show the run; returns the time-limit deadline (`perf_counter` seconds)."""
         self.ui.start(
             run_id=run_id,
             run_dir=str(self.run.root),
             total_steps=self.cfg.train.steps,
             start_step=start_step,
-            engine="hf",
+            engine=engine,
         )
         limit_s = self.cfg.run.time_limit_min * 60
         return time.perf_counter() + limit_s if limit_s else float("inf")
@@ -126,24 +140,32 @@ class RunControl:
         self.ui.step_done(metrics["step"], metrics)
 
     # ---- checkpoints ---------------------------------------------------------------------
-    def checkpoint(self, step: int, driver_state: dict[str, Any]) -> None:
-        """The trained worker's model (a Hugging Face folder) and optimizer, every process's
-        RNG, and `driver_state` (with the step and the metrics lines so far)."""
+    def checkpoint(
+        self,
+        step: int,
+        driver_state: dict[str, Any],
+        stateful: list[Cluster] | None = None,
+        driver_files: dict[str, Any] | None = None,
+    ) -> None:
+        """The trained worker's model (a Hugging Face folder), the state (optimizer, ...) of
+        the `stateful` clusters (default: the trained one), every process's RNG, and
+        `driver_state` (with the step and the metrics lines so far; JSON) and `driver_files`
+        (file name -> any picklable object, written with `torch.save`)."""
         import ray
 
         self.ui.phase("saving checkpoint")
         trained = self.clusters[0].workers[0]
+        stateful = stateful or self.clusters[:1]
 
         def fill(folder: Path) -> None:
-            ray.get(
-                [
-                    trained.save_pretrained.remote(str(folder)),
-                    trained.save_state.remote(str(folder)),
-                ]
-            )
+            refs = [trained.save_pretrained.remote(str(folder))]
+            refs += [c.workers[0].save_state.remote(str(folder)) for c in stateful]
+            ray.get(refs)
             rng = {"driver": capture_rng()}
             rng.update({c.name: c.call("rng_state") for c in self.clusters})
             torch.save(rng, folder / RNG_FILE)
+            for name, obj in (driver_files or {}).items():
+                torch.save(obj, folder / name)
 
         state = {"step": step, **driver_state, "metrics_lines": len(self.run.read_metrics())}
         path = write_checkpoint(
@@ -156,9 +178,12 @@ class RunControl:
         )
         self.run.log_event(f"checkpoint written: {path}")
 
-    def restore(self, checkpoint: Path | None) -> dict[str, Any] | None:
-        """Load `checkpoint` into the (fresh) workers and the driver's RNG, rewind the run
-        folder; returns the driver state saved with it (None: from the start)."""
+    def restore(
+        self, checkpoint: Path | None, stateful: list[Cluster] | None = None
+    ) -> dict[str, Any] | None:
+        """Load `checkpoint` into the (fresh) workers (the `stateful` clusters' state, default
+        the trained one's) and the driver's RNG, rewind the run folder; returns the driver
+        state saved with it (None: from the start)."""
         import ray
 
         if checkpoint is None:
@@ -166,7 +191,10 @@ class RunControl:
             return None
         self.ui.phase(f"loading checkpoint {checkpoint.name}")
         state = read_state(checkpoint)
-        self.clusters[0].call("load_state", str(checkpoint))
+        refs = []
+        for c in stateful or self.clusters[:1]:
+            refs += c.call_async("load_state", str(checkpoint))
+        ray.get(refs)
         rng = torch.load(checkpoint / RNG_FILE, weights_only=False)
         restore_rng(rng["driver"])
         refs = []

@@ -1,8 +1,13 @@
 """The `hf` inference strategy: batched transformers `generate` (the CPU fallback engine).
 
 Prompts are token-id lists; each is sampled `n` times. Returns response token ids with the
-EOS (or stop token) kept when the sample finished, and whether it finished before
-`max_new_tokens`. `SamplingParams` and `Generation` are shared with the `vllm` engine.
+EOS (or stop token) kept when the sample finished, whether it finished before
+`max_new_tokens`, and the log-prob of each sampled token under the distribution it was
+drawn from (after temperature, top-k and top-p). `SamplingParams` and `Generation` are
+shared with the `vllm` engine.
+
+Sampling uses only `SamplingParams`: the temperature / top-k / top-p warpers are built
+here, so defaults in a model's `generation_config.json` (e.g. top_k 50) never leak in.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ class Generation:
     prompt_index: int
     token_ids: list[int]
     finished: bool
-    # log-prob of each sampled token under the sampling distribution (vllm engine only)
+    # log-prob of each sampled token under the sampling distribution (the behaviour policy)
     logprobs: list[float] | None = None
 
 
@@ -42,6 +47,7 @@ class GenerationProgress:
         self.lock = threading.Lock()
         self.done = 0
         self.total = 0
+        self.stop = threading.Event()  # set by another thread: end the running call early
 
     def reset(self, total: int) -> None:
         with self.lock:
@@ -72,7 +78,7 @@ class HFInferEngine:
         Each prompt is prefilled once and its KV cache shared by its `n` samples (prefix
         caching), which on a CPU saves most of the prefill cost of group sampling.
         """
-        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
         progress = self.progress
         n = params.n
@@ -82,7 +88,8 @@ class HFInferEngine:
         class _Count(StoppingCriteria):
             def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
                 progress.add(input_ids.shape[0])
-                return torch.zeros(input_ids.shape[0], dtype=torch.bool)
+                stop = progress.stop.is_set()
+                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool)
 
         per_chunk = max(1, batch_size // n)
         out: list[Generation] = []
@@ -92,22 +99,28 @@ class HFInferEngine:
             cache = self._prefill(ids, mask, n)
             torch.manual_seed(params.seed + start)
             sampling = params.temperature > 0
+            recorder = SampledLogprobs()
             result = self.model.generate(
                 input_ids=ids.repeat_interleave(n, dim=0),
                 attention_mask=mask.repeat_interleave(n, dim=0),
                 past_key_values=cache,
                 max_new_tokens=params.max_new_tokens,
                 do_sample=sampling,
-                temperature=params.temperature if sampling else None,
-                top_p=params.top_p if sampling else None,
-                top_k=(params.top_k or None) if sampling else None,
+                # neutral values switch transformers' own warpers off; ours run instead
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                logits_processor=LogitsProcessorList([*_warpers(params), recorder]),
                 pad_token_id=self.pad_token_id,
                 eos_token_id=sorted(eos),
                 stopping_criteria=StoppingCriteriaList([_Count()]),
             )
-            rows = result[:, ids.shape[1] :].tolist()
-            for j, row in enumerate(rows):
-                out.append(_trim(start + j // n, row, params.max_new_tokens, eos))
+            new = result[:, ids.shape[1] :]
+            logprobs = recorder.finish(new[:, -1]).tolist()
+            for j, row in enumerate(new.tolist()):
+                gen = _trim(start + j // n, row, params.max_new_tokens, eos)
+                gen.logprobs = logprobs[j][: len(gen.token_ids)]
+                out.append(gen)
         progress.reset(0)
         return out
 
@@ -125,6 +138,49 @@ class HFInferEngine:
         if n > 1:
             cache.batch_repeat_interleave(n)
         return cache
+
+
+def _warpers(params: SamplingParams) -> list:
+    """Temperature, then top-k, then top-p (vLLM's order); none when greedy."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    if params.temperature <= 0:
+        return []
+    warpers: list = []
+    if params.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(params.temperature))
+    if params.top_k > 0:
+        warpers.append(TopKLogitsWarper(params.top_k))
+    if params.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(params.top_p))
+    return warpers
+
+
+class SampledLogprobs:
+    """A logits processor, last in the chain, that records the log-prob of each sampled
+    token under the final (warped) distribution.
+
+    The token drawn from step t's scores is only known at step t+1 (the last column of its
+    `input_ids`), so one step's log-softmax is kept until then; `finish` takes the last
+    step's tokens. Memory: one `[B, V]` tensor, whatever the length.
+    """
+
+    def __init__(self) -> None:
+        self.previous: torch.Tensor | None = None
+        self.values: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None:
+            self.values.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """`[B, steps]` log-probs, given the tokens sampled at the last step."""
+        if self.previous is None:
+            return torch.zeros(len(last_tokens), 0)
+        self.values.append(self.previous.gather(1, last_tokens[:, None]).squeeze(1))
+        return torch.stack(self.values, dim=1)
 
 
 def _trim(index: int, row: list[int], max_new: int, eos: set[int]) -> Generation:

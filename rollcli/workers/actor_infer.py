@@ -7,6 +7,9 @@ only the model's layout on the meta device, for the weight receiver.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import torch
 
 from rollcli.distributed.weight_sync import WeightReceiver
@@ -44,6 +47,9 @@ class ActorInferWorker:
             eos = self._eos_ids(self.model)
             self.engine = HFInferEngine(self.model, eos, self.tokenizer.pad_token_id)
         self.receiver: WeightReceiver | None = None
+        self.aborted: set[str] = set()
+        self.running: str | None = None
+        self.abort_lock = threading.Lock()
 
     def _eos_ids(self, model: torch.nn.Module) -> list[int]:
         eos = [self.tokenizer.eos_token_id]
@@ -68,6 +74,39 @@ class ActorInferWorker:
                 row["logprobs"] = g.logprobs
             out.append(row)
         return out
+
+    def generate_request(
+        self, prompts: list[list[int]], params: SamplingParams, request_id: str = ""
+    ) -> dict:
+        """One scheduled request: `generate`'s rows as `gens`, with its wall-clock interval;
+        `aborted` (and no gens) when `abort` named it before it ran or while it ran (the hf
+        engine stops at the next token; vllm finishes the call)."""
+        start = time.time()
+        with self.abort_lock:
+            if request_id in self.aborted:
+                return {"gens": None, "aborted": True, "gen_start": start, "gen_end": start}
+            self.running = request_id
+            self.engine.progress.stop.clear()
+        try:
+            gens = self.generate(prompts, params)
+        finally:
+            with self.abort_lock:
+                self.running = None
+                aborted = request_id in self.aborted
+        return {
+            "gens": None if aborted else gens,
+            "aborted": aborted,
+            "gen_start": start,
+            "gen_end": time.time(),
+        }
+
+    def abort(self, request_ids: list[str]) -> None:
+        """Skip these requests, and stop the running one if it is among them (a monitor
+        call: it runs beside `generate_request`)."""
+        with self.abort_lock:
+            self.aborted.update(request_ids)
+            if self.running in self.aborted:
+                self.engine.progress.stop.set()
 
     def progress(self) -> tuple[int, int]:
         """(tokens generated, token budget) of the running `generate` call."""

@@ -3,6 +3,7 @@ saves checkpoints and sends its weights to actor_infer."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -10,13 +11,14 @@ import torch
 
 from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.kl import kl_estimate
+from rollcli.algorithms.off_policy import truncated_is_weights
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.distributed.weight_sync import WeightSender
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
-from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.threads import set_threads
+from rollcli.strategies.train_engines import make_trainer
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "prompt_width")
@@ -24,6 +26,23 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "prompt_width")
 
 def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
     return {k: batch.tensors[k] for k in MODEL_INPUTS}
+
+
+def _tis_weights(
+    cap: float | None, old: torch.Tensor, micro: Batch, mask: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]] | None:
+    """Truncated importance weights `min(pi_old / mu, cap)` against the sampler's log-probs
+    `mu` (None when off, or when the engine sent none), and their metrics."""
+    if cap is None or "behaviour_logprobs" not in micro:
+        return None
+    behaviour = micro["behaviour_logprobs"]
+    weights = truncated_is_weights(old.detach(), behaviour, mask, cap)
+    ratio = (old.detach() - behaviour).exp()
+    count = mask.sum().clamp(min=1)
+    return weights, {
+        "tis_ratio_mean": float((ratio * mask).sum() / count),
+        "tis_clipped_frac": float(((ratio > cap).float() * mask).sum() / count),
+    }
 
 
 class ActorTrainWorker:
@@ -39,6 +58,8 @@ class ActorTrainWorker:
         gradient_checkpointing: bool = False,
         num_threads: int = 1,
         seed: int = 0,
+        strategy: str = "hf",
+        strategy_options: dict[str, Any] | None = None,
     ) -> None:
         set_threads(num_threads)
         torch.manual_seed(seed)
@@ -47,14 +68,18 @@ class ActorTrainWorker:
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.tokenizer = load_tokenizer(model_path)
-        self.trainer = HFTrainer(
+        self.strategy = strategy
+        self.trainer = make_trainer(
+            strategy,
             self.model,
+            options=strategy_options or {},
             lr=lr,
             betas=betas,
             weight_decay=weight_decay,
             warmup_steps=warmup_steps,
             grad_clip=grad_clip,
         )
+        self.model = self.trainer.model  # deepspeed: its engine, which runs the module
         self.sender: WeightSender | None = None
 
     @torch.no_grad()
@@ -77,6 +102,7 @@ class ActorTrainWorker:
             # On-policy (one optimizer step per batch) the rollout policy is the current one,
             # so the old log-probs are this forward's, detached: no extra forward pass.
             old = micro["old_logprobs"] if "old_logprobs" in micro else logprobs.detach()
+            tis = _tis_weights(args.tis_cap, old, micro, mask)
             loss, metrics = compute_policy_loss(
                 args.policy_loss,
                 logprobs=logprobs,
@@ -88,9 +114,10 @@ class ActorTrainWorker:
                 dual_clip=args.dual_clip,
                 agg=args.loss_agg,
                 norm_len=args.norm_len,
+                **({"is_weights": tis[0]} if tis else {}),
             )
             ent = aggregate_loss(entropy, mask, "token-mean")
-            metrics = {**metrics, "entropy": float(ent.detach())}
+            metrics = {**metrics, "entropy": float(ent.detach()), **(tis[1] if tis else {})}
             if args.entropy_coef:
                 loss = loss - args.entropy_coef * ent
             if "ref_logprobs" in micro:
@@ -118,15 +145,24 @@ class ActorTrainWorker:
 
     def broadcast_weights(self) -> float:
         assert self.sender is not None, "init_weight_sync was not called"
-        return self.sender.send(self.model)
+        with self._full_weights() as model:
+            return self.sender.send(model)
+
+    def _full_weights(self):  # noqa: ANN202
+        """The model with whole parameters (a ZeRO-3 trainer gathers its partitions)."""
+        full = getattr(self.trainer, "full_weights", None)
+        return full() if full is not None else contextlib.nullcontext(self.model)
 
     # ---- checkpoints -------------------------------------------------------------------
     def save_pretrained(self, folder: str) -> None:
         """Write the policy as a Hugging Face folder (safetensors + tokenizer)."""
-        self.model.save_pretrained(folder, safe_serialization=True)
+        with self._full_weights() as model:
+            model.save_pretrained(folder, safe_serialization=True)
         self.tokenizer.save_pretrained(folder)
 
     def save_state(self, folder: str) -> None:
+        if self.strategy != "hf":  # deepspeed writes its own partitioned states
+            self.trainer.save_checkpoint(folder)
         torch.save(
             {**self.trainer.state_dict(), "rng": torch.get_rng_state()},
             Path(folder) / "actor_optim.pt",
@@ -135,9 +171,12 @@ class ActorTrainWorker:
     def load_state(self, folder: str) -> None:
         from safetensors.torch import load_model
 
-        load_model(self.model, str(Path(folder) / "model.safetensors"), strict=False)
         state: dict[str, Any] = torch.load(Path(folder) / "actor_optim.pt", weights_only=False)
         self.trainer.load_state_dict(state)
+        if self.strategy == "hf":
+            load_model(self.model, str(Path(folder) / "model.safetensors"), strict=False)
+        else:  # weights, optimizer partitions and scheduler from the strategy's own files
+            self.trainer.load_checkpoint(folder)
         torch.set_rng_state(state["rng"])
 
 

@@ -19,8 +19,8 @@ from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
 from rollcli.strategies.hf_sequence import split_rows, target_logits
 from rollcli.strategies.threads import set_threads
-from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.generation import generate_texts
+from rollcli.workers.sft_train import SFTTrainWorker
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,10 @@ def _teacher_targets(micro: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
     return logits, ids
 
 
-class StudentWorker(ActorTrainWorker):
+class StudentWorker(SFTTrainWorker):
+    """Trained on the teacher's logits (`distill_step`) or, across tokenizers, on its
+    answers (`sft_step`, inherited)."""
+
     def distill_step(self, batch: Batch, args: DistillArgs) -> dict[str, float]:
         """One optimizer step on `(1 - sft_weight) * distill + sft_weight * NLL`, token means
         over the batch's loss tokens (the teacher's logits in the `teacher` field)."""
@@ -127,6 +130,3 @@ class StudentWorker(ActorTrainWorker):
             nll += float(F.cross_entropy(logits.float(), labels, reduction="sum"))
             count += len(labels)
         return {"kl": kl / max(count, 1), "loss": nll / max(count, 1)}
-
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
-        return generate_texts(self.model, self.tokenizer, prompts, params)

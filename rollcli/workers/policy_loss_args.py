@@ -20,3 +20,4 @@ class PolicyUpdateArgs:
     micro_batch_size: int = 8
     temperature: float = 1.0
     norm_len: int | None = None
+    tis_cap: float | None = None  # truncated importance sampling against the sampler's log-probs

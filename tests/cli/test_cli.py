@@ -71,10 +71,11 @@ def test_config_error_is_one_red_line_with_exit_2() -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_unbuilt_pipeline_says_so() -> None:
-    result = runner.invoke(app, ["train", "agentic-sokoban", "--steps", "1"])
-    assert result.exit_code == 2
-    assert "the 'agentic' pipeline is not built yet" in result.stderr
+def test_agentic_recipe_resolves_without_training() -> None:
+    # every recipe pipeline is built now (agentic last); a dry run only resolves the recipe
+    result = runner.invoke(app, ["train", "agentic-sokoban", "--steps", "1", "--dry-run"])
+    assert result.exit_code == 0, result.stderr
+    assert "pipeline: agentic" in result.stdout and "env: sokoban" in result.stdout
 
 
 def test_runs_ls_on_an_empty_folder(tmp_path) -> None:
@@ -82,9 +83,10 @@ def test_runs_ls_on_an_empty_folder(tmp_path) -> None:
     assert result.exit_code == 0 and "run id" in result.stdout
 
 
-def test_knobs_the_engine_cannot_serve_are_refused_not_ignored() -> None:
-    result = runner.invoke(app, ["train", "rlvr", "algorithm.tis_cap=2.0", "--steps", "1"])
-    assert result.exit_code == 2 and "algorithm.tis_cap: truncated importance" in result.stderr
+def test_tis_with_a_loss_it_cannot_reweight_is_refused_not_ignored() -> None:
+    args = ["train", "rlvr", "algorithm.tis_cap=2.0", "algorithm.policy_loss=pg", "--steps", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "tis_cap reweights the ppo" in result.stderr
 
 
 def test_the_vllm_engine_without_vllm_says_how_to_install_it() -> None:

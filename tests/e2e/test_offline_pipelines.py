@@ -155,3 +155,53 @@ def test_killed_and_resumed_run_repeats_the_reference_exactly(reference, runs) -
         assert "retrying from step 1 (the start)" in events
     assert _untimed(runs / run_id) == _untimed(ref)
     assert _weights_hash(runs / run_id) == _weights_hash(ref)
+
+
+def _student_with_another_tokenizer(tiny_model: Path, folder: Path) -> Path:
+    """tiny-random with two extra tokens (and embedding rows): another vocabulary."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    tokenizer.add_tokens(["<roll_extra_a>", "<roll_extra_b>"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model.resize_token_embeddings(len(tokenizer))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_distill_across_tokenizers_trains_the_student_on_the_teachers_answers(
+    runs, tiny_model, tmp_path
+) -> None:
+    from transformers import AutoConfig, AutoTokenizer
+
+    from rollcli.config.errors import ConfigError
+    from rollcli.pipelines.distill import _distill_mode
+
+    student = _student_with_another_tokenizer(tiny_model, tmp_path / "student")
+    s_tok, t_tok = AutoTokenizer.from_pretrained(student), AutoTokenizer.from_pretrained(tiny_model)
+    assert _distill_mode("auto", s_tok, t_tok) == "sequence"
+    assert _distill_mode("auto", t_tok, t_tok) == "logits"
+    with pytest.raises(ConfigError, match="distill.mode=sequence"):
+        _distill_mode("logits", s_tok, t_tok)
+
+    args = ["train", "distill", "--runs-dir", str(runs), "--run-id", "distill-seq", *COMMON]
+    code, err = roll(
+        *args,
+        f"distill.student={student}",
+        "distill.batch_size=4",
+        "rollout.max_new_tokens=6",
+        runs=runs,
+    )
+    assert code == 0, err[-3000:]
+    run = runs / "distill-seq"
+    assert "sequence-level distillation" in (run / "events.log").read_text()
+    rows = _rows(run)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert {"actor/loss", "val/loss", "response/length", "val/accuracy"} <= set(rows[1])
+    assert "val/kl" not in rows[1]  # no token-level KL across vocabularies
+    samples = [json.loads(line) for line in (run / "samples" / "step-1.jsonl").open()]
+    assert len(samples) == 4 and all(isinstance(s["response"], str) for s in samples)
+    # the checkpoint is the student (its own vocabulary), not the teacher
+    saved = AutoConfig.from_pretrained(run / "checkpoints" / "step-2")
+    assert saved.vocab_size == len(s_tok) != len(t_tok)

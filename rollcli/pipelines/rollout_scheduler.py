@@ -1,0 +1,267 @@
+"""The rollout scheduler: a step's prompt groups as separate generation requests, each
+scored the moment it finishes, while later requests still generate.
+
+    draw prompts → one request per `request_groups` groups, spread over the actor_infer ranks
+    → each request's reward task is sent at once with the request's result as its input:
+      Ray starts it as soon as that generation ends (no driver round trip), so rewards
+      overlap generation
+    → dynamic sampling: groups whose rewards all agree are dropped; once the requests done
+      so far (in order) hold enough groups, the outstanding ones are aborted (over-sampling
+      and early termination); if too few groups are left, more prompts are drawn, at most
+      `max_resample_rounds` times
+    → one `RolloutResult` in request order, so a run repeats exactly whatever the timing
+
+A `PendingRollout` is started and collected separately: the pipeline's async mode starts
+step t+1's rollout before it trains step t (`rollout.max_staleness`). An actor_infer rank
+runs its calls one at a time in the order they were sent, weight syncs included, so the
+policy version a request is generated with is known when it is sent (`version`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rollcli.algorithms.dapo import groups_with_variance
+from rollcli.data.prompts import Prompt
+from rollcli.distributed.cluster import Cluster
+from rollcli.pipelines.rollout import PhaseFn, ProgressFn, RolloutResult, build_batch
+from rollcli.strategies.hf_infer import SamplingParams
+
+DrawFn = Callable[[int], tuple[list[Prompt], list[list[int]]]]
+SEED_STRIDE = 7919  # request i samples with seed params.seed + SEED_STRIDE * i
+
+
+@dataclass
+class _Request:
+    index: int
+    prompts: list[Prompt]
+    prompt_ids: list[list[int]]
+    version: int
+    ref: Any  # the reward task's ref: the scored request
+    request_id: str = ""
+    done: dict | None = None
+    aborted: bool = False
+
+
+@dataclass
+class SchedulerOptions:
+    group_size: int
+    num_groups: int  # groups a step trains on
+    request_groups: int = 0  # groups per request; 0: two requests per actor_infer rank
+    dynamic_sampling: bool = False
+    oversample: float = 1.0  # dynamic sampling: groups drawn in the first round / num_groups
+    max_resample_rounds: int = 3
+
+
+@dataclass
+class PendingRollout:
+    scheduler: RolloutScheduler
+    params: SamplingParams
+    opts: SchedulerOptions
+    uid: int = 0
+    requests: list[_Request] = field(default_factory=list)
+    rounds: int = 0
+    started: float = field(default_factory=time.time)
+
+    def result(
+        self, on_progress: ProgressFn | None = None, on_phase: PhaseFn | None = None
+    ) -> RolloutResult:
+        """Wait for the requests (in order), drop / top up / abort as dynamic sampling
+        needs, and assemble the step's batch."""
+        if on_phase is not None:
+            on_phase("generate")
+        opts, n = self.opts, self.opts.group_size
+        kept: list[tuple[_Request, int]] = []  # (request, group index within it)
+        dropped = 0
+        i = 0
+        while True:
+            if i == len(self.requests):  # every request is in and the batch is short
+                if not opts.dynamic_sampling or self.rounds >= opts.max_resample_rounds:
+                    break
+                self.rounds += 1
+                self.scheduler.submit(self, opts.num_groups - len(kept))
+                continue
+            req = self.requests[i]
+            self._wait(req, on_progress)
+            if opts.dynamic_sampling:
+                scores = [r["score"] for r in req.done["results"]]
+                import torch
+
+                keep = groups_with_variance(torch.tensor(scores), n).tolist()
+            else:
+                keep = [True] * len(req.prompts)
+            for g, ok in enumerate(keep):
+                if ok and len(kept) < opts.num_groups:
+                    kept.append((req, g))
+                elif not ok:
+                    dropped += 1
+            i += 1
+            if len(kept) >= opts.num_groups:
+                break
+        aborted = 0
+        rest = self.requests[i:]  # enough groups: the rest is not needed
+        if rest:
+            self.scheduler.infer.signal("abort", [r.request_id for r in rest])
+        for req in rest:
+            req.aborted = True
+            aborted += len(req.prompts)
+        if not kept:  # every group agreed: train on the last request so the step still logs
+            last = self.requests[i - 1]
+            kept = [(last, g) for g in range(len(last.prompts))]
+        return self._assemble(kept, dropped, aborted)
+
+    def _wait(self, req: _Request, on_progress: ProgressFn | None) -> None:
+        import ray
+
+        while req.done is None:
+            ready, _ = ray.wait([req.ref], timeout=0.5)
+            if ready:
+                req.done = ray.get(req.ref)
+            elif on_progress is not None:
+                progress = self.scheduler.infer.poll("progress")
+                done_tokens = sum(p[0] for p in progress)
+                on_progress(done_tokens, sum(p[1] for p in progress) or 1)
+
+    def _done(self) -> list[dict]:
+        """The requests that ran to the end (aborted ones are collected, not counted)."""
+        import ray
+
+        for req in self.requests:
+            if req.done is None and req.aborted:
+                req.done = ray.get(req.ref)
+        return [r.done for r in self.requests if r.done and not r.done.get("aborted")]
+
+    def _assemble(
+        self, kept: list[tuple[_Request, int]], dropped: int, aborted: int
+    ) -> RolloutResult:
+        n = self.opts.group_size
+        rows, gens, results, prompts, versions = [], [], [], [], []
+        for req, g in kept:
+            for j in range(g * n, (g + 1) * n):
+                gen, res = req.done["gens"][j], req.done["results"][j]
+                prompt = req.prompts[gen["prompt_index"]]
+                gens.append({**gen, "prompt_ids": req.prompt_ids[gen["prompt_index"]]})
+                results.append(res)
+                prompts.append(prompt)
+                versions.append(req.version)
+        batch = build_batch(
+            [g["prompt_ids"] for g in gens],
+            [g["token_ids"] for g in gens],
+            [r["score"] for r in results],
+            [g["finished"] for g in gens],
+            self.scheduler.pad_id,
+            {
+                "tag": [p.tag for p in prompts],
+                "prompt_id": [p.id for p in prompts],
+                **(
+                    {"behaviour_logprobs": [g["logprobs"] for g in gens]}
+                    if all("logprobs" in g for g in gens)
+                    else {}
+                ),
+            },
+        )
+        done = self._done()
+        metrics = _metrics(batch, results, done, dropped, aborted, self.rounds)
+        metrics["rollout/staleness"] = self.scheduler.version - min(versions)
+        for key in sorted({k for r in results for k in r if k not in ("score", "error")}):
+            values = [float(r[key]) for r in results if isinstance(r.get(key), (int, float))]
+            if values:
+                metrics[f"reward/{key}"] = sum(values) / len(values)
+        rows = [
+            {
+                "response": g["text"],
+                "answer": p.answer,
+                "tag": p.tag,
+                "prompt": p.messages[-1]["content"],
+                "reward": r["score"],
+                **{k: v for k, v in r.items() if k != "score"},
+                "finished": g["finished"],
+                "policy_version": v,
+            }
+            for g, r, p, v in zip(gens, results, prompts, versions, strict=True)
+        ]
+        return RolloutResult(batch, rows, metrics)
+
+
+class RolloutScheduler:
+    def __init__(self, infer: Cluster, reward: Cluster, pad_id: int, draw: DrawFn) -> None:
+        self.infer = infer
+        self.reward = reward
+        self.pad_id = pad_id
+        self.draw = draw
+        self.version = 0  # weight syncs sent to actor_infer so far (the pipeline counts them)
+        self._next_infer = 0
+        self._next_reward = 0
+        self._rollouts = 0  # rollouts started: request ids are "rollout:index"
+
+    def start(self, params: SamplingParams, opts: SchedulerOptions) -> PendingRollout:
+        """Draw the first round of prompts and send its requests; returns at once."""
+        pending = PendingRollout(self, params, opts, uid=self._rollouts)
+        self._rollouts += 1
+        first = opts.num_groups
+        if opts.dynamic_sampling:
+            first = max(first, math.ceil(opts.num_groups * opts.oversample))
+        self.submit(pending, first)
+        return pending
+
+    def submit(self, pending: PendingRollout, num_groups: int) -> None:
+        """Draw `num_groups` prompts and send them as requests (generation, then reward)."""
+        prompts, ids = self.draw(num_groups)
+        opts = pending.opts
+        per_request = opts.request_groups or max(
+            1, math.ceil(opts.num_groups / (2 * self.infer.world_size))
+        )
+        meta = [sample_fields(p) for p in prompts]
+        for start in range(0, len(prompts), per_request):
+            index = len(pending.requests)
+            infer = self.infer.workers[self._next_infer % self.infer.world_size]
+            reward = self.reward.workers[self._next_reward % self.reward.world_size]
+            self._next_infer += 1
+            self._next_reward += 1
+            params = replace(pending.params, seed=pending.params.seed + SEED_STRIDE * index)
+            part = slice(start, start + per_request)
+            request_id = f"{pending.uid}:{index}"
+            gen_ref = infer.generate_request.remote(ids[part], params, request_id)
+            ref = reward.score_request.remote(gen_ref, meta[part])
+            pending.requests.append(
+                _Request(index, prompts[part], ids[part], self.version, ref, request_id)
+            )
+
+
+def sample_fields(prompt: Prompt) -> dict[str, Any]:
+    """What a reward function sees of a prompt (beside the response)."""
+    return {"answer": prompt.answer, "tag": prompt.tag, "prompt": prompt.messages[-1]["content"]}
+
+
+def _metrics(
+    batch, results: list[dict], done: list[dict], dropped: int, aborted: int, rounds: int
+) -> dict[str, float]:  # noqa: ANN001
+    scores, lengths = batch["scores"], batch["response_mask"].sum(dim=1)
+    gen_start = min(d["gen_start"] for d in done)
+    gen_end = max(d["gen_end"] for d in done)
+    gen_s = max(gen_end - gen_start, 1e-9)
+    tokens = sum(len(g["token_ids"]) for d in done for g in d["gens"])
+    reward_s = sum(d["reward_end"] - d["reward_start"] for d in done)
+    overlap = sum(
+        max(0.0, min(d["reward_end"], gen_end) - max(d["reward_start"], gen_start)) for d in done
+    )
+    return {
+        "reward/mean": float(scores.mean()),
+        "reward/std": float(scores.std()) if len(scores) > 1 else 0.0,
+        "reward/errors": float(sum(1 for r in results if r.get("error"))),
+        "response_length/mean": float(lengths.float().mean()),
+        "response_length/max": float(lengths.max()),
+        "response_length/truncated_frac": float((~batch["finished"]).float().mean()),
+        "rollout/tokens_per_s": tokens / gen_s,
+        "rollout/requests": float(len(done)),
+        "rollout/dropped_groups": float(dropped),
+        "rollout/aborted": float(aborted),
+        "rollout/sample_rounds": float(rounds + 1),
+        "time/generate_s": gen_s,
+        "time/reward_s": reward_s,
+        "time/reward_overlap_s": overlap,
+    }

@@ -1,0 +1,141 @@
+"""The rollout scheduler through the real CLI and Ray (tiny-random): async rollout one
+step ahead (`rollout.max_staleness=1`) with truncated importance sampling, and dynamic
+sampling with over-sampling and aborts. A run killed mid-way and resumed repeats the
+uninterrupted one exactly, including the rollout that was running ahead."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+GROUP = 4
+ARGS = [
+    "--model",
+    "tiny-random",
+    "--steps",
+    "3",
+    "--save-every",
+    "1",
+    "--eval-every",
+    "0",
+    "data.train_size=40",
+    "data.val_size=2",
+    f"rollout.group_size={GROUP}",
+    "rollout.batch_size=8",  # 2 groups per step
+    "rollout.max_new_tokens=8",
+    "rollout.request_groups=1",
+    "rollout.max_staleness=1",
+    "rollout.oversample=3",
+    "algorithm.dynamic_sampling=true",
+    "algorithm.tis_cap=2.0",
+    "reward.fn=coin_rewards:coin",
+    "train.lr=1e-3",
+    "train.micro_batch_size=4",
+]
+
+
+def roll(*args: str, runs: Path, fault: str = "") -> tuple[int, str]:
+    env = {
+        **os.environ,
+        "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
+        "COLUMNS": "200",
+        "ROLL_INJECT_FAULT": fault,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rollcli", *args],
+        cwd=runs,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=600)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, err
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _untimed(run: Path) -> list[dict]:
+    return [
+        {
+            k: v
+            for k, v in r.items()
+            if k != "time" and not k.startswith("time/") and "per_s" not in k
+        }
+        for r in _rows(run)
+    ]
+
+
+def _samples(run: Path, step: int) -> list[dict]:
+    return [json.loads(line) for line in (run / "samples" / f"step-{step}.jsonl").open()]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_model) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def reference(runs) -> Path:
+    code, err = roll("train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref", *ARGS, runs=runs)
+    assert code == 0, err[-3000:]
+    return runs / "ref"
+
+
+def test_async_dynamic_rollout_keeps_only_groups_that_differ(reference) -> None:
+    rows = _rows(reference)
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    # step 1's rollout runs with the starting weights; later ones one update behind
+    assert [r["rollout/staleness"] for r in rows[1:]] == [0, 1, 1]
+    for step, row in enumerate(rows[1:], start=1):
+        samples = _samples(reference, step)
+        assert len(samples) == 8
+        groups = [samples[i : i + GROUP] for i in range(0, len(samples), GROUP)]
+        for group in groups:  # every kept group has rewards that differ
+            assert len({s["prompt"] for s in group}) == 1
+            assert len({s["reward"] for s in group}) == 2
+        versions = {s["policy_version"] for s in samples}
+        assert versions == {max(step - 2, 0)} if step > 1 else versions == {0}
+        # over-sampled 3x: 6 groups drawn in 6 requests; those past the 2 kept ones and
+        # the dropped ones were never needed and are aborted
+        assert row["rollout/dropped_groups"] + 2 + row["rollout/aborted"] <= 6 * (
+            1 + row["rollout/sample_rounds"]
+        )
+        assert 0.5 < row["actor/tis_ratio_mean"] < 2.0
+    assert sum(r["rollout/aborted"] for r in rows[1:]) > 0
+    assert (reference / "checkpoints" / "step-2" / "rollouts_ahead.pt").exists()
+
+
+def test_killed_async_run_resumes_exactly(reference, runs) -> None:
+    args = ["train", "rlvr", "--runs-dir", str(runs), "--run-id", "killed", *ARGS]
+    code, err = roll(*args, runs=runs, fault="kill@train:2")
+    assert code == -signal.SIGKILL, err[-2000:]
+    code, err = roll("resume", "killed", "--runs-dir", str(runs), runs=runs)
+    assert code == 0, err[-3000:]
+    assert _untimed(runs / "killed") == _untimed(reference)
+    for step in (1, 2, 3):
+        got = [(s["response"], s["reward"]) for s in _samples(runs / "killed", step)]
+        assert got == [(s["response"], s["reward"]) for s in _samples(reference, step)]
+
+    def digest(run: Path) -> str:
+        data = (run / "checkpoints" / "step-3" / "model.safetensors").read_bytes()
+        return hashlib.sha256(data).hexdigest()
+
+    assert digest(runs / "killed") == digest(reference)
