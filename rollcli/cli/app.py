@@ -9,9 +9,13 @@ import typer
 
 from rollcli import __version__
 from rollcli.cli import data_cmd, recipes_cmd, runs_cmd
+from rollcli.cli.doctor_cmd import doctor
+from rollcli.cli.eval_cmd import eval_env
 from rollcli.cli.export_cmd import export
 from rollcli.cli.logs_cmd import logs
+from rollcli.cli.plan_cmd import plan
 from rollcli.cli.plot_cmd import plot
+from rollcli.cli.reward_cmd import reward
 from rollcli.cli.train_cmd import resume, train
 
 app = typer.Typer(
@@ -25,10 +29,14 @@ app.add_typer(recipes_cmd.app, name="recipes")
 app.add_typer(runs_cmd.app, name="runs")
 app.add_typer(data_cmd.app, name="data")
 app.command("train")(train)
+app.command("plan")(plan)
+app.command("doctor")(doctor)
 app.command("resume")(resume)
 app.command("logs")(logs)
 app.command("export")(export)
 app.command("plot")(plot)
+app.command("eval")(eval_env)
+app.command("reward")(reward)
 
 
 def _version(value: bool) -> None:

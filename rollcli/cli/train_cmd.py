@@ -80,6 +80,9 @@ def train(
                 "--resume auto looks for a run by its id: give --run-id ID (or run.run_id)"
             )
         if cfg.resources.gpus > 0:
+            from rollcli.planning.from_recipe import check_plan
+
+            check_plan(cfg)  # a plan that cannot fit says why and what to change first
             raise _gpu_error(cfg.resources.gpus)
     if dry_run:
         typer.echo(f"# recipe {source}, resolved", err=True)

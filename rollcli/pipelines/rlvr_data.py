@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+
 from rollcli.config.sections import DataConfig
-from rollcli.data.prompts import DataError, Prompt, file_prompts, reasoning_gym_prompts
+from rollcli.data.prompts import (
+    DataError,
+    Prompt,
+    file_prompts,
+    humaneval_prompts,
+    ifeval_prompts,
+    reasoning_gym_prompts,
+)
 
 VAL_SEED_OFFSET = 1_000_003
+# HumanEval's held-out split is fixed (whatever the run's seed): this permutation's first
+# data.val_size problems.
+HUMANEVAL_SPLIT_SEED = 0
 
 
 def load_prompt_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
     """(train, validation). Generated sets use different seeds and drop overlaps from train."""
+    if data.source in EXTRA_SOURCES:
+        return EXTRA_SOURCES[data.source](data, seed)
     if data.source == "file":
         assert data.train_path is not None
         train = file_prompts(
@@ -59,3 +74,62 @@ def tokenize_prompts(tokenizer, prompts: list[Prompt], max_tokens: int) -> list[
             )
         out.append(list(ids))
     return out
+
+
+def _humaneval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
+    problems = humaneval_prompts(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    if data.val_size >= len(problems):
+        raise DataError(
+            f"data.val_size = {data.val_size} leaves no HumanEval problem for training "
+            f"(there are {len(problems)})"
+        )
+    random.Random(HUMANEVAL_SPLIT_SEED).shuffle(problems)
+    val, train = problems[: data.val_size], problems[data.val_size :]
+    return train[: data.train_size], val
+
+
+def _ifeval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
+    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    val = ifeval_prompts(data.val_size, seed + VAL_SEED_OFFSET, **kwargs)
+    held_out = {_text(p) for p in val}
+    train = [p for p in ifeval_prompts(data.train_size, seed, **kwargs) if _text(p) not in held_out]
+    if not train:
+        raise DataError("every generated ifeval prompt also appears in validation")
+    return train, val
+
+
+def _mix_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
+    """Each domain's sets, sized by ratio and tagged with the domain's name. A domain with
+    fewer training prompts than its share repeats them, so the pool keeps the ratios (the
+    sampler draws uniformly from the pool)."""
+    total = sum(d.ratio for d in data.mix.values())
+    train: list[Prompt] = []
+    val: list[Prompt] = []
+    for domain, d in data.mix.items():
+        n_train = max(1, round(data.train_size * d.ratio / total))
+        n_val = max(1, round(data.val_size * d.ratio / total))
+        sub = DataConfig(
+            source=d.source,
+            task=d.task,
+            task_args=d.task_args,
+            train_path=d.train_path,
+            val_path=d.val_path,
+            train_size=n_train,
+            val_size=n_val,
+            system_prompt=data.system_prompt,
+            prompt_suffix=d.prompt_suffix or data.prompt_suffix,
+            max_prompt_tokens=data.max_prompt_tokens,
+        )
+        try:
+            d_train, d_val = load_prompt_sets(sub, seed)
+        except DataError as exc:
+            raise DataError(f"data.mix.{domain}: {exc}") from None
+        for i in range(n_train):
+            p = d_train[i % len(d_train)]
+            repeat = f"#{i // len(d_train)}" if i >= len(d_train) else ""
+            train.append(replace(p, id=f"{domain}/{p.id}{repeat}", tag=domain))
+        val += [replace(p, id=f"{domain}/{p.id}", tag=domain) for p in d_val]
+    return train, val
+
+
+EXTRA_SOURCES = {"humaneval": _humaneval_sets, "ifeval": _ifeval_sets, "mix": _mix_sets}

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from rollcli.distributed.cluster import Cluster, WorkerResources
+from rollcli.strategies.train_engines import active_train_strategy
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.critic import CriticWorker
@@ -71,6 +72,8 @@ def create_clusters(
     cpu = plan_cpu(cores or float(os.cpu_count() or 1), heavy, reward_workers)
     heavy_res = WorkerResources(num_cpus=cpu.heavy_cpus)
     threads = cpu.heavy_threads
+    # train.strategy and devices.actor_train (deepspeed ZeRO stage, ...), set by roll train.
+    train_kwargs = {**active_train_strategy().worker_kwargs(), **train_kwargs}
     clusters = Clusters(
         actor_train=Cluster(
             "actor_train",
@@ -83,7 +86,7 @@ def create_clusters(
             "actor_infer",
             ActorInferWorker,
             infer_workers,
-            WorkerResources(num_cpus=cpu.heavy_cpus, max_concurrency=2),
+            WorkerResources(num_cpus=cpu.heavy_cpus, monitor=True),
             lambda rank: {
                 "model_path": model_path,
                 "num_threads": max(1, threads // infer_workers),

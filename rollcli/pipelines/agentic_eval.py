@@ -1,0 +1,113 @@
+"""`roll eval`: play episodes of an environment with a model (or the random baseline) and
+report success with a Wilson interval, action quality and length, and one transcript.
+
+It plays with the agentic pipeline's own scheduler, prompts, parsing and env workers
+(`play_episodes`), in this process without Ray: env workers and the model worker are
+plain objects whose calls run at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rollcli.config.sections import AgenticConfig
+from rollcli.pipelines.agentic_chat import TurnFormat
+from rollcli.pipelines.agentic_episode import Episode
+from rollcli.pipelines.agentic_metrics import episode_metrics, wilson_interval
+from rollcli.pipelines.agentic_rollout import ModelPolicy, RandomPolicy, play_episodes
+from rollcli.pipelines.agentic_setup import env_kwargs, limits, val_specs
+from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.workers.env_worker import EnvWorker
+
+RANDOM = "random"
+
+
+@dataclass
+class EvalResult:
+    env: str
+    model: str
+    episodes: list[Episode]
+    metrics: dict[str, float]
+
+    def summary(self) -> dict[str, Any]:
+        m = self.metrics
+        n = len(self.episodes)
+        wins = sum(ep.success for ep in self.episodes)
+        low, high = wilson_interval(wins, n)
+        return {
+            "env": self.env,
+            "model": self.model,
+            "episodes": n,
+            "success_rate": wins / max(n, 1),
+            "success_ci95": [low, high],
+            "mean_reward": m["eval/return_mean"],
+            "valid_action_rate": m["eval/valid_action_rate"],
+            "effective_action_rate": m["eval/effective_action_rate"],
+            "mean_steps": m["eval/mean_steps"],
+            "env_errors": int(m["eval/env_errors"]),
+        }
+
+
+def evaluate(
+    agentic: AgenticConfig,
+    model: str,
+    model_path: str | None,
+    *,
+    n: int,
+    seed: int,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    num_threads: int = 1,
+    tokenizer_path: str | None = None,
+    on_progress: Any = None,
+) -> EvalResult:
+    """`n` validation-split episodes (seeds `seed, seed + 1, ...`) with `model`: a model
+    folder (`model_path`), or `"random"` (a uniformly random legal action each turn).
+
+    With the random baseline there is no model, and prompts are built with
+    `tokenizer_path`'s chat template only to keep the episode bookkeeping identical.
+    """
+    from rollcli.strategies.hf_model import load_tokenizer
+
+    hosts = [EnvWorker(agentic.env, env_kwargs(agentic, validation=True))]
+    if model == RANDOM:
+        policy: ModelPolicy | RandomPolicy = RandomPolicy(seed, agentic.reply_prefix)
+        tokenizer = load_tokenizer(tokenizer_path or model_path)
+    else:
+        from rollcli.workers.actor_infer import ActorInferWorker
+
+        assert model_path is not None
+        worker = ActorInferWorker(model_path, num_threads=num_threads, seed=seed, engine="hf")
+        tokenizer = worker.tokenizer
+        params = SamplingParams(
+            n=1, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+        )
+        policy = ModelPolicy([worker], params)
+    fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix)
+    episodes, _ = play_episodes(
+        hosts, policy, val_specs(seed, n), fmt, limits(agentic, max_new_tokens), on_progress
+    )
+    return EvalResult(agentic.env, model, episodes, episode_metrics(episodes, "eval"))
+
+
+def render_episode(ep: Episode) -> str:
+    """A transcript for the terminal: each observation, reply and step outcome."""
+    lines = [
+        f"seed {ep.spec.seed}: {ep.turns} turns, return {ep.episode_return:g}, "
+        f"{'success' if ep.success else 'no success'} ({ep.end})"
+    ]
+    if ep.error:
+        lines.append(f"env error: {ep.error}")
+    turn = 0
+    for msg in ep.messages[1:]:
+        if msg["role"] == "user":
+            lines.append(f"── observation\n{msg['content']}")
+        else:
+            info = ep.infos[turn] if turn < len(ep.infos) else {}
+            turn += 1
+            verdict = "valid" if info.get("action_is_valid") else "invalid"
+            lines.append(
+                f"── reply {turn} ({verdict}, action {info.get('action')}): {msg['content'].strip()}"
+            )
+    return "\n".join(lines)

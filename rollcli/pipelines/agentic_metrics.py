@@ -1,0 +1,72 @@
+"""What a batch of finished episodes says: success, action quality, length, errors.
+
+Rates over steps count every model turn of every episode; rates over episodes count each
+episode once. Keys (with the prefix, `env/` for training episodes and `val/` for
+validation):
+
+=========================  ==========================================================
+``success_rate``           episodes whose last step reported ``success``
+``return_mean``            mean episode return (sum of step rewards, penalties included)
+``valid_action_rate``      turns whose reply parsed to a legal action
+``effective_action_rate``  turns whose action changed the state
+``mean_steps``             model turns per episode
+``format_penalty``         mean total format penalty per episode (<= 0)
+``format_errors``          turns whose reply did not parse (count)
+``env_errors``             episodes ended by an exception in the env (count)
+``cut_frac``               episodes ended by the turn or context limit
+=========================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import math
+
+from rollcli.pipelines.agentic_episode import Episode
+
+
+def episode_metrics(episodes: list[Episode], prefix: str) -> dict[str, float]:
+    n = max(len(episodes), 1)
+    infos = [info for ep in episodes for info in ep.infos]
+    turns = max(len(infos), 1)
+    returns = [ep.episode_return for ep in episodes]
+    mean = sum(returns) / n
+    out = {
+        "success_rate": sum(ep.success for ep in episodes) / n,
+        "return_mean": mean,
+        "return_std": math.sqrt(sum((r - mean) ** 2 for r in returns) / n),
+        "valid_action_rate": sum(bool(i.get("action_is_valid")) for i in infos) / turns,
+        "effective_action_rate": sum(bool(i.get("action_is_effective")) for i in infos) / turns,
+        "mean_steps": sum(ep.turns for ep in episodes) / n,
+        "format_penalty": sum(float(i.get("format_penalty") or 0.0) for i in infos) / n,
+        "format_errors": float(sum(not i.get("action_is_valid", True) for i in infos)),
+        "env_errors": float(sum(ep.error is not None for ep in episodes)),
+        "cut_frac": sum(ep.end in ("max_turns", "context") for ep in episodes) / n,
+    }
+    return {f"{prefix}/{k}": v for k, v in out.items()}
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a success rate (95% by default).
+
+    >>> [round(x, 3) for x in wilson_interval(8, 10)]
+    [0.49, 0.943]
+    >>> wilson_interval(0, 0)
+    (0.0, 1.0)
+    """
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def summary_line(metrics: dict[str, float], prefix: str) -> str:
+    """One line for the live display."""
+    m = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(prefix + "/")}
+    return (
+        f"success {m.get('success_rate', 0):.3f} · valid {m.get('valid_action_rate', 0):.2f}"
+        f" · effective {m.get('effective_action_rate', 0):.2f}"
+        f" · steps {m.get('mean_steps', 0):.1f} · return {m.get('return_mean', 0):.2f}"
+    )

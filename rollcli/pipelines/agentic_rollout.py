@@ -1,0 +1,180 @@
+"""The multi-turn rollout scheduler: many episodes, env workers and the model at once.
+
+No lock-step barrier: every env-worker call and every generation call is a future. The
+loop waits for whichever finishes first; an env result makes its episodes ready for the
+model, and as soon as a policy worker is free it generates for every episode that is
+ready at that moment, while the other episodes are still being stepped. A generation's
+replies go straight back to their env workers, one call per worker.
+
+The same code runs with Ray actors (the pipeline: env workers and actor_infer ranks are
+actor handles, calls return object refs) and with plain objects (`roll eval` and unit
+tests: a call runs at once and returns its finished result), so evaluation plays episodes
+exactly as training does.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rollcli.pipelines.agentic_chat import TurnFormat
+from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits, user_turn
+from rollcli.strategies.hf_infer import SamplingParams
+
+ProgressFn = Callable[[int, int], None]
+
+
+# ---- calls on Ray actors or plain objects ----------------------------------------------------
+@dataclass(eq=False)  # hashed by identity, like Ray's object refs
+class Done:
+    """The result of a call on a plain object (it ran at once)."""
+
+    value: Any
+
+
+def call(target: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+    fn = getattr(target, method)
+    if hasattr(fn, "remote"):
+        return fn.remote(*args, **kwargs)
+    return Done(fn(*args, **kwargs))
+
+
+def wait_any(handles: list[Any], timeout: float | None = None) -> list[Any]:
+    """Handles that are finished: at least one (unless `timeout` passes), all that are."""
+    done = [h for h in handles if isinstance(h, Done)]
+    refs = [h for h in handles if not isinstance(h, Done)]
+    if done or not refs:
+        return done
+    import ray
+
+    ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+    if ready:
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+    return ready
+
+
+def get(handle: Any) -> Any:
+    if isinstance(handle, Done):
+        return handle.value
+    import ray
+
+    return ray.get(handle)
+
+
+# ---- policies --------------------------------------------------------------------------------
+class ModelPolicy:
+    """Replies from actor_infer workers (Ray handles or plain `ActorInferWorker`s); each
+    generation call goes to a free worker, so `len(workers)` calls run at once."""
+
+    def __init__(self, workers: list[Any], params: SamplingParams) -> None:
+        self.workers = list(workers)
+        self.params = params
+        self.busy: set[int] = set()
+        self.calls = 0
+
+    @property
+    def free(self) -> bool:
+        return len(self.busy) < len(self.workers)
+
+    def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
+        rank = next(r for r in range(len(self.workers)) if r not in self.busy)
+        self.busy.add(rank)
+        params = replace(self.params, n=1, seed=self.params.seed + 7919 * self.calls)
+        self.calls += 1
+        prompts = [ep.context_ids() for ep in episodes]
+        return rank, call(self.workers[rank], "generate", prompts, params=params)
+
+    def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
+        self.busy.discard(rank)
+        return sorted(get(handle), key=lambda g: g["prompt_index"])
+
+
+class RandomPolicy:
+    """The baseline: a uniformly random legal action each turn, in the answer format."""
+
+    def __init__(self, seed: int = 0, reply_prefix: str = "") -> None:
+        self.rng = random.Random(seed)
+        self.reply_prefix = reply_prefix  # the prompt already opens the answer
+        self.free = True
+
+    def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
+        replies = []
+        for ep in episodes:
+            action = self.rng.choice(ep.actions) if ep.actions else ""
+            text = f"<answer>{action}</answer>".removeprefix(self.reply_prefix)
+            replies.append({"token_ids": [], "text": text, "finished": True})
+        return 0, Done(replies)
+
+    def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
+        return get(handle)
+
+
+# ---- the scheduler -----------------------------------------------------------------------------
+def play_episodes(
+    hosts: list[Any],
+    policy: ModelPolicy | RandomPolicy,
+    specs: list[EpisodeSpec],
+    fmt: TurnFormat,
+    limits: Limits,
+    on_progress: ProgressFn | None = None,
+    max_batch: int = 256,
+) -> tuple[list[Episode], dict[str, float]]:
+    """Play every episode of `specs` to its end; returns them (in `specs` order) and the
+    scheduler's counters (generation calls, mean batch size)."""
+    episodes = [Episode(spec) for spec in specs]
+    host_of = {ep.spec.index: i % len(hosts) for i, ep in enumerate(episodes)}
+    by_index = {ep.spec.index: ep for ep in episodes}
+    pending: dict[Any, tuple[str, Any]] = {}  # handle -> ("env", None) | ("gen", (rank, batch))
+    for h, host in enumerate(hosts):
+        items = [(ep.spec.index, ep.spec.seed) for ep in episodes if host_of[ep.spec.index] == h]
+        if items:
+            pending[call(host, "reset", items)] = ("env", None)
+    ready: list[int] = []
+    finished = gen_calls = gen_rows = 0
+    while pending or ready:
+        if ready and policy.free:  # generate for every episode that is ready now
+            batch, ready = ready[:max_batch], ready[max_batch:]
+            rank, handle = policy.submit([by_index[i] for i in batch])
+            pending[handle] = ("gen", (rank, batch))
+            gen_calls, gen_rows = gen_calls + 1, gen_rows + len(batch)
+        if not pending:
+            continue
+        for handle in wait_any(list(pending)):
+            kind, what = pending.pop(handle)
+            if kind == "env":
+                for index, result in get(handle).items():
+                    ep = by_index[index]
+                    if not ep.prompt_ids and not ep.done:
+                        ep.start(result, fmt, user_turn(result))
+                    else:
+                        ep.observe(result, fmt, limits, user_turn(result))
+                    if ep.done:
+                        finished += 1
+                    else:
+                        ready.append(index)
+                if on_progress is not None:
+                    on_progress(finished, len(episodes))
+                continue
+            rank, batch = what
+            per_host: dict[int, dict[int, str]] = {}
+            for index, reply in zip(batch, policy.collect(rank, handle), strict=True):
+                reply = {**reply, "text": fmt.reply_prefix + reply["text"]}
+                by_index[index].add_reply(reply)
+                per_host.setdefault(host_of[index], {})[index] = reply["text"]
+            for h, texts in per_host.items():  # replies go back to their env workers at once
+                pending[call(hosts[h], "step", texts)] = ("env", None)
+    _release_unfinished(hosts, episodes, host_of)
+    stats = {"gen_calls": float(gen_calls), "gen_batch_mean": gen_rows / max(gen_calls, 1)}
+    return episodes, stats
+
+
+def _release_unfinished(hosts: list[Any], episodes: list[Episode], host_of: dict[int, int]) -> None:
+    """Episodes the driver ended (turn or context limit) still hold an env on their worker."""
+    per_host: dict[int, list[int]] = {}
+    for ep in episodes:
+        if ep.end in ("max_turns", "context"):
+            per_host.setdefault(host_of[ep.spec.index], []).append(ep.spec.index)
+    for h, slots in per_host.items():
+        get(call(hosts[h], "release", slots))

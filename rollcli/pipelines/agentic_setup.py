@@ -1,0 +1,41 @@
+"""From the recipe's `agentic:` section to the flat arguments of env workers and the
+scheduler; shared by the agentic pipeline and `roll eval`, so both play the same episodes."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from rollcli.config.sections import AgenticConfig
+from rollcli.pipelines.agentic_episode import EpisodeSpec, Limits
+
+
+def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, Any]:
+    """The env's keyword arguments: `env_kwargs` (+ `val_env_kwargs` for validation), the
+    format penalty, and `max_steps = max_turns` unless the recipe sets it."""
+    kwargs = {"max_steps": agentic.max_turns, **agentic.env_kwargs}
+    if validation:
+        kwargs.update(agentic.val_env_kwargs)
+    kwargs["format_penalty"] = agentic.format_penalty
+    return kwargs
+
+
+def limits(agentic: AgenticConfig, max_new_tokens: int) -> Limits:
+    return Limits(agentic.max_turns, agentic.max_context_tokens, max_new_tokens)
+
+
+def train_specs(agentic: AgenticConfig, seed: int, step: int) -> list[EpisodeSpec]:
+    """Step `step`'s episodes: `groups_per_step` groups of `group_size` sharing a seed.
+    Seeds are drawn below `val_seed` (validation uses `val_seed` and up): never shared."""
+    rng = random.Random(seed * 1_000_003 + step)
+    specs = []
+    for g in range(agentic.groups_per_step):
+        env_seed = rng.randrange(agentic.val_seed)
+        for _ in range(agentic.group_size):
+            specs.append(EpisodeSpec(len(specs), g, env_seed))
+    return specs
+
+
+def val_specs(first_seed: int, n: int) -> list[EpisodeSpec]:
+    """`n` episodes with seeds `first_seed, first_seed + 1, ...` (a group each)."""
+    return [EpisodeSpec(i, i, first_seed + i) for i in range(n)]
