@@ -307,6 +307,7 @@ class AgenticConfig(Section):
     # text that opens every assistant turn (part of the prompt, never trained), e.g.
     # "<answer>": a small model then only has to name the action; the env parses prefix + reply
     reply_prefix: str = ""
+    user_suffix: str = ""  # appended to every observation, e.g. "Your move?" (a reminder)
     num_env_workers: PositiveInt = 2
     val_episodes: PositiveInt = 32
     val_seed: NonNegInt = 1_000_000  # validation seeds are val_seed, val_seed + 1, ...

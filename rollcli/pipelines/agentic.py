@@ -24,7 +24,13 @@ from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
 from rollcli.pipelines.agentic_metrics import episode_metrics, summary_line
 from rollcli.pipelines.agentic_rollout import ModelPolicy, play_episodes
-from rollcli.pipelines.agentic_setup import env_kwargs, limits, train_specs, val_specs
+from rollcli.pipelines.agentic_setup import (
+    env_kwargs,
+    limits,
+    model_context,
+    train_specs,
+    val_specs,
+)
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.run_control import RunControl
 from rollcli.runs.run_dir import RunDir
@@ -47,7 +53,10 @@ class AgenticPipeline:
         self.run = run
         self.run_id = run_id
         self.model_path = model_path
-        self.ctl = RunControl(cfg, run, display)
+        # fault injection (`kill-worker@generate`, ...) kills the worker a phase runs on
+        forward = "reference" if cfg.needs_reference else "actor_train"
+        roles = {"generate": "actor_infer", "validate": "actor_infer", "forward": forward}
+        self.ctl = RunControl(cfg, run, display, fault_roles=roles)
         self.clusters: list[Cluster] | None = None
         self.engine = resolve_engine(cfg.rollout.engine)
 
@@ -72,8 +81,8 @@ class AgenticPipeline:
         _build_checked(ag.env, env_kwargs(ag, validation=True), "agentic.val_env_kwargs")
         tokenizer = load_tokenizer(self.model_path)
         self.pad_id = tokenizer.pad_token_id
-        self.fmt = TurnFormat(tokenizer, system_prompt(probe), ag.reply_prefix)
-        self.limits = limits(ag, cfg.rollout.max_new_tokens)
+        self.fmt = TurnFormat(tokenizer, system_prompt(probe), ag.reply_prefix, ag.user_suffix)
+        self.limits = limits(ag, cfg.rollout.max_new_tokens, model_context(self.model_path))
         self._start_workers()
         alg = cfg.algorithm
         self.update_args = PolicyUpdateArgs(
@@ -191,7 +200,7 @@ class AgenticPipeline:
 
     # ---- the loop --------------------------------------------------------------------
     def train(self, start_step: int = 0) -> dict[str, Any]:
-        deadline = self.ctl.start_display(self.run_id, start_step)
+        deadline = self.ctl.start_display(self.run_id, start_step, self.engine)
         step = start_step
         while True:
             try:
@@ -235,6 +244,7 @@ class AgenticPipeline:
         metrics: dict[str, Any] = {"step": step}
 
         # 1. play the step's episodes (groups share a seed)
+        self.ctl.phase("generate")
         self.ctl.ui.phase(f"playing {ag.episodes_per_step} {ag.env} episodes")
         t0 = time.perf_counter()
         episodes, sched = self.play(train_specs(ag, cfg.seed, step), self.envs, self.sampling(step))
@@ -298,7 +308,7 @@ class AgenticPipeline:
         metrics["time/train_s"] = time.perf_counter() - t0
 
         # 5. new weights to the inference engine
-        self.ctl.ui.phase("syncing weights")
+        self.ctl.phase("sync")
         metrics["time/weight_sync_s"] = self.sync_weights()
         return metrics, [ep.record(ag.env) for ep in episodes]
 

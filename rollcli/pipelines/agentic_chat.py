@@ -22,7 +22,9 @@ _OBS = "\u2063OBS\u2063"
 class TurnFormat:
     """Token ids of the first prompt and of the environment's part of every later turn."""
 
-    def __init__(self, tokenizer: Any, system_prompt: str, reply_prefix: str = "") -> None:
+    def __init__(
+        self, tokenizer: Any, system_prompt: str, reply_prefix: str = "", user_suffix: str = ""
+    ) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(
                 "the agentic pipeline needs a chat model: this tokenizer has no chat template"
@@ -30,6 +32,7 @@ class TurnFormat:
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.reply_prefix = reply_prefix  # opens every assistant turn (prompt side)
+        self.user_suffix = user_suffix  # closes every user turn
         base = [
             {"role": "system", "content": "S"},
             {"role": "user", "content": "U"},
@@ -61,7 +64,7 @@ class TurnFormat:
         text = self._render(
             [
                 {"role": "system", "content": self.system_prompt},
-                {"role": "user", "content": observation},
+                {"role": "user", "content": observation + self.user_suffix},
             ],
             generation_prompt=True,
         )
@@ -71,7 +74,9 @@ class TurnFormat:
         """What follows a reply: the end of its turn (its EOS when the reply was cut short),
         the observation as a user turn, the opening of the next assistant turn."""
         close = self.close_after_eos if reply_finished else self.close_after_cut
-        return self.encode(close + self.open_turn.replace(_OBS, observation) + self.reply_prefix)
+        return self.encode(
+            close + self.open_turn.replace(_OBS, observation + self.user_suffix) + self.reply_prefix
+        )
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

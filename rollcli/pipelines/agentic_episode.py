@@ -98,7 +98,7 @@ class Episode:
         self.prompt_ids = fmt.first_prompt(user_text)
         self.messages = [
             {"role": "system", "content": fmt.system_prompt},
-            {"role": "user", "content": user_text},
+            {"role": "user", "content": user_text + fmt.user_suffix},
         ]
         self.actions = list(result.get("actions", []))
         self.state_key = str(result.get("state_key", ""))
@@ -139,7 +139,7 @@ class Episode:
             return
         self.response_ids += env_ids
         self.loss_mask += [0] * len(env_ids)
-        self.messages.append({"role": "user", "content": user_text})
+        self.messages.append({"role": "user", "content": user_text + fmt.user_suffix})
         self.actions = list(result.get("actions", []))
         self.state_key = str(result.get("state_key", ""))
 

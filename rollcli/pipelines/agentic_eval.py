@@ -16,7 +16,7 @@ from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode
 from rollcli.pipelines.agentic_metrics import episode_metrics, wilson_interval
 from rollcli.pipelines.agentic_rollout import ModelPolicy, RandomPolicy, play_episodes
-from rollcli.pipelines.agentic_setup import env_kwargs, limits, val_specs
+from rollcli.pipelines.agentic_setup import env_kwargs, limits, model_context, val_specs
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 
@@ -84,9 +84,14 @@ def evaluate(
             n=1, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
         )
         policy = ModelPolicy([worker], params)
-    fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix)
+    fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix, agentic.user_suffix)
     episodes, _ = play_episodes(
-        hosts, policy, val_specs(seed, n), fmt, limits(agentic, max_new_tokens), on_progress
+        hosts,
+        policy,
+        val_specs(seed, n),
+        fmt,
+        limits(agentic, max_new_tokens, model_context(model_path)),
+        on_progress,
     )
     return EvalResult(agentic.env, model, episodes, episode_metrics(episodes, "eval"))
 

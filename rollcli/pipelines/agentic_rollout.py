@@ -120,9 +120,13 @@ def play_episodes(
     limits: Limits,
     on_progress: ProgressFn | None = None,
     max_batch: int = 256,
+    gather_s: float = 0.05,
 ) -> tuple[list[Episode], dict[str, float]]:
     """Play every episode of `specs` to its end; returns them (in `specs` order) and the
-    scheduler's counters (generation calls, mean batch size)."""
+    scheduler's counters (generation calls, mean batch size).
+
+    Before a generation starts, env calls that finish within `gather_s` seconds still join
+    its batch (env steps take milliseconds, a generation seconds)."""
     episodes = [Episode(spec) for spec in specs]
     host_of = {ep.spec.index: i % len(hosts) for i, ep in enumerate(episodes)}
     by_index = {ep.spec.index: ep for ep in episodes}
@@ -132,41 +136,50 @@ def play_episodes(
         if items:
             pending[call(host, "reset", items)] = ("env", None)
     ready: list[int] = []
-    finished = gen_calls = gen_rows = 0
+    counts = {"finished": 0, "gen_calls": 0, "gen_rows": 0}
+
+    def finish(handle: Any) -> None:
+        kind, what = pending.pop(handle)
+        if kind == "env":  # results of resets or steps: episodes end or become ready
+            for index, result in get(handle).items():
+                ep = by_index[index]
+                if not ep.prompt_ids and not ep.done:
+                    ep.start(result, fmt, user_turn(result))
+                else:
+                    ep.observe(result, fmt, limits, user_turn(result))
+                if ep.done:
+                    counts["finished"] += 1
+                else:
+                    ready.append(index)
+            if on_progress is not None:
+                on_progress(counts["finished"], len(episodes))
+            return
+        rank, batch = what  # replies: back to their env workers at once
+        per_host: dict[int, dict[int, str]] = {}
+        for index, reply in zip(batch, policy.collect(rank, handle), strict=True):
+            reply = {**reply, "text": fmt.reply_prefix + reply["text"]}
+            by_index[index].add_reply(reply)
+            per_host.setdefault(host_of[index], {})[index] = reply["text"]
+        for h, texts in per_host.items():
+            pending[call(hosts[h], "step", texts)] = ("env", None)
+
     while pending or ready:
         if ready and policy.free:  # generate for every episode that is ready now
-            batch, ready = ready[:max_batch], ready[max_batch:]
+            env_calls = [h for h, (kind, _) in pending.items() if kind == "env"]
+            if env_calls and gather_s > 0:  # env steps take milliseconds: let them join
+                for handle in wait_any(env_calls, timeout=gather_s):
+                    finish(handle)
+            batch, ready[:] = ready[:max_batch], ready[max_batch:]
             rank, handle = policy.submit([by_index[i] for i in batch])
             pending[handle] = ("gen", (rank, batch))
-            gen_calls, gen_rows = gen_calls + 1, gen_rows + len(batch)
-        if not pending:
-            continue
-        for handle in wait_any(list(pending)):
-            kind, what = pending.pop(handle)
-            if kind == "env":
-                for index, result in get(handle).items():
-                    ep = by_index[index]
-                    if not ep.prompt_ids and not ep.done:
-                        ep.start(result, fmt, user_turn(result))
-                    else:
-                        ep.observe(result, fmt, limits, user_turn(result))
-                    if ep.done:
-                        finished += 1
-                    else:
-                        ready.append(index)
-                if on_progress is not None:
-                    on_progress(finished, len(episodes))
-                continue
-            rank, batch = what
-            per_host: dict[int, dict[int, str]] = {}
-            for index, reply in zip(batch, policy.collect(rank, handle), strict=True):
-                reply = {**reply, "text": fmt.reply_prefix + reply["text"]}
-                by_index[index].add_reply(reply)
-                per_host.setdefault(host_of[index], {})[index] = reply["text"]
-            for h, texts in per_host.items():  # replies go back to their env workers at once
-                pending[call(hosts[h], "step", texts)] = ("env", None)
+            counts["gen_calls"] += 1
+            counts["gen_rows"] += len(batch)
+        if pending:
+            for handle in wait_any(list(pending)):
+                finish(handle)
     _release_unfinished(hosts, episodes, host_of)
-    stats = {"gen_calls": float(gen_calls), "gen_batch_mean": gen_rows / max(gen_calls, 1)}
+    calls = counts["gen_calls"]
+    stats = {"gen_calls": float(calls), "gen_batch_mean": counts["gen_rows"] / max(calls, 1)}
     return episodes, stats
 
 

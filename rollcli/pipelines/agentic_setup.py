@@ -20,8 +20,12 @@ def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, An
     return kwargs
 
 
-def limits(agentic: AgenticConfig, max_new_tokens: int) -> Limits:
-    return Limits(agentic.max_turns, agentic.max_context_tokens, max_new_tokens)
+def limits(agentic: AgenticConfig, max_new_tokens: int, model_context: int | None = None) -> Limits:
+    """Turn and token limits; the context is capped at the model's own (`model_context`)."""
+    context = agentic.max_context_tokens
+    if model_context:
+        context = min(context, model_context)
+    return Limits(agentic.max_turns, context, max_new_tokens)
 
 
 def train_specs(agentic: AgenticConfig, seed: int, step: int) -> list[EpisodeSpec]:
@@ -39,3 +43,12 @@ def train_specs(agentic: AgenticConfig, seed: int, step: int) -> list[EpisodeSpe
 def val_specs(first_seed: int, n: int) -> list[EpisodeSpec]:
     """`n` episodes with seeds `first_seed, first_seed + 1, ...` (a group each)."""
     return [EpisodeSpec(i, i, first_seed + i) for i in range(n)]
+
+
+def model_context(model_path: str | None) -> int | None:
+    """The model's longest sequence (`max_position_embeddings`), if its config says."""
+    if model_path is None:
+        return None
+    from transformers import AutoConfig
+
+    return getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)

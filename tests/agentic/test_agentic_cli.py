@@ -73,8 +73,15 @@ def _check_run(run: Path, env: str, max_turns: int = 2) -> None:
     assert (run / "checkpoints" / "step-2" / "model.safetensors").exists()
 
 
-def test_frozenlake_trains_two_steps(tmp_path, tiny_model) -> None:
+def test_frozenlake_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_model) -> None:
     _check_run(_train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo"), "frozenlake")
+    # roll eval on the run id plays its newest checkpoint
+    result = roll(
+        "eval", "frozenlake", "--model", "t", "--runs-dir", str(tmp_path), "--n", "2", "--json",
+        "rollout.max_new_tokens=4", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["episodes"] == 2
 
 
 @pytest.mark.slow
@@ -86,3 +93,15 @@ def test_sokoban_trains_two_steps(tmp_path, tiny_model) -> None:
 def test_webshop_trains_two_steps(tmp_path, tiny_model) -> None:
     run = _train("webshop", tmp_path, "agentic.env_kwargs.num_products=200")
     _check_run(run, "webshop")
+
+
+@pytest.mark.slow
+def test_a_dead_model_worker_mid_episode_restarts_from_the_checkpoint(tmp_path, tiny_model) -> None:
+    os.environ["ROLL_INJECT_FAULT"] = "kill-worker@generate:2+0.3"
+    try:
+        run = _train("agentic-frozenlake", tmp_path, "--save-every", "1")
+    finally:
+        del os.environ["ROLL_INJECT_FAULT"]
+    events = (run / "events.log").read_text()
+    assert "a worker died during step 2" in events and "retrying from step 2" in events
+    _check_run(run, "frozenlake")

@@ -51,8 +51,13 @@ def test_first_prompt_and_turns_follow_the_chat_template(tokenizer) -> None:
     assert after_eos == "\n<|im_start|>user\ngrid2<|im_end|>\n<|im_start|>assistant\n"
     cut = tokenizer.decode(fmt.next_turn("grid2", reply_finished=False))
     assert cut.startswith("<|im_end|>\n<|im_start|>user\ngrid2")  # a cut reply is closed for it
-    with_prefix = TurnFormat(tokenizer, "RULES", reply_prefix="<answer>")
-    assert tokenizer.decode(with_prefix.first_prompt("g")).endswith("assistant\n<answer>")
+    with_prefix = TurnFormat(tokenizer, "RULES", reply_prefix="<answer>", user_suffix=" Move?")
+    assert tokenizer.decode(with_prefix.first_prompt("g")).endswith(
+        "user\ng Move?<|im_end|>\n<|im_start|>assistant\n<answer>"
+    )
+    assert tokenizer.decode(with_prefix.next_turn("h", True)).endswith(
+        "user\nh Move?<|im_end|>\n<|im_start|>assistant\n<answer>"
+    )
 
 
 def test_loss_mask_is_exactly_the_model_tokens(tokenizer) -> None:
