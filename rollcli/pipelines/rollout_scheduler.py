@@ -20,10 +20,11 @@ policy version a request is generated with is known when it is sent (`version`).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import torch
 
 from rollcli.algorithms.dapo import groups_with_variance
 from rollcli.data.prompts import Prompt
@@ -65,7 +66,6 @@ class PendingRollout:
     uid: int = 0
     requests: list[_Request] = field(default_factory=list)
     rounds: int = 0
-    started: float = field(default_factory=time.time)
 
     def result(
         self, on_progress: ProgressFn | None = None, on_phase: PhaseFn | None = None
@@ -89,8 +89,6 @@ class PendingRollout:
             self._wait(req, on_progress)
             if opts.dynamic_sampling:
                 scores = [r["score"] for r in req.done["results"]]
-                import torch
-
                 keep = groups_with_variance(torch.tensor(scores), n).tolist()
             else:
                 keep = [True] * len(req.prompts)
@@ -102,6 +100,8 @@ class PendingRollout:
             i += 1
             if len(kept) >= opts.num_groups:
                 break
+        if on_phase is not None:  # the step's samples are scored (rewards ran alongside)
+            on_phase("reward")
         aborted = 0
         rest = self.requests[i:]  # enough groups: the rest is not needed
         if rest:
@@ -139,17 +139,18 @@ class PendingRollout:
         self, kept: list[tuple[_Request, int]], dropped: int, aborted: int
     ) -> RolloutResult:
         n = self.opts.group_size
-        rows, gens, results, prompts, versions = [], [], [], [], []
+        gens, prompt_ids, results, prompts, versions = [], [], [], [], []
         for req, g in kept:
             for j in range(g * n, (g + 1) * n):
                 gen, res = req.done["gens"][j], req.done["results"][j]
                 prompt = req.prompts[gen["prompt_index"]]
-                gens.append({**gen, "prompt_ids": req.prompt_ids[gen["prompt_index"]]})
+                gens.append(gen)
+                prompt_ids.append(req.prompt_ids[gen["prompt_index"]])
                 results.append(res)
                 prompts.append(prompt)
                 versions.append(req.version)
         batch = build_batch(
-            [g["prompt_ids"] for g in gens],
+            prompt_ids,
             [g["token_ids"] for g in gens],
             [r["score"] for r in results],
             [g["finished"] for g in gens],
