@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.config.recipe import RecipeConfig
-from rollcli.distributed.cluster import Cluster, WorkerResources, worker_lost_errors
+from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.distributed.weight_sync import free_port
 from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batch
 from rollcli.pipelines.agentic_chat import TurnFormat
@@ -32,20 +32,21 @@ from rollcli.pipelines.agentic_setup import (
     val_specs,
 )
 from rollcli.pipelines.display_protocol import Display
-from rollcli.pipelines.run_control import RunControl
+from rollcli.pipelines.run_control import ControlledPipeline, RunControl
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.workers.actor_infer import ActorInferWorker
-from rollcli.workers.agentic_train import AgenticReferenceWorker, AgenticTrainWorker
+from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.env_worker import EnvWorker, build_env, system_prompt
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+from rollcli.workers.reference import ReferenceWorker
 
 ENV_CPUS = 0.05  # env workers are light: they share the cores of the model roles
 
 
-class AgenticPipeline:
+class AgenticPipeline(ControlledPipeline):
     def __init__(
         self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
     ) -> None:
@@ -59,19 +60,6 @@ class AgenticPipeline:
         self.ctl = RunControl(cfg, run, display, fault_roles=roles)
         self.clusters: list[Cluster] | None = None
         self.engine = resolve_engine(cfg.rollout.engine)
-
-    # the launcher sets `tracker` and reads `stopped_early`; RunControl keeps both
-    @property
-    def tracker(self) -> Any:
-        return self.ctl.tracker
-
-    @tracker.setter
-    def tracker(self, value: Any) -> None:
-        self.ctl.tracker = value
-
-    @property
-    def stopped_early(self) -> bool:
-        return self.ctl.stopped_early
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -123,7 +111,7 @@ class AgenticPipeline:
         threads = max(1, int(cores))
         self.actor = Cluster(
             "actor_train",
-            AgenticTrainWorker,
+            ActorTrainWorker,
             1,
             heavy_res,
             {
@@ -176,7 +164,7 @@ class AgenticPipeline:
         if cfg.needs_reference:
             self.reference = Cluster(
                 "reference",
-                AgenticReferenceWorker,
+                ReferenceWorker,
                 1,
                 heavy_res,
                 {"model_path": self.model_path, "num_threads": threads},
@@ -199,15 +187,6 @@ class AgenticPipeline:
         ray.get(refs)
 
     # ---- the loop --------------------------------------------------------------------
-    def train(self, start_step: int = 0) -> dict[str, Any]:
-        deadline = self.ctl.start_display(self.run_id, start_step, self.engine)
-        step = start_step
-        while True:
-            try:
-                return self._steps(step, deadline)
-            except worker_lost_errors() as exc:
-                step = self.ctl.recover(exc, self._start_workers, self.restore)
-
     def _steps(self, step: int, deadline: float) -> dict[str, Any]:
         cfg, ctl = self.cfg, self.ctl
         last: dict[str, Any] = {}
@@ -371,15 +350,6 @@ class AgenticPipeline:
             return 0
         self.sync_weights()
         return int(state["step"])
-
-    def request_stop(self) -> None:
-        self.ctl.request_stop()
-
-    def shutdown(self) -> None:
-        if self.clusters is not None:
-            self.ctl.kill_workers()
-        if self.ctl.tracker is not None:
-            self.ctl.tracker.close()
 
 
 def _cores() -> float:

@@ -24,7 +24,7 @@ from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
 from rollcli.data.packing import sequence_batch
 from rollcli.data.sampler import PromptSampler
-from rollcli.distributed.cluster import Cluster, worker_lost_errors
+from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.answer_check import answer_accuracy
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.offline_data import (
@@ -35,14 +35,14 @@ from rollcli.pipelines.offline_data import (
     with_answers,
 )
 from rollcli.pipelines.offline_workers import heavy_resources, trainer_kwargs
-from rollcli.pipelines.run_control import RunControl
+from rollcli.pipelines.run_control import ControlledPipeline, RunControl
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
 
 
-class DistillPipeline:
+class DistillPipeline(ControlledPipeline):
     def __init__(
         self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
     ) -> None:
@@ -54,18 +54,6 @@ class DistillPipeline:
         self.clusters: list[Cluster] | None = None
         self.val_teacher: list[dict] | None = None  # the teacher never changes: score it once
         self.val_batch: Batch | None = None
-
-    @property
-    def tracker(self) -> Any:
-        return self.ctl.tracker
-
-    @tracker.setter
-    def tracker(self, value: Any) -> None:
-        self.ctl.tracker = value
-
-    @property
-    def stopped_early(self) -> bool:
-        return self.ctl.stopped_early
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -144,15 +132,6 @@ class DistillPipeline:
         self.ctl.started(self.clusters)
 
     # ---- the loop --------------------------------------------------------------------
-    def train(self, start_step: int = 0) -> dict[str, Any]:
-        deadline = self.ctl.start_display(self.run_id, start_step)
-        step = start_step
-        while True:
-            try:
-                return self._steps(step, deadline)
-            except worker_lost_errors() as exc:
-                step = self.ctl.recover(exc, self._start_workers, self.restore)
-
     def _steps(self, step: int, deadline: float) -> dict[str, Any]:
         cfg, ctl = self.cfg, self.ctl
         last: dict[str, Any] = {}
@@ -338,15 +317,6 @@ class DistillPipeline:
             return 0
         self.sampler.load_state_dict(state["sampler"])
         return int(state["step"])
-
-    def request_stop(self) -> None:
-        self.ctl.request_stop()
-
-    def shutdown(self) -> None:
-        if self.clusters is not None:
-            self.ctl.kill_workers()
-        if self.ctl.tracker is not None:
-            self.ctl.tracker.close()
 
 
 def _distill_mode(mode: str, student, teacher) -> str:  # noqa: ANN001

@@ -21,18 +21,18 @@ from rollcli.algorithms.dpo_loss import dpo_loss
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.pairs import pair_batch
 from rollcli.data.sampler import PromptSampler
-from rollcli.distributed.cluster import Cluster, worker_lost_errors
+from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
 from rollcli.pipelines.offline_workers import heavy_resources, trainer_kwargs
-from rollcli.pipelines.run_control import RunControl
+from rollcli.pipelines.run_control import ControlledPipeline, RunControl
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker, pair_scores
 from rollcli.workers.reference import ReferenceWorker
 
 
-class DPOPipeline:
+class DPOPipeline(ControlledPipeline):
     def __init__(
         self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
     ) -> None:
@@ -43,18 +43,6 @@ class DPOPipeline:
         self.ctl = RunControl(cfg, run, display)
         self.clusters: list[Cluster] | None = None
         self.val_ref: torch.Tensor | None = None  # the reference never changes: score it once
-
-    @property
-    def tracker(self) -> Any:
-        return self.ctl.tracker
-
-    @tracker.setter
-    def tracker(self, value: Any) -> None:
-        self.ctl.tracker = value
-
-    @property
-    def stopped_early(self) -> bool:
-        return self.ctl.stopped_early
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -108,15 +96,6 @@ class DPOPipeline:
         self.ctl.started(self.clusters)
 
     # ---- the loop --------------------------------------------------------------------
-    def train(self, start_step: int = 0) -> dict[str, Any]:
-        deadline = self.ctl.start_display(self.run_id, start_step)
-        step = start_step
-        while True:
-            try:
-                return self._steps(step, deadline)
-            except worker_lost_errors() as exc:
-                step = self.ctl.recover(exc, self._start_workers, self.restore)
-
     def _steps(self, step: int, deadline: float) -> dict[str, Any]:
         cfg, ctl = self.cfg, self.ctl
         last: dict[str, Any] = {}
@@ -218,12 +197,3 @@ class DPOPipeline:
             return 0
         self.sampler.load_state_dict(state["sampler"])
         return int(state["step"])
-
-    def request_stop(self) -> None:
-        self.ctl.request_stop()
-
-    def shutdown(self) -> None:
-        if self.clusters is not None:
-            self.ctl.kill_workers()
-        if self.ctl.tracker is not None:
-            self.ctl.tracker.close()

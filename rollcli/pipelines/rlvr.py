@@ -25,7 +25,6 @@ from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
-from rollcli.distributed.cluster import worker_lost_errors
 from rollcli.distributed.weight_sync import free_port
 from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
@@ -37,7 +36,7 @@ from rollcli.pipelines.rollout_scheduler import (
     SchedulerOptions,
     sample_fields,
 )
-from rollcli.pipelines.run_control import RunControl
+from rollcli.pipelines.run_control import ControlledPipeline, RunControl
 from rollcli.pipelines.workers_setup import create_clusters
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
@@ -55,7 +54,7 @@ FAULT_ROLES = {
 }
 
 
-class RLVRPipeline:
+class RLVRPipeline(ControlledPipeline):
     def __init__(
         self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
     ) -> None:
@@ -69,19 +68,6 @@ class RLVRPipeline:
         self.engine = resolve_engine(cfg.rollout.engine)
         # async mode: rollouts started ahead of their step (step -> pending or finished)
         self.ahead: dict[int, PendingRollout | RolloutResult] = {}
-
-    # the launcher sets `tracker` and reads `stopped_early`; RunControl keeps both
-    @property
-    def tracker(self) -> Any:
-        return self.ctl.tracker
-
-    @tracker.setter
-    def tracker(self, value: Any) -> None:
-        self.ctl.tracker = value
-
-    @property
-    def stopped_early(self) -> bool:
-        return self.ctl.stopped_early
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -183,17 +169,6 @@ class RLVRPipeline:
         ray.get(refs)
 
     # ---- the loop --------------------------------------------------------------------
-    def train(self, start_step: int = 0) -> dict[str, Any]:
-        """Steps `start_step + 1 ..`; a worker that dies sends the run back to its newest
-        checkpoint with fresh workers (at most `run.max_restarts` times)."""
-        deadline = self.ctl.start_display(self.run_id, start_step, engine=self.engine)
-        step = start_step
-        while True:
-            try:
-                return self._steps(step, deadline)
-            except worker_lost_errors() as exc:
-                step = self.ctl.recover(exc, self._start_workers, self.restore)
-
     def _steps(self, step: int, deadline: float) -> dict[str, Any]:
         cfg, ctl = self.cfg, self.ctl
         last: dict[str, Any] = {}
@@ -414,12 +389,3 @@ class RLVRPipeline:
         self.ahead = torch.load(ahead, weights_only=False) if ahead.exists() else {}
         self.sync_weights(version=int(state["step"]))
         return int(state["step"])
-
-    def request_stop(self) -> None:
-        self.ctl.request_stop()
-
-    def shutdown(self) -> None:
-        if self.clusters is not None:
-            self.clusters.kill()
-        if self.ctl.tracker is not None:
-            self.ctl.tracker.close()

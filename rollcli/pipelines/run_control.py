@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from rollcli.config.recipe import RecipeConfig
-from rollcli.distributed.cluster import Cluster
+from rollcli.distributed.cluster import Cluster, worker_lost_errors
 from rollcli.pipelines.display_protocol import Display
 from rollcli.runs.checkpoint import latest_checkpoint, read_state, write_checkpoint
 from rollcli.runs.faults import FaultInjector
@@ -233,3 +233,54 @@ class RunControl:
         where = f"checkpoint {checkpoint.name}" if checkpoint else "the start"
         self.run.log_event(f"workers restarted; retrying from step {start + 1} ({where})")
         return start
+
+
+class ControlledPipeline:
+    """What the launcher asks of every pipeline, kept by its `RunControl` (`self.ctl`):
+    `tracker`, `stopped_early`, `request_stop`, `shutdown`, and `train`, which runs the
+    pipeline's `_steps` and, when a worker dies, restarts the workers (`_start_workers`)
+    and `restore`s the newest checkpoint."""
+
+    ctl: RunControl
+    run_id: str
+    engine: str = "hf"  # shown by the display
+
+    @property
+    def tracker(self) -> Any:
+        return self.ctl.tracker
+
+    @tracker.setter
+    def tracker(self, value: Any) -> None:
+        self.ctl.tracker = value
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.ctl.stopped_early
+
+    def train(self, start_step: int = 0) -> dict[str, Any]:
+        """Steps `start_step + 1 ..`; a worker that dies sends the run back to its newest
+        checkpoint with fresh workers (at most `run.max_restarts` times)."""
+        deadline = self.ctl.start_display(self.run_id, start_step, engine=self.engine)
+        step = start_step
+        while True:
+            try:
+                return self._steps(step, deadline)
+            except worker_lost_errors() as exc:
+                step = self.ctl.recover(exc, self._start_workers, self.restore)
+
+    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _start_workers(self) -> None:
+        raise NotImplementedError
+
+    def restore(self, checkpoint: Path | None) -> int:
+        raise NotImplementedError
+
+    def request_stop(self) -> None:
+        self.ctl.request_stop()
+
+    def shutdown(self) -> None:
+        self.ctl.kill_workers()
+        if self.ctl.tracker is not None:
+            self.ctl.tracker.close()
