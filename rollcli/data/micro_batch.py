@@ -25,11 +25,15 @@ RESPONSE_KEYS = (
 
 def trim_padding(batch: Batch) -> Batch:
     """Drop the columns that are padding in every row of `batch` (left of the prompts, right
-    of the responses); `prompt_width` is updated so responses still start at it."""
+    of the responses); `prompt_width` is updated so responses still start at it.
+
+    A response ends at its last attended token, not its last loss token: a multi-turn
+    sample's `response_mask` has holes (the environment's turns) and may end early."""
     width = int(batch["prompt_width"][0])
-    response_len = int(batch["response_mask"].sum(dim=1).max().item()) if len(batch) else 0
+    attention = batch["attention_mask"]
+    response_len = int(attention[:, width:].sum(dim=1).max().item()) if len(batch) else 0
     response_len = max(response_len, 1)
-    prompt_mask = batch["attention_mask"][:, :width]
+    prompt_mask = attention[:, :width]
     left_pad = int((prompt_mask.shape[1] - prompt_mask.sum(dim=1)).min().item())
     tensors = dict(batch.tensors)
     for key in SEQUENCE_KEYS:

@@ -1,4 +1,5 @@
-"""The agentic train / reference workers on multi-turn rows (plain objects, tiny-random)."""
+"""The train / reference workers on multi-turn rows, whose loss mask has holes (plain
+objects, tiny-random): micro-batch trimming must keep every turn."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batc
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
 from rollcli.strategies.hf_model import response_logprobs
-from rollcli.workers.actor_train import model_inputs
-from rollcli.workers.agentic_train import AgenticReferenceWorker, AgenticTrainWorker
+from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+from rollcli.workers.reference import ReferenceWorker
 
 
 def _episode(fmt: TurnFormat, group_seed: int, replies: list[list[int]], reward: float) -> Episode:
@@ -45,7 +46,7 @@ def batch(tiny_model):
 
 
 def test_logprobs_cover_every_turn_like_one_untrimmed_forward(tiny_model, batch) -> None:
-    ref = AgenticReferenceWorker(str(tiny_model))
+    ref = ReferenceWorker(str(tiny_model))
     got = ref.compute_logprobs(batch, micro_batch_size=1)
     full, _ = response_logprobs(ref.model, model_inputs(batch))
     mask = batch["response_mask"].bool()
@@ -55,7 +56,7 @@ def test_logprobs_cover_every_turn_like_one_untrimmed_forward(tiny_model, batch)
 
 
 def test_train_step_moves_the_policy(tiny_model, batch) -> None:
-    worker = AgenticTrainWorker(str(tiny_model), lr=1e-3, seed=0)
+    worker = ActorTrainWorker(str(tiny_model), lr=1e-3, seed=0)
     before = worker.compute_logprobs(batch, micro_batch_size=2)
     out = worker.train_step(batch, PolicyUpdateArgs(policy_loss="pg", micro_batch_size=1))
     after = worker.compute_logprobs(batch, micro_batch_size=2)

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from rollcli.algorithms.gigpo import gigpo_step_advantages, group_normalize
+from rollcli.data.micro_batch import length_sorted_micro_batches
 from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batch
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
-from rollcli.workers.agentic_train import turn_micro_batches
 
 LIMITS = Limits(max_turns=5, max_context_tokens=4096, max_new_tokens=8)
 
@@ -148,7 +148,7 @@ def test_micro_batches_keep_later_turns(tokenizer) -> None:
     long = _play(fmt, EpisodeSpec(0, 0, 7), [[101], [102], [103]], [0.0, 0.0, 1.0], ["a", "b", "c"])
     short = _play(fmt, EpisodeSpec(1, 0, 7), [[104]], [0.0], ["a"])
     batch = episodes_to_batch([long, short], tokenizer.pad_token_id)
-    for idx, micro in turn_micro_batches(batch, 2):
+    for idx, micro in length_sorted_micro_batches(batch, 2):
         width = int(micro["prompt_width"][0])
         assert micro["input_ids"].shape[1] - width == len(long.response_ids)
         assert micro["response_mask"].sum() == batch["response_mask"].sum()
