@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from roll_subprocess import roll
 
 SMALL = [
     "agentic.group_size=2",
@@ -35,22 +34,10 @@ STEP_KEYS = {
 }
 
 
-def roll(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "rollcli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
 def _train(recipe: str, tmp_path: Path, *extra: str) -> Path:
     result = roll(
         "train", recipe, "--model", "tiny-random", "--steps", "2", "--runs-dir", str(tmp_path),
-        "--run-id", "t", *SMALL, *extra, cwd=tmp_path,
+        "--run-id", "t", *SMALL, *extra, cwd=tmp_path, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return tmp_path / "t"
@@ -78,7 +65,7 @@ def test_frozenlake_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_mode
     # roll eval on the run id plays its newest checkpoint
     result = roll(
         "eval", "frozenlake", "--model", "t", "--runs-dir", str(tmp_path), "--n", "2", "--json",
-        "rollout.max_new_tokens=4", cwd=tmp_path,
+        "rollout.max_new_tokens=4", cwd=tmp_path, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["episodes"] == 2

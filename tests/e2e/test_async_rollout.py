@@ -5,16 +5,13 @@ uninterrupted one exactly, including the rollout that was running ahead."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from roll_subprocess import roll
 
 HERE = Path(__file__).parent
 GROUP = 4
@@ -43,31 +40,6 @@ ARGS = [
 ]
 
 
-def roll(*args: str, runs: Path, fault: str = "") -> tuple[int, str]:
-    env = {
-        **os.environ,
-        "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
-        "COLUMNS": "200",
-        "ROLL_INJECT_FAULT": fault,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rollcli", *args],
-        cwd=runs,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        _, err = proc.communicate(timeout=600)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, err
-
-
 def _rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -94,8 +66,9 @@ def runs(tmp_path_factory, tiny_model) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(runs) -> Path:
-    code, err = roll("train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref", *ARGS, runs=runs)
-    assert code == 0, err[-3000:]
+    args = ["train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref", *ARGS]
+    result = roll(*args, cwd=runs, pythonpath=HERE)
+    assert result.returncode == 0, result.stderr[-3000:]
     return runs / "ref"
 
 
@@ -125,10 +98,10 @@ def test_async_dynamic_rollout_keeps_only_groups_that_differ(reference) -> None:
 
 def test_killed_async_run_resumes_exactly(reference, runs) -> None:
     args = ["train", "rlvr", "--runs-dir", str(runs), "--run-id", "killed", *ARGS]
-    code, err = roll(*args, runs=runs, fault="kill@train:2")
-    assert code == -signal.SIGKILL, err[-2000:]
-    code, err = roll("resume", "killed", "--runs-dir", str(runs), runs=runs)
-    assert code == 0, err[-3000:]
+    result = roll(*args, cwd=runs, pythonpath=HERE, fault="kill@train:2")
+    assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
+    result = roll("resume", "killed", "--runs-dir", str(runs), cwd=runs, pythonpath=HERE)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert _untimed(runs / "killed") == _untimed(reference)
     for step in (1, 2, 3):
         got = [(s["response"], s["reward"]) for s in _samples(runs / "killed", step)]

@@ -4,12 +4,10 @@ and sandbox."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from roll_subprocess import roll
 
 from rollcli.rewards.sandbox import detect_isolation
 
@@ -17,18 +15,6 @@ pytestmark = pytest.mark.skipif(
     not detect_isolation()["strong"], reason="the code sandbox needs network+mount namespaces"
 )
 SMALL = ["rollout.batch_size=8", "rollout.max_new_tokens=16", "train.micro_batch_size=4"]
-
-
-def roll(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "rollcli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def _metrics(run: Path) -> list[dict]:

@@ -5,16 +5,13 @@ distill run also loses its teacher worker during step 1 and carries on with a fr
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from roll_subprocess import roll
 
 SMALL = {
     "sft": [
@@ -66,33 +63,10 @@ FAULTS = {
 }
 
 
-def roll(*args: str, runs: Path, fault: str = "") -> tuple[int, str]:
-    env = {
-        **os.environ,
-        "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
-        "COLUMNS": "200",
-        "ROLL_INJECT_FAULT": fault,
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rollcli", *args],
-        cwd=runs,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        _, err = proc.communicate(timeout=600)
-    finally:  # Ray's agents outlive a SIGKILLed driver: clear the whole session
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, err
-
-
 def train(pipeline: str, run_id: str, runs: Path, fault: str = "") -> tuple[int, str]:
     args = ["train", pipeline, "--runs-dir", str(runs), "--run-id", run_id, *COMMON]
-    return roll(*args, *SMALL[pipeline], runs=runs, fault=fault)
+    result = roll(*args, *SMALL[pipeline], cwd=runs, fault=fault)
+    return result.returncode, result.stderr
 
 
 def _rows(run: Path) -> list[dict]:
@@ -146,8 +120,8 @@ def test_killed_and_resumed_run_repeats_the_reference_exactly(reference, runs) -
     code, err = train(pipeline, run_id, runs, fault=FAULTS[pipeline])
     assert code == -signal.SIGKILL, err[-2000:]
     assert (runs / run_id / "checkpoints" / "step-1" / "COMPLETE").exists()
-    code, err = roll("resume", run_id, "--runs-dir", str(runs), runs=runs)
-    assert code == 0, err[-3000:]
+    result = roll("resume", run_id, "--runs-dir", str(runs), cwd=runs)
+    assert result.returncode == 0, result.stderr[-3000:]
     events = (runs / run_id / "events.log").read_text()
     assert "resuming from checkpoint step-1" in events
     if pipeline == "distill":
@@ -186,14 +160,14 @@ def test_distill_across_tokenizers_trains_the_student_on_the_teachers_answers(
         _distill_mode("logits", s_tok, t_tok)
 
     args = ["train", "distill", "--runs-dir", str(runs), "--run-id", "distill-seq", *COMMON]
-    code, err = roll(
+    result = roll(
         *args,
         f"distill.student={student}",
         "distill.batch_size=4",
         "rollout.max_new_tokens=6",
-        runs=runs,
+        cwd=runs,
     )
-    assert code == 0, err[-3000:]
+    assert result.returncode == 0, result.stderr[-3000:]
     run = runs / "distill-seq"
     assert "sequence-level distillation" in (run / "events.log").read_text()
     rows = _rows(run)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from roll_subprocess import roll
 
 REQUIRED_STEP_METRICS = {
     "step",
@@ -35,18 +33,6 @@ SMALL = [
     "data.train_size=50",
     "train.micro_batch_size=4",
 ]
-
-
-def roll(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "rollcli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")

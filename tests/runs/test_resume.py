@@ -13,14 +13,11 @@ import contextlib
 import hashlib
 import importlib.util
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from roll_subprocess import roll as run_roll
 
 HERE = Path(__file__).parent
 STEPS = 8
@@ -49,39 +46,18 @@ UNTIMED = ("time/", "per_s")
 
 
 def roll(*args: str, runs: Path, fault: str = "", ctrl_c_after: tuple[str, int] | None = None):
-    """Run the CLI in its own session; `ctrl_c_after=(run_id, step)`: send Ctrl-C (SIGINT to
-    the process group, as a terminal does) once that step is in the run's metrics.jsonl.
-    Returns (exit code, stderr)."""
-    env = {
-        **os.environ,
-        "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
-        "COLUMNS": "200",
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-        "ROLL_INJECT_FAULT": fault,
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rollcli", *args],
-        cwd=runs,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        if ctrl_c_after is not None:
-            run_id, step = ctrl_c_after
-            metrics = runs / run_id / "metrics.jsonl"
-            while proc.poll() is None and step not in _steps_logged(metrics):
-                time.sleep(0.1)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=600)
-    finally:
-        # Ray's agents outlive a SIGKILLed driver: clear the whole session
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, err
+    """The CLI with this folder's rewards importable; `ctrl_c_after=(run_id, step)`: Ctrl-C
+    once that step is in the run's metrics.jsonl. Returns (exit code, stderr)."""
+    when = None
+    if ctrl_c_after is not None:
+        run_id, step = ctrl_c_after
+        metrics = runs / run_id / "metrics.jsonl"
+
+        def when() -> bool:
+            return step in _steps_logged(metrics)
+
+    result = run_roll(*args, cwd=runs, fault=fault, pythonpath=HERE, ctrl_c_when=when)
+    return result.returncode, result.stderr
 
 
 def _steps_logged(metrics: Path) -> set[int]:

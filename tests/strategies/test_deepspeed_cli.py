@@ -4,12 +4,10 @@ a ZeRO-3 run writes DeepSpeed checkpoints and `roll resume` loads them and train
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from roll_subprocess import roll
 
 pytest.importorskip("deepspeed")
 
@@ -23,14 +21,6 @@ SMALL = [
     "run.eval_every=0",
     "train.strategy=deepspeed",
 ]
-
-
-def roll(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "rollcli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
 
 
 def _steps(run: Path) -> list[int]:
