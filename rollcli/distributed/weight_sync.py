@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -61,7 +62,7 @@ def _buckets(
 
 def _group(host: str, port: int, rank: int, world_size: int, timeout_s: float) -> dist.ProcessGroup:
     timeout = datetime.timedelta(seconds=timeout_s)
-    store = dist.TCPStore(host, port, world_size, rank == 0, timeout=timeout)
+    store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
     return dist.ProcessGroupGloo(store, rank, world_size, timeout)
 
 
@@ -72,13 +73,25 @@ def _broadcast(group: dist.ProcessGroup, tensor: torch.Tensor) -> None:
 
 
 class WeightSender:
-    """Rank 0 of the sync group (lives in actor_train)."""
+    """Rank 0 of the sync group (lives in actor_train). It opens the group's store on a port
+    the kernel picks (`self.port`, for the receivers), so no other process can take the port
+    between choosing and binding it; `connect` then waits for the receivers."""
 
-    def __init__(self, host: str, port: int, world_size: int, timeout_s: float = 600) -> None:
-        self.group = _group(host, port, 0, world_size, timeout_s)
+    def __init__(self, host: str, world_size: int, timeout_s: float = 600) -> None:
+        self.timeout = datetime.timedelta(seconds=timeout_s)
+        self.world_size = world_size
+        self.store = dist.TCPStore(
+            host, 0, world_size, True, timeout=self.timeout, wait_for_workers=False
+        )
+        self.port: int = self.store.port
+        self.group: dist.ProcessGroup | None = None
+
+    def connect(self) -> None:
+        self.group = dist.ProcessGroupGloo(self.store, 0, self.world_size, self.timeout)
 
     @torch.no_grad()
     def send(self, model: torch.nn.Module) -> float:
+        assert self.group is not None, "connect() was not called"
         start = time.perf_counter()
         for bucket in _buckets(_unique_tensors(model)):
             flat = torch.cat([t.detach().reshape(-1) for _, t in bucket])
@@ -126,9 +139,17 @@ class WeightReceiver:
                 offset += tensor.numel()
 
 
-def free_port() -> int:
-    import socket
+def link(actor_train: Any, actor_infer: Any, host: str = "127.0.0.1") -> None:
+    """Join actor_train's rank 0 (sender) and every actor_infer worker (receivers) in one
+    weight-sync group. Both arguments are `Cluster`s."""
+    import ray
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    world = 1 + actor_infer.world_size
+    sender = actor_train.workers[0]
+    port = ray.get(sender.open_weight_sync.remote(host, world))
+    refs = [sender.connect_weight_sync.remote()]
+    refs += [
+        w.init_weight_sync.remote(host, port, rank + 1, world)
+        for rank, w in enumerate(actor_infer.workers)
+    ]
+    ray.get(refs)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.config.recipe import RecipeConfig
+from rollcli.distributed import weight_sync
 from rollcli.distributed.cluster import Cluster, WorkerResources
-from rollcli.distributed.weight_sync import free_port
 from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batch
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
@@ -173,18 +173,7 @@ class AgenticPipeline(ControlledPipeline):
         if self.reference is not None:
             self.clusters.append(self.reference)
         self.ctl.started(self.clusters)
-        self._init_weight_sync()
-
-    def _init_weight_sync(self) -> None:
-        import ray
-
-        world, port = 1 + self.infer.world_size, free_port()
-        refs = self.actor.call_async("init_weight_sync", "127.0.0.1", port, world)
-        refs += [
-            w.init_weight_sync.remote("127.0.0.1", port, rank + 1, world)
-            for rank, w in enumerate(self.infer.workers)
-        ]
-        ray.get(refs)
+        weight_sync.link(self.actor, self.infer)
 
     # ---- the loop --------------------------------------------------------------------
     def _steps(self, step: int, deadline: float) -> dict[str, Any]:

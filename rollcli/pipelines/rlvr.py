@@ -25,7 +25,7 @@ from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
-from rollcli.distributed.weight_sync import free_port
+from rollcli.distributed import weight_sync
 from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
@@ -148,25 +148,13 @@ class RLVRPipeline(ControlledPipeline):
             if cfg.needs_critic
             else None,
         )
-        self._init_weight_sync()
+        weight_sync.link(self.clusters.actor_train, self.clusters.actor_infer)
         self.ctl.started(self.clusters.all())
         self.scheduler = RolloutScheduler(
             self.clusters.actor_infer, self.clusters.reward, self.pad_id, self.draw
         )
         self.scheduler.version = self.ctl.current_step
         self.ahead = {}  # rollouts of the workers just replaced are gone
-
-    def _init_weight_sync(self) -> None:
-        import ray
-
-        infer = self.clusters.actor_infer
-        world, port = 1 + infer.world_size, free_port()
-        refs = self.clusters.actor_train.call_async("init_weight_sync", "127.0.0.1", port, world)
-        refs += [
-            w.init_weight_sync.remote("127.0.0.1", port, rank + 1, world)
-            for rank, w in enumerate(infer.workers)
-        ]
-        ray.get(refs)
 
     # ---- the loop --------------------------------------------------------------------
     def _steps(self, step: int, deadline: float) -> dict[str, Any]:

@@ -140,11 +140,17 @@ class ActorTrainWorker:
         )
 
     # ---- weight sync -------------------------------------------------------------------
-    def init_weight_sync(self, host: str, port: int, world_size: int) -> None:
-        self.sender = WeightSender(host, port, world_size)
+    def open_weight_sync(self, host: str, world_size: int) -> int:
+        """Open the weight-sync group's store; the receivers join on the port returned."""
+        self.sender = WeightSender(host, world_size)
+        return self.sender.port
+
+    def connect_weight_sync(self) -> None:
+        assert self.sender is not None, "open_weight_sync was not called"
+        self.sender.connect()
 
     def broadcast_weights(self) -> float:
-        assert self.sender is not None, "init_weight_sync was not called"
+        assert self.sender is not None, "open_weight_sync was not called"
         with self._full_weights() as model:
             return self.sender.send(model)
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rollcli.data.padding import rollout_tensors
-from rollcli.distributed.weight_sync import WeightSender, free_port
+from rollcli.distributed.weight_sync import WeightSender
 from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.infer_engines import vllm_available
@@ -131,10 +131,10 @@ def test_weight_sync_from_the_trainer_into_a_vllm_worker(tiny_model) -> None:
     with torch.no_grad():
         for p in train.model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    port = free_port()
-    t = threading.Thread(target=lambda: infer.init_weight_sync("127.0.0.1", port, 1, 2))
+    sender = WeightSender("127.0.0.1", 2)
+    t = threading.Thread(target=lambda: infer.init_weight_sync("127.0.0.1", sender.port, 1, 2))
     t.start()
-    sender = WeightSender("127.0.0.1", port, 2)
+    sender.connect()
     t.join()
     t = threading.Thread(target=infer.receive_weights)
     t.start()

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 
 from rollcli.data.batch import Batch
 from rollcli.data.padding import pad_left, rollout_tensors
-from rollcli.distributed.weight_sync import WeightReceiver, WeightSender, free_port
+from rollcli.distributed.weight_sync import WeightReceiver, WeightSender
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.workers.actor_infer import ActorInferWorker
@@ -95,11 +95,13 @@ def test_weight_sync_makes_the_engine_equal_to_the_trainer(tiny_model) -> None:
     with torch.no_grad():
         for p in train.model.parameters():
             p.add_(0.01 * torch.randn_like(p))
-    port = free_port()
+    sender = WeightSender("127.0.0.1", 2)
     receiver: list = []
-    t = threading.Thread(target=lambda: receiver.append(WeightReceiver("127.0.0.1", port, 1, 2)))
+    t = threading.Thread(
+        target=lambda: receiver.append(WeightReceiver("127.0.0.1", sender.port, 1, 2))
+    )
     t.start()
-    sender = WeightSender("127.0.0.1", port, 2)
+    sender.connect()
     t.join()
     t = threading.Thread(target=lambda: receiver[0].receive(infer.model))
     t.start()
