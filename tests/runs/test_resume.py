@@ -125,6 +125,9 @@ def _kind(response: str) -> str:
     return module.kind(response)
 
 
+@pytest.mark.slow  # ~5 min: six processes, each starting Ray and its workers; the default suite
+# keeps kill-and-resume exactness through test_offline_pipelines and test_async_rollout, and
+# in-process recovery through the dead-workers test below
 def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, reference):
     run = runs / "chain"
     code, err = roll(
