@@ -162,3 +162,10 @@ def reward(
             typer.echo(json.dumps({"reward": name, "results": results, "summary": summary}))
         else:
             _print(name, results, summary)
+        if summary["errors"] == summary["samples"]:
+            # nothing was scored: a script checking a reward must not read this as success
+            fail(
+                f"every sample raised an error in the {name!r} reward "
+                f"(first: {results[0].get('error')})",
+                "fix the reward or the fields it reads; each sample's error is listed above",
+            )

@@ -97,3 +97,11 @@ def test_code_reward_from_the_cli_says_why(tmp_path):
     assert [r["score"] for r in data["results"]] == [1.0, 0.5, 0.0]
     assert [r["reason"] for r in data["results"]] == ["ok", "assertion", "syntax_error"]
     assert data["summary"]["metrics"]["fail/syntax_error"] == pytest.approx(1 / 3)
+
+
+def test_every_sample_failing_is_an_error_exit(tmp_path):
+    rows = [{"response": "x", "constraints": [{"type": "nope"}]}] * 2
+    result = runner.invoke(app, ["reward", "ifeval", "-i", write(tmp_path, rows), "--json"])
+    assert result.exit_code == 2  # USER_ERROR_EXIT
+    assert json.loads(result.stdout)["summary"]["errors"] == 2  # the results still print
+    assert "every sample raised an error in the 'ifeval' reward" in result.stderr
