@@ -302,7 +302,7 @@ class DistillPipeline(ControlledPipeline):
             self.val_prompt_ids,
             max_new_tokens=r.val_max_new_tokens or r.max_new_tokens,
             reward_fn=cfg.reward.fn,
-            reward_options={"format_weight": cfg.reward.format_weight},
+            reward_options=cfg.reward.worker_options,
             timeout_s=cfg.reward.timeout_s,
         )
 

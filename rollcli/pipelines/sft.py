@@ -133,7 +133,7 @@ class SFTPipeline(ControlledPipeline):
                 self.val_prompt_ids,
                 max_new_tokens=r.val_max_new_tokens or r.max_new_tokens,
                 reward_fn=cfg.reward.fn,
-                reward_options={"format_weight": cfg.reward.format_weight},
+                reward_options=cfg.reward.worker_options,
                 timeout_s=cfg.reward.timeout_s,
             )
             metrics.update({f"val/{k}": v for k, v in acc.items()})
