@@ -2,7 +2,9 @@
 
 This is the one place where `ray.remote` is applied to worker classes. `call` runs a method
 on every rank with the same arguments; `dispatch` splits a batch across ranks and gathers
-the results in order.
+the results in order. Given a `placement` (one `WorkerPlacement` per rank, from a GPU plan:
+see placement.py) each rank goes into its placement-group bundle with its GPU share;
+without one, Ray schedules ranks by `WorkerResources` alone (the CPU run).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollcli.data.batch import Batch, chunk_bounds
+from rollcli.distributed.placement import WorkerPlacement
 from rollcli.distributed.process_control import with_process_control
 
 
@@ -33,9 +36,12 @@ class Cluster:
         world_size: int,
         resources: WorkerResources,
         init_kwargs: Callable[[int], dict[str, Any]] | dict[str, Any],
+        placement: list[WorkerPlacement] | None = None,
     ) -> None:
         import ray
 
+        if placement is not None and len(placement) != world_size:
+            raise ValueError(f"{name}: {world_size} rank(s) but a placement for {len(placement)}")
         self.name = name
         self.world_size = world_size
         self.monitor = resources.monitor
@@ -46,12 +52,16 @@ class Cluster:
         self.workers = []
         for rank in range(world_size):
             kwargs = init_kwargs(rank) if callable(init_kwargs) else dict(init_kwargs)
+            where = (
+                placement[rank].actor_options()
+                if placement is not None
+                else {"num_cpus": resources.num_cpus, "num_gpus": resources.num_gpus}
+            )
             actor = remote_cls.options(
                 name=None,
-                num_cpus=resources.num_cpus,
-                num_gpus=resources.num_gpus,
                 max_concurrency=resources.max_concurrency,
                 max_restarts=0,
+                **where,
             ).remote(**kwargs)
             self.workers.append(actor)
 

@@ -6,8 +6,9 @@ import logging
 import os
 
 
-def start_ray(address: str | None = None, num_cpus: float | None = None) -> dict:
-    """Start or join Ray; returns the cluster's resources. Idempotent within a process."""
+def start_ray(address: str | None = None, num_cpus: float | None = None, num_gpus: int = 0) -> dict:
+    """Start or join Ray; returns the cluster's resources. Idempotent within a process.
+    A local session declares `num_gpus` GPUs (the run's `resources.gpus`; 0 on CPU)."""
     import ray
 
     if ray.is_initialized():
@@ -27,7 +28,11 @@ def start_ray(address: str | None = None, num_cpus: float | None = None) -> dict
         ray.init(address=address, **kwargs)
     else:
         cpus = num_cpus if num_cpus is not None else float(os.cpu_count() or 1)
-        ray.init(num_cpus=cpus, num_gpus=0, include_dashboard=False, **kwargs)
+        # A CPU session: workers that import deepspeed (the strategy, or transformers'
+        # checks) would each warn that it fell back to the CPU; name the CPU instead.
+        if not num_gpus:
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        ray.init(num_cpus=cpus, num_gpus=num_gpus, include_dashboard=False, **kwargs)
     return ray.cluster_resources()
 
 

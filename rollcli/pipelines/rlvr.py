@@ -15,6 +15,7 @@ repeats the uninterrupted one exactly.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,10 @@ import torch
 
 from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.recipe import RecipeConfig
+from rollcli.data.batch import Batch
 from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
-from rollcli.distributed import weight_sync
+from rollcli.distributed import data_parallel, weight_sync
 from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
@@ -42,6 +44,7 @@ from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
+from rollcli.strategies.train_engines import TrainStrategy
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
@@ -65,6 +68,7 @@ class RLVRPipeline(ControlledPipeline):
         self.ui = display
         self.ctl = RunControl(cfg, run, display, fault_roles=FAULT_ROLES)
         self.clusters = None
+        self.placement = None  # GPU plans: the placement groups of the run's plan
         self.engine = resolve_engine(cfg.rollout.engine)
         # async mode: rollouts started ahead of their step (step -> pending or finished)
         self.ahead: dict[int, PendingRollout | RolloutResult] = {}
@@ -115,9 +119,40 @@ class RLVRPipeline(ControlledPipeline):
         self.kl_ctl = make_kl_controller(cfg.algorithm)
         self.running = RunningMeanStd() if cfg.algorithm.norm_mode == "running" else None
 
+    def _place(self) -> None:
+        """The placement groups of the run's plan (the plan `roll plan` prints and `roll
+        train` checked); none for a CPU plan. Made again when workers restart."""
+        from rollcli.distributed.placement import DevicePlacement
+        from rollcli.planning.from_recipe import plan_recipe
+
+        if self.placement is not None:
+            self.placement.remove()
+        if self.cfg.resources.gpus > 0:  # a CPU run's plan is the CPU plan: nothing to place
+            self.placement = DevicePlacement.build(plan_recipe(self.cfg))
+
+    def _engine_kwargs(self) -> dict | None:
+        rollout, infer = self.cfg.rollout, self.cfg.devices.actor_infer
+        if self.engine == "vllm":
+            return dict(dtype=rollout.vllm_dtype, kv_cache_gib=rollout.vllm_kv_cache_gib)
+        if self.engine == "sglang":
+            return dict(tp=infer.tp, gpu_memory_utilization=infer.gpu_memory_utilization)
+        return None
+
+    def _train_strategy(self) -> TrainStrategy:
+        place = self.cfg.devices.actor_train
+        return TrainStrategy(
+            name=self.cfg.train.strategy,
+            zero_stage=place.zero_stage,
+            offload_optimizer=place.offload_optimizer,
+            offload_params=place.offload_params,
+            tp=place.tp,
+            pp=place.pp,
+        )
+
     def _start_workers(self) -> None:
         cfg, train = self.cfg, self.cfg.train
         self.ui.phase("starting workers")
+        self._place()
         self.clusters, self.cpu = create_clusters(
             model_path=self.model_path,
             seed=cfg.seed,
@@ -125,11 +160,7 @@ class RLVRPipeline(ControlledPipeline):
             infer_workers=cfg.rollout.num_workers,
             reward_workers=cfg.reward.num_workers,
             infer_engine=self.engine,
-            infer_engine_kwargs=dict(
-                dtype=cfg.rollout.vllm_dtype, kv_cache_gib=cfg.rollout.vllm_kv_cache_gib
-            )
-            if self.engine == "vllm"
-            else None,
+            infer_engine_kwargs=self._engine_kwargs(),
             train_kwargs=dict(
                 lr=train.lr,
                 betas=train.betas,
@@ -147,6 +178,9 @@ class RLVRPipeline(ControlledPipeline):
             critic_kwargs=dict(lr=cfg.critic.lr, grad_clip=cfg.critic.grad_clip)
             if cfg.needs_critic
             else None,
+            train_strategy=self._train_strategy(),
+            train_workers=train.num_workers,
+            placement=self.placement,
         )
         weight_sync.link(self.clusters.actor_train, self.clusters.actor_infer)
         self.ctl.started(self.clusters.all())
@@ -198,7 +232,7 @@ class RLVRPipeline(ControlledPipeline):
 
         # 1. generate n samples per prompt and score them
         rollout = self.rollout(step)
-        batch = rollout.batch
+        batch = self.even_batch(rollout.batch)
         metrics.update(rollout.metrics)
 
         # 2. reference log-probs, old log-probs, values
@@ -241,7 +275,7 @@ class RLVRPipeline(ControlledPipeline):
         # 4. update the policy (and the critic)
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        actor = self.clusters.actor_train.call("train_step", batch, self.update_args)[0]
+        actor = self.train_actor(batch)
         metrics.update({f"actor/{k}": v for k, v in actor.items()})
         if self.clusters.critic is not None:
             critic = self.clusters.critic.call(
@@ -261,6 +295,29 @@ class RLVRPipeline(ControlledPipeline):
         return metrics, rollout.rows
 
     # ---- pieces of a step ------------------------------------------------------------
+    def even_batch(self, batch: Batch) -> Batch:
+        """Data parallel: every rank gets the same number of rows (ZeRO-3's gathers are
+        collective), so a short dynamic-sampling batch drops its last groups until its rows
+        split evenly over the N ranks."""
+        n = self.clusters.actor_train.world_size
+        unit = math.lcm(n, self.cfg.rollout.group_size)
+        extra = len(batch) % unit
+        if n == 1 or not extra or extra == len(batch):
+            return batch
+        self.run.log_event(f"step: {extra} row(s) dropped to split the batch over {n} ranks")
+        return batch.slice(0, len(batch) - extra)
+
+    def train_actor(self, batch: Batch) -> dict[str, float]:
+        """The policy update; with N data-parallel ranks each gets its share of every
+        mini-batch (`data_parallel.shard_order`) and the metrics are averaged over ranks."""
+        train = self.clusters.actor_train
+        n = train.world_size
+        if n == 1:
+            return train.call("train_step", batch, self.update_args)[0]
+        order = data_parallel.shard_order(len(batch), self.update_args.mini_batch_size, n)
+        per_rank = train.dispatch("train_step", batch.select(order), args=self.update_args)
+        return data_parallel.mean_metrics(per_rank)
+
     def draw(self, num_prompts: int) -> tuple[list[Prompt], list[list[int]]]:
         """The next prompts from the seeded sampler (and their token ids)."""
         indices = self.sampler.next_indices(num_prompts)

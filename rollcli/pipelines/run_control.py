@@ -154,12 +154,14 @@ class RunControl:
         import ray
 
         self.ui.phase("saving checkpoint")
-        trained = self.clusters[0].workers[0]
+        trained = self.clusters[0]
         stateful = stateful or self.clusters[:1]
 
         def fill(folder: Path) -> None:
-            refs = [trained.save_pretrained.remote(str(folder))]
-            refs += [c.workers[0].save_state.remote(str(folder)) for c in stateful]
+            # every rank: rank 0 writes, data-parallel ranks join its collectives (ZeRO-3)
+            refs = trained.call_async("save_pretrained", str(folder))
+            for c in stateful:
+                refs += c.call_async("save_state", str(folder))
             ray.get(refs)
             rng = {"driver": capture_rng()}
             rng.update({c.name: c.call("rng_state") for c in self.clusters})

@@ -4,6 +4,11 @@ On CPU the heavy roles (actor_train, actor_infer, reference, critic) are colocat
 run in alternating phases of the loop, so each gets the threads of all the cores it shares
 (never more), while Ray's fractional `num_cpus` only keeps the bookkeeping consistent.
 Reward workers are light and get one thread each.
+
+On GPUs a `DevicePlacement` (built from the run's plan) places the model roles: each role
+has as many ranks as the plan gives it and each rank sits in its GPU's bundle. The
+training strategy (`TrainStrategy`) is passed in by the pipeline; actor_train with more
+than one rank joins a data-parallel process group here.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
-from rollcli.strategies.train_engines import active_train_strategy
+from rollcli.distributed.placement import DevicePlacement
+from rollcli.strategies.train_engines import TrainStrategy
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.critic import CriticWorker
@@ -67,20 +74,44 @@ def create_clusters(
     reward_kwargs: dict,
     reference: bool,
     critic_kwargs: dict | None,
+    train_strategy: TrainStrategy | None = None,
+    train_workers: int = 1,
+    placement: DevicePlacement | None = None,
 ) -> tuple[Clusters, CpuPlan]:
-    heavy = 2 + int(reference) + int(critic_kwargs is not None) + (infer_workers - 1)
+    """`train_strategy`: actor_train's backend (default plain `hf`); `train_workers`: its
+    data-parallel ranks on CPU; `placement`: a GPU plan's placement, which then sets every
+    model role's ranks (None: the CPU run)."""
+
+    def ranks(role: str, default: int) -> int:
+        where = placement.for_role(role) if placement else None
+        return len(where) if where else default
+
+    def where(role: str) -> list | None:
+        return placement.for_role(role) if placement else None
+
+    train_workers = ranks("actor_train", train_workers)
+    infer_workers = ranks("actor_infer", infer_workers)
+    heavy = 1 + int(reference) + int(critic_kwargs is not None) + infer_workers + train_workers - 1
     cpu = plan_cpu(cores or float(os.cpu_count() or 1), heavy, reward_workers)
     heavy_res = WorkerResources(num_cpus=cpu.heavy_cpus)
     threads = cpu.heavy_threads
-    # train.strategy and devices.actor_train (deepspeed ZeRO stage, ...), set by roll train.
-    train_kwargs = {**active_train_strategy().worker_kwargs(), **train_kwargs}
+    # train.strategy and devices.actor_train (deepspeed ZeRO stage, ...)
+    train_kwargs = {**(train_strategy or TrainStrategy()).worker_kwargs(), **train_kwargs}
     clusters = Clusters(
         actor_train=Cluster(
             "actor_train",
             ActorTrainWorker,
-            1,
+            train_workers,
             heavy_res,
-            {"model_path": model_path, "num_threads": threads, "seed": seed, **train_kwargs},
+            lambda rank: {
+                "model_path": model_path,
+                "num_threads": max(1, threads // train_workers),
+                "seed": seed,  # the same initial weights on every rank
+                "rank": rank,
+                "world_size": train_workers,
+                **train_kwargs,
+            },
+            placement=where("actor_train"),
         ),
         actor_infer=Cluster(
             "actor_infer",
@@ -95,6 +126,7 @@ def create_clusters(
                 "engine": infer_engine,
                 "engine_kwargs": infer_engine_kwargs,
             },
+            placement=where("actor_infer"),
         ),
         reward=Cluster(
             "reward",
@@ -108,9 +140,10 @@ def create_clusters(
         clusters.reference = Cluster(
             "reference",
             ReferenceWorker,
-            1,
+            ranks("reference", 1),  # forward only: any number of ranks share a batch
             heavy_res,
             {"model_path": model_path, "num_threads": threads},
+            placement=where("reference"),
         )
     if critic_kwargs is not None:
         clusters.critic = Cluster(
@@ -119,5 +152,9 @@ def create_clusters(
             1,
             heavy_res,
             {"model_path": model_path, "num_threads": threads, "seed": seed, **critic_kwargs},
+            # one critic rank (its update is not data parallel yet): its first GPU's slot
+            placement=(where("critic") or [])[:1] or None,
         )
+    if train_workers > 1:
+        data_parallel.connect(clusters.actor_train)
     return clusters, cpu

@@ -76,6 +76,8 @@ class Plan:
     role_memory: dict[str, RoleMemory] = field(default_factory=dict)
     layouts: dict[str, str] = field(default_factory=dict)  # "deepspeed zero3 dp=8", ...
     model_name: str = ""
+    tp: dict[str, int] = field(default_factory=dict)  # each role's tensor-parallel size
+    node_size: int = 1  # GPUs per node: GPU i is on node i // node_size
 
     @property
     def peak_device(self) -> DevicePlan | None:
@@ -174,6 +176,8 @@ def assess(inp: PlanInput) -> Plan:
         role_memory=memory,
         layouts={r.role: _layout(r, placements[r.role]) for r in inp.roles},
         model_name=inp.model.name,
+        tp={r.role: r.tp for r in inp.roles},
+        node_size=inp.node_size,
     )
 
 

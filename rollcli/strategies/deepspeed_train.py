@@ -11,7 +11,9 @@ only when a recipe picks it. Three traps are handled here:
 
 `DeepSpeedTrainer.update` has the `HFTrainer.update` contract (epochs x mini-batches x
 micro-batches with a caller-given loss) so workers switch strategy without other changes.
-With N ranks each rank trains on its 1/N of every mini-batch (data parallel).
+With N ranks (data parallel) each rank is given its share of the batch (the driver shards
+it, see distributed/data_parallel.py) and DeepSpeed averages the gradients; the process
+group must be up before the trainer is built.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ class StrategyUnavailableError(RuntimeError):
 
 def import_deepspeed() -> Any:
     """Import deepspeed with its JIT shared-memory op switched off; a clear error if absent."""
+    if not torch.cuda.is_available():
+        # Name the accelerator, so its detector does not warn in every worker that it fell
+        # back to the CPU ("[real_accelerator.py] Setting accelerator to CPU").
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     try:
         import deepspeed
         import deepspeed.ops
@@ -134,6 +140,14 @@ class DeepSpeedTrainer:
         master_port: int | None = None,
     ) -> None:
         deepspeed = import_deepspeed()
+        if world_size > 1:
+            import torch.distributed as dist
+
+            if not (dist.is_initialized() and dist.get_world_size() == world_size):
+                raise RuntimeError(
+                    f"DeepSpeedTrainer with world_size={world_size}: join the process group "
+                    "first (rollcli.distributed.data_parallel.join_group)"
+                )
         init_process_group(rank, world_size, master_addr, master_port or free_port())
         self.rank, self.world_size, self.zero_stage = rank, world_size, zero_stage
         params = [p for p in model.parameters() if p.requires_grad]
@@ -164,12 +178,13 @@ class DeepSpeedTrainer:
         epochs: int = 1,
         micro_batches: MicroBatchFn = length_sorted_micro_batches,
     ) -> dict[str, float]:
-        """As `HFTrainer.update`; each rank takes its share of every mini-batch.
+        """As `HFTrainer.update`, on this rank's share of the batch (`mini_batch_size` is
+        the per-rank size).
 
         Gradient accumulation is ours: micro-batch losses are weighted by their share of
         the mini-batch and the engine steps at the boundary we set. Under ZeRO-3 every
         rank must run the same number of micro-batches (the gathers are collective), so
-        mini-batches should divide evenly over ranks.
+        the shares must be equal (the driver checks).
         """
         self.engine.train()
         mini = mini_batch_size or len(batch)
@@ -178,12 +193,11 @@ class DeepSpeedTrainer:
         grad_norms: list[float] = []
         for _ in range(epochs):
             for mini_batch in batch.split(mini):
-                mine = self._my_share(mini_batch)
-                micros = micro_batches(mine, micro_batch_size)
+                micros = micro_batches(mini_batch, micro_batch_size)
                 for i, (_, micro) in enumerate(micros):
                     self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
                     loss, metrics = loss_fn(micro)
-                    self.engine.backward(loss * (len(micro) / len(mine)), scale_wrt_gas=False)
+                    self.engine.backward(loss * (len(micro) / len(mini_batch)), scale_wrt_gas=False)
                     self.engine.step()
                     for k, v in metrics.items():
                         sums[k] = sums.get(k, 0.0) + float(v)
@@ -194,11 +208,6 @@ class DeepSpeedTrainer:
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)
         out["lr"] = self.scheduler.get_last_lr()[0]
         return out
-
-    def _my_share(self, mini_batch: Batch) -> Batch:
-        if self.world_size == 1:
-            return mini_batch
-        return mini_batch.chunk(self.world_size)[self.rank]
 
     @contextlib.contextmanager
     def full_weights(self) -> Iterator[torch.nn.Module]:

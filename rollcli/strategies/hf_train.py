@@ -1,7 +1,10 @@
 """The `hf` training strategy: plain torch AdamW over a Hugging Face model, on CPU or GPU.
 
 `HFTrainer.update` runs epochs × mini-batches (one optimizer step each) × micro-batches
-(gradient accumulation) with a caller-given loss, and clips the gradient norm.
+(gradient accumulation) with a caller-given loss, and clips the gradient norm. With
+`world_size > 1` (data parallel; the caller has joined the default process group) each
+rank accumulates over its share of every mini-batch and the ranks average their gradients
+with one all-reduce per dtype before clipping, so every rank makes the same step.
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ class HFTrainer:
         weight_decay: float = 0.0,
         warmup_steps: int = 0,
         grad_clip: float | None = 1.0,
+        world_size: int = 1,
     ) -> None:
         self.model = model
         self.grad_clip = grad_clip
+        self.world_size = world_size
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -80,6 +85,8 @@ class HFTrainer:
         return out
 
     def _clip_and_step(self) -> float:
+        if self.world_size > 1:
+            average_gradients([p for p in self.model.parameters() if p.requires_grad])
         params = [p for p in self.model.parameters() if p.grad is not None]
         max_norm = self.grad_clip if self.grad_clip is not None else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
@@ -94,3 +101,26 @@ class HFTrainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+
+
+@torch.no_grad()
+def average_gradients(params: list[torch.nn.Parameter]) -> None:
+    """Replace each gradient by its mean over the default process group's ranks: one
+    all-reduce of a flat buffer per dtype. A parameter without a gradient counts as zeros,
+    so every rank enters the same collectives."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    by_dtype: dict[torch.dtype, list[torch.nn.Parameter]] = {}
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        by_dtype.setdefault(p.grad.dtype, []).append(p)
+    for group in by_dtype.values():
+        flat = torch.cat([p.grad.reshape(-1) for p in group])
+        dist.all_reduce(flat)
+        flat /= world
+        offset = 0
+        for p in group:
+            p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
+            offset += p.numel()

@@ -33,13 +33,13 @@ def resolve_engine(name: str) -> str:
         raise ValueError(
             f"unknown inference engine {name!r}; choose one of auto, {', '.join(INFER_ENGINES)}"
         )
-    if name == "sglang":
-        from rollcli.strategies.sglang_infer import require_sglang
+    if name == "sglang" and importlib.util.find_spec("sglang") is None:
+        from rollcli.strategies.sglang_infer import INSTALL_HINT
 
-        require_sglang()  # GPU and package, or a clear error
+        # Found, not imported: the driver may have no GPU; the worker's engine checks that.
         raise EngineUnavailableError(
-            "rollout.engine sglang: SGLangInferEngine (strategies/sglang_infer.py) is not yet "
-            "wired into the actor_infer worker (see docs/gpu.md); use rollout.engine=vllm"
+            f"rollout.engine sglang: sglang is not installed; {INSTALL_HINT}, or use "
+            "rollout.engine=vllm"
         )
     if name == "vllm" and not vllm_available():
         raise EngineUnavailableError(

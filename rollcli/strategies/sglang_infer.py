@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from rollcli.strategies.hf_infer import Generation, SamplingParams
+from rollcli.strategies.hf_infer import Generation, GenerationProgress, SamplingParams
 
 INSTALL_HINT = "pip install sglang (in an environment of its own: it pins its own torch)"
 
@@ -48,6 +48,7 @@ class SGLangInferEngine:
     ) -> None:
         sglang = require_sglang()
         self.eos = set(eos_token_ids)
+        self.progress = GenerationProgress()  # whole calls only: SGLang's batch is opaque
         self.engine = sglang.Engine(
             model_path=str(model_path),
             dtype=dtype,
@@ -60,6 +61,7 @@ class SGLangInferEngine:
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         """`params.n` samples per prompt; each sample is its own request."""
         order = [i for i in range(len(prompts)) for _ in range(params.n)]
+        self.progress.reset(len(order) * params.max_new_tokens)
         sampling = {
             "temperature": params.temperature,
             "top_p": params.top_p,
@@ -77,6 +79,7 @@ class SGLangInferEngine:
             finished = (meta.get("finish_reason") or {}).get("type") == "stop"
             logprobs = [lp for lp, _tok, *_ in meta.get("output_token_logprobs", [])]
             gens.append(Generation(i, list(out["output_ids"]), finished, logprobs))
+        self.progress.reset(0)
         return gens
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:

@@ -1,16 +1,14 @@
 """Which training strategy a train worker runs: `hf` (plain torch), `deepspeed` or `megatron`.
 
 `TrainStrategy` holds the flat arguments the recipe's `train.strategy` and
-`devices.actor_train.*` keys give a worker; `make_trainer` builds the trainer, importing
-an optional backend only when it is chosen.
+`devices.actor_train.*` keys give a worker; the pipeline builds it from the recipe and
+passes it to `create_clusters`. `make_trainer` builds the trainer, importing an optional
+backend only when it is chosen.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import importlib.util
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,39 +47,28 @@ def backend_available(module: str) -> bool:
         return False
 
 
-def make_trainer(strategy: str, model: Any, *, options: dict[str, Any], **train_args: Any) -> Any:
-    """The trainer of `strategy` over `model` (lr, betas, ... in `train_args`)."""
+def make_trainer(
+    strategy: str,
+    model: Any,
+    *,
+    options: dict[str, Any],
+    rank: int = 0,
+    world_size: int = 1,
+    **train_args: Any,
+) -> Any:
+    """The trainer of `strategy` over `model` (lr, betas, ... in `train_args`). With
+    `world_size > 1` this process must already be rank `rank` of the default process group
+    (see distributed/data_parallel.py)."""
     if strategy == "hf":
         from rollcli.strategies.hf_train import HFTrainer
 
-        return HFTrainer(model, **train_args)
+        return HFTrainer(model, world_size=world_size, **train_args)
     if strategy == "deepspeed":
         from rollcli.strategies.deepspeed_train import DeepSpeedTrainer
 
-        return DeepSpeedTrainer(model, **train_args, **options)
+        return DeepSpeedTrainer(model, rank=rank, world_size=world_size, **train_args, **options)
     if strategy == "megatron":
         from rollcli.strategies.megatron_train import MegatronTrainer
 
         return MegatronTrainer(model, **train_args, **options)
     raise ValueError(f"unknown training strategy {strategy!r}; choose one of {TRAIN_STRATEGIES}")
-
-
-# The recipe's strategy, set by `roll train` (runs/launch.py) for the run it drives and read
-# by pipelines/workers_setup.py when it builds actor_train. A bridge until the rlvr pipeline
-# passes `strategy=` to create_clusters itself; outside a run it is plain `hf`.
-_ACTIVE: contextvars.ContextVar[TrainStrategy | None] = contextvars.ContextVar(
-    "roll_train_strategy", default=None
-)
-
-
-def active_train_strategy() -> TrainStrategy:
-    return _ACTIVE.get() or TrainStrategy()
-
-
-@contextlib.contextmanager
-def train_strategy_scope(strategy: TrainStrategy) -> Iterator[None]:
-    token = _ACTIVE.set(strategy)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)

@@ -1,12 +1,14 @@
 """actor_infer: generates responses with the inference strategy and receives weights.
 
 `engine="hf"` runs transformers `generate` on a model held here; `engine="vllm"` runs a vLLM
-engine in this process (imported only then; `make vllm` installs it), and this worker keeps
-only the model's layout on the meta device, for the weight receiver.
+engine in this process (imported only then; `make vllm` installs it), `engine="sglang"` an
+SGLang engine (GPU only); with those this worker keeps only the model's layout on the meta
+device, for the weight receiver.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 
@@ -17,6 +19,12 @@ from rollcli.strategies.hf_infer import Generation, HFInferEngine, SamplingParam
 from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.strategies.threads import set_threads
+
+# engines that hold their own copy of the weights: (module, class)
+ENGINE_CLASSES = {
+    "vllm": ("rollcli.strategies.vllm_infer", "VLLMInferEngine"),
+    "sglang": ("rollcli.strategies.sglang_infer", "SGLangInferEngine"),
+}
 
 
 class ActorInferWorker:
@@ -36,12 +44,12 @@ class ActorInferWorker:
         torch.manual_seed(seed)
         self.rank = rank
         self.tokenizer = load_tokenizer(model_path)
-        if self.engine_name == "vllm":
-            from rollcli.strategies.vllm_infer import VLLMInferEngine
-
+        if self.engine_name in ENGINE_CLASSES:  # vllm, sglang: imported only when chosen
+            module, name = ENGINE_CLASSES[self.engine_name]
+            engine_cls = getattr(importlib.import_module(module), name)
             self.model = causal_lm_layout(model_path)
             eos = self._eos_ids(self.model)
-            self.engine = VLLMInferEngine(model_path, eos, seed=seed, **(engine_kwargs or {}))
+            self.engine = engine_cls(model_path, eos, seed=seed, **(engine_kwargs or {}))
         else:
             self.model = load_causal_lm(model_path, train=False)
             eos = self._eos_ids(self.model)
@@ -117,6 +125,6 @@ class ActorInferWorker:
 
     def receive_weights(self) -> float:
         assert self.receiver is not None, "init_weight_sync was not called"
-        if self.engine_name == "vllm":
+        if self.engine_name in ENGINE_CLASSES:
             return self.receiver.receive(self.model, load=self.engine.load_weights)
         return self.receiver.receive(self.model)

@@ -1,5 +1,12 @@
 """actor_train: holds the trainable policy, computes old log-probs, runs the policy update,
-saves checkpoints and sends its weights to actor_infer."""
+saves checkpoints and sends its weights to actor_infer.
+
+With `world_size > 1` the ranks train data parallel: the trainer is built once the driver
+has joined them in a process group (`open_train_group` on rank 0, then `join_train_group`
+on every rank; see distributed/data_parallel.py). Rank 0 writes the Hugging Face folder and
+sends weights; the other ranks enter the same calls so that collectives (a ZeRO-3 gather,
+DeepSpeed's partitioned checkpoint) see every rank.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from rollcli.algorithms.off_policy import truncated_is_weights
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
+from rollcli.distributed import data_parallel
 from rollcli.distributed.weight_sync import WeightSender
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.threads import set_threads
@@ -60,6 +68,8 @@ class ActorTrainWorker:
         seed: int = 0,
         strategy: str = "hf",
         strategy_options: dict[str, Any] | None = None,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         set_threads(num_threads)
         torch.manual_seed(seed)
@@ -69,18 +79,37 @@ class ActorTrainWorker:
             self.model.gradient_checkpointing_enable()
         self.tokenizer = load_tokenizer(model_path)
         self.strategy = strategy
-        self.trainer = make_trainer(
-            strategy,
-            self.model,
+        self.rank, self.world_size = rank, world_size
+        self._trainer_args: dict[str, Any] = dict(
             options=strategy_options or {},
+            rank=rank,
+            world_size=world_size,
             lr=lr,
             betas=betas,
             weight_decay=weight_decay,
             warmup_steps=warmup_steps,
             grad_clip=grad_clip,
         )
-        self.model = self.trainer.model  # deepspeed: its engine, which runs the module
+        self.trainer: Any = None
+        self._store: Any = None
+        if world_size == 1:
+            self._build_trainer()
         self.sender: WeightSender | None = None
+
+    def _build_trainer(self) -> None:
+        self.trainer = make_trainer(self.strategy, self.model, **self._trainer_args)
+        self.model = self.trainer.model  # deepspeed: its engine, which runs the module
+
+    # ---- data parallel ---------------------------------------------------------------
+    def open_train_group(self, host: str) -> int:
+        """Rank 0: open the group's store; the other ranks join on the port returned."""
+        self._store = data_parallel.open_store(host, self.world_size)
+        return self._store.port
+
+    def join_train_group(self, host: str, port: int) -> None:
+        """Join the data-parallel group (every rank at once), then build the trainer."""
+        data_parallel.join_group(self._store, host, port, self.rank, self.world_size)
+        self._build_trainer()
 
     @torch.no_grad()
     def compute_logprobs(
@@ -131,10 +160,11 @@ class ActorTrainWorker:
                     loss = loss + args.kl_loss_coef * kl
             return loss, metrics
 
+        mini = args.mini_batch_size
         return self.trainer.update(
-            batch,
+            batch,  # data parallel: this rank's share, `mini / world_size` rows per step
             loss_fn=loss_fn,
-            mini_batch_size=args.mini_batch_size,
+            mini_batch_size=mini // self.world_size if mini else None,
             micro_batch_size=args.micro_batch_size,
             epochs=args.epochs,
         )
@@ -150,6 +180,10 @@ class ActorTrainWorker:
         self.sender.connect()
 
     def broadcast_weights(self) -> float:
+        """Rank 0 sends; other ranks only take part in gathering whole weights (ZeRO-3)."""
+        if self.rank != 0:
+            with self._full_weights():
+                return 0.0
         assert self.sender is not None, "open_weight_sync was not called"
         with self._full_weights() as model:
             return self.sender.send(model)
@@ -161,14 +195,21 @@ class ActorTrainWorker:
 
     # ---- checkpoints -------------------------------------------------------------------
     def save_pretrained(self, folder: str) -> None:
-        """Write the policy as a Hugging Face folder (safetensors + tokenizer)."""
+        """Write the policy as a Hugging Face folder (safetensors + tokenizer); rank 0 writes,
+        every rank takes part in gathering the weights."""
         with self._full_weights() as model:
-            model.save_pretrained(folder, safe_serialization=True)
-        self.tokenizer.save_pretrained(folder)
+            if self.rank == 0:
+                model.save_pretrained(folder, safe_serialization=True)
+        if self.rank == 0:
+            self.tokenizer.save_pretrained(folder)
 
     def save_state(self, folder: str) -> None:
+        """The optimizer state: deepspeed ranks each write their partition; with `hf` the
+        ranks hold the same state and rank 0 writes it."""
         if self.strategy != "hf":  # deepspeed writes its own partitioned states
             self.trainer.save_checkpoint(folder)
+        if self.rank != 0:
+            return
         torch.save(
             {**self.trainer.state_dict(), "rng": torch.get_rng_state()},
             Path(folder) / "actor_optim.pt",

@@ -1,0 +1,87 @@
+"""Data-parallel actor_train ranks: their torch.distributed group, and how the driver
+shards a batch so that N ranks make the same update as one worker on the whole batch.
+
+The group: rank 0 opens a TCP store on a port the kernel picks (`open_store`; no other
+process can take it between choosing and binding), the driver hands the port to every
+rank, and all ranks join at once (`join_group`: gloo on CPU, nccl on GPU). It is the
+default process group, the one DeepSpeed and `HFTrainer`'s gradient all-reduce use.
+
+The shards: `Cluster.dispatch` gives rank r the r-th contiguous chunk of a batch. A
+worker splits its chunk into mini-batches of `mini_batch_size / N` rows, one optimizer
+step each, and the ranks average their gradients. `shard_order` reorders the batch so
+that mini-batch k of rank r is the r-th part of the one-worker run's mini-batch k: every
+optimizer step sees the same rows as with one worker.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any
+
+TIMEOUT = datetime.timedelta(seconds=600)
+
+
+def open_store(host: str, world_size: int) -> Any:
+    """Rank 0's store of the group; its `.port` is for the other ranks."""
+    import torch.distributed as dist
+
+    return dist.TCPStore(host, 0, world_size, True, timeout=TIMEOUT, wait_for_workers=False)
+
+
+def join_group(store: Any, host: str, port: int, rank: int, world_size: int) -> None:
+    """Make this process rank `rank` of the default process group (rank 0 passes its
+    store; the others connect to `host:port`). Returns once every rank has joined."""
+    import torch
+    import torch.distributed as dist
+
+    if store is None:
+        store = dist.TCPStore(host, port, world_size, False, timeout=TIMEOUT)
+    # DeepSpeed reads these; under Ray each rank sees only its own GPU, so LOCAL_RANK is 0.
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0")
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=TIMEOUT)
+
+
+def connect(cluster: Any, host: str = "127.0.0.1") -> None:
+    """Join every rank of `cluster` (actor_train workers) in one process group."""
+    import ray
+
+    port = cluster.call_rank(0, "open_train_group", host)
+    ray.get(cluster.call_async("join_train_group", host, port))
+
+
+def shard_order(num_rows: int, mini_batch_size: int | None, world_size: int) -> list[int]:
+    """Row order that makes rank r's contiguous chunk the r-th part of every mini-batch.
+
+    `num_rows` and `mini_batch_size` must be multiples of `world_size`.
+
+    >>> shard_order(8, 4, 2)  # mini-batches [0-3], [4-7]; rank 0: 0,1 and 4,5
+    [0, 1, 4, 5, 2, 3, 6, 7]
+    >>> shard_order(6, None, 3)
+    [0, 1, 2, 3, 4, 5]
+    """
+    mini = mini_batch_size or num_rows
+    if num_rows % world_size or mini % world_size:
+        raise ValueError(
+            f"{num_rows} rows in mini-batches of {mini} do not split over {world_size} ranks"
+        )
+    order: list[list[int]] = [[] for _ in range(world_size)]
+    for start in range(0, num_rows, mini):
+        rows = list(range(start, min(start + mini, num_rows)))
+        part = len(rows) // world_size
+        for r in range(world_size):
+            order[r] += rows[r * part : (r + 1) * part]
+    return [i for rank_rows in order for i in rank_rows]
+
+
+def mean_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:
+    """Each metric averaged over the ranks that report it.
+
+    >>> mean_metrics([{"loss": 1.0, "lr": 0.1}, {"loss": 3.0, "lr": 0.1}])
+    {'loss': 2.0, 'lr': 0.1}
+    """
+    keys = dict.fromkeys(k for m in per_rank for k in m)
+    return {
+        k: sum(m[k] for m in per_rank if k in m) / sum(1 for m in per_rank if k in m) for k in keys
+    }

@@ -1,0 +1,105 @@
+"""Ray placement groups built from a GPU `Plan`: the same plan `roll plan` prints.
+
+One placement group per node (STRICT_PACK), with one bundle `{"GPU": 1, "CPU": c}` per
+GPU of that node that some role uses. Each rank (`rollcli.planning.ranks.rank_slots`) is
+scheduled into the bundle of its first GPU with its share of it: roles that overlap in the
+plan (colocated) share bundles with fractional GPUs and time-share them; disjoint roles
+(separate) hold bundles of their own and run concurrently. A CPU plan needs no placement:
+`DevicePlacement.build` returns None and workers are scheduled by `num_cpus` as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rollcli.planning.planner import Plan
+from rollcli.planning.ranks import rank_slots
+
+
+class PlacementError(RuntimeError):
+    """The Ray cluster cannot hold the plan's bundles."""
+
+
+@dataclass(frozen=True)
+class WorkerPlacement:
+    """Where one Ray actor goes: a bundle of a placement group and what it takes from it."""
+
+    placement_group: Any
+    bundle_index: int
+    num_gpus: float
+    num_cpus: float
+
+    def actor_options(self) -> dict[str, Any]:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        return {
+            "num_gpus": self.num_gpus,
+            "num_cpus": self.num_cpus,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                placement_group=self.placement_group,
+                placement_group_bundle_index=self.bundle_index,
+                placement_group_capture_child_tasks=True,
+            ),
+        }
+
+
+class DevicePlacement:
+    """The placement groups of a GPU plan and, per role, each rank's `WorkerPlacement`."""
+
+    def __init__(self, plan: Plan, *, cpus_per_gpu: float = 1.0, timeout_s: float = 60) -> None:
+        import ray
+        from ray.util.placement_group import placement_group
+
+        slots = rank_slots(plan)
+        used = sorted({slot.gpus[0] for slot in slots})
+        nodes = sorted({gpu // plan.node_size for gpu in used})
+        # bundle of each used GPU: (node, index within the node's group)
+        self.bundles: dict[int, tuple[int, int]] = {}
+        self.groups: dict[int, Any] = {}
+        for node in nodes:
+            gpus = [g for g in used if g // plan.node_size == node]
+            for index, gpu in enumerate(gpus):
+                self.bundles[gpu] = (node, index)
+            self.groups[node] = placement_group(
+                [{"GPU": 1, "CPU": cpus_per_gpu} for _ in gpus],
+                strategy="STRICT_PACK",
+                name=f"roll-node-{node}",
+            )
+        ready = [pg.ready() for pg in self.groups.values()]
+        done, _ = ray.wait(ready, num_returns=len(ready), timeout=timeout_s)
+        if len(done) < len(ready):
+            have = ray.cluster_resources()
+            self.remove()
+            raise PlacementError(
+                f"Ray could not reserve {len(used)} GPU bundle(s) of {cpus_per_gpu:g} CPU on "
+                f"{len(nodes)} node(s) within {timeout_s:g} s (the cluster has "
+                f"{have.get('GPU', 0):g} GPU, {have.get('CPU', 0):g} CPU); check --gpus, "
+                "--nodes and devices.num_gpus_per_node against the cluster"
+            )
+        self.roles: dict[str, list[WorkerPlacement]] = {}
+        for slot in slots:
+            node, index = self.bundles[slot.gpus[0]]
+            self.roles.setdefault(slot.role, []).append(
+                WorkerPlacement(
+                    self.groups[node],
+                    index,
+                    num_gpus=slot.gpu_share,
+                    num_cpus=round(cpus_per_gpu * slot.gpu_share, 4),
+                )
+            )
+
+    @classmethod
+    def build(cls, plan: Plan, **kwargs: Any) -> DevicePlacement | None:
+        """The placement of a GPU plan; None for a CPU plan (nothing to reserve)."""
+        return None if plan.mode == "cpu" else cls(plan, **kwargs)
+
+    def for_role(self, role: str) -> list[WorkerPlacement] | None:
+        return self.roles.get(role)
+
+    def remove(self) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        for pg in self.groups.values():
+            remove_placement_group(pg)
+        self.groups = {}
