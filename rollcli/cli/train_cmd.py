@@ -79,11 +79,6 @@ def train(
             raise ConfigError(
                 "--resume auto looks for a run by its id: give --run-id ID (or run.run_id)"
             )
-        if cfg.resources.gpus > 0:
-            from rollcli.planning.from_recipe import check_plan
-
-            check_plan(cfg)  # a plan that cannot fit says why and what to change first
-            raise _gpu_error(cfg.resources.gpus)
     if dry_run:
         typer.echo(f"# recipe {source}, resolved", err=True)
         typer.echo(dump_recipe(cfg), nl=False)
@@ -148,12 +143,3 @@ def _run(debug: bool, start) -> None:  # noqa: ANN001
             )
         )
         raise typer.Exit(130)
-
-
-def _gpu_error(gpus: int) -> Exception:
-    from rollcli.config.errors import ConfigError
-
-    return ConfigError(
-        f"--gpus {gpus}: GPU training strategies are not available in this build yet; "
-        "run on CPU with --gpus 0"
-    )

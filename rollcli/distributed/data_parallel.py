@@ -29,9 +29,12 @@ def open_store(host: str, world_size: int) -> Any:
     return dist.TCPStore(host, 0, world_size, True, timeout=TIMEOUT, wait_for_workers=False)
 
 
-def join_group(store: Any, host: str, port: int, rank: int, world_size: int) -> None:
+def join_group(
+    store: Any, host: str, port: int, rank: int, world_size: int, backend: str | None = None
+) -> None:
     """Make this process rank `rank` of the default process group (rank 0 passes its
-    store; the others connect to `host:port`). Returns once every rank has joined."""
+    store; the others connect to `host:port`). Returns once every rank has joined.
+    `backend`: the worker's (nccl for a model on a GPU); default nccl when CUDA is there."""
     import torch
     import torch.distributed as dist
 
@@ -39,7 +42,7 @@ def join_group(store: Any, host: str, port: int, rank: int, world_size: int) -> 
         store = dist.TCPStore(host, port, world_size, False, timeout=TIMEOUT)
     # DeepSpeed reads these; under Ray each rank sees only its own GPU, so LOCAL_RANK is 0.
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0")
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=TIMEOUT)
 
 

@@ -1,21 +1,21 @@
-"""NCCL weight sync between actor_train and actor_infer on GPUs.
+"""The NCCL group of the weight sync between actor_train and actor_infer on GPUs.
 
-The same protocol as weight_sync.py (rank 0 sends flat buckets of one dtype in `state_dict`
-order, tied tensors once; ranks 1..N receive), over a dedicated NCCL group built from a
-TCP store, with buckets on the GPU so no tensor crosses host memory. Refused on a machine
-without CUDA: there the gloo path of weight_sync.py is the one to use. Unverified here (no
-GPU): docs/gpu.md says how to check it.
+The protocol is weight_sync.py's (rank 0 sends flat buckets of one dtype in `state_dict`
+order, tied tensors once; ranks 1..N receive): `WeightSender(..., backend="nccl")` and
+`WeightReceiver(..., backend="nccl")` build their group here, and their buckets then live
+on this process's GPU (`cuda:0`: under Ray the GPU it assigned), so no tensor crosses host
+memory. `weight_sync.choose_backend` picks NCCL only when every side is on a GPU of its
+own. Refused on a machine without CUDA. Unverified here (no GPU): docs/gpu.md says how to
+check it.
 """
 
 from __future__ import annotations
 
 import datetime
-import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
-
-from rollcli.distributed.weight_sync import LoadFn, _buckets, _unique_tensors
 
 
 class NcclUnavailableError(RuntimeError):
@@ -26,66 +26,16 @@ def require_cuda() -> torch.device:
     if not torch.cuda.is_available() or not dist.is_nccl_available():
         raise NcclUnavailableError(
             "NCCL weight sync needs CUDA GPUs and a torch built with NCCL; on CPU the gloo "
-            "sync (rollcli.distributed.weight_sync) is used"
+            "sync (rollcli.distributed.weight_sync, backend gloo) is used"
         )
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def _nccl_group(host: str, port: int, rank: int, world_size: int, timeout_s: float):  # noqa: ANN202
+def nccl_group(
+    store: Any, rank: int, world_size: int, timeout: datetime.timedelta
+) -> tuple[Any, torch.device]:
+    """An NCCL process group of `world_size` ranks over `store`, and this rank's GPU."""
     device = require_cuda()
-    timeout = datetime.timedelta(seconds=timeout_s)
-    store = dist.TCPStore(host, port, world_size, rank == 0, timeout=timeout)
     opts = dist.ProcessGroupNCCL.Options()
     opts._timeout = timeout
     return dist.ProcessGroupNCCL(store, rank, world_size, opts), device
-
-
-def _broadcast(group, tensor: torch.Tensor) -> None:  # noqa: ANN001
-    opts = dist.BroadcastOptions()
-    opts.rootRank = 0
-    group.broadcast([tensor], opts).wait()
-
-
-class NcclWeightSender:
-    """Rank 0 (actor_train): broadcasts its weights, gathered whole, bucket by bucket."""
-
-    def __init__(self, host: str, port: int, world_size: int, timeout_s: float = 600) -> None:
-        self.group, self.device = _nccl_group(host, port, 0, world_size, timeout_s)
-
-    @torch.no_grad()
-    def send(self, model: torch.nn.Module) -> float:
-        start = time.perf_counter()
-        for bucket in _buckets(_unique_tensors(model)):
-            flat = torch.cat([t.detach().reshape(-1).to(self.device) for _, t in bucket])
-            _broadcast(self.group, flat)
-        torch.cuda.synchronize(self.device)
-        return time.perf_counter() - start
-
-
-class NcclWeightReceiver:
-    """Ranks 1..N (actor_infer): receive into the model in place or hand pairs to `load`."""
-
-    def __init__(
-        self, host: str, port: int, rank: int, world_size: int, timeout_s: float = 600
-    ) -> None:
-        self.group, self.device = _nccl_group(host, port, rank, world_size, timeout_s)
-
-    @torch.no_grad()
-    def receive(self, model: torch.nn.Module, load: LoadFn | None = None) -> float:
-        start = time.perf_counter()
-        pairs = []
-        for bucket in _buckets(_unique_tensors(model)):
-            dtype = bucket[0][1].dtype
-            flat = torch.empty(sum(t.numel() for _, t in bucket), dtype=dtype, device=self.device)
-            _broadcast(self.group, flat)
-            offset = 0
-            for names, tensor in bucket:
-                new = flat[offset : offset + tensor.numel()].view(tensor.shape)
-                offset += tensor.numel()
-                if load is None:
-                    tensor.data.copy_(new)
-                else:
-                    pairs += [(name, new) for name in names]
-        if load is not None:
-            load(iter(pairs))
-        return time.perf_counter() - start

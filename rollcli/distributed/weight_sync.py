@@ -1,8 +1,12 @@
 """Send weights from actor_train (rank 0) to actor_infer workers (ranks 1..N) by broadcast.
 
-A dedicated process group (gloo on CPU, the same calls NCCL serves on GPU) is built from a
-TCP store, independent of any training process group. Tensors travel in flat buckets of
-one dtype, in the model's `state_dict` order, with tied weights sent once.
+A dedicated process group is built from a TCP store, independent of any training process
+group. Tensors travel in flat buckets of one dtype, in the model's `state_dict` order, with
+tied weights sent once. The backend (`choose_backend`): `nccl` (nccl_sync.py) when the
+sender and every receiver hold their weights on GPUs of their own, buckets then staying on
+the GPU; else `gloo`, which works for any devices: a CUDA model's buckets are copied to host
+memory to be sent, and received buckets are copied into the receiver's tensors wherever
+they live. (NCCL cannot join two ranks on one GPU, which colocated roles share.)
 
 A receiver copies into its own model's tensors in place (the `hf` engine), or hands a
 stream of `(name, tensor)` pairs to a `load` function (the `vllm` engine's `load_weights`);
@@ -60,10 +64,34 @@ def _buckets(
         yield bucket
 
 
-def _group(host: str, port: int, rank: int, world_size: int, timeout_s: float) -> dist.ProcessGroup:
-    timeout = datetime.timedelta(seconds=timeout_s)
-    store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
-    return dist.ProcessGroupGloo(store, rank, world_size, timeout)
+def choose_backend(slots: list[dict[str, Any]]) -> str:
+    """`nccl` when every side (`device_slot()` of the sender, then of each receiver) is on
+    CUDA and no two share a GPU; else `gloo`.
+
+    >>> cpu = {"type": "cpu", "node": None, "gpus": []}
+    >>> choose_backend([cpu, cpu])
+    'gloo'
+    >>> gpu = lambda i: {"type": "cuda", "node": "n0", "gpus": [str(i)]}
+    >>> choose_backend([gpu(0), gpu(1)]), choose_backend([gpu(0), gpu(0)])
+    ('nccl', 'gloo')
+    """
+    if not all(s["type"] == "cuda" for s in slots):
+        return "gloo"
+    places = [(s["node"], g) for s in slots for g in s["gpus"]]
+    if not places or len(places) != len(set(places)):
+        return "gloo"  # colocated on one GPU (or unknown): NCCL refuses duplicate GPUs
+    return "nccl"
+
+
+def _new_group(store: Any, rank: int, world_size: int, timeout: datetime.timedelta, backend: str):  # noqa: ANN202
+    """The group and the device its buckets live on."""
+    if backend == "nccl":
+        from rollcli.distributed.nccl_sync import nccl_group
+
+        return nccl_group(store, rank, world_size, timeout)
+    if backend != "gloo":
+        raise ValueError(f"weight sync backend {backend!r}: use gloo or nccl")
+    return dist.ProcessGroupGloo(store, rank, world_size, timeout), torch.device("cpu")
 
 
 def _broadcast(group: dist.ProcessGroup, tensor: torch.Tensor) -> None:
@@ -77,9 +105,13 @@ class WeightSender:
     the kernel picks (`self.port`, for the receivers), so no other process can take the port
     between choosing and binding it; `connect` then waits for the receivers."""
 
-    def __init__(self, host: str, world_size: int, timeout_s: float = 600) -> None:
+    def __init__(
+        self, host: str, world_size: int, timeout_s: float = 600, backend: str = "gloo"
+    ) -> None:
         self.timeout = datetime.timedelta(seconds=timeout_s)
         self.world_size = world_size
+        self.backend = backend
+        self.device = torch.device("cpu")
         self.store = dist.TCPStore(
             host, 0, world_size, True, timeout=self.timeout, wait_for_workers=False
         )
@@ -87,15 +119,20 @@ class WeightSender:
         self.group: dist.ProcessGroup | None = None
 
     def connect(self) -> None:
-        self.group = dist.ProcessGroupGloo(self.store, 0, self.world_size, self.timeout)
+        self.group, self.device = _new_group(
+            self.store, 0, self.world_size, self.timeout, self.backend
+        )
 
     @torch.no_grad()
     def send(self, model: torch.nn.Module) -> float:
         assert self.group is not None, "connect() was not called"
         start = time.perf_counter()
         for bucket in _buckets(_unique_tensors(model)):
-            flat = torch.cat([t.detach().reshape(-1) for _, t in bucket])
+            # gloo: a CUDA model's bucket goes through host memory; nccl: it stays on the GPU
+            flat = torch.cat([t.detach().reshape(-1) for _, t in bucket]).to(self.device)
             _broadcast(self.group, flat)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
 
 
@@ -103,9 +140,17 @@ class WeightReceiver:
     """Ranks 1..N of the sync group (one per actor_infer worker)."""
 
     def __init__(
-        self, host: str, port: int, rank: int, world_size: int, timeout_s: float = 600
+        self,
+        host: str,
+        port: int,
+        rank: int,
+        world_size: int,
+        timeout_s: float = 600,
+        backend: str = "gloo",
     ) -> None:
-        self.group = _group(host, port, rank, world_size, timeout_s)
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
+        self.group, self.device = _new_group(store, rank, world_size, timeout, backend)
 
     @torch.no_grad()
     def receive(self, model: torch.nn.Module, load: LoadFn | None = None) -> float:
@@ -117,7 +162,7 @@ class WeightReceiver:
         stream = self._stream(model)
         if load is None:
             for _, tensor, new in stream:
-                tensor.data.copy_(new)
+                tensor.data.copy_(new)  # into the model's tensor on its device (CPU or GPU)
         else:
             load((name, new) for names, _, new in stream for name in names)
             left = sum(1 for _ in stream)  # drain: the sender must not wait on us forever
@@ -131,7 +176,7 @@ class WeightReceiver:
         """`(names, model's tensor, received tensor)`, broadcasting a bucket when reached."""
         for bucket in _buckets(_unique_tensors(model)):
             dtype = bucket[0][1].dtype
-            flat = torch.empty(sum(t.numel() for _, t in bucket), dtype=dtype)
+            flat = torch.empty(sum(t.numel() for _, t in bucket), dtype=dtype, device=self.device)
             _broadcast(self.group, flat)
             offset = 0
             for names, tensor in bucket:
@@ -139,17 +184,21 @@ class WeightReceiver:
                 offset += tensor.numel()
 
 
-def link(actor_train: Any, actor_infer: Any, host: str = "127.0.0.1") -> None:
+def link(actor_train: Any, actor_infer: Any, host: str = "127.0.0.1") -> str:
     """Join actor_train's rank 0 (sender) and every actor_infer worker (receivers) in one
-    weight-sync group. Both arguments are `Cluster`s."""
+    weight-sync group; returns its backend (`choose_backend` over where each side's weights
+    live). Both arguments are `Cluster`s."""
     import ray
 
     world = 1 + actor_infer.world_size
     sender = actor_train.workers[0]
-    port = ray.get(sender.open_weight_sync.remote(host, world))
+    workers = [sender, *actor_infer.workers]
+    backend = choose_backend(ray.get([w.device_slot.remote() for w in workers]))
+    port = ray.get(sender.open_weight_sync.remote(host, world, backend))
     refs = [sender.connect_weight_sync.remote()]
     refs += [
-        w.init_weight_sync.remote(host, port, rank + 1, world)
+        w.init_weight_sync.remote(host, port, rank + 1, world, backend)
         for rank, w in enumerate(actor_infer.workers)
     ]
     ray.get(refs)
+    return backend

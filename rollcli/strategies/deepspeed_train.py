@@ -9,6 +9,10 @@ only when a recipe picks it. Three traps are handled here:
   (`zero_allow_untested_optimizer`, `zero_force_ds_cpu_optimizer: false`);
 * it wants a torch.distributed process group even for one rank: gloo on CPU, nccl on GPU.
 
+The device is the model's (the worker put it on `pick_device`'s choice): a model on a GPU
+gets nccl and DeepSpeed's CUDA accelerator, a model on the CPU gloo and its CPU
+accelerator, even on a machine with GPUs.
+
 `DeepSpeedTrainer.update` has the `HFTrainer.update` contract (epochs x mini-batches x
 micro-batches with a caller-given loss) so workers switch strategy without other changes.
 With N ranks (data parallel) each rank is given its share of the batch (the driver shards
@@ -40,9 +44,10 @@ class StrategyUnavailableError(RuntimeError):
     """A training or inference backend that is not installed or cannot run on this machine."""
 
 
-def import_deepspeed() -> Any:
-    """Import deepspeed with its JIT shared-memory op switched off; a clear error if absent."""
-    if not torch.cuda.is_available():
+def import_deepspeed(on_gpu: bool | None = None) -> Any:
+    """Import deepspeed with its JIT shared-memory op switched off; a clear error if absent.
+    `on_gpu`: whether the model is on a GPU (default: whether CUDA is there)."""
+    if not (torch.cuda.is_available() if on_gpu is None else on_gpu):
         # Name the accelerator, so its detector does not warn in every worker that it fell
         # back to the CPU ("[real_accelerator.py] Setting accelerator to CPU").
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -95,8 +100,11 @@ def deepspeed_config(
     }
 
 
-def init_process_group(rank: int, world_size: int, master_addr: str, master_port: int) -> None:
+def init_process_group(
+    rank: int, world_size: int, master_addr: str, master_port: int, on_gpu: bool | None = None
+) -> None:
     """torch.distributed for DeepSpeed: gloo on CPU, nccl on GPU (env:// rendezvous)."""
+    on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -105,11 +113,12 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
         MASTER_ADDR=master_addr,
         MASTER_PORT=str(master_port),
         RANK=str(rank),
-        LOCAL_RANK=str(rank % max(1, torch.cuda.device_count() or 1)),
+        # under Ray each rank sees only the GPU it was given, so this is 0 there
+        LOCAL_RANK=str(rank % max(1, torch.cuda.device_count() or 1) if on_gpu else 0),
         WORLD_SIZE=str(world_size),
     )
-    deepspeed = import_deepspeed()
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    deepspeed = import_deepspeed(on_gpu)
+    backend = "nccl" if on_gpu else "gloo"
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
 
 
@@ -139,7 +148,8 @@ class DeepSpeedTrainer:
         master_addr: str = "127.0.0.1",
         master_port: int | None = None,
     ) -> None:
-        deepspeed = import_deepspeed()
+        on_gpu = next(model.parameters()).device.type == "cuda"
+        deepspeed = import_deepspeed(on_gpu)
         if world_size > 1:
             import torch.distributed as dist
 
@@ -148,7 +158,7 @@ class DeepSpeedTrainer:
                     f"DeepSpeedTrainer with world_size={world_size}: join the process group "
                     "first (rollcli.distributed.data_parallel.join_group)"
                 )
-        init_process_group(rank, world_size, master_addr, master_port or free_port())
+        init_process_group(rank, world_size, master_addr, master_port or free_port(), on_gpu)
         self.rank, self.world_size, self.zero_stage = rank, world_size, zero_stage
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
@@ -158,7 +168,7 @@ class DeepSpeedTrainer:
             grad_clip=grad_clip,
             offload_optimizer=offload_optimizer,
             offload_params=offload_params,
-            bf16=torch.cuda.is_available() and model.dtype == torch.bfloat16,
+            bf16=on_gpu and model.dtype == torch.bfloat16,
         )
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config

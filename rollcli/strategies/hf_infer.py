@@ -89,13 +89,17 @@ class HFInferEngine:
             def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
                 progress.add(input_ids.shape[0])
                 stop = progress.stop.is_set()
-                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool)
+                return torch.full(
+                    (input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device
+                )
 
+        device = next(self.model.parameters()).device
         per_chunk = max(1, batch_size // n)
         out: list[Generation] = []
         for start in range(0, len(prompts), per_chunk):
             chunk = prompts[start : start + per_chunk]
             ids, mask = pad_left(chunk, self.pad_token_id)
+            ids, mask = ids.to(device), mask.to(device)  # the model's: CPU, or its GPU
             cache = self._prefill(ids, mask, n)
             torch.manual_seed(params.seed + start)
             sampling = params.temperature > 0

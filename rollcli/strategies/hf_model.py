@@ -9,10 +9,17 @@ import torch
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
 
 
-def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32, train: bool = False):
+def load_causal_lm(
+    path: str | Path,
+    *,
+    dtype: torch.dtype = torch.float32,
+    train: bool = False,
+    device: torch.device | str = "cpu",
+):
+    """A causal LM on `device` (a worker's, from `rollcli.strategies.device.pick_device`)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
     model.train(train)
     if not train:
         model.requires_grad_(False)

@@ -15,6 +15,7 @@ import time
 import torch
 
 from rollcli.distributed.weight_sync import WeightReceiver
+from rollcli.strategies.device import device_slot, pick_device
 from rollcli.strategies.hf_infer import Generation, HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
@@ -37,11 +38,16 @@ class ActorInferWorker:
         rank: int = 0,
         engine: str = "hf",
         engine_kwargs: dict | None = None,
+        num_gpus: float = 0.0,
     ) -> None:
-        """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...)."""
+        """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...);
+        `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU). The hf
+        engine's model goes on that device; vllm and sglang place themselves on the GPU Ray
+        made visible, and the layout model here stays on the meta device."""
         self.engine_name = resolve_engine(engine)
         set_threads(num_threads)  # before a vllm engine, which then pins torch's threads
         torch.manual_seed(seed)
+        self.device = pick_device(num_gpus)
         self.rank = rank
         self.tokenizer = load_tokenizer(model_path)
         if self.engine_name in ENGINE_CLASSES:  # vllm, sglang: imported only when chosen
@@ -51,7 +57,7 @@ class ActorInferWorker:
             eos = self._eos_ids(self.model)
             self.engine = engine_cls(model_path, eos, seed=seed, **(engine_kwargs or {}))
         else:
-            self.model = load_causal_lm(model_path, train=False)
+            self.model = load_causal_lm(model_path, train=False, device=self.device)
             eos = self._eos_ids(self.model)
             self.engine = HFInferEngine(self.model, eos, self.tokenizer.pad_token_id)
         self.receiver: WeightReceiver | None = None
@@ -120,8 +126,14 @@ class ActorInferWorker:
         """(tokens generated, token budget) of the running `generate` call."""
         return self.engine.progress.read()
 
-    def init_weight_sync(self, host: str, port: int, rank: int, world_size: int) -> None:
-        self.receiver = WeightReceiver(host, port, rank, world_size)
+    def device_slot(self) -> dict:
+        """Where this rank's weights live (see `weight_sync.choose_backend`)."""
+        return device_slot(self.device)
+
+    def init_weight_sync(
+        self, host: str, port: int, rank: int, world_size: int, backend: str = "gloo"
+    ) -> None:
+        self.receiver = WeightReceiver(host, port, rank, world_size, backend=backend)
 
     def receive_weights(self) -> float:
         assert self.receiver is not None, "init_weight_sync was not called"

@@ -1,6 +1,10 @@
 """actor_train: holds the trainable policy, computes old log-probs, runs the policy update,
 saves checkpoints and sends its weights to actor_infer.
 
+The model lives on the worker's device (`pick_device`: the GPU Ray assigned when the plan
+gave this rank one, else the CPU); batches come from the driver on the CPU and are moved
+there before every forward, and what goes back to the driver is moved to the CPU first.
+
 With `world_size > 1` the ranks train data parallel: the trainer is built once the driver
 has joined them in a process group (`open_train_group` on rank 0, then `join_train_group`
 on every rank; see distributed/data_parallel.py). Rank 0 writes the Hugging Face folder and
@@ -24,6 +28,7 @@ from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.distributed import data_parallel
 from rollcli.distributed.weight_sync import WeightSender
+from rollcli.strategies.device import batch_to, device_slot, pick_device, to_cpu
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import make_trainer
@@ -70,11 +75,14 @@ class ActorTrainWorker:
         strategy_options: dict[str, Any] | None = None,
         rank: int = 0,
         world_size: int = 1,
+        num_gpus: float = 0.0,
     ) -> None:
+        """`num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU)."""
         set_threads(num_threads)
         torch.manual_seed(seed)
+        self.device = pick_device(num_gpus)
         self.model_path = model_path
-        self.model = load_causal_lm(model_path, train=True)
+        self.model = load_causal_lm(model_path, train=True, device=self.device)
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.tokenizer = load_tokenizer(model_path)
@@ -108,7 +116,8 @@ class ActorTrainWorker:
 
     def join_train_group(self, host: str, port: int) -> None:
         """Join the data-parallel group (every rank at once), then build the trainer."""
-        data_parallel.join_group(self._store, host, port, self.rank, self.world_size)
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        data_parallel.join_group(self._store, host, port, self.rank, self.world_size, backend)
         self._build_trainer()
 
     @torch.no_grad()
@@ -117,13 +126,16 @@ class ActorTrainWorker:
     ) -> torch.Tensor:
         """Log-probs of the response tokens under the current policy (PPO's old log-probs)."""
         self.model.eval()
-        return forward_response_logprobs(self.model, batch, micro_batch_size, temperature)
+        return forward_response_logprobs(
+            self.model, batch, micro_batch_size, temperature, self.device
+        )
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
         """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
         unless the update is on-policy: one epoch, one mini-batch)."""
 
         def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+            micro = batch_to(micro, self.device)
             mask = micro["response_mask"]
             logprobs, entropy = response_logprobs(
                 self.model, model_inputs(micro), temperature=args.temperature, with_entropy=True
@@ -161,18 +173,24 @@ class ActorTrainWorker:
             return loss, metrics
 
         mini = args.mini_batch_size
-        return self.trainer.update(
+        metrics = self.trainer.update(
             batch,  # data parallel: this rank's share, `mini / world_size` rows per step
             loss_fn=loss_fn,
             mini_batch_size=mini // self.world_size if mini else None,
             micro_batch_size=args.micro_batch_size,
             epochs=args.epochs,
         )
+        return to_cpu(metrics)
 
     # ---- weight sync -------------------------------------------------------------------
-    def open_weight_sync(self, host: str, world_size: int) -> int:
-        """Open the weight-sync group's store; the receivers join on the port returned."""
-        self.sender = WeightSender(host, world_size)
+    def device_slot(self) -> dict:
+        """Where this rank's model lives (see `weight_sync.choose_backend`)."""
+        return device_slot(self.device)
+
+    def open_weight_sync(self, host: str, world_size: int, backend: str = "gloo") -> int:
+        """Open the weight-sync group's store; the receivers join on the port returned.
+        `backend`: gloo (any device: buckets travel through host memory) or nccl."""
+        self.sender = WeightSender(host, world_size, backend=backend)
         return self.sender.port
 
     def connect_weight_sync(self) -> None:
@@ -218,21 +236,35 @@ class ActorTrainWorker:
     def load_state(self, folder: str) -> None:
         from safetensors.torch import load_model
 
-        state: dict[str, Any] = torch.load(Path(folder) / "actor_optim.pt", weights_only=False)
+        state: dict[str, Any] = torch.load(
+            Path(folder) / "actor_optim.pt", weights_only=False, map_location=self.device
+        )
         self.trainer.load_state_dict(state)
         if self.strategy == "hf":
-            load_model(self.model, str(Path(folder) / "model.safetensors"), strict=False)
+            load_model(
+                self.model,
+                str(Path(folder) / "model.safetensors"),
+                strict=False,
+                device=str(self.device),
+            )
         else:  # weights, optimizer partitions and scheduler from the strategy's own files
             self.trainer.load_checkpoint(folder)
-        torch.set_rng_state(state["rng"])
+        torch.set_rng_state(state["rng"].cpu())
 
 
 def forward_response_logprobs(
-    model, batch: Batch, micro_batch_size: int, temperature: float
-) -> torch.Tensor:  # noqa: ANN001
-    """`[B, R]` log-probs of the response tokens, computed on length-sorted, trimmed micro-batches."""
-    parts = [
-        (idx, response_logprobs(model, model_inputs(micro), temperature=temperature)[0])
-        for idx, micro in length_sorted_micro_batches(batch, micro_batch_size)
-    ]
+    model,  # noqa: ANN001
+    batch: Batch,
+    micro_batch_size: int,
+    temperature: float,
+    device: torch.device | None = None,
+) -> torch.Tensor:
+    """`[B, R]` log-probs of the response tokens, computed on length-sorted, trimmed
+    micro-batches moved to `device` (the model's); the result is on the CPU."""
+    device = device or torch.device("cpu")
+    parts = []
+    for idx, micro in length_sorted_micro_batches(batch, micro_batch_size):
+        inputs = model_inputs(batch_to(micro, device))
+        logprobs = response_logprobs(model, inputs, temperature=temperature)[0]
+        parts.append((idx, logprobs.cpu()))
     return scatter_rows(parts, len(batch), batch["response_mask"].shape[1])

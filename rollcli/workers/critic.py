@@ -9,19 +9,20 @@ import torch
 from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
+from rollcli.strategies.device import batch_to, pick_device, to_cpu
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.actor_train import model_inputs
 
 
-def _load_value_model(path: str) -> torch.nn.Module:
+def _load_value_model(path: str, device: torch.device) -> torch.nn.Module:
     from transformers import AutoModelForTokenClassification
 
     model = AutoModelForTokenClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
     torch.nn.init.zeros_(model.score.weight)  # start from V = 0 everywhere
     if getattr(model.score, "bias", None) is not None:
         torch.nn.init.zeros_(model.score.bias)
-    return model
+    return model.to(device)
 
 
 def _values(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -44,17 +45,19 @@ class CriticWorker:
         grad_clip: float | None = 1.0,
         num_threads: int = 1,
         seed: int = 0,
+        num_gpus: float = 0.0,
     ) -> None:
         set_threads(num_threads)
         torch.manual_seed(seed)
-        self.model = _load_value_model(model_path)
+        self.device = pick_device(num_gpus)
+        self.model = _load_value_model(model_path, self.device)
         self.trainer = HFTrainer(self.model, lr=lr, grad_clip=grad_clip)
 
     @torch.no_grad()
     def compute_values(self, batch: Batch, micro_batch_size: int = 8) -> torch.Tensor:
         self.model.eval()
         parts = [
-            (idx, _values(self.model, model_inputs(m)))
+            (idx, _values(self.model, model_inputs(batch_to(m, self.device))).cpu())
             for idx, m in length_sorted_micro_batches(batch, micro_batch_size)
         ]
         return scatter_rows(parts, len(batch), batch["response_mask"].shape[1])
@@ -69,18 +72,20 @@ class CriticWorker:
         epochs: int = 1,
     ) -> dict[str, float]:
         def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+            micro = batch_to(micro, self.device)
             values = _values(self.model, model_inputs(micro))
             return value_loss(
                 values, micro["values"], micro["returns"], micro["response_mask"], clip=value_clip
             )
 
-        return self.trainer.update(
+        metrics = self.trainer.update(
             batch,
             loss_fn=loss_fn,
             mini_batch_size=mini_batch_size,
             micro_batch_size=micro_batch_size,
             epochs=epochs,
         )
+        return to_cpu(metrics)
 
     def save_state(self, folder: str) -> None:
         torch.save(
@@ -89,6 +94,6 @@ class CriticWorker:
         )
 
     def load_state(self, folder: str) -> None:
-        state = torch.load(Path(folder) / "critic.pt", weights_only=False)
+        state = torch.load(Path(folder) / "critic.pt", weights_only=False, map_location=self.device)
         self.model.load_state_dict(state["model"])
         self.trainer.load_state_dict(state)

@@ -5,18 +5,22 @@ from __future__ import annotations
 import torch
 
 from rollcli.data.batch import Batch
+from rollcli.strategies.device import pick_device
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.actor_train import forward_response_logprobs
 
 
 class ReferenceWorker:
-    def __init__(self, model_path: str, *, num_threads: int = 1) -> None:
+    def __init__(self, model_path: str, *, num_threads: int = 1, num_gpus: float = 0.0) -> None:
         set_threads(num_threads)
-        self.model = load_causal_lm(model_path, train=False)
+        self.device = pick_device(num_gpus)
+        self.model = load_causal_lm(model_path, train=False, device=self.device)
 
     @torch.no_grad()
     def compute_logprobs(
         self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0
     ) -> torch.Tensor:
-        return forward_response_logprobs(self.model, batch, micro_batch_size, temperature)
+        return forward_response_logprobs(
+            self.model, batch, micro_batch_size, temperature, self.device
+        )

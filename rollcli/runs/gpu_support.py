@@ -1,0 +1,86 @@
+"""What a GPU run (`resources.gpus > 0`, `--gpus N`) can train in this build, and whether
+this machine has the GPUs it asks for — checked before anything starts.
+
+GPU training is wired into the rlvr pipeline with the `hf` or `deepspeed` strategy and the
+`hf`, `vllm` or `sglang` engine (see docs/gpu.md). A local run (no `--ray-address`) needs
+`--gpus` GPUs visible here and a torch built with CUDA; a run that joins a cluster is
+checked by Ray's placement instead (the driver may have no GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from rollcli.config.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
+
+GPU_PIPELINES = ("rlvr",)
+GPU_STRATEGIES = ("hf", "deepspeed")
+
+
+def check_gpu_support(cfg: RecipeConfig) -> None:
+    """Refuse, in one line, a GPU run of what cannot run on GPUs yet."""
+    gpus = cfg.resources.gpus
+    if gpus == 0:
+        return
+    if cfg.pipeline not in GPU_PIPELINES:
+        raise ConfigError(
+            f"--gpus {gpus}: the {cfg.pipeline} pipeline runs on CPU only in this build (GPU "
+            f"training is wired into the {', '.join(GPU_PIPELINES)} pipeline); run it with "
+            "--gpus 0"
+        )
+    if cfg.train.strategy not in GPU_STRATEGIES:
+        raise ConfigError(
+            f"--gpus {gpus}: train.strategy {cfg.train.strategy} cannot train yet (no Hugging "
+            "Face to megatron-core weight map); use train.strategy=hf or deepspeed"
+        )
+
+
+def visible_gpu_count(env: Mapping[str, str] | None = None) -> int:
+    """GPUs this process could use: `nvidia-smi -L`, narrowed by `CUDA_VISIBLE_DEVICES`
+    when it is set (no torch import, no CUDA context)."""
+    listed = _nvidia_smi_gpus()
+    cvd = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return listed
+    chosen = [d for d in cvd.split(",") if d.strip() and d.strip() != "-1"]
+    return min(listed, len(chosen))
+
+
+def _nvidia_smi_gpus() -> int:
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in res.stdout.splitlines() if line.startswith("GPU"))
+
+
+def check_gpus_visible(cfg: RecipeConfig, visible: int | None = None) -> None:
+    """A local GPU run needs its GPUs here and a CUDA build of torch; `visible` overrides
+    the probe (tests)."""
+    gpus = cfg.resources.gpus
+    if gpus == 0 or cfg.resources.ray_address:
+        return
+    have = visible_gpu_count() if visible is None else visible
+    if have < gpus:
+        seen = "no CUDA GPU is visible" if have == 0 else f"only {have} CUDA GPU(s) are visible"
+        raise ConfigError(
+            f"--gpus {gpus}: {seen} on this machine (nvidia-smi -L, CUDA_VISIBLE_DEVICES); "
+            "run on CPU with --gpus 0, or join a GPU cluster with --ray-address "
+            "(`roll doctor` lists the GPUs it finds)"
+        )
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"--gpus {gpus}: torch {torch.__version__} here cannot use CUDA (CUDA build: "
+            f"{torch.version.cuda or 'no'}); install the CUDA build of torch matching the driver"
+        )
