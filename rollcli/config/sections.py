@@ -125,6 +125,9 @@ class TrainConfig(Section):
     betas: tuple[float, float] = (0.9, 0.999)
     mini_batch_size: PositiveInt | None = None  # samples per optimizer step; None = whole batch
     micro_batch_size: PositiveInt = 8  # samples per forward/backward
+    # at most this many (padded) tokens per forward/backward: long rows make smaller
+    # micro-batches, so the logits (tokens x vocabulary, fp32) stay bounded; null = no limit
+    micro_batch_tokens: PositiveInt | None = 4096
     grad_clip: PositiveFloat | None = 1.0
     gradient_checkpointing: bool = False
     num_workers: PositiveInt = 1

@@ -46,16 +46,31 @@ def trim_padding(batch: Batch) -> Batch:
     return Batch(tensors, dict(batch.fields), dict(batch.meta))
 
 
-def length_sorted_micro_batches(batch: Batch, size: int) -> list[tuple[torch.Tensor, Batch]]:
-    """Split into micro-batches of rows of similar length, each trimmed of padding.
+def length_sorted_micro_batches(
+    batch: Batch, size: int, max_tokens: int | None = None
+) -> list[tuple[torch.Tensor, Batch]]:
+    """Split into micro-batches of rows of similar length, each trimmed of padding: at most
+    `size` rows, and, given `max_tokens`, at most that many padded tokens (rows x longest
+    row; a single longer row still makes its own micro-batch). The budget bounds the logits
+    a forward holds (tokens x vocabulary), which long multi-turn rows would otherwise blow up.
 
     Returns `(row_indices, micro_batch)` pairs; `row_indices` say where the rows came from.
     """
     lengths = batch["attention_mask"].sum(dim=1)
     order = torch.argsort(lengths, stable=True)
+    groups: list[list[int]] = []
+    for i in order.tolist():  # ascending: the row added is the longest of its micro-batch
+        group = groups[-1] if groups else None
+        fits = group is not None and len(group) < size
+        if fits and max_tokens is not None:
+            fits = (len(group) + 1) * int(lengths[i]) <= max_tokens
+        if fits:
+            group.append(i)
+        else:
+            groups.append([i])
     out = []
-    for start in range(0, len(batch), size):
-        idx = order[start : start + size]
+    for group in groups:
+        idx = torch.tensor(group, dtype=order.dtype)
         out.append((idx, trim_padding(batch.select(idx))))
     return out
 

@@ -129,6 +129,27 @@ def worker_lost_errors() -> tuple[type[BaseException], ...]:
     return (RayActorError, WorkerCrashedError)
 
 
+def out_of_memory_error() -> type[BaseException]:
+    """Ray's error for a worker its memory monitor killed (the machine ran low on memory)."""
+    from ray.exceptions import OutOfMemoryError
+
+    return OutOfMemoryError
+
+
+def out_of_memory_message(exc: BaseException, step: int) -> str:
+    """One line for a worker Ray killed for memory: which process held most, and what to
+    lower. Ray's own text (the process table, its environment variables) is not for users."""
+    import re
+
+    top = re.search(r"\n\d+\t([\d.]+)\t(ray::[\w.]+)", str(exc))
+    held = f" ({top.group(2).removeprefix('ray::')} held {top.group(1)} GB)" if top else ""
+    return (
+        f"a worker ran out of memory in step {step}{held}; lower train.micro_batch_tokens "
+        "or train.micro_batch_size (memory grows with tokens per forward), "
+        "rollout.batch_size, or agentic.max_context_tokens, then `roll resume`"
+    )
+
+
 def gather(results: list[Any]) -> Any:
     """Concatenate per-rank results: lists are joined, tensors catted on dim 0 (padded)."""
     import torch

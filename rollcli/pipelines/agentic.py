@@ -85,6 +85,7 @@ class AgenticPipeline(ControlledPipeline):
             epochs=alg.ppo_epochs,
             mini_batch_size=cfg.train.mini_batch_size,
             micro_batch_size=cfg.train.micro_batch_size,
+            micro_batch_tokens=cfg.train.micro_batch_tokens,
             norm_len=alg.loss_norm_len,
             temperature=cfg.rollout.temperature or 1.0,
         )
@@ -234,19 +235,28 @@ class AgenticPipeline(ControlledPipeline):
         self.ctl.phase("forward")
         t0 = time.perf_counter()
         mb, temp = cfg.train.micro_batch_size, self.update_args.temperature
+        tokens = cfg.train.micro_batch_tokens
         if self.reference is not None:
             batch.set(
                 "ref_logprobs",
                 self.reference.call(
-                    "compute_logprobs", batch, micro_batch_size=mb, temperature=temp
+                    "compute_logprobs",
+                    batch,
+                    micro_batch_size=mb,
+                    temperature=temp,
+                    max_tokens=tokens,
                 )[0],
             )
         if self.needs_old_logprobs:
             batch.set(
                 "old_logprobs",
-                self.actor.call("compute_logprobs", batch, micro_batch_size=mb, temperature=temp)[
-                    0
-                ],
+                self.actor.call(
+                    "compute_logprobs",
+                    batch,
+                    micro_batch_size=mb,
+                    temperature=temp,
+                    max_tokens=tokens,
+                )[0],
             )
         metrics["time/forward_s"] = time.perf_counter() - t0
 

@@ -97,6 +97,7 @@ class RLVRPipeline(ControlledPipeline):
             epochs=alg.ppo_epochs,
             mini_batch_size=train.mini_batch_size,
             micro_batch_size=train.micro_batch_size,
+            micro_batch_tokens=train.micro_batch_tokens,
             norm_len=alg.loss_norm_len,
             temperature=cfg.rollout.temperature or 1.0,
             tis_cap=alg.tis_cap,
@@ -241,18 +242,27 @@ class RLVRPipeline(ControlledPipeline):
         self.ctl.phase("forward")
         t0 = time.perf_counter()
         mb, temp = cfg.train.micro_batch_size, self.update_args.temperature
+        tokens = cfg.train.micro_batch_tokens
         if self.clusters.reference is not None:
             batch.set(
                 "ref_logprobs",
                 self.clusters.reference.dispatch(
-                    "compute_logprobs", batch, micro_batch_size=mb, temperature=temp
+                    "compute_logprobs",
+                    batch,
+                    micro_batch_size=mb,
+                    temperature=temp,
+                    max_tokens=tokens,
                 ),
             )
         if self.needs_old_logprobs:
             batch.set(
                 "old_logprobs",
                 self.clusters.actor_train.dispatch(
-                    "compute_logprobs", batch, micro_batch_size=mb, temperature=temp
+                    "compute_logprobs",
+                    batch,
+                    micro_batch_size=mb,
+                    temperature=temp,
+                    max_tokens=tokens,
                 ),
             )
         if self.clusters.critic is not None:

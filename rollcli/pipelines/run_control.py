@@ -19,7 +19,12 @@ from typing import Any
 import torch
 
 from rollcli.config.recipe import RecipeConfig
-from rollcli.distributed.cluster import Cluster, worker_lost_errors
+from rollcli.distributed.cluster import (
+    Cluster,
+    out_of_memory_error,
+    out_of_memory_message,
+    worker_lost_errors,
+)
 from rollcli.pipelines.display_protocol import Display
 from rollcli.runs.checkpoint import latest_checkpoint, read_state, write_checkpoint
 from rollcli.runs.faults import FaultInjector
@@ -237,6 +242,10 @@ class RunControl:
         return start
 
 
+class WorkerOutOfMemoryError(RuntimeError):
+    """Ray killed a worker because the machine ran low on memory."""
+
+
 class ControlledPipeline:
     """What the launcher asks of every pipeline, kept by its `RunControl` (`self.ctl`):
     `tracker`, `stopped_early`, `request_stop`, `shutdown`, and `train`, which runs the
@@ -267,6 +276,10 @@ class ControlledPipeline:
         while True:
             try:
                 return self._steps(step, deadline)
+            except out_of_memory_error() as exc:  # the same step would run out again
+                raise WorkerOutOfMemoryError(
+                    out_of_memory_message(exc, self.ctl.current_step)
+                ) from None
             except worker_lost_errors() as exc:
                 step = self.ctl.recover(exc, self._start_workers, self.restore)
 

@@ -15,6 +15,7 @@ DeepSpeed's partitioned checkpoint) see every rank.
 from __future__ import annotations
 
 import contextlib
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -122,12 +123,16 @@ class ActorTrainWorker:
 
     @torch.no_grad()
     def compute_logprobs(
-        self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0
+        self,
+        batch: Batch,
+        micro_batch_size: int = 8,
+        temperature: float = 1.0,
+        max_tokens: int | None = None,
     ) -> torch.Tensor:
         """Log-probs of the response tokens under the current policy (PPO's old log-probs)."""
         self.model.eval()
         return forward_response_logprobs(
-            self.model, batch, micro_batch_size, temperature, self.device
+            self.model, batch, micro_batch_size, temperature, self.device, max_tokens
         )
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
@@ -173,12 +178,16 @@ class ActorTrainWorker:
             return loss, metrics
 
         mini = args.mini_batch_size
+        # a token budget may give ranks different numbers of micro-batches: only where no
+        # collective runs per micro-batch (DeepSpeed's ZeRO-3 gathers do)
+        budget = args.micro_batch_tokens if self.strategy == "hf" or self.world_size == 1 else None
         metrics = self.trainer.update(
             batch,  # data parallel: this rank's share, `mini / world_size` rows per step
             loss_fn=loss_fn,
             mini_batch_size=mini // self.world_size if mini else None,
             micro_batch_size=args.micro_batch_size,
             epochs=args.epochs,
+            micro_batches=functools.partial(length_sorted_micro_batches, max_tokens=budget),
         )
         return to_cpu(metrics)
 
@@ -258,12 +267,13 @@ def forward_response_logprobs(
     micro_batch_size: int,
     temperature: float,
     device: torch.device | None = None,
+    max_tokens: int | None = None,
 ) -> torch.Tensor:
     """`[B, R]` log-probs of the response tokens, computed on length-sorted, trimmed
     micro-batches moved to `device` (the model's); the result is on the CPU."""
     device = device or torch.device("cpu")
     parts = []
-    for idx, micro in length_sorted_micro_batches(batch, micro_batch_size):
+    for idx, micro in length_sorted_micro_batches(batch, micro_batch_size, max_tokens):
         inputs = model_inputs(batch_to(micro, device))
         logprobs = response_logprobs(model, inputs, temperature=temperature)[0]
         parts.append((idx, logprobs.cpu()))

@@ -18,6 +18,9 @@ class PolicyUpdateArgs:
     epochs: int = 1
     mini_batch_size: int | None = None
     micro_batch_size: int = 8
+    micro_batch_tokens: int | None = (
+        None  # padded tokens per micro-batch (train.micro_batch_tokens)
+    )
     temperature: float = 1.0
     norm_len: int | None = None
     tis_cap: float | None = None  # truncated importance sampling against the sampler's log-probs

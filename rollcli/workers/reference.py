@@ -19,8 +19,12 @@ class ReferenceWorker:
 
     @torch.no_grad()
     def compute_logprobs(
-        self, batch: Batch, micro_batch_size: int = 8, temperature: float = 1.0
+        self,
+        batch: Batch,
+        micro_batch_size: int = 8,
+        temperature: float = 1.0,
+        max_tokens: int | None = None,
     ) -> torch.Tensor:
         return forward_response_logprobs(
-            self.model, batch, micro_batch_size, temperature, self.device
+            self.model, batch, micro_batch_size, temperature, self.device, max_tokens
         )

@@ -32,3 +32,20 @@ def test_micro_batches_group_similar_lengths_and_scatter_back() -> None:
     values = [(idx, micro["response_mask"] * (idx[:, None] + 1)) for idx, micro in parts]
     out = scatter_rows(values, len(b), b["response_mask"].shape[1])
     assert out.tolist() == [[1, 0, 0, 0], [2, 2, 2, 2], [3, 3, 0, 0]]
+
+
+def test_token_budget_splits_micro_batches_of_long_rows() -> None:
+    b = _batch()  # attended lengths 2, 7, 4 → sorted rows 0 (2), 2 (4), 1 (7)
+    # budget 8: [0, 2] costs 2 x 4 = 8 tokens; adding row 1 would cost 3 x 7 = 21
+    assert [i.tolist() for i, _ in length_sorted_micro_batches(b, 8, max_tokens=8)] == [
+        [0, 2],
+        [1],
+    ]
+    # budget 7: [0, 2] would cost 8, so each row alone; row 1 (7 tokens) still gets its own
+    assert [i.tolist() for i, _ in length_sorted_micro_batches(b, 8, max_tokens=7)] == [
+        [0],
+        [2],
+        [1],
+    ]
+    # no budget: only the row count splits
+    assert [i.tolist() for i, _ in length_sorted_micro_batches(b, 8)] == [[0, 2, 1]]
