@@ -234,30 +234,15 @@ class AgenticPipeline(ControlledPipeline):
         # 2. reference and old log-probs
         self.ctl.phase("forward")
         t0 = time.perf_counter()
-        mb, temp = cfg.train.micro_batch_size, self.update_args.temperature
-        tokens = cfg.train.micro_batch_tokens
+        sizes = dict(
+            micro_batch_size=cfg.train.micro_batch_size,
+            temperature=self.update_args.temperature,
+            max_tokens=cfg.train.micro_batch_tokens,
+        )
         if self.reference is not None:
-            batch.set(
-                "ref_logprobs",
-                self.reference.call(
-                    "compute_logprobs",
-                    batch,
-                    micro_batch_size=mb,
-                    temperature=temp,
-                    max_tokens=tokens,
-                )[0],
-            )
+            batch.set("ref_logprobs", self.reference.call("compute_logprobs", batch, **sizes)[0])
         if self.needs_old_logprobs:
-            batch.set(
-                "old_logprobs",
-                self.actor.call(
-                    "compute_logprobs",
-                    batch,
-                    micro_batch_size=mb,
-                    temperature=temp,
-                    max_tokens=tokens,
-                )[0],
-            )
+            batch.set("old_logprobs", self.actor.call("compute_logprobs", batch, **sizes)[0])
         metrics["time/forward_s"] = time.perf_counter() - t0
 
         # 3. advantages: the episode's group baseline (+ GiGPO's step groups)
