@@ -10,8 +10,6 @@ hang off init) are listed with the command that ends them.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rollcli.cli.errors import user_errors
+from rollcli.runs.gpu_support import nvidia_smi_gpus
 
 out = Console()
 
@@ -65,17 +64,6 @@ def orphaned_ray(procs: list[Proc], *, subreapers: set[int] | None = None) -> li
     ]
 
 
-def visible_gpus() -> list[str]:
-    """`nvidia-smi -L` lines (no torch import); empty without a driver."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line for line in res.stdout.splitlines() if line.startswith("GPU")]
-
-
 def doctor(
     recipe: str = typer.Argument(None, help="A recipe to check (name, prefix or YAML file)."),
     overrides: list[str] = typer.Argument(None, help="Overrides as key.path=value."),
@@ -97,7 +85,7 @@ def doctor(
         table.add_row(b.name, version, note)
     out.print(table)
 
-    gpu_lines = visible_gpus()
+    gpu_lines = nvidia_smi_gpus()
     out.print(f"GPUs visible: {len(gpu_lines)}" + "".join(f"\n  {g}" for g in gpu_lines))
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:

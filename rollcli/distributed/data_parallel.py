@@ -1,9 +1,8 @@
 """Data-parallel actor_train ranks: their torch.distributed group, and how the driver
 shards a batch so that N ranks make the same update as one worker on the whole batch.
 
-The group: rank 0 opens a TCP store on a port the kernel picks (`open_store`; no other
-process can take it between choosing and binding), the driver hands the port to every
-rank, and all ranks join at once (`join_group`: gloo on CPU, nccl on GPU). It is the
+The group: rank 0 opens a TCP store on a port the kernel picks (`open_store`, see
+stores.py), the driver hands the port to every rank, and all ranks join at once (`join_group`: gloo on CPU, nccl on GPU). It is the
 default process group, the one DeepSpeed and `HFTrainer`'s gradient all-reduce use.
 
 The shards: `Cluster.dispatch` gives rank r the r-th contiguous chunk of a batch. A
@@ -19,14 +18,14 @@ import datetime
 import os
 from typing import Any
 
+from rollcli.distributed import stores
+
 TIMEOUT = datetime.timedelta(seconds=600)
 
 
 def open_store(host: str, world_size: int) -> Any:
     """Rank 0's store of the group; its `.port` is for the other ranks."""
-    import torch.distributed as dist
-
-    return dist.TCPStore(host, 0, world_size, True, timeout=TIMEOUT, wait_for_workers=False)
+    return stores.open_store(host, world_size, TIMEOUT)
 
 
 def join_group(
@@ -39,7 +38,7 @@ def join_group(
     import torch.distributed as dist
 
     if store is None:
-        store = dist.TCPStore(host, port, world_size, False, timeout=TIMEOUT)
+        store = stores.connect_store(host, port, world_size, TIMEOUT)
     # DeepSpeed reads these; under Ray each rank sees only its own GPU, so LOCAL_RANK is 0.
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0")
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")

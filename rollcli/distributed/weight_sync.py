@@ -25,6 +25,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rollcli.distributed import stores
+
 BUCKET_BYTES = 256 * 1024 * 1024
 
 
@@ -102,8 +104,8 @@ def _broadcast(group: dist.ProcessGroup, tensor: torch.Tensor) -> None:
 
 class WeightSender:
     """Rank 0 of the sync group (lives in actor_train). It opens the group's store on a port
-    the kernel picks (`self.port`, for the receivers), so no other process can take the port
-    between choosing and binding it; `connect` then waits for the receivers."""
+    the kernel picks (`self.port`, for the receivers; see stores.py); `connect` then waits
+    for the receivers."""
 
     def __init__(
         self, host: str, world_size: int, timeout_s: float = 600, backend: str = "gloo"
@@ -112,9 +114,7 @@ class WeightSender:
         self.world_size = world_size
         self.backend = backend
         self.device = torch.device("cpu")
-        self.store = dist.TCPStore(
-            host, 0, world_size, True, timeout=self.timeout, wait_for_workers=False
-        )
+        self.store = stores.open_store(host, world_size, self.timeout)
         self.port: int = self.store.port
         self.group: dist.ProcessGroup | None = None
 
@@ -149,7 +149,7 @@ class WeightReceiver:
         backend: str = "gloo",
     ) -> None:
         timeout = datetime.timedelta(seconds=timeout_s)
-        store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
+        store = stores.connect_store(host, port, world_size, timeout)
         self.group, self.device = _new_group(store, rank, world_size, timeout, backend)
 
     @torch.no_grad()

@@ -241,29 +241,20 @@ class RLVRPipeline(ControlledPipeline):
         # 2. reference log-probs, old log-probs, values
         self.ctl.phase("forward")
         t0 = time.perf_counter()
-        mb, temp = cfg.train.micro_batch_size, self.update_args.temperature
-        tokens = cfg.train.micro_batch_tokens
+        mb = cfg.train.micro_batch_size
+        sizes = dict(
+            micro_batch_size=mb,
+            temperature=self.update_args.temperature,
+            max_tokens=cfg.train.micro_batch_tokens,
+        )
         if self.clusters.reference is not None:
             batch.set(
-                "ref_logprobs",
-                self.clusters.reference.dispatch(
-                    "compute_logprobs",
-                    batch,
-                    micro_batch_size=mb,
-                    temperature=temp,
-                    max_tokens=tokens,
-                ),
+                "ref_logprobs", self.clusters.reference.dispatch("compute_logprobs", batch, **sizes)
             )
         if self.needs_old_logprobs:
             batch.set(
                 "old_logprobs",
-                self.clusters.actor_train.dispatch(
-                    "compute_logprobs",
-                    batch,
-                    micro_batch_size=mb,
-                    temperature=temp,
-                    max_tokens=tokens,
-                ),
+                self.clusters.actor_train.dispatch("compute_logprobs", batch, **sizes),
             )
         if self.clusters.critic is not None:
             batch.set(

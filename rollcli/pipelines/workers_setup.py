@@ -8,8 +8,9 @@ Reward workers are light and get one thread each.
 On GPUs a `DevicePlacement` (built from the run's plan) places the model roles: each role
 has as many ranks as the plan gives it and each rank sits in its GPU's bundle, with its
 share of that GPU passed to the worker as `num_gpus` (the worker then puts its model on
-the GPU: `rollcli.strategies.device.pick_device`). The training strategy (`TrainStrategy`) is passed in by the pipeline; actor_train with more
-than one rank joins a data-parallel process group here.
+the GPU: `rollcli.strategies.device.pick_device`). The training strategy (`TrainStrategy`)
+is passed in by the pipeline; actor_train with more than one rank joins a data-parallel
+process group here.
 """
 
 from __future__ import annotations
@@ -83,12 +84,11 @@ def create_clusters(
     data-parallel ranks on CPU; `placement`: a GPU plan's placement, which then sets every
     model role's ranks (None: the CPU run)."""
 
-    def ranks(role: str, default: int) -> int:
-        where = placement.for_role(role) if placement else None
-        return len(where) if where else default
-
     def where(role: str) -> list | None:
         return placement.for_role(role) if placement else None
+
+    def ranks(role: str, default: int) -> int:
+        return len(where(role) or []) or default
 
     def gpus(role: str, rank: int) -> float:
         """The GPU share of `role`'s rank `rank` (0: a CPU worker)."""

@@ -45,7 +45,7 @@ def check_gpu_support(cfg: RecipeConfig) -> None:
 def visible_gpu_count(env: Mapping[str, str] | None = None) -> int:
     """GPUs this process could use: `nvidia-smi -L`, narrowed by `CUDA_VISIBLE_DEVICES`
     when it is set (no torch import, no CUDA context)."""
-    listed = _nvidia_smi_gpus()
+    listed = len(nvidia_smi_gpus())
     cvd = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return listed
@@ -53,14 +53,16 @@ def visible_gpu_count(env: Mapping[str, str] | None = None) -> int:
     return min(listed, len(chosen))
 
 
-def _nvidia_smi_gpus() -> int:
+def nvidia_smi_gpus() -> list[str]:
+    """`nvidia-smi -L` lines, one per GPU of the machine (no torch import); empty without a
+    driver. `roll doctor` prints them."""
     if not shutil.which("nvidia-smi"):
-        return 0
+        return []
     try:
         res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in res.stdout.splitlines() if line.startswith("GPU"))
+        return []
+    return [line for line in res.stdout.splitlines() if line.startswith("GPU")]
 
 
 def check_gpus_visible(cfg: RecipeConfig, visible: int | None = None) -> None:

@@ -62,7 +62,7 @@ def test_rlvr_with_hf_or_deepspeed_and_any_engine_is_allowed_on_gpus() -> None:
 
 
 def test_visible_gpus_follow_cuda_visible_devices(monkeypatch) -> None:
-    monkeypatch.setattr(gpu_support, "_nvidia_smi_gpus", lambda: 4)
+    monkeypatch.setattr(gpu_support, "nvidia_smi_gpus", lambda: [f"GPU {i}" for i in range(4)])
     assert visible_gpu_count({}) == 4
     assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0,2"}) == 2
     assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": ""}) == 0
