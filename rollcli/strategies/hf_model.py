@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
+from rollcli.strategies.lm_head import head_logprobs, plain_head
 
 
 def load_causal_lm(
@@ -76,18 +77,41 @@ def response_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-prob of every response token under `model` (and optionally the entropy), `[B, R]`."""
+    """Log-prob of every response token under `model` (and optionally the entropy), `[B, R]`.
+
+    Positions past a row's end (attention 0) are 0. With a plain LM head the logits are
+    built a chunk of real positions at a time (`rollcli.strategies.lm_head`); other models
+    go through their own forward.
+    """
     width = int(batch_tensors["prompt_width"][0])
-    logits = response_logits(
-        model,
-        batch_tensors["input_ids"],
-        batch_tensors["attention_mask"],
-        batch_tensors["position_ids"],
-        width,
+    input_ids = batch_tensors["input_ids"]
+    labels = input_ids[:, width:]
+    head = plain_head(model)
+    if head is None:
+        logits = response_logits(
+            model, input_ids, batch_tensors["attention_mask"], batch_tensors["position_ids"], width
+        )
+        if temperature != 1.0:
+            logits = logits / temperature
+        logprobs = logprobs_from_logits(logits, labels)
+        entropy = entropy_from_logits(logits) if with_entropy else None
+        return logprobs, entropy
+    hidden = model.get_decoder()(
+        input_ids=input_ids,
+        attention_mask=batch_tensors["attention_mask"],
+        position_ids=batch_tensors["position_ids"],
+        use_cache=False,
+    ).last_hidden_state
+    real = batch_tensors["attention_mask"][:, width:].bool()
+    logprobs, entropy = head_logprobs(
+        head,
+        hidden[:, width - 1 : -1][real],
+        labels[real],
+        temperature=temperature,
+        with_entropy=with_entropy,
     )
-    if temperature != 1.0:
-        logits = logits / temperature
-    labels = batch_tensors["input_ids"][:, width:]
-    logprobs = logprobs_from_logits(logits, labels)
-    entropy = entropy_from_logits(logits) if with_entropy else None
-    return logprobs, entropy
+    zeros = torch.zeros(labels.shape, dtype=torch.float32, device=labels.device)
+    return (
+        zeros.masked_scatter(real, logprobs),
+        zeros.masked_scatter(real, entropy) if with_entropy else None,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from rollcli.data.batch import Batch
+from rollcli.strategies.lm_head import plain_head
 
 
 def target_logits(model, micro: Batch) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
@@ -20,23 +21,15 @@ def target_logits(model, micro: Batch) -> tuple[torch.Tensor, torch.Tensor]:  # 
     input_ids, position_ids = micro["input_ids"], micro["position_ids"]
     mask = micro["loss_mask"][:, 1:].bool()
     labels = input_ids[:, 1:][mask]
-    if _plain_head(model):
+    head = plain_head(model)
+    if head is not None:
         hidden = model.get_decoder()(
             input_ids=input_ids, position_ids=position_ids, use_cache=False
         ).last_hidden_state
-        return model.get_output_embeddings()(hidden[:, :-1][mask]), labels
+        return head(hidden[:, :-1][mask]), labels
     # heads that scale or cap their logits: let the model compute them
     logits = model(input_ids=input_ids, position_ids=position_ids, use_cache=False).logits
     return logits[:, :-1][mask], labels
-
-
-def _plain_head(model) -> bool:  # noqa: ANN001
-    config = model.config
-    return (
-        getattr(config, "final_logit_softcapping", None) is None
-        and getattr(config, "logit_scale", None) is None
-        and model.get_output_embeddings() is not None
-    )
 
 
 def split_rows(values: torch.Tensor, micro: Batch) -> list[torch.Tensor]:

@@ -1,0 +1,105 @@
+"""The chunked LM head gives the log-probs, entropies and gradients of one full forward
+(`model(...).logits` through `log_softmax`), whatever the chunk size, and never builds the
+whole `[B, T, V]` logits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rollcli.data.padding import rollout_tensors
+from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
+from rollcli.strategies.lm_head import head_logprobs, plain_head
+
+PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [1, 9]]
+RESPONSES = [[30, 31, 32, 33], [40], [50, 51, 52, 53, 54, 55]]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model):
+    torch.manual_seed(0)
+    return load_causal_lm(str(tiny_model), train=True)
+
+
+@pytest.fixture(scope="module")
+def tensors():
+    return rollout_tensors(PROMPTS, RESPONSES, 0)
+
+
+def _reference(model, tensors, temperature: float):
+    """Log-probs and entropies from the whole logits of one ordinary forward, `[B, R]`."""
+    width = int(tensors["prompt_width"][0])
+    logits = model(
+        input_ids=tensors["input_ids"],
+        attention_mask=tensors["attention_mask"],
+        position_ids=tensors["position_ids"],
+    ).logits[:, width - 1 : -1]
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    labels = tensors["input_ids"][:, width:]
+    picked = logp.gather(-1, labels[..., None]).squeeze(-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    return picked, entropy
+
+
+def _grads(model, loss: torch.Tensor) -> dict[str, torch.Tensor]:
+    model.zero_grad()
+    loss.backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_logprobs_entropy_and_gradients_equal_a_full_forward(model, tensors) -> None:
+    real = tensors["attention_mask"][:, int(tensors["prompt_width"][0]) :].bool()
+    weights = torch.linspace(-1.0, 1.0, real.numel()).reshape(real.shape) * real
+
+    lp, ent = response_logprobs(model, tensors, temperature=0.7, with_entropy=True)
+    got = _grads(model, (lp * weights).sum() + 0.3 * (ent * real).sum())
+    ref_lp, ref_ent = _reference(model, tensors, 0.7)
+    want = _grads(model, (ref_lp * weights).sum() + 0.3 * (ref_ent * real).sum())
+
+    assert torch.allclose(lp[real], ref_lp[real], atol=1e-5)
+    assert torch.allclose(ent[real], ref_ent[real], atol=1e-5)
+    assert (lp[~real] == 0).all() and (ent[~real] == 0).all()  # past each row's end
+    assert got.keys() == want.keys() and len(got) > 10
+    for name, grad in want.items():
+        assert torch.allclose(got[name], grad, atol=1e-5, rtol=1e-4), name
+
+
+def test_small_chunks_give_the_same_values_and_gradients(model) -> None:
+    torch.manual_seed(1)
+    head = plain_head(model)
+    hidden = torch.randn(11, model.config.hidden_size, requires_grad=True)
+    labels = torch.randint(0, model.config.vocab_size, (11,))
+
+    def run(chunk: int):
+        lp, ent = head_logprobs(
+            head, hidden, labels, temperature=1.3, with_entropy=True, chunk_tokens=chunk
+        )
+        model.zero_grad()
+        hidden.grad = None
+        (lp.sum() - ent.sum()).backward()
+        return lp.detach(), ent.detach(), hidden.grad.clone(), head.weight.grad.clone()
+
+    whole, chunked = run(64), run(3)  # one chunk vs four (3 + 3 + 3 + 2)
+    for a, b in zip(whole, chunked, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    logp = torch.log_softmax(head(hidden).float() / 1.3, dim=-1)
+    assert torch.allclose(whole[0], logp.gather(-1, labels[:, None]).squeeze(-1), atol=1e-5)
+
+
+def test_no_grad_calls_keep_nothing_for_backward(model, tensors) -> None:
+    with torch.no_grad():
+        lp, ent = response_logprobs(model, tensors)
+    assert ent is None and not lp.requires_grad
+    ref_lp, _ = _reference(model, tensors, 1.0)
+    real = tensors["attention_mask"][:, int(tensors["prompt_width"][0]) :].bool()
+    assert torch.allclose(lp[real], ref_lp[real].detach(), atol=1e-5)
+
+
+def test_heads_that_scale_their_logits_use_the_models_forward(model) -> None:
+    assert plain_head(model) is model.get_output_embeddings()
+    model.config.logit_scale = 0.5
+    try:
+        assert plain_head(model) is None
+    finally:
+        del model.config.logit_scale
+    assert plain_head(torch.nn.Linear(2, 2)) is None  # a wrapper, not a transformers model
