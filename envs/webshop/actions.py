@@ -3,7 +3,9 @@
 The action is the content of the LAST ``<answer>...</answer>`` block, or the whole reply when
 there is none; it must then be ``search[keywords]`` or ``click[value]``. Case of the verb and
 spaces around the brackets are forgiven; the argument keeps its text (clicks are matched
-case-insensitively by the environment).
+case-insensitively by the environment). A reply that opens ``<answer>`` and never closes it
+(small models run on past their action) is read from the last opening tag: the action is the
+``search[...]`` / ``click[...]`` right after it, and what follows its closing bracket is ignored.
 
 Examples:
     >>> parse_webshop_action("I'll look. <answer>search[red running shoes]</answer>")
@@ -12,7 +14,13 @@ Examples:
     ('click', 'Buy Now')
     >>> parse_webshop_action("click[b07xyz]")
     ('click', 'b07xyz')
+    >>> parse_webshop_action("<answer>search[dark chocolate] Question: what is ...")
+    ('search', 'dark chocolate')
     >>> parse_webshop_action("<answer>buy it</answer>") is None
+    True
+    >>> parse_webshop_action("<answer>buy it") is None
+    True
+    >>> parse_webshop_action("<answer>search[shoes] and more</answer>") is None  # closed: strict
     True
 """
 
@@ -22,6 +30,8 @@ import re
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 _ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
+_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_LEADING_ACTION = re.compile(r"\s*(search|click)\s*\[([^\]\n]*)\]", re.IGNORECASE)
 
 
 def extract_answer(text: str) -> str:
@@ -36,5 +46,10 @@ def parse_webshop_action(text: str) -> tuple[str, str] | None:
         return None
     match = _ACTION.match(extract_answer(text).strip())
     if match is None:
-        return None
+        opened = list(_OPEN.finditer(text))
+        if not opened or _ANSWER.search(text, opened[-1].start()):
+            return None
+        match = _LEADING_ACTION.match(text, opened[-1].end())
+        if match is None:
+            return None
     return match.group(1).lower(), " ".join(match.group(2).split())
