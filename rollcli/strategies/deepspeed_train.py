@@ -23,8 +23,8 @@ group must be up before the trainer is built.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ import torch
 
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
+from rollcli.distributed.stores import open_store
 from rollcli.strategies.hf_train import LossFn, MicroBatchFn, _warmup_constant
 
 CHECKPOINT_DIR = "deepspeed"  # inside a run's checkpoints/step-N/
@@ -101,14 +102,29 @@ def deepspeed_config(
 
 
 def init_process_group(
-    rank: int, world_size: int, master_addr: str, master_port: int, on_gpu: bool | None = None
+    rank: int,
+    world_size: int,
+    master_addr: str,
+    master_port: int | None = None,
+    on_gpu: bool | None = None,
 ) -> None:
-    """torch.distributed for DeepSpeed: gloo on CPU, nccl on GPU (env:// rendezvous)."""
+    """torch.distributed for DeepSpeed: gloo on CPU, nccl on GPU.
+
+    With `master_port` the ranks meet there (env://); without it (one rank) the group
+    rendezvous on a store whose port the kernel picks, so no other process can take it.
+    """
     on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
     import torch.distributed as dist
 
     if dist.is_initialized():
         return
+    backend = "nccl" if on_gpu else "gloo"
+    store = None
+    if master_port is None:
+        if world_size != 1:
+            raise ValueError(f"{world_size} ranks need a master_port to meet on")
+        store = open_store(master_addr, 1, datetime.timedelta(minutes=10))
+        master_port = store.port
     os.environ.update(
         MASTER_ADDR=master_addr,
         MASTER_PORT=str(master_port),
@@ -118,14 +134,9 @@ def init_process_group(
         WORLD_SIZE=str(world_size),
     )
     deepspeed = import_deepspeed(on_gpu)
-    backend = "nccl" if on_gpu else "gloo"
+    if store is not None:
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class DeepSpeedTrainer:
@@ -158,7 +169,7 @@ class DeepSpeedTrainer:
                     f"DeepSpeedTrainer with world_size={world_size}: join the process group "
                     "first (rollcli.distributed.data_parallel.join_group)"
                 )
-        init_process_group(rank, world_size, master_addr, master_port or free_port(), on_gpu)
+        init_process_group(rank, world_size, master_addr, master_port, on_gpu)
         self.rank, self.world_size, self.zero_stage = rank, world_size, zero_stage
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)

@@ -86,6 +86,7 @@ def response_logprobs(
     width = int(batch_tensors["prompt_width"][0])
     input_ids = batch_tensors["input_ids"]
     labels = input_ids[:, width:]
+    real = batch_tensors["attention_mask"][:, width:].bool()
     head = plain_head(model)
     if head is None:
         logits = response_logits(
@@ -93,16 +94,16 @@ def response_logprobs(
         )
         if temperature != 1.0:
             logits = logits / temperature
-        logprobs = logprobs_from_logits(logits, labels)
-        entropy = entropy_from_logits(logits) if with_entropy else None
-        return logprobs, entropy
+        logprobs = logprobs_from_logits(logits, labels).masked_fill(~real, 0.0)
+        if not with_entropy:
+            return logprobs, None
+        return logprobs, entropy_from_logits(logits).masked_fill(~real, 0.0)
     hidden = model.get_decoder()(
         input_ids=input_ids,
         attention_mask=batch_tensors["attention_mask"],
         position_ids=batch_tensors["position_ids"],
         use_cache=False,
     ).last_hidden_state
-    real = batch_tensors["attention_mask"][:, width:].bool()
     logprobs, entropy = head_logprobs(
         head,
         hidden[:, width - 1 : -1][real],

@@ -4,6 +4,8 @@ itself refuses clearly without a GPU."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 import torch
 
@@ -11,8 +13,8 @@ pytest.importorskip("megatron.core")
 
 import torch.distributed as dist  # noqa: E402
 
+from rollcli.distributed.stores import open_store  # noqa: E402
 from rollcli.models.registry import get_model_spec  # noqa: E402
-from rollcli.strategies.deepspeed_train import free_port  # noqa: E402
 from rollcli.strategies.megatron_parallel import (  # noqa: E402
     MegatronUnavailableError,
     init_parallel_state,
@@ -23,9 +25,8 @@ from rollcli.strategies.megatron_parallel import (  # noqa: E402
 @pytest.fixture(scope="module")
 def gloo_world():
     if not dist.is_initialized():
-        dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
-        )
+        store = open_store("127.0.0.1", 1, datetime.timedelta(minutes=5))
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     yield
     from megatron.core import parallel_state
 
