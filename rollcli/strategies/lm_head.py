@@ -17,7 +17,7 @@ from torch.utils.checkpoint import checkpoint
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
 
-HEAD_CHUNK_TOKENS = 1024  # positions per head call: 1024 x 49,152 fp32 logits = 201 MB
+HEAD_CHUNK_TOKENS = 256  # positions per head call: 256 x 49,152 fp32 logits = 50 MB
 
 
 def plain_head(model) -> torch.nn.Module | None:  # noqa: ANN001
