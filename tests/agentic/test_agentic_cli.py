@@ -1,5 +1,5 @@
 """`roll train` of the agentic recipes on tiny-random: the real CLI, Ray, env workers and
-model workers, 2 steps each (frozenlake in the default tier, sokoban and webshop slow)."""
+model workers, 2 steps each (frozenlake and webshop in the default tier, sokoban slow)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,6 @@ def test_sokoban_trains_two_steps(tmp_path, tiny_model) -> None:
     _check_run(_train("agentic-sokoban", tmp_path), "sokoban")
 
 
-@pytest.mark.slow
 def test_webshop_trains_two_steps(tmp_path, tiny_model) -> None:
     run = _train("webshop", tmp_path, "agentic.env_kwargs.num_products=200")
     _check_run(run, "webshop")
