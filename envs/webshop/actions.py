@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import re
 
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
+
+_ANSWER = re.compile(DEFAULT_ANSWER_PATTERN, re.IGNORECASE | re.DOTALL)
 _ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
 _OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _LEADING_ACTION = re.compile(r"\s*(search|click)\s*\[([^\]\n]*)\]", re.IGNORECASE)

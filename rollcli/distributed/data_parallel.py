@@ -2,8 +2,9 @@
 shards a batch so that N ranks make the same update as one worker on the whole batch.
 
 The group: rank 0 opens a TCP store on a port the kernel picks (`open_store`, see
-stores.py), the driver hands the port to every rank, and all ranks join at once (`join_group`: gloo on CPU, nccl on GPU). It is the
-default process group, the one DeepSpeed and `HFTrainer`'s gradient all-reduce use.
+stores.py), the driver hands the port to every rank, and all ranks join at once
+(`join_group`: gloo on CPU, nccl on GPU). It is the default process group, the one
+DeepSpeed and `HFTrainer`'s gradient all-reduce use.
 
 The shards: `Cluster.dispatch` gives rank r the r-th contiguous chunk of a batch. A
 worker splits its chunk into mini-batches of `mini_batch_size / N` rows, one optimizer

@@ -73,22 +73,7 @@ class AgenticPipeline(ControlledPipeline):
         self.limits = limits(ag, cfg.rollout.max_new_tokens, model_context(self.model_path))
         self._start_workers()
         alg = cfg.algorithm
-        self.update_args = PolicyUpdateArgs(
-            policy_loss=alg.policy_loss,
-            clip_low=alg.clip_low,
-            clip_high=alg.clip_high,
-            dual_clip=alg.dual_clip,
-            loss_agg=alg.loss_agg,
-            entropy_coef=alg.entropy_coef,
-            kl_loss_coef=alg.kl_coef if alg.kl_in == "loss" else 0.0,
-            kl_estimator=alg.kl_estimator,
-            epochs=alg.ppo_epochs,
-            mini_batch_size=cfg.train.mini_batch_size,
-            micro_batch_size=cfg.train.micro_batch_size,
-            micro_batch_tokens=cfg.train.micro_batch_tokens,
-            norm_len=alg.loss_norm_len,
-            temperature=cfg.rollout.temperature or 1.0,
-        )
+        self.update_args = PolicyUpdateArgs.from_recipe(cfg)
         on_policy = alg.ppo_epochs == 1 and cfg.train.mini_batch_size in (
             None,
             ag.episodes_per_step,
@@ -234,11 +219,7 @@ class AgenticPipeline(ControlledPipeline):
         # 2. reference and old log-probs
         self.ctl.phase("forward")
         t0 = time.perf_counter()
-        sizes = dict(
-            micro_batch_size=cfg.train.micro_batch_size,
-            temperature=self.update_args.temperature,
-            max_tokens=cfg.train.micro_batch_tokens,
-        )
+        sizes = self.update_args.forward_sizes()
         if self.reference is not None:
             batch.set("ref_logprobs", self.reference.call("compute_logprobs", batch, **sizes)[0])
         if self.needs_old_logprobs:

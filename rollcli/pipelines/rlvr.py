@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,23 +86,7 @@ class RLVRPipeline(ControlledPipeline):
         self._fresh_driver_state()
         self._start_workers()
         alg, train = cfg.algorithm, cfg.train
-        self.update_args = PolicyUpdateArgs(
-            policy_loss=alg.policy_loss,
-            clip_low=alg.clip_low,
-            clip_high=alg.clip_high,
-            dual_clip=alg.dual_clip,
-            loss_agg=alg.loss_agg,
-            entropy_coef=alg.entropy_coef,
-            kl_loss_coef=alg.kl_coef if alg.kl_in == "loss" else 0.0,
-            kl_estimator=alg.kl_estimator,
-            epochs=alg.ppo_epochs,
-            mini_batch_size=train.mini_batch_size,
-            micro_batch_size=train.micro_batch_size,
-            micro_batch_tokens=train.micro_batch_tokens,
-            norm_len=alg.loss_norm_len,
-            temperature=cfg.rollout.temperature or 1.0,
-            tis_cap=alg.tis_cap,
-        )
+        self.update_args = replace(PolicyUpdateArgs.from_recipe(cfg), tis_cap=alg.tis_cap)
         on_policy = alg.ppo_epochs == 1 and train.mini_batch_size in (None, cfg.rollout.batch_size)
         self.needs_old_logprobs = not on_policy or (cfg.needs_reference and alg.kl_in == "reward")
         if cfg.rollout.max_staleness and alg.tis_cap is None:
@@ -242,11 +227,7 @@ class RLVRPipeline(ControlledPipeline):
         self.ctl.phase("forward")
         t0 = time.perf_counter()
         mb = cfg.train.micro_batch_size
-        sizes = dict(
-            micro_batch_size=mb,
-            temperature=self.update_args.temperature,
-            max_tokens=cfg.train.micro_batch_tokens,
-        )
+        sizes = self.update_args.forward_sizes()
         if self.clusters.reference is not None:
             batch.set(
                 "ref_logprobs", self.clusters.reference.dispatch("compute_logprobs", batch, **sizes)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
 
 
 @dataclass(frozen=True)
@@ -24,3 +28,33 @@ class PolicyUpdateArgs:
     temperature: float = 1.0
     norm_len: int | None = None
     tis_cap: float | None = None  # truncated importance sampling against the sampler's log-probs
+
+    @classmethod
+    def from_recipe(cls, cfg: RecipeConfig) -> PolicyUpdateArgs:
+        """The update's arguments from the recipe's algorithm, train and rollout sections
+        (truncated importance sampling stays off: pipelines that support it set `tis_cap`)."""
+        alg, train = cfg.algorithm, cfg.train
+        return cls(
+            policy_loss=alg.policy_loss,
+            clip_low=alg.clip_low,
+            clip_high=alg.clip_high,
+            dual_clip=alg.dual_clip,
+            loss_agg=alg.loss_agg,
+            entropy_coef=alg.entropy_coef,
+            kl_loss_coef=alg.kl_coef if alg.kl_in == "loss" else 0.0,
+            kl_estimator=alg.kl_estimator,
+            epochs=alg.ppo_epochs,
+            mini_batch_size=train.mini_batch_size,
+            micro_batch_size=train.micro_batch_size,
+            micro_batch_tokens=train.micro_batch_tokens,
+            norm_len=alg.loss_norm_len,
+            temperature=cfg.rollout.temperature or 1.0,
+        )
+
+    def forward_sizes(self) -> dict[str, Any]:
+        """`compute_logprobs` arguments (reference and old log-probs) matching the update."""
+        return {
+            "micro_batch_size": self.micro_batch_size,
+            "temperature": self.temperature,
+            "max_tokens": self.micro_batch_tokens,
+        }
