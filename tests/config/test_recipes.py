@@ -135,3 +135,10 @@ def test_a_recipe_file_with_bad_yaml_names_the_line(tmp_path) -> None:
 def test_validate_rejects_non_mapping() -> None:
     with pytest.raises(ConfigError, match="must be a YAML mapping"):
         validate_recipe(["a", "b"])
+
+
+def test_agentic_refuses_the_async_rollout_correction() -> None:
+    with pytest.raises(ConfigError, match="^agentic-sokoban: ") as err:
+        load_recipe("agentic-sokoban", ["algorithm.tis_cap=2.0"])
+    assert "remove algorithm.tis_cap" in str(err.value)
+    assert "\n" not in str(err.value)
