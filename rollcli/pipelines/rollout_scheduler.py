@@ -1,10 +1,9 @@
 """The rollout scheduler: a step's prompt groups as separate generation requests, each
-scored the moment it finishes, while later requests still generate.
+sample scored the moment it ends, while the other samples still generate.
 
     draw prompts → one request per `request_groups` groups, spread over the actor_infer ranks
-    → each request's reward task is sent at once with the request's result as its input:
-      Ray starts it as soon as that generation ends (no driver round trip), so rewards
-      overlap generation
+    → actor_infer sends each sample to a reward worker the step it ends (no driver round
+      trip; the reward workers take turns), so rewards overlap generation
     → dynamic sampling: groups whose rewards all agree are dropped; once the requests done
       so far (in order) hold enough groups, the outstanding ones are aborted (over-sampling
       and early termination); if too few groups are left, more prompts are drawn, at most
@@ -42,7 +41,7 @@ class _Request:
     prompts: list[Prompt]
     prompt_ids: list[list[int]]
     version: int
-    ref: Any  # the reward task's ref: the scored request
+    ref: Any  # the generation request's ref; its samples' score refs come inside it
     request_id: str = ""
     done: dict | None = None
     aborted: bool = False
@@ -117,22 +116,32 @@ class PendingRollout:
     def _wait(self, req: _Request, on_progress: ProgressFn | None) -> None:
         import ray
 
-        while req.done is None:
-            ready, _ = ray.wait([req.ref], timeout=0.5)
-            if ready:
-                req.done = ray.get(req.ref)
-            elif on_progress is not None:
+        while not ray.wait([req.ref], timeout=0.5)[0]:
+            if on_progress is not None:
                 progress = self.scheduler.infer.poll("progress")
                 done_tokens = sum(p[0] for p in progress)
                 on_progress(done_tokens, sum(p[1] for p in progress) or 1)
+        self._collect(req)
+
+    @staticmethod
+    def _collect(req: _Request) -> None:
+        """The request's result and its samples' scores (most were scored while it ran)."""
+        import ray
+
+        if req.done is not None:
+            return
+        done = ray.get(req.ref)
+        if not done["aborted"]:
+            scored = ray.get(done.pop("scores"))
+            done["results"] = [s["result"] for s in scored]
+            done["reward_spans"] = [(s["start"], s["end"]) for s in scored]
+        req.done = done
 
     def _done(self) -> list[dict]:
         """The requests that ran to the end (aborted ones are collected, not counted)."""
-        import ray
-
         for req in self.requests:
-            if req.done is None and req.aborted:
-                req.done = ray.get(req.ref)
+            if req.aborted:
+                self._collect(req)
         return [r.done for r in self.requests if r.done and not r.done.get("aborted")]
 
     def _assemble(
@@ -196,7 +205,6 @@ class RolloutScheduler:
         self.draw = draw
         self.version = 0  # weight syncs sent to actor_infer so far (the pipeline counts them)
         self._next_infer = 0
-        self._next_reward = 0
         self._rollouts = 0  # rollouts started: request ids are "rollout:index"
 
     def start(self, params: SamplingParams, opts: SchedulerOptions) -> PendingRollout:
@@ -220,14 +228,13 @@ class RolloutScheduler:
         for start in range(0, len(prompts), per_request):
             index = len(pending.requests)
             infer = self.infer.workers[self._next_infer % self.infer.world_size]
-            reward = self.reward.workers[self._next_reward % self.reward.world_size]
             self._next_infer += 1
-            self._next_reward += 1
             params = replace(pending.params, seed=pending.params.seed + SEED_STRIDE * index)
             part = slice(start, start + per_request)
             request_id = f"{pending.uid}:{index}"
-            gen_ref = infer.generate_request.remote(ids[part], params, request_id)
-            ref = reward.score_request.remote(gen_ref, meta[part])
+            ref = infer.generate_request.remote(
+                ids[part], params, request_id, self.reward.workers, meta[part]
+            )
             pending.requests.append(
                 _Request(index, prompts[part], ids[part], self.version, ref, request_id)
             )
@@ -246,10 +253,9 @@ def _metrics(
     gen_end = max(d["gen_end"] for d in done)
     gen_s = max(gen_end - gen_start, 1e-9)
     tokens = sum(len(g["token_ids"]) for d in done for g in d["gens"])
-    reward_s = sum(d["reward_end"] - d["reward_start"] for d in done)
-    overlap = sum(
-        max(0.0, min(d["reward_end"], gen_end) - max(d["reward_start"], gen_start)) for d in done
-    )
+    spans = [span for d in done for span in d["reward_spans"]]
+    reward_s = sum(end - start for start, end in spans)
+    overlap = sum(max(0.0, min(end, gen_end) - max(start, gen_start)) for start, end in spans)
     return {
         "reward/mean": float(scores.mean()),
         "reward/std": float(scores.std()) if len(scores) > 1 else 0.0,

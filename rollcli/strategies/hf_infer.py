@@ -1,4 +1,5 @@
-"""The `hf` inference strategy: batched transformers `generate` (the CPU fallback engine).
+"""The `hf` inference strategy: batched sampling with a transformers model's own forward
+(the fallback engine; no extra package).
 
 Prompts are token-id lists; each is sampled `n` times. Returns response token ids with the
 EOS (or stop token) kept when the sample finished, whether it finished before
@@ -12,7 +13,9 @@ here, so defaults in a model's `generation_config.json` (e.g. top_k 50) never le
 
 from __future__ import annotations
 
+import inspect
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -38,6 +41,10 @@ class Generation:
     finished: bool
     # log-prob of each sampled token under the sampling distribution (the behaviour policy)
     logprobs: list[float] | None = None
+    sample: int = 0  # which of the prompt's `n` samples this is
+
+
+OnSample = Callable[[Generation], None]  # hears of each sample the moment it ends
 
 
 class GenerationProgress:
@@ -63,85 +70,126 @@ class GenerationProgress:
 
 
 class HFInferEngine:
+    """Batched sampling with the model's own forward: one prefill per prompt, then one
+    decode step for all live samples at a time. A sample leaves the batch (and its KV cache
+    rows are dropped) the step it ends, and `on_sample` hears of it then."""
+
     def __init__(self, model: torch.nn.Module, eos_token_ids: list[int], pad_token_id: int) -> None:
         self.model = model
         self.eos = set(eos_token_ids)
         self.pad_token_id = pad_token_id
         self.progress = GenerationProgress()
+        params = inspect.signature(model.forward).parameters
+        # the prefill needs the logits of each prompt's last position only
+        self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
     @torch.no_grad()
     def generate(
-        self, prompts: list[list[int]], params: SamplingParams, batch_size: int = 64
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        batch_size: int = 64,
+        on_sample: OnSample | None = None,
     ) -> list[Generation]:
         """`params.n` samples of every prompt, in prompt order (samples of a prompt adjacent).
 
         Each prompt is prefilled once and its KV cache shared by its `n` samples (prefix
-        caching), which on a CPU saves most of the prefill cost of group sampling.
+        caching), which on a CPU saves most of the prefill cost of group sampling. Prompts
+        are decoded `batch_size // n` at a time. `on_sample(generation)` is called as each
+        sample ends, in the order they end. Setting `progress.stop` ends the call at the
+        next token: the samples so far are returned unfinished.
         """
-        from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
-
-        progress = self.progress
         n = params.n
         eos = self.eos | set(params.stop_token_ids)
-        progress.reset(len(prompts) * n * params.max_new_tokens)
-
-        class _Count(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
-                progress.add(input_ids.shape[0])
-                stop = progress.stop.is_set()
-                return torch.full(
-                    (input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device
-                )
-
-        device = next(self.model.parameters()).device
+        self.progress.reset(len(prompts) * n * params.max_new_tokens)
         per_chunk = max(1, batch_size // n)
         out: list[Generation] = []
-        for start in range(0, len(prompts), per_chunk):
-            chunk = prompts[start : start + per_chunk]
-            ids, mask = pad_left(chunk, self.pad_token_id)
-            ids, mask = ids.to(device), mask.to(device)  # the model's: CPU, or its GPU
-            cache = self._prefill(ids, mask, n)
-            torch.manual_seed(params.seed + start)
-            sampling = params.temperature > 0
-            recorder = SampledLogprobs()
-            result = self.model.generate(
-                input_ids=ids.repeat_interleave(n, dim=0),
-                attention_mask=mask.repeat_interleave(n, dim=0),
-                past_key_values=cache,
-                max_new_tokens=params.max_new_tokens,
-                do_sample=sampling,
-                # neutral values switch transformers' own warpers off; ours run instead
-                temperature=1.0,
-                top_p=1.0,
-                top_k=0,
-                logits_processor=LogitsProcessorList([*_warpers(params), recorder]),
-                pad_token_id=self.pad_token_id,
-                eos_token_id=sorted(eos),
-                stopping_criteria=StoppingCriteriaList([_Count()]),
-            )
-            new = result[:, ids.shape[1] :]
-            logprobs = recorder.finish(new[:, -1]).tolist()
-            for j, row in enumerate(new.tolist()):
-                gen = _trim(start + j // n, row, params.max_new_tokens, eos)
-                gen.logprobs = logprobs[j][: len(gen.token_ids)]
-                out.append(gen)
-        progress.reset(0)
+        try:
+            for start in range(0, len(prompts), per_chunk):
+                chunk = prompts[start : start + per_chunk]
+                out += self._decode(chunk, start, params, eos, on_sample or (lambda g: None))
+        finally:
+            self.progress.reset(0)
         return out
 
-    def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, n: int):  # noqa: ANN202
-        """KV cache of all but the last prompt token, computed once and repeated `n` times."""
-        if ids.shape[1] < 2:
-            return None
+    def _decode(
+        self,
+        prompts: list[list[int]],
+        offset: int,
+        params: SamplingParams,
+        eos: set[int],
+        on_sample: OnSample,
+    ) -> list[Generation]:
+        n = params.n
+        gens = [
+            Generation(offset + j // n, [], False, [], sample=j % n)
+            for j in range(len(prompts) * n)
+        ]
+        if self.progress.stop.is_set():
+            return gens
+        device = next(self.model.parameters()).device
+        ids, mask = pad_left(prompts, self.pad_token_id)
+        ids, mask = ids.to(device), mask.to(device)  # the model's: CPU, or its GPU
+        positions = position_ids_from_mask(mask)
         out = self.model(
-            input_ids=ids[:, :-1],
-            attention_mask=mask[:, :-1],
-            position_ids=position_ids_from_mask(mask)[:, :-1],
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
             use_cache=True,
+            **self._last_logits,
         )
         cache = out.past_key_values
         if n > 1:
             cache.batch_repeat_interleave(n)
-        return cache
+        logits = out.logits[:, -1].repeat_interleave(n, dim=0)
+        mask = mask.repeat_interleave(n, dim=0)
+        next_position = positions[:, -1].repeat_interleave(n) + 1
+        generator = torch.Generator(device=device).manual_seed(params.seed + offset)
+        warpers = _warpers(params)
+        alive = list(range(len(gens)))  # rows of the batch, as indices into `gens`
+        for _ in range(params.max_new_tokens):
+            scores = logits.float()
+            for warp in warpers:
+                scores = warp(None, scores)
+            logprobs = torch.log_softmax(scores, dim=-1)
+            if warpers:
+                tokens = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(1)
+            else:  # greedy
+                tokens = scores.argmax(dim=-1)
+            picked = logprobs.gather(1, tokens[:, None]).squeeze(1)
+            self.progress.add(len(alive))
+            stop = self.progress.stop.is_set()
+            keep = []
+            sampled = zip(alive, tokens.tolist(), picked.tolist(), strict=True)
+            for row, (j, tok, lp) in enumerate(sampled):
+                gen = gens[j]
+                gen.token_ids.append(tok)
+                gen.logprobs.append(lp)
+                if tok in eos:
+                    gen.finished = True
+                    on_sample(gen)
+                elif len(gen.token_ids) == params.max_new_tokens or stop:
+                    on_sample(gen)
+                else:
+                    keep.append(row)
+            if not keep:
+                break
+            if len(keep) < len(alive):  # drop the ended samples from the batch and cache
+                rows = torch.tensor(keep, device=device)
+                cache.batch_select_indices(rows)
+                mask, next_position, tokens = mask[rows], next_position[rows], tokens[rows]
+                alive = [alive[row] for row in keep]
+            mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
+            out = self.model(
+                input_ids=tokens[:, None],
+                attention_mask=mask,
+                position_ids=next_position[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            logits = out.logits[:, -1]
+            next_position = next_position + 1
+        return gens
 
 
 def _warpers(params: SamplingParams) -> list:
@@ -158,37 +206,3 @@ def _warpers(params: SamplingParams) -> list:
     if params.top_p < 1.0:
         warpers.append(TopPLogitsWarper(params.top_p))
     return warpers
-
-
-class SampledLogprobs:
-    """A logits processor, last in the chain, that records the log-prob of each sampled
-    token under the final (warped) distribution.
-
-    The token drawn from step t's scores is only known at step t+1 (the last column of its
-    `input_ids`), so one step's log-softmax is kept until then; `finish` takes the last
-    step's tokens. Memory: one `[B, V]` tensor, whatever the length.
-    """
-
-    def __init__(self) -> None:
-        self.previous: torch.Tensor | None = None
-        self.values: list[torch.Tensor] = []
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        if self.previous is not None:
-            self.values.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        self.previous = torch.log_softmax(scores.float(), dim=-1)
-        return scores
-
-    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
-        """`[B, steps]` log-probs, given the tokens sampled at the last step."""
-        if self.previous is None:
-            return torch.zeros(len(last_tokens), 0)
-        self.values.append(self.previous.gather(1, last_tokens[:, None]).squeeze(1))
-        return torch.stack(self.values, dim=1)
-
-
-def _trim(index: int, row: list[int], max_new: int, eos: set[int]) -> Generation:
-    for pos, tok in enumerate(row):
-        if tok in eos:
-            return Generation(index, row[: pos + 1], True)
-    return Generation(index, row, len(row) < max_new)

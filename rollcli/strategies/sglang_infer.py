@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from rollcli.strategies.hf_infer import Generation, GenerationProgress, SamplingParams
+from rollcli.strategies.hf_infer import Generation, GenerationProgress, OnSample, SamplingParams
 
 INSTALL_HINT = "pip install sglang (in an environment of its own: it pins its own torch)"
 
@@ -58,9 +58,12 @@ class SGLangInferEngine:
             log_level="error",
         )
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
-        """`params.n` samples per prompt; each sample is its own request."""
-        order = [i for i in range(len(prompts)) for _ in range(params.n)]
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams, on_sample: OnSample | None = None
+    ) -> list[Generation]:
+        """`params.n` samples per prompt; each sample is its own request. SGLang's batch call
+        returns all samples at once, so `on_sample` hears of them together at the end."""
+        order = [(i, k) for i in range(len(prompts)) for k in range(params.n)]
         self.progress.reset(len(order) * params.max_new_tokens)
         sampling = {
             "temperature": params.temperature,
@@ -69,17 +72,20 @@ class SGLangInferEngine:
             "max_new_tokens": params.max_new_tokens,
         }
         outs = self.engine.generate(
-            input_ids=[prompts[i] for i in order],
+            input_ids=[prompts[i] for i, _ in order],
             sampling_params=sampling,
             return_logprob=True,
         )
         gens = []
-        for i, out in zip(order, outs, strict=True):
+        for (i, k), out in zip(order, outs, strict=True):
             meta = out["meta_info"]
             finished = (meta.get("finish_reason") or {}).get("type") == "stop"
             logprobs = [lp for lp, _tok, *_ in meta.get("output_token_logprobs", [])]
-            gens.append(Generation(i, list(out["output_ids"]), finished, logprobs))
+            gens.append(Generation(i, list(out["output_ids"]), finished, logprobs, sample=k))
         self.progress.reset(0)
+        if on_sample is not None:
+            for gen in gens:
+                on_sample(gen)
         return gens
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from rollcli.strategies.hf_infer import Generation, GenerationProgress, SamplingParams
+from rollcli.strategies.hf_infer import Generation, GenerationProgress, OnSample, SamplingParams
 
 # Sample k of a call gets seed `seed * _SEED_STRIDE + k`: distinct within a call, and calls
 # whose seeds differ (one per step) share no sample seeds unless they draw 10^6 samples.
@@ -69,16 +69,20 @@ class VLLMInferEngine:
         self.progress = GenerationProgress()
         self._request_ids = itertools.count()
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
-        """`params.n` samples of every prompt, in prompt order (samples of a prompt adjacent)."""
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams, on_sample: OnSample | None = None
+    ) -> list[Generation]:
+        """`params.n` samples of every prompt, in prompt order (samples of a prompt adjacent).
+
+        `on_sample(generation)` is called as each sample ends, in the order they end.
+        Setting `progress.stop` aborts the outstanding requests at the next engine step;
+        their samples so far are returned unfinished."""
         engine = self.llm.llm_engine
         if engine.has_unfinished_requests():
             raise RuntimeError("the vllm engine still has requests from an earlier call")
         self.progress.reset(len(prompts) * params.n * params.max_new_tokens)
-        order: list[tuple[str, int]] = []
-        tokens: dict[str, list[int]] = {}
-        logprobs: dict[str, list[float]] = {}
-        finished: dict[str, bool] = {}
+        gens: dict[str, Generation] = {}  # by request id, in prompt order
+        ended: set[str] = set()
         inputs = engine.renderer.render_cmpl([{"prompt_token_ids": list(p)} for p in prompts])
         try:
             for i in range(len(prompts)):
@@ -86,26 +90,30 @@ class VLLMInferEngine:
                     rid = str(next(self._request_ids))
                     seed = params.seed * _SEED_STRIDE + i * params.n + j
                     engine.add_request(rid, inputs[i], self._params(params, seed))
-                    order.append((rid, i))
-                    tokens[rid], logprobs[rid] = [], []
+                    gens[rid] = Generation(i, [], False, [], sample=j)
             while engine.has_unfinished_requests():
+                if self.progress.stop.is_set():
+                    break
                 for out in engine.step():
-                    sample = out.outputs[0]
+                    sample, gen = out.outputs[0], gens[out.request_id]
                     new = list(sample.token_ids)
-                    tokens[out.request_id] += new
-                    logprobs[out.request_id] += [
+                    gen.token_ids += new
+                    gen.logprobs += [
                         pos[tok].logprob
                         for pos, tok in zip(sample.logprobs or [], new, strict=True)
                     ]
                     self.progress.add(len(new))
                     if out.finished:
-                        finished[out.request_id] = sample.finish_reason == "stop"
+                        gen.finished = sample.finish_reason == "stop"
+                        ended.add(out.request_id)
+                        if on_sample is not None:
+                            on_sample(gen)
         finally:
-            pending = [rid for rid, _ in order if rid not in finished]
-            if pending:  # an error mid-way: leave no request behind in the engine
+            pending = [rid for rid in gens if rid not in ended]
+            if pending:  # stopped, or an error mid-way: leave no request behind in the engine
                 engine.abort_request(pending)
             self.progress.reset(0)
-        return [Generation(i, tokens[rid], finished[rid], logprobs[rid]) for rid, i in order]
+        return list(gens.values())
 
     def _params(self, params: SamplingParams, seed: int):  # noqa: ANN202
         from vllm import SamplingParams as VllmSamplingParams

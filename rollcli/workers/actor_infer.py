@@ -1,9 +1,9 @@
 """actor_infer: generates responses with the inference strategy and receives weights.
 
-`engine="hf"` runs transformers `generate` on a model held here; `engine="vllm"` runs a vLLM
-engine in this process (imported only then; `make vllm` installs it), `engine="sglang"` an
-SGLang engine (GPU only); with those this worker keeps only the model's layout on the meta
-device, for the weight receiver.
+`engine="hf"` samples with a transformers model held here (`HFInferEngine`); `engine="vllm"`
+runs a vLLM engine in this process (imported only then; `make vllm` installs it),
+`engine="sglang"` an SGLang engine (GPU only); with those this worker keeps only the model's
+layout on the meta device, for the weight receiver.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -71,48 +72,81 @@ class ActorInferWorker:
         eos += gen_eos if isinstance(gen_eos, list) else ([gen_eos] if gen_eos is not None else [])
         return sorted(set(eos))
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        on_row: Callable[[int, dict], None] | None = None,
+    ) -> list[dict]:
         """Responses for token-id prompts: `{prompt_index, token_ids, text, finished}` each,
-        and `logprobs` (of each sampled token) when the engine returns them."""
-        gens: list[Generation] = self.engine.generate(prompts, params)
-        texts = self.tokenizer.batch_decode([g.token_ids for g in gens], skip_special_tokens=True)
-        out = []
-        for g, t in zip(gens, texts, strict=True):
-            row = {
-                "prompt_index": g.prompt_index,
-                "token_ids": g.token_ids,
-                "text": t,
-                "finished": g.finished,
-            }
-            if g.logprobs is not None:
-                row["logprobs"] = g.logprobs
-            out.append(row)
-        return out
+        and `logprobs` (of each sampled token) when the engine returns them. `on_row(i, row)`
+        hears of row `i` (its place in the returned list) the moment its sample ends."""
+        rows: dict[int, dict] = {}
+
+        def ended(gen: Generation) -> None:
+            i = gen.prompt_index * params.n + gen.sample
+            rows[i] = self._row(gen)
+            if on_row is not None:
+                on_row(i, rows[i])
+
+        gens: list[Generation] = self.engine.generate(prompts, params, on_sample=ended)
+        # a stopped call returns samples that never ended: they get their rows here
+        return [rows.get(i) or self._row(g) for i, g in enumerate(gens)]
+
+    def _row(self, gen: Generation) -> dict:
+        row = {
+            "prompt_index": gen.prompt_index,
+            "token_ids": gen.token_ids,
+            "text": self.tokenizer.decode(gen.token_ids, skip_special_tokens=True),
+            "finished": gen.finished,
+        }
+        if gen.logprobs is not None:
+            row["logprobs"] = gen.logprobs
+        return row
 
     def generate_request(
-        self, prompts: list[list[int]], params: SamplingParams, request_id: str = ""
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        request_id: str = "",
+        reward: list | None = None,
+        meta: list[dict] | None = None,
     ) -> dict:
         """One scheduled request: `generate`'s rows as `gens`, with its wall-clock interval;
-        `aborted` (and no gens) when `abort` named it before it ran or while it ran (the hf
-        engine stops at the next token; vllm finishes the call)."""
+        `aborted` (and no gens) when `abort` named it before it ran or while it ran (the
+        engine stops at its next step).
+
+        With `reward` (reward worker handles) each sample is sent to be scored the moment it
+        ends, while the others still generate: `meta[prompt_index]` plus its response goes
+        to `score_sample` of the handles in turn, and `scores` holds the result refs in row
+        order."""
         start = time.time()
         with self.abort_lock:
             if request_id in self.aborted:
                 return {"gens": None, "aborted": True, "gen_start": start, "gen_end": start}
             self.running = request_id
             self.engine.progress.stop.clear()
+        scores: dict[int, object] = {}
+
+        def score(i: int, row: dict) -> None:
+            sample = {**meta[row["prompt_index"]], "response": row["text"]}
+            scores[i] = reward[len(scores) % len(reward)].score_sample.remote(sample)
+
         try:
-            gens = self.generate(prompts, params)
+            gens = self.generate(prompts, params, on_row=score if reward else None)
         finally:
             with self.abort_lock:
                 self.running = None
                 aborted = request_id in self.aborted
-        return {
+        out = {
             "gens": None if aborted else gens,
             "aborted": aborted,
             "gen_start": start,
             "gen_end": time.time(),
         }
+        if reward and not aborted:
+            out["scores"] = [scores[i] for i in range(len(gens))]
+        return out
 
     def abort(self, request_ids: list[str]) -> None:
         """Skip these requests, and stop the running one if it is among them (a monitor

@@ -17,17 +17,12 @@ class RewardWorker:
         self.options = dict(options or {})
         self.timeout_s = timeout_s
 
-    def score_request(self, request: dict[str, Any], meta: list[dict[str, Any]]) -> dict:
-        """Score a finished generation request (`ActorInferWorker.generate_request`'s
-        output, handed over by Ray as soon as it is ready): sample `i` gets the fields
-        `meta[prompt_index]` plus its response. Returns the request with `results` and the
-        scoring's wall-clock interval."""
+    def score_sample(self, sample: dict[str, Any]) -> dict:
+        """Score one finished sample (`{"response", "answer", ...fields}`), sent by
+        actor_infer the moment it ends: `{"result", "start", "end"}` (wall-clock)."""
         start = time.time()
-        if request.get("aborted"):
-            return {**request, "results": None, "reward_start": start, "reward_end": start}
-        samples = [{**meta[g["prompt_index"]], "response": g["text"]} for g in request["gens"]]
-        results = self.score(samples)
-        return {**request, "results": results, "reward_start": start, "reward_end": time.time()}
+        result = self.score([sample])[0]
+        return {"result": result, "start": start, "end": time.time()}
 
     def score(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Each sample: `{"response", "answer", ...fields}` → `{"score", ..., "error"}`."""

@@ -83,6 +83,45 @@ def test_a_stop_token_ends_the_sample_and_is_kept(tiny) -> None:
         assert g.finished and g.token_ids == greedy.token_ids[:cut]
 
 
+def test_on_sample_hears_each_sample_as_it_ends(tiny) -> None:
+    prompts, _, hf, vllm = tiny
+    # every 9th token id ends a sample: samples end at different steps
+    params = SamplingParams(
+        n=3, max_new_tokens=40, temperature=0.0, stop_token_ids=tuple(range(0, 49152, 9))
+    )
+    heard = []
+    gens = vllm.generate(prompts, params, on_sample=heard.append)
+    assert sorted((g.prompt_index, g.sample) for g in heard) == [
+        (g.prompt_index, g.sample) for g in gens
+    ]
+    lengths = [len(g.token_ids) for g in heard]
+    assert lengths == sorted(lengths) and len(set(lengths)) > 1  # shortest first
+    # the hf engine drops ended samples from its batch: same greedy output
+    assert [g.token_ids for g in gens] == [g.token_ids for g in hf.generate(prompts, params)]
+
+
+def test_stop_aborts_the_outstanding_requests(tiny) -> None:
+    prompts, _, _, vllm = tiny
+    params = SamplingParams(n=2, max_new_tokens=400, temperature=1.0, seed=1)
+
+    def stopper() -> None:  # stops the call once it is under way
+        while vllm.progress.read()[0] < 16:
+            threading.Event().wait(0.001)
+        vllm.progress.stop.set()
+
+    thread = threading.Thread(target=stopper)
+    thread.start()
+    try:
+        gens = vllm.generate(prompts, params)
+    finally:
+        thread.join()
+        vllm.progress.stop.clear()
+    assert len(gens) == 8 and all(len(g.token_ids) < 400 for g in gens)
+    assert not vllm.llm.llm_engine.has_unfinished_requests()  # nothing left behind
+    after = vllm.generate(prompts[:1], SamplingParams(max_new_tokens=4, temperature=0.0))
+    assert len(after[0].token_ids) == 4
+
+
 def test_logprobs_match_a_forward_pass(tiny) -> None:
     prompts, model, _, vllm = tiny
     pad = 0

@@ -1,0 +1,85 @@
+"""The hf engine's decode loop: a sample leaves the batch (and its KV cache rows go) the step
+it ends, which must not change any other sample; `on_sample` hears of each sample once, as it
+ends; `progress.stop` ends a call at the next token."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+import torch
+
+from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
+
+PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [3, 8, 200, 11], [9]]
+# every 7th token id ends a sample: tiny-random's samples end after a few to tens of tokens
+STOPS = tuple(range(0, 49152, 7))
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model):
+    torch.manual_seed(0)
+    model = load_causal_lm(str(tiny_model), train=False)
+    tok = load_tokenizer(str(tiny_model))
+    return HFInferEngine(model, [tok.eos_token_id], tok.pad_token_id)
+
+
+def test_samples_that_end_early_leave_the_others_unchanged(engine) -> None:
+    params = SamplingParams(n=1, max_new_tokens=30, temperature=0.0, stop_token_ids=STOPS)
+    together = engine.generate(PROMPTS, params)
+    lengths = {len(g.token_ids) for g in together}
+    assert len(lengths) > 1  # samples ended at different steps: the batch shrank
+    for i, prompt in enumerate(PROMPTS):
+        alone = engine.generate([prompt], params)[0]
+        assert together[i].token_ids == alone.token_ids
+        assert together[i].logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+        assert together[i].finished == (together[i].token_ids[-1] in STOPS)
+
+
+def test_on_sample_hears_each_sample_once_as_it_ends(engine) -> None:
+    params = SamplingParams(n=3, max_new_tokens=30, temperature=1.0, seed=4, stop_token_ids=STOPS)
+    heard = []
+    gens = engine.generate(PROMPTS, params, on_sample=lambda g: heard.append(g))
+    assert sorted((g.prompt_index, g.sample) for g in heard) == [
+        (i, k) for i in range(len(PROMPTS)) for k in range(3)
+    ]
+    assert [(g.prompt_index, g.sample) for g in gens] == [
+        (i, k) for i in range(len(PROMPTS)) for k in range(3)
+    ]
+    # one batch: a sample is heard of the step it ends, so shorter ones come first
+    lengths = [len(g.token_ids) for g in heard]
+    assert lengths == sorted(lengths)
+    assert len(set(lengths)) > 1
+
+
+def test_sampling_repeats_for_a_seed(engine) -> None:
+    # tiny-random's distributions are peaked: a high temperature makes the samples differ
+    params = SamplingParams(n=4, max_new_tokens=12, temperature=5.0, seed=9, stop_token_ids=STOPS)
+    first = [g.token_ids for g in engine.generate(PROMPTS, params)]
+    assert first == [g.token_ids for g in engine.generate(PROMPTS, params)]
+    assert len({tuple(t) for t in first}) > len(PROMPTS)  # a prompt's samples differ
+    other = replace(params, seed=10)
+    assert first != [g.token_ids for g in engine.generate(PROMPTS, other)]
+
+
+def test_stop_ends_the_call_at_the_next_token(engine) -> None:
+    params = SamplingParams(n=2, max_new_tokens=400, temperature=1.0, seed=1)
+    heard = []
+
+    def stopper() -> None:  # stops the call once it is under way
+        while engine.progress.read()[0] < 16:
+            threading.Event().wait(0.001)
+        engine.progress.stop.set()
+
+    thread = threading.Thread(target=stopper)
+    thread.start()
+    try:
+        gens = engine.generate(PROMPTS, params, on_sample=heard.append)
+    finally:
+        thread.join()
+        engine.progress.stop.clear()
+    assert len(gens) == 8 and len(heard) == 8
+    assert all(len(g.token_ids) < 400 and not g.finished for g in gens)
+    assert engine.progress.read() == (0, 0)
