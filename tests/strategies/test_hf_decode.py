@@ -4,26 +4,20 @@ ends; `progress.stop` ends a call at the next token."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
 import pytest
-import torch
 
-from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
-from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
+from rollcli.strategies.hf_infer import SamplingParams
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [3, 8, 200, 11], [9]]
 # every 7th token id ends a sample: tiny-random's samples end after a few to tens of tokens
 STOPS = tuple(range(0, 49152, 7))
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model):
-    torch.manual_seed(0)
-    model = load_causal_lm(str(tiny_model), train=False)
-    tok = load_tokenizer(str(tiny_model))
-    return HFInferEngine(model, [tok.eos_token_id], tok.pad_token_id)
+@pytest.fixture
+def engine(hf_engine):
+    return hf_engine
 
 
 def test_samples_that_end_early_leave_the_others_unchanged(engine) -> None:
@@ -64,22 +58,11 @@ def test_sampling_repeats_for_a_seed(engine) -> None:
     assert first != [g.token_ids for g in engine.generate(PROMPTS, other)]
 
 
-def test_stop_ends_the_call_at_the_next_token(engine) -> None:
+def test_stop_ends_the_call_at_the_next_token(engine, stopped_once_under_way) -> None:
     params = SamplingParams(n=2, max_new_tokens=400, temperature=1.0, seed=1)
     heard = []
-
-    def stopper() -> None:  # stops the call once it is under way
-        while engine.progress.read()[0] < 16:
-            threading.Event().wait(0.001)
-        engine.progress.stop.set()
-
-    thread = threading.Thread(target=stopper)
-    thread.start()
-    try:
+    with stopped_once_under_way(engine):
         gens = engine.generate(PROMPTS, params, on_sample=heard.append)
-    finally:
-        thread.join()
-        engine.progress.stop.clear()
     assert len(gens) == 8 and len(heard) == 8
     assert all(len(g.token_ids) < 400 and not g.finished for g in gens)
     assert engine.progress.read() == (0, 0)

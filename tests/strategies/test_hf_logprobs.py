@@ -8,18 +8,15 @@ import pytest
 import torch
 
 from rollcli.data.padding import rollout_tensors
-from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
-from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.hf_model import response_logprobs
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6]]
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model):
-    torch.manual_seed(0)
-    model = load_causal_lm(str(tiny_model), train=False)
-    tok = load_tokenizer(str(tiny_model))
-    return HFInferEngine(model, [tok.eos_token_id], tok.pad_token_id)
+@pytest.fixture
+def engine(hf_engine):
+    return hf_engine
 
 
 def _trainer_logprobs(engine, gens, temperature: float) -> list[list[float]]:

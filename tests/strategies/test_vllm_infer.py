@@ -100,22 +100,11 @@ def test_on_sample_hears_each_sample_as_it_ends(tiny) -> None:
     assert [g.token_ids for g in gens] == [g.token_ids for g in hf.generate(prompts, params)]
 
 
-def test_stop_aborts_the_outstanding_requests(tiny) -> None:
+def test_stop_aborts_the_outstanding_requests(tiny, stopped_once_under_way) -> None:
     prompts, _, _, vllm = tiny
     params = SamplingParams(n=2, max_new_tokens=400, temperature=1.0, seed=1)
-
-    def stopper() -> None:  # stops the call once it is under way
-        while vllm.progress.read()[0] < 16:
-            threading.Event().wait(0.001)
-        vllm.progress.stop.set()
-
-    thread = threading.Thread(target=stopper)
-    thread.start()
-    try:
+    with stopped_once_under_way(vllm):
         gens = vllm.generate(prompts, params)
-    finally:
-        thread.join()
-        vllm.progress.stop.clear()
     assert len(gens) == 8 and all(len(g.token_ids) < 400 for g in gens)
     assert not vllm.llm.llm_engine.has_unfinished_requests()  # nothing left behind
     after = vllm.generate(prompts[:1], SamplingParams(max_new_tokens=4, temperature=0.0))
