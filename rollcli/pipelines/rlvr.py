@@ -70,6 +70,8 @@ class RLVRPipeline(ControlledPipeline):
         self.ctl = RunControl(cfg, run, display, fault_roles=FAULT_ROLES)
         self.clusters = None
         self.placement = None  # GPU plans: the placement groups of the run's plan
+        # the engine sleeps while training runs on the GPU it shares (set by the plan)
+        self.engine_sleeps = False
         self.engine = resolve_engine(cfg.rollout.engine)
         # async mode: rollouts started ahead of their step (step -> pending or finished)
         self.ahead: dict[int, PendingRollout | RolloutResult] = {}
@@ -110,18 +112,31 @@ class RLVRPipeline(ControlledPipeline):
         train` checked); none for a CPU plan. Made again when workers restart."""
         from rollcli.distributed.placement import DevicePlacement
         from rollcli.planning.from_recipe import plan_recipe
+        from rollcli.planning.roles import infer_sleeps_while_training
 
         if self.placement is not None:
             self.placement.remove()
         if self.cfg.resources.gpus > 0:  # a CPU run's plan is the CPU plan: nothing to place
-            self.placement = DevicePlacement.build(plan_recipe(self.cfg))
+            plan = plan_recipe(self.cfg)
+            self.placement = DevicePlacement.build(plan)
+            self.engine_sleeps = self.engine != "hf" and infer_sleeps_while_training(
+                plan.placements, self.cfg.devices.actor_infer.offload_when_idle
+            )
 
     def _engine_kwargs(self) -> dict | None:
         rollout, infer = self.cfg.rollout, self.cfg.devices.actor_infer
         if self.engine == "vllm":
-            return dict(dtype=rollout.vllm_dtype, kv_cache_gib=rollout.vllm_kv_cache_gib)
+            return dict(
+                dtype=rollout.vllm_dtype,
+                kv_cache_gib=rollout.vllm_kv_cache_gib,
+                sleep_mode=self.engine_sleeps,
+            )
         if self.engine == "sglang":
-            return dict(tp=infer.tp, gpu_memory_utilization=infer.gpu_memory_utilization)
+            return dict(
+                tp=infer.tp,
+                gpu_memory_utilization=infer.gpu_memory_utilization,
+                sleep_mode=self.engine_sleeps,
+            )
         return None
 
     def _train_strategy(self) -> TrainStrategy:
@@ -224,6 +239,10 @@ class RLVRPipeline(ControlledPipeline):
         metrics.update(rollout.metrics)
 
         # 2. reference log-probs, old log-probs, values
+        if self.engine_sleeps:  # its GPU memory goes to the training roles until the sync
+            t0 = time.perf_counter()
+            self.clusters.actor_infer.call("sleep")
+            metrics["time/engine_sleep_s"] = time.perf_counter() - t0
         self.ctl.phase("forward")
         t0 = time.perf_counter()
         mb = cfg.train.micro_batch_size
@@ -275,6 +294,10 @@ class RLVRPipeline(ControlledPipeline):
 
         # 5. send the new weights to the inference engine (after the requests already sent)
         self.ctl.phase("sync")
+        if self.engine_sleeps:
+            t0 = time.perf_counter()
+            self.clusters.actor_infer.call("wake")
+            metrics["time/engine_wake_s"] = time.perf_counter() - t0
         metrics["time/weight_sync_s"] = self.sync_weights(version=step)
         return metrics, rollout.rows
 

@@ -153,3 +153,21 @@ def _infer(
         )
     active = MemoryBreakdown(weights=inf.weights, kv_cache=inf.kv_reserved)
     return active, problems, notes
+
+
+def infer_sleeps_while_training(placements: dict, offload_when_idle: bool) -> bool:
+    """Whether actor_infer's engine should sleep while actor_train computes: a GPU plan puts
+    them on a shared GPU and actor_infer may leave it when idle (the planner then counts no
+    idle memory for it, see `role_memory`).
+
+    >>> infer_sleeps_while_training({"actor_infer": [0], "actor_train": [0, 1]}, True)
+    True
+    >>> infer_sleeps_while_training({"actor_infer": [2], "actor_train": [0, 1]}, True)
+    False
+    >>> infer_sleeps_while_training({"actor_infer": "cpu", "actor_train": "cpu"}, True)
+    False
+    """
+    infer, train = placements.get("actor_infer"), placements.get("actor_train")
+    if not isinstance(infer, list) or not isinstance(train, list):
+        return False  # a CPU run: nothing to free
+    return offload_when_idle and bool(set(infer) & set(train))

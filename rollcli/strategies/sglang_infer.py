@@ -45,7 +45,10 @@ class SGLangInferEngine:
         tp: int = 1,
         gpu_memory_utilization: float = 0.8,
         seed: int = 0,
+        sleep_mode: bool = False,
     ) -> None:
+        """`sleep_mode=True` lets `sleep` release the engine's GPU memory (SGLang's memory
+        saver) while a colocated trainer computes."""
         sglang = require_sglang()
         self.eos = set(eos_token_ids)
         self.progress = GenerationProgress()  # whole calls only: SGLang's batch is opaque
@@ -55,6 +58,7 @@ class SGLangInferEngine:
             tp_size=tp,
             mem_fraction_static=gpu_memory_utilization,
             random_seed=seed,
+            enable_memory_saver=sleep_mode,
             log_level="error",
         )
 

@@ -43,8 +43,11 @@ class VLLMInferEngine:
         max_model_len: int | None = None,
         max_num_seqs: int = 256,
         enforce_eager: bool = False,
+        sleep_mode: bool = False,
     ) -> None:
-        """`enforce_eager=True` skips torch.compile: starts ~30 s sooner, decodes slower."""
+        """`enforce_eager=True` skips torch.compile: starts ~30 s sooner, decodes slower.
+        `sleep_mode=True` (GPU only) lets `sleep` free the engine's GPU memory while a
+        colocated trainer computes."""
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         # vLLM logs every weight reload at INFO (and a harmless RotaryEmbedding warning)
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -63,6 +66,7 @@ class VLLMInferEngine:
             max_model_len=max_model_len,
             max_num_seqs=max_num_seqs,
             enforce_eager=enforce_eager,
+            enable_sleep_mode=sleep_mode,
             generation_config="vllm",  # ignore the model's default sampling settings
             disable_log_stats=True,
         )
@@ -151,3 +155,13 @@ class VLLMInferEngine:
         )
         if not self.llm.reset_prefix_cache():
             raise RuntimeError("could not reset the vllm prefix cache (requests running?)")
+
+    def sleep(self) -> None:
+        """Free the GPU while the trainer computes: weights go to host memory, the KV cache
+        is dropped (vLLM sleep level 1). Needs `sleep_mode=True`; `wake` before generating."""
+        self.llm.sleep(level=1)
+
+    def wake(self) -> None:
+        """Bring weights and KV cache back; the weight sync that follows overwrites the
+        weights, and the prefix cache starts empty."""
+        self.llm.wake_up()

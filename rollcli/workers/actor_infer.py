@@ -156,6 +156,18 @@ class ActorInferWorker:
             if self.running in self.aborted:
                 self.engine.progress.stop.set()
 
+    def sleep(self) -> bool:
+        """Free the engine's device memory until `wake` (vllm and sglang on a GPU; the hf
+        engine keeps its model). Returns whether the engine slept."""
+        if not hasattr(self.engine, "sleep"):
+            return False
+        self.engine.sleep()
+        return True
+
+    def wake(self) -> None:
+        if hasattr(self.engine, "wake"):
+            self.engine.wake()
+
     def progress(self) -> tuple[int, int]:
         """(tokens generated, token budget) of the running `generate` call."""
         return self.engine.progress.read()

@@ -216,3 +216,22 @@ def test_planning_imports_no_torch_or_ray():
         "bad = [m for m in ('torch', 'ray') if m in sys.modules]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_engine_sleeps_only_where_it_shares_a_gpu_with_training():
+    from rollcli.planning.roles import infer_sleeps_while_training
+
+    def sleeps(infer_gpus: str, offload: bool = True) -> bool:
+        roles = [
+            RoleRequest("actor_train", "0-3", zero_stage=3),
+            RoleRequest("actor_infer", infer_gpus, offload_when_idle=offload),
+        ]
+        plan = make_plan(
+            PlanInput(get_model_spec("qwen2.5-7b"), 8, gpu_memory_bytes=H100, roles=roles)
+        )
+        return infer_sleeps_while_training(plan.placements, offload)
+
+    assert sleeps("0-3")  # colocated: the engine leaves the GPU while training runs
+    assert sleeps("2-5")  # shares GPUs 2 and 3
+    assert not sleeps("4-7")  # separate GPUs: nothing to free
+    assert not sleeps("0-3", offload=False)  # the user keeps it resident

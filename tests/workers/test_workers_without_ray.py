@@ -119,3 +119,11 @@ def test_weight_sync_makes_the_engine_equal_to_the_trainer(tiny_model) -> None:
         {k: batch[k] for k in ("input_ids", "attention_mask", "position_ids", "prompt_width")},
     )
     torch.testing.assert_close(lp_train, lp_infer)
+
+
+def test_the_hf_engine_does_not_sleep(tiny_model) -> None:
+    worker = ActorInferWorker(str(tiny_model), num_threads=1)
+    assert worker.sleep() is False  # it keeps its model: nothing to free on a CPU
+    worker.wake()
+    out = worker.generate(PROMPTS, SamplingParams(max_new_tokens=2, temperature=0.0))
+    assert [len(o["token_ids"]) for o in out] == [2, 2, 2] or all(o["finished"] for o in out)
