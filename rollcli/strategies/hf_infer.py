@@ -145,14 +145,15 @@ class HFInferEngine:
         mask = mask.repeat_interleave(n, dim=0)
         next_position = positions[:, -1].repeat_interleave(n) + 1
         generator = torch.Generator(device=device).manual_seed(params.seed + offset)
-        warpers = _warpers(params)
+        warpers = _warpers(params)  # none at temperature 1 without top-k / top-p
+        sampling = params.temperature > 0
         alive = list(range(len(gens)))  # rows of the batch, as indices into `gens`
         for _ in range(params.max_new_tokens):
             scores = logits.float()
             for warp in warpers:
                 scores = warp(None, scores)
             logprobs = torch.log_softmax(scores, dim=-1)
-            if warpers:
+            if sampling:
                 tokens = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(1)
             else:  # greedy
                 tokens = scores.argmax(dim=-1)

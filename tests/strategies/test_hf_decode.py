@@ -48,12 +48,16 @@ def test_on_sample_hears_each_sample_once_as_it_ends(engine) -> None:
     assert len(set(lengths)) > 1
 
 
-def test_sampling_repeats_for_a_seed(engine) -> None:
-    # tiny-random's distributions are peaked: a high temperature makes the samples differ
-    params = SamplingParams(n=4, max_new_tokens=12, temperature=5.0, seed=9, stop_token_ids=STOPS)
+@pytest.mark.parametrize("temperature", [1.0, 5.0])
+def test_sampling_repeats_for_a_seed(engine, temperature: float) -> None:
+    # temperature 1 needs no warper at all, and must still sample (not fall back to greedy)
+    params = SamplingParams(
+        n=4, max_new_tokens=12, temperature=temperature, seed=9, stop_token_ids=STOPS
+    )
     first = [g.token_ids for g in engine.generate(PROMPTS, params)]
     assert first == [g.token_ids for g in engine.generate(PROMPTS, params)]
-    assert len({tuple(t) for t in first}) > len(PROMPTS)  # a prompt's samples differ
+    for i in range(len(PROMPTS)):  # each prompt's samples differ
+        assert len({tuple(t) for t in first[4 * i : 4 * i + 4]}) > 1
     other = replace(params, seed=10)
     assert first != [g.token_ids for g in engine.generate(PROMPTS, other)]
 
