@@ -12,6 +12,7 @@ tensorboard/         TensorBoard event files
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import threading
@@ -59,8 +60,11 @@ class RunDir:
 
     # ---- append-only logs ------------------------------------------------------------
     def log_metrics(self, metrics: dict[str, Any]) -> None:
-        """Append one row; `time` (unix seconds) is added unless the row has it."""
-        row = {**metrics, "time": metrics.get("time", round(time.time(), 3))}
+        """Append one row; `time` (unix seconds) is added unless the row has it. It is cut
+        to the millisecond, as `events.log` stamps are (not rounded: a row rounded up could
+        seem to come after an event written just after it)."""
+        now = math.floor(time.time() * 1000) / 1000
+        row = {**metrics, "time": metrics.get("time", now)}
         with (self.root / "metrics.jsonl").open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row, default=float) + "\n")
             fh.flush()

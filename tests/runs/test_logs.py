@@ -223,3 +223,15 @@ def test_unknown_run_is_a_one_line_error_with_a_suggestion(finished_run: RunDir)
         result.stderr.strip()
         == "error: no run 'run-b' in " + str(finished_run.root.parent) + " (did you mean 'run-a'?)"
     )
+
+
+def test_an_event_written_just_after_a_row_comes_after_it(tmp_path: Path, monkeypatch) -> None:
+    run = RunDir.create(tmp_path, "run-ms", "name: x\n")
+    # a stand-in clock: the row is written 0.6 ms into a millisecond and the event 0.1 ms
+    # later, so its stamp (cut to the millisecond) is that millisecond's start
+    monkeypatch.setattr("rollcli.runs.run_dir.time.time", lambda: T0 + 5.1236)
+    run.log_metrics({"step": 1, "reward/mean": 1.0})
+    monkeypatch.undo()
+    with (run.root / "events.log").open("a") as fh:
+        fh.write("2026-01-01 10:00:05.123  finished\n")
+    assert [line.kind for line in RunTail(run).poll()] == ["step", "event"]
