@@ -21,6 +21,7 @@ from rollcli.strategies.hf_infer import Generation, HFInferEngine, SamplingParam
 from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.strategies.threads import set_threads
+from rollcli.workers.generation import eos_token_ids, generation_row
 
 # engines that hold their own copy of the weights: (module, class)
 ENGINE_CLASSES = {
@@ -55,22 +56,16 @@ class ActorInferWorker:
             module, name = ENGINE_CLASSES[self.engine_name]
             engine_cls = getattr(importlib.import_module(module), name)
             self.model = causal_lm_layout(model_path)
-            eos = self._eos_ids(self.model)
+            eos = eos_token_ids(self.model, self.tokenizer)
             self.engine = engine_cls(model_path, eos, seed=seed, **(engine_kwargs or {}))
         else:
             self.model = load_causal_lm(model_path, train=False, device=self.device)
-            eos = self._eos_ids(self.model)
+            eos = eos_token_ids(self.model, self.tokenizer)
             self.engine = HFInferEngine(self.model, eos, self.tokenizer.pad_token_id)
         self.receiver: WeightReceiver | None = None
         self.aborted: set[str] = set()
         self.running: str | None = None
         self.abort_lock = threading.Lock()
-
-    def _eos_ids(self, model: torch.nn.Module) -> list[int]:
-        eos = [self.tokenizer.eos_token_id]
-        gen_eos = getattr(model.generation_config, "eos_token_id", None)
-        eos += gen_eos if isinstance(gen_eos, list) else ([gen_eos] if gen_eos is not None else [])
-        return sorted(set(eos))
 
     def generate(
         self,
@@ -85,24 +80,13 @@ class ActorInferWorker:
 
         def ended(gen: Generation) -> None:
             i = gen.prompt_index * params.n + gen.sample
-            rows[i] = self._row(gen)
+            rows[i] = generation_row(gen, self.tokenizer)
             if on_row is not None:
                 on_row(i, rows[i])
 
         gens: list[Generation] = self.engine.generate(prompts, params, on_sample=ended)
         # a stopped call returns samples that never ended: they get their rows here
-        return [rows.get(i) or self._row(g) for i, g in enumerate(gens)]
-
-    def _row(self, gen: Generation) -> dict:
-        row = {
-            "prompt_index": gen.prompt_index,
-            "token_ids": gen.token_ids,
-            "text": self.tokenizer.decode(gen.token_ids, skip_special_tokens=True),
-            "finished": gen.finished,
-        }
-        if gen.logprobs is not None:
-            row["logprobs"] = gen.logprobs
-        return row
+        return [rows.get(i) or generation_row(g, self.tokenizer) for i, g in enumerate(gens)]
 
     def generate_request(
         self,
