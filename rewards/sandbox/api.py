@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from .harness import judge
 from .limits import SandboxLimits
-from .process import RawRun, execute
+from .process import RawRun, Session, execute, program_report
 from .results import Reason, SandboxResult, TestResult
 
 _DEFAULT = SandboxLimits()
@@ -21,7 +22,7 @@ def _text(data: bytes) -> str:
 
 def _classify(raw: RawRun) -> tuple[Reason, int | None, str]:
     """(reason, exit code, detail) from what the sandbox reported."""
-    program = raw.verdicts[0] if raw.verdicts else None
+    program = raw.program
     code = sig = None
     if raw.wait_status is not None:
         if os.WIFEXITED(raw.wait_status):
@@ -70,30 +71,35 @@ def run_program(code: str, *, stdin: str = "", limits: SandboxLimits = _DEFAULT)
     >>> run_program("def f(:").reason
     'syntax_error'
     """
-    return _result(execute(code, stdin, [], limits))
+    return _result(execute(code, stdin, limits))
 
 
 def run_tests(
     program: str, tests: str | list[str], *, limits: SandboxLimits = _DEFAULT
 ) -> TestResult:
-    """Run ``program`` then each test snippet in its namespace, in one sandbox.
+    """Run ``program`` in a sandbox, then each test snippet here against it.
 
-    A test passes when it runs to its end without raising; the reward is the
-    fraction that passed. A string holds one test per non-blank line.
+    The tests run in this process and call the program's functions through
+    proxies (:mod:`.harness`), so only this side decides a verdict. A test
+    passes when it runs to its end without raising; the reward is the fraction
+    that passed. A string holds one test per non-blank line.
 
     >>> r = run_tests("def sq(x): return x * x", ["assert sq(2) == 4", "assert sq(3) == 10"])
     >>> (r.passed, r.total, r.reward)
     (1, 2, 0.5)
     """
     cases = [t for t in tests.splitlines() if t.strip()] if isinstance(tests, str) else list(tests)
-    raw = execute(program, "", cases, limits)
+    session = Session(program, "", limits)
+    try:
+        report = session.raw.program = program_report(session.receive())
+        program_ok = report is not None and report.get("kind") == "ok"
+        kinds = judge(session, report.get("names"), cases) if program_ok else [None] * len(cases)
+    finally:
+        raw = session.finish()
     run = _result(raw)
-    # only a signed "ok" verdict counts; a missing one never does
-    kinds = [v.get("kind") if v else None for v in raw.verdicts]
-    program_ok = kinds[0] == "ok"
-    passed = sum(k == "ok" for k in kinds[1:]) if program_ok else 0
     missing = run.reason if run.reason != "ok" else "no_verdict"
-    verdicts = tuple((k if program_ok else None) or missing for k in kinds[1:])
+    verdicts = tuple(k or missing for k in kinds)
+    passed = sum(k == "ok" for k in verdicts)
     return TestResult(passed=passed, total=len(cases), run=run, verdicts=verdicts)
 
 

@@ -2,8 +2,10 @@
 
 Run as ``python -I -S -B launcher.py CONFIG_JSON`` by :mod:`.process`; it imports
 only the standard library so that it starts fast and trusts nothing on
-``sys.path``. The secret bundle (program code, stdin, token, tests) arrives on
-the pipe named in the config, never on the command line.
+``sys.path``. The bundle (program code, stdin, the token that signs the exit
+status) arrives on the pipe named in the config, never on the command line. The
+tests never enter the sandbox: the runner answers calls on the pipe ``calls_fd``
+and the parent decides the verdicts (see :mod:`.harness`).
 
 Process tree::
 
@@ -215,16 +217,14 @@ def run_init(cfg: dict, bundle: dict, status: int) -> int:
         f.write(bundle["code"])
     os.chown(main_py, cfg["uid"], cfg["uid"])
     stdin_fd = _memfd("stdin", bundle["stdin"].encode())
-    secret = json.dumps({"tokens": bundle["step_tokens"], "tests": bundle["tests"]}).encode()
-    secret_fd = _memfd("secret", secret)
     pid = os.fork()
     if pid == 0:
         try:
-            exec_runner(cfg, {0: stdin_fd, 3: secret_fd, 4: status})
+            exec_runner(cfg, {0: stdin_fd, 3: cfg["calls_fd"], 4: status})
         finally:
             os._exit(127)
     os.close(stdin_fd)
-    os.close(secret_fd)
+    os.close(cfg["calls_fd"])  # only the runner reads the calls
     while True:
         got, wstatus = os.waitpid(-1, 0)
         if got == pid:
@@ -277,6 +277,7 @@ def launch(cfg: dict) -> int:
             msg = json.dumps(f"{type(exc).__name__}: {exc}")
             os.write(status, f"{token} setup_error {msg}\n".encode())
         os._exit(code)
+    os.close(cfg["calls_fd"])
     _, wstatus = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(wstatus) & 0xFF
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import cgroup
 from .detect import LAUNCHER, detect_isolation, isolation_summary
@@ -21,7 +21,7 @@ from .limits import SandboxLimits
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
 _UID_BASE, _UID_SPAN = 1_900_000_000, 100_000_000  # one fresh uid per run, as root
-_STATUS_CAP = 1 << 20
+_MESSAGE_CAP = 1 << 20  # bytes in one message line from the runner
 _ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/sandbox",
@@ -50,7 +50,7 @@ class RawRun:
     timed_out: bool = False
     oom_killed: bool = False
     wait_status: int | None = None
-    verdicts: list[dict | None] = field(default_factory=list)
+    program: dict | None = None  # the runner's report on main.py (untrusted)
     wall_time_s: float = 0.0
     isolation: tuple[str, ...] = ()
 
@@ -88,120 +88,218 @@ def _rlimits(limits: SandboxLimits, nproc: bool) -> dict[str, object]:
     return out
 
 
-def execute(code: str, stdin: str, tests: list[str], limits: SandboxLimits) -> RawRun:
-    """Run ``code`` (then ``tests``) in a fresh sandbox and return what it left."""
-    layers = _layers_in_force(limits)
-    root = layers["root"]
-    user_ns = not root and layers["user_namespace"]
-    mount_ns, pid_ns = layers["mount_namespace"], layers["pid_namespace"]
-    uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if root else (0 if user_ns else os.getuid())
-    python, prefix = _python(limits)
-    workdir = None
-    if not mount_ns:
-        workdir = tempfile.mkdtemp(prefix="roll-sandbox-")
-        if root:
-            os.chown(workdir, uid, uid)
-    group = None
-    if layers["cgroup_pids"]:
-        group = cgroup.create(limits.max_processes + 2, (limits.memory_mb + 128) << 20)
-    token = secrets.token_hex(16)
-    bundle_r, bundle_w = os.pipe()
-    status_r, status_w = os.pipe()
-    cfg = {
-        "bundle_fd": bundle_r,
-        "status_fd": status_w,
-        "user_ns": user_ns,
-        "mount_ns": mount_ns,
-        "net_ns": layers["net_namespace"],
-        "pid_ns": pid_ns,
-        "setuid": root,
-        "uid": uid,
-        "workdir": workdir,
-        "python": python,
-        "runner": RUNNER,
-        "ro_paths": [prefix, *limits.extra_ro_paths],
-        "disk_mb": limits.disk_mb,
-        "rlimits": _rlimits(limits, nproc=root or user_ns),
-        "env": _ENV if mount_ns else {**_ENV, "HOME": workdir, "TMPDIR": workdir},
-        "cgroup_procs": group.procs_files if group else [],
-    }
-    step_tokens = [secrets.token_hex(16) for _ in range(len(tests) + 1)]
-    bundle = {"token": token, "step_tokens": step_tokens, "code": code, "stdin": stdin}
-    bundle["tests"] = tests
-    with open(RUNNER, encoding="utf-8") as f:
-        bundle["runner_source"] = f.read()
-    used = [k for k in ("user_ns", "net_ns", "mount_ns", "pid_ns", "setuid") if cfg[k]]
-    used += ["cgroup:" + "+".join(group.controllers)] if group else []
-    used += ["rlimits", "clean_env", "no_new_privs"]
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", LAUNCHER, json.dumps(cfg)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(bundle_r, status_w),
-            start_new_session=True,
-            env={},
-            cwd="/",
-        )
-    finally:
-        os.close(bundle_r)
-        os.close(status_w)
-    raw = RawRun(isolation=tuple(used))
-    try:
+class Session:
+    """One program in a fresh sandbox: started on creation, talked to with
+    :meth:`send` / :meth:`receive` (one JSON line each way), ended by :meth:`finish`.
+
+    Everything the program sends is untrusted data; the caller decides what it means.
+    One wall-clock deadline covers the whole session.
+    """
+
+    def __init__(self, code: str, stdin: str, limits: SandboxLimits) -> None:
+        layers = _layers_in_force(limits)
+        root = layers["root"]
+        user_ns = not root and layers["user_namespace"]
+        mount_ns, pid_ns = layers["mount_namespace"], layers["pid_namespace"]
+        uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if root else (0 if user_ns else os.getuid())
+        python, prefix = _python(limits)
+        self.workdir = None
+        if not mount_ns:
+            self.workdir = tempfile.mkdtemp(prefix="roll-sandbox-")
+            if root:
+                os.chown(self.workdir, uid, uid)
+        self.group = None
+        if layers["cgroup_pids"]:
+            self.group = cgroup.create(limits.max_processes + 2, (limits.memory_mb + 128) << 20)
+        self.token = secrets.token_hex(16)
+        self.uid_to_kill = uid if root and not pid_ns else None
+        self.limits = limits
+        bundle_r, bundle_w = os.pipe()
+        status_r, status_w = os.pipe()
+        calls_r, calls_w = os.pipe()
+        cfg = {
+            "bundle_fd": bundle_r,
+            "status_fd": status_w,
+            "calls_fd": calls_r,
+            "user_ns": user_ns,
+            "mount_ns": mount_ns,
+            "net_ns": layers["net_namespace"],
+            "pid_ns": pid_ns,
+            "setuid": root,
+            "uid": uid,
+            "workdir": self.workdir,
+            "python": python,
+            "runner": RUNNER,
+            "ro_paths": [prefix, *limits.extra_ro_paths],
+            "disk_mb": limits.disk_mb,
+            "rlimits": _rlimits(limits, nproc=root or user_ns),
+            "env": _ENV if mount_ns else {**_ENV, "HOME": self.workdir, "TMPDIR": self.workdir},
+            "cgroup_procs": self.group.procs_files if self.group else [],
+        }
+        bundle = {"token": self.token, "code": code, "stdin": stdin}
+        with open(RUNNER, encoding="utf-8") as f:
+            bundle["runner_source"] = f.read()
+        used = [k for k in ("user_ns", "net_ns", "mount_ns", "pid_ns", "setuid") if cfg[k]]
+        used += ["cgroup:" + "+".join(self.group.controllers)] if self.group else []
+        used += ["rlimits", "clean_env", "no_new_privs"]
+        self.raw = RawRun(isolation=tuple(used))
+        self.start = time.monotonic()
+        self.deadline = self.start + limits.wall_timeout_s
+        self.proc: subprocess.Popen | None = None
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-B", LAUNCHER, json.dumps(cfg)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(bundle_r, status_w, calls_r),
+                start_new_session=True,
+                env={},
+                cwd="/",
+            )
+        except BaseException:
+            for fd in (bundle_w, status_r, calls_w):
+                os.close(fd)
+            self._cleanup()
+            raise
+        finally:
+            for fd in (bundle_r, status_w, calls_r):
+                os.close(fd)
         with contextlib.suppress(BrokenPipeError), os.fdopen(bundle_w, "wb") as f:
             f.write(json.dumps(bundle).encode())
-        status = _collect(proc, status_r, start + limits.wall_timeout_s, limits, raw)
-    finally:
-        raw.wall_time_s = time.monotonic() - start
-        raw.oom_killed = bool(group and group.oom_killed())
-        _kill_all(proc, group, uid if root and not pid_ns else None)
-        if workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    _parse_status(status, token, step_tokens, raw)
-    return raw
+        self.calls_w: int | None = calls_w
+        self.status_r = status_r
+        self.stdout_fd, self.stderr_fd = self.proc.stdout.fileno(), self.proc.stderr.fileno()
+        self.out = {self.stdout_fd: bytearray(), self.stderr_fd: bytearray()}
+        self.status = bytearray()
+        self.control: list[str] = []
+        self.messages: list[bytes] = []
+        self.pending = b""
+        self.sel = selectors.DefaultSelector()
+        for fd in (*self.out, status_r):
+            os.set_blocking(fd, False)
+            self.sel.register(fd, selectors.EVENT_READ)
+        os.set_blocking(calls_w, False)
+        self.exited_at: float | None = None
 
+    @property
+    def stopped(self) -> bool:
+        return self.raw.timed_out or self.raw.output_limit or self.status_r not in self._open()
 
-def _collect(proc, status_r: int, deadline: float, limits: SandboxLimits, raw: RawRun) -> bytes:
-    bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
-    bufs[status_r] = bytearray()
-    caps = {fd: limits.max_output_bytes for fd in bufs}
-    caps[status_r] = _STATUS_CAP
-    sel = selectors.DefaultSelector()
-    for fd in bufs:
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
-    exited_at = None
-    try:
-        while sel.get_map():
+    def _open(self) -> set[int]:
+        return {key.fd for key in self.sel.get_map().values()}
+
+    def _pump(self, done) -> None:
+        """Move bytes (calls in; output, status out) until ``done()``, the deadline,
+        an output limit, or the pipes close."""
+        while not done():
             now = time.monotonic()
-            if now >= deadline:
-                raw.timed_out = True
-                break
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > 0.5:
-                break  # a straggler holds the pipes open; it is killed next
-            for key, _ in sel.select(timeout=min(0.05, deadline - now)):
-                fd = key.fd
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    sel.unregister(fd)
-                    continue
-                room = caps[fd] - len(bufs[fd])
-                bufs[fd] += chunk[: max(room, 0)]
-                if len(chunk) > room:
-                    raw.output_limit = raw.output_limit or fd != status_r
-                    sel.unregister(fd)
-            if raw.output_limit:
-                break
+            if now >= self.deadline:
+                self.raw.timed_out = True
+                return
+            if self.raw.output_limit or not self._open():
+                return
+            if self.exited_at is None and self.proc.poll() is not None:
+                self.exited_at = now
+            if self.exited_at is not None and now - self.exited_at > 0.5:
+                return  # a straggler holds the pipes open; it is killed next
+            if self.pending and self.calls_w is not None:
+                with contextlib.suppress(BlockingIOError):
+                    try:
+                        self.pending = self.pending[os.write(self.calls_w, self.pending) :]
+                    except BrokenPipeError:
+                        self.pending = b""
+            for key, _ in self.sel.select(timeout=min(0.05, self.deadline - now)):
+                self._read(key.fd)
+
+    def _read(self, fd: int) -> None:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            self.sel.unregister(fd)
+            return
+        if fd == self.status_r:
+            self.status += chunk
+            *lines, rest = bytes(self.status).split(b"\n")
+            self.status = bytearray(rest)
+            for line in lines:
+                head, _, tail = line.decode("utf-8", "replace").partition(" ")
+                if head == self.token:
+                    self.control.append(tail)
+                else:
+                    self.messages.append(line)
+            if len(self.status) > _MESSAGE_CAP:  # one message may not exceed the cap
+                self.raw.output_limit = True
+            return
+        buf = self.out[fd]
+        room = self.limits.max_output_bytes - len(buf)
+        buf += chunk[: max(room, 0)]
+        if len(chunk) > room:
+            self.raw.output_limit = True
+
+    def send(self, message: dict) -> None:
+        self.pending += (json.dumps(message) + "\n").encode()
+
+    def receive(self) -> bytes | None:
+        """The program's next message line (unparsed), or ``None`` if it ended or ran
+        out of time first (``raw.timed_out`` says which)."""
+        self._pump(lambda: bool(self.messages) or self.stopped)
+        return self.messages.pop(0) if self.messages else None
+
+    def finish(self) -> RawRun:
+        """Close the call channel, wait for the end (bounded by the deadline), kill
+        everything left and say what happened."""
+        raw = self.raw
+        try:
+            if self.calls_w is not None:
+                os.close(self.calls_w)
+                self.calls_w = None
+            self._pump(lambda: False)
+        finally:
+            raw.wall_time_s = time.monotonic() - self.start
+            raw.oom_killed = bool(self.group and self.group.oom_killed())
+            self.sel.close()
+            os.close(self.status_r)
+            if self.calls_w is not None:
+                os.close(self.calls_w)
+            _kill_all(self.proc, self.group, self.uid_to_kill)
+            self._cleanup()
+        raw.stdout = bytes(self.out[self.stdout_fd])
+        raw.stderr = bytes(self.out[self.stderr_fd])
+        for line in self.control:
+            kind, _, payload = line.partition(" ")
+            if kind == "exit":
+                raw.wait_status = int(payload)
+            elif kind == "setup_error":
+                raise SandboxError(f"sandbox setup failed: {json.loads(payload)}")
+        return raw
+
+    def _cleanup(self) -> None:
+        if self.group is not None and self.proc is None:
+            self.group.destroy()
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def program_report(line: bytes | None) -> dict | None:
+    """The runner's first line (how ``main.py`` went and the names it defined), or
+    ``None`` if it is missing or not a JSON object."""
+    if line is None:
+        return None
+    try:
+        report = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def execute(code: str, stdin: str, limits: SandboxLimits) -> RawRun:
+    """Run ``code`` in a fresh sandbox with no calls, and return what it left."""
+    session = Session(code, stdin, limits)
+    try:
+        session.raw.program = program_report(session.receive())
     finally:
-        sel.close()
-        os.close(status_r)
-    raw.stdout = bytes(bufs[proc.stdout.fileno()])
-    raw.stderr = bytes(bufs[proc.stderr.fileno()])
-    return bytes(bufs[status_r])
+        raw = session.finish()
+    return raw
 
 
 def _kill_all(proc, group, uid: int | None) -> None:
@@ -233,23 +331,3 @@ def _kill_uid(uid: int) -> None:
         if not found:
             return
         time.sleep(0.01)
-
-
-def _parse_status(data: bytes, token: str, step_tokens: list[str], raw: RawRun) -> None:
-    """Keep the lines signed with the right token; ``raw.verdicts[i]`` is step i
-    (0: the program, i: test i - 1), ``None`` where no valid verdict came."""
-    steps = {t: i for i, t in enumerate(step_tokens)}
-    raw.verdicts = [None] * len(step_tokens)
-    for line in data.decode("utf-8", "replace").splitlines():
-        head, _, rest = line.partition(" ")
-        kind, _, payload = rest.partition(" ")
-        if head in steps and kind == "verdict" and raw.verdicts[steps[head]] is None:
-            with contextlib.suppress(ValueError, TypeError):
-                raw.verdicts[steps[head]] = dict(json.loads(payload))
-            continue
-        if head != token:
-            continue  # forged or garbled
-        if kind == "exit":
-            raw.wait_status = int(payload)
-        elif kind == "setup_error":
-            raise SandboxError(f"sandbox setup failed: {json.loads(payload)}")

@@ -82,6 +82,32 @@ def test_exit_and_forged_verdict_hacks_earn_nothing():
     assert run_tests(forged, tests).reward == 0.0
 
 
+def test_values_exceptions_and_functions_cross_as_plain_data():
+    prog = (
+        "def parts(x):\n    return (x, {x: [x]}, {x}, b'x', 1j, None)\n"
+        "def check_positive(x):\n    if x < 0: raise ValueError('negative')\n    return x\n"
+        "def apply(f, x):\n    return f(x)\n"
+        "LIMIT = [1, 2]\n"
+        "def len(x):\n    return 0\n"
+    )
+    tests = [
+        "assert parts(2) == (2, {2: [2]}, {2}, b'x', 1j, None)",
+        "try:\n    check_positive(-1)\n    assert False\nexcept ValueError as e:\n    assert 'negative' in str(e)",
+        "assert apply(check_positive, 3) == 3",
+        "assert LIMIT == [1, 2]",
+        "assert len([1]) == 1",  # the program's `len` never replaces the built-in for tests
+        "assert parts(2) == (3,)",
+    ]
+    r = run_tests(prog, tests)
+    assert r.verdicts == ("ok", "ok", "ok", "ok", "ok", "assertion")
+
+
+def test_unserialisable_result_fails_its_test_only():
+    prog = "class Box:\n    pass\ndef box():\n    return Box()\ndef one():\n    return 1\n"
+    r = run_tests(prog, ["assert box() is not None", "assert one() == 1"])
+    assert r.verdicts == ("runtime_error", "ok")
+
+
 def test_hidden_tests_are_not_on_disk_or_open_fds():
     probe = (
         "import os\n"
@@ -129,8 +155,17 @@ def test_weak_isolation_is_refused_by_default(monkeypatch):
         run_program("print(1)")
 
 
-@pytest.mark.parametrize("module", ["api", "code_reward", "limits"])
+@pytest.mark.parametrize("module", ["api", "code_reward", "limits", "runner"])
 def test_doctests(module):
     mod = importlib.import_module(f"rollcli.rewards.sandbox.{module}")
     failures, tried = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)[:2]
     assert tried > 0 and failures == 0
+
+
+def test_call_that_hangs_or_exits_fails_the_rest_with_the_runs_reason():
+    prog = "import os\ndef spin():\n    while True:\n        pass\ndef leave():\n    os._exit(0)\n"
+    quick = SandboxLimits(wall_timeout_s=1.5, cpu_time_s=2)
+    hung = run_tests(prog, ["assert spin() == 1", "assert 1 == 1"], limits=quick)
+    assert hung.verdicts == ("timeout", "timeout") and hung.run.reason == "timeout"
+    gone = run_tests(prog, ["assert 1 == 1", "assert leave() == 1", "assert 2 == 2"])
+    assert gone.verdicts == ("ok", "no_verdict", "no_verdict")
