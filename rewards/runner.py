@@ -1,13 +1,16 @@
 """Run a reward function over samples so that one bad sample never stops a run.
 
-Each sample gets a wall-clock timeout (a `SIGALRM` timer, so it interrupts pure-Python
-loops and sleeps; reward workers call this from their process's main thread). A reward that
-raises or times out scores 0 and its error is returned with the sample.
+Every call has a wall-clock deadline (`call_with_deadline`: a `SIGALRM` timer on the main
+thread, so it interrupts pure-Python loops and sleeps; off the main thread the call runs in
+a daemon thread that is abandoned at the deadline). A sample gets `timeout_s`; a batch gets
+`timeout_s` per sample plus `BATCH_GRACE_S`. A reward that raises or misses its deadline
+scores 0 and its error (`timeout: ...`) is returned with the sample, or with every sample of
+the batch.
 
 A *batch* reward (marked with `@batch_reward`) takes the whole list of samples at once,
 `fn(samples, timeout_s=..., **options) -> list[score | dict]`, so it can score them in
 parallel (the code sandbox runs many programs at once, each in its own isolated and
-time-limited process, so no `SIGALRM` is needed there). A batch reward that raises fails
+time-limited process). A batch reward that raises or hangs fails
 every sample of the batch with its error; one that sets `error` on a result fails only
 that sample.
 """
@@ -18,8 +21,9 @@ import logging
 import math
 import signal
 import threading
+import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,26 +32,63 @@ from rollcli.rewards.registry import RewardFn
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
+BATCH_GRACE_S = 5.0
+"""Added to a batch's deadline, so that a batch reward's own per-sample limits (the code
+sandbox's) fire first and say why."""
+
+
 class RewardTimeout(Exception):
     pass
 
 
 @contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
-        yield  # timers only work in the main thread; run without one
-        return
+def _alarm(seconds: float, what: str) -> Iterator[None]:
+    """Raise `RewardTimeout` in this (main) thread after `seconds`; nests, and an outer
+    deadline still fires on time."""
 
     def _raise(signum: int, frame: Any) -> None:
-        raise RewardTimeout(f"reward took longer than {seconds:g} s")
+        raise RewardTimeout(f"{what} took longer than {seconds:g} s")
 
+    start = time.monotonic()
     previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    outer = signal.setitimer(signal.ITIMER_REAL, seconds)[0]
+    if 0 < outer < seconds:
+        signal.setitimer(signal.ITIMER_REAL, outer)  # the outer deadline comes first
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer > 0:  # re-arm the outer deadline with what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 1e-3))
+
+
+def call_with_deadline(seconds: float, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, or `RewardTimeout` once `seconds` pass.
+
+    On the main thread (reward workers, `roll reward`) a `SIGALRM` timer interrupts `fn`
+    (pure-Python loops, sleeps, socket waits). Elsewhere no timer can: `fn` runs in a daemon
+    thread that is abandoned at the deadline, so the caller still goes on.
+    """
+    if threading.current_thread() is threading.main_thread():
+        with _alarm(seconds, what):
+            return fn(*args)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["out"] = fn(*args)
+        except BaseException as exc:
+            box["exc"] = exc
+
+    thread = threading.Thread(target=target, name=f"reward {what}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise RewardTimeout(f"{what} took longer than {seconds:g} s")
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
 
 
 def batch_reward(fn: RewardFn) -> RewardFn:
@@ -81,10 +122,12 @@ def score_one(
 ) -> dict[str, Any]:
     """`{"score": float, <metrics>..., "error": str | None}` for one sample."""
     fields = {k: v for k, v in sample.items() if k not in ("response", "answer")}
+
+    def call() -> Any:
+        return fn(sample["response"], sample.get("answer", ""), **fields, **options)
+
     try:
-        with _deadline(timeout_s):
-            out = fn(sample["response"], sample.get("answer", ""), **fields, **options)
-        result = _normalise(out)
+        result = _normalise(call_with_deadline(timeout_s, "reward", call))
     except RewardTimeout as exc:
         result = {"score": 0.0, "error": f"timeout: {exc}"}
     except Exception as exc:  # a broken reward must not kill the run
@@ -98,12 +141,19 @@ def score_batch(
     """Score `samples` with one call of a batch reward; errors stay with their samples."""
     if not samples:
         return []
+    deadline = timeout_s * len(samples) + BATCH_GRACE_S
+
+    def call() -> list[Any]:
+        return list(fn(samples, **{"timeout_s": timeout_s, **options}))
+
     try:
-        outs = list(fn(samples, **{"timeout_s": timeout_s, **options}))
+        outs = call_with_deadline(deadline, "batch reward", call)
         if len(outs) != len(samples):
             raise ValueError(
                 f"batch reward returned {len(outs)} results for {len(samples)} samples"
             )
+    except RewardTimeout as exc:
+        return [{"score": 0.0, "error": f"timeout: {exc}"} for _ in samples]
     except Exception as exc:  # a broken reward must not kill the run
         error = _error_text(exc)
         return [{"score": 0.0, "error": error} for _ in samples]
