@@ -22,6 +22,7 @@ import math
 import re
 from typing import Any
 
+from rollcli.rewards.registry import reward_options
 from rollcli.rewards.runner import batch_reward
 from rollcli.rewards.sandbox import Job, SandboxLimits, extract_code, run_many
 
@@ -135,6 +136,7 @@ def _failure(test_result: Any) -> str:
     return failed[0] if failed and failed[0] in FAILURES else "assertion"
 
 
+@reward_options("max_workers", "memory_mb", "allow_weak_isolation")
 @batch_reward
 def code_reward(
     samples: list[dict[str, Any]],

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from rollcli.rewards.registry import reward_options
+
 _FINAL_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?\s*[.!]?\s*$")
 
 
@@ -45,6 +47,7 @@ def verify_answer(response: str, answer: str) -> bool:
     return bool(verify(gold, pred, timeout_seconds=None))
 
 
+@reward_options("format_weight")
 def math_reward(
     response: str, answer: str, *, format_weight: float = 0.1, **_: object
 ) -> dict[str, float]:

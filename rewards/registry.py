@@ -7,7 +7,10 @@ the sample's other fields (`tag`, `prompt`, ...) and the recipe's reward options
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +41,65 @@ BUILTIN_FIELDS: dict[str, tuple[str, ...]] = {
 
 class RewardNotFoundError(ValueError):
     pass
+
+
+def reward_options(*names: str) -> Callable[[RewardFn], RewardFn]:
+    """Declare which keyword parameters of a reward a recipe may set in `reward.options`;
+    their types and defaults are the signature's. Any other option key is a config error.
+
+    >>> @reward_options("scale")
+    ... def scaled(response: str, answer: str, *, scale: float = 1.0, **fields) -> float:
+    ...     return scale * len(response)
+    >>> option_types(scaled)
+    {'scale': <class 'float'>}
+    """
+
+    def declare(fn: RewardFn) -> RewardFn:
+        params = inspect.signature(fn).parameters
+        missing = [n for n in names if n not in params]
+        if missing:
+            raise TypeError(
+                f"{fn.__name__} declares option {missing[0]!r} but has no such parameter"
+            )
+        fn.reward_options = names  # type: ignore[attr-defined]
+        return fn
+
+    return declare
+
+
+def option_types(fn: RewardFn) -> dict[str, Any] | None:
+    """Option name -> type for a reward that declares its options, else `None`."""
+    names = getattr(fn, "reward_options", None)
+    if names is None:
+        return None
+    hints = typing.get_type_hints(fn)
+    return {name: hints.get(name, Any) for name in names}
+
+
+def declared_options(ref: str) -> dict[str, Any] | None:
+    """The options built-in reward `ref` declares; `None` for user code (`module:function`),
+    which is not imported here: it receives every option and its own signature rejects the
+    rest."""
+    if ref not in BUILTIN_REWARDS:
+        return None
+    return option_types(load_reward_fn(ref)) or {}
+
+
+def check_options(types: dict[str, Any], options: dict[str, Any], where: str, owner: str) -> None:
+    """`ValueError` (one line, with did-you-mean) for a key of `options` not in `types`, or
+    a value of the wrong type; `where` is the key path, `owner` says whose options these are."""
+    from pydantic import TypeAdapter, ValidationError
+
+    for key, value in options.items():
+        if key not in types:
+            close = difflib.get_close_matches(key, list(types), n=1, cutoff=0.5)
+            hint = f" (did you mean '{where}.{close[0]}'?)" if close else ""
+            takes = ", ".join(types) or "none"
+            raise ValueError(f"unknown key '{where}.{key}'{hint}; {owner} options: {takes}")
+        try:
+            TypeAdapter(types[key]).validate_python(value)
+        except ValidationError as exc:
+            raise ValueError(f"{where}.{key} = {value!r}: {exc.errors()[0]['msg']}") from None
 
 
 def load_reward_fn(ref: str) -> RewardFn:

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from rollcli.rewards.ifeval.constraints import check
+from rollcli.rewards.registry import reward_options
 
 
 def constraints_of(answer: Any, constraints: Any = None) -> list[dict[str, Any]]:
@@ -35,6 +36,7 @@ def constraints_of(answer: Any, constraints: Any = None) -> list[dict[str, Any]]
     return spec
 
 
+@reward_options()
 def ifeval_reward(
     response: str, answer: Any = "", *, constraints: Any = None, **_: Any
 ) -> dict[str, float]:

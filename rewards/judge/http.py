@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rollcli.rewards.judge.rubric import DEFAULT_RUBRIC, fill_rubric, parse_score
+from rollcli.rewards.registry import reward_options
 from rollcli.rewards.runner import batch_reward
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -92,6 +93,18 @@ def _api_key(api_key_env: str | None) -> str | None:
     return key
 
 
+@reward_options(
+    "base_url",
+    "model",
+    "api_key_env",
+    "rubric",
+    "max_score",
+    "request_timeout_s",
+    "retries",
+    "concurrency",
+    "max_tokens",
+    "temperature",
+)
 @batch_reward
 def judge_reward(
     samples: list[dict[str, Any]],

@@ -21,6 +21,7 @@ import functools
 from typing import Any
 
 from rollcli.rewards.judge.rubric import DEFAULT_YES_NO_RUBRIC, fill_rubric
+from rollcli.rewards.registry import reward_options
 from rollcli.rewards.runner import batch_reward
 
 
@@ -92,6 +93,7 @@ def yes_probability(
     return (yes / (yes + no).clamp(min=1e-12)).tolist()
 
 
+@reward_options("model", "rubric", "batch_size", "max_tokens", "yes_words", "no_words")
 @batch_reward
 def local_judge_reward(
     samples: list[dict[str, Any]],

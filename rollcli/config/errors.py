@@ -61,8 +61,8 @@ def _describe(err: dict[str, Any], model: type[BaseModel], prefix: tuple[str, ..
         msg = "this is a section; give it as a mapping of keys (e.g. {key: value})"
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if not loc:
-        return msg
+    if not loc or msg.startswith(f"{path}.") or f"'{path}." in msg:
+        return msg  # the message already names the key inside this section
     return f"{path} = {shown}: {msg}"
 
 

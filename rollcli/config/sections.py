@@ -182,7 +182,32 @@ class RewardConfig(Section):
         unknown = sorted(set(self.route_options) - set(self.routes))
         if unknown:
             raise ValueError(f"reward.route_options.{unknown[0]} has no route in reward.routes")
+        self._check_options()
         return self
+
+    def _check_options(self) -> None:
+        """Each built-in reward declares its options: an unknown `reward.options` key (or
+        `reward.route_options.<tag>` key) is an error with the closest declared one."""
+        from rollcli.rewards.registry import check_options, declared_options
+
+        if self.fn != "mix":
+            types = declared_options(self.fn)
+            if types is not None:
+                check_options(types, self.options, "reward.options", f"the {self.fn} reward's")
+            return
+        union: dict[str, Any] | None = {}
+        for tag, ref in sorted(self.routes.items()):
+            types = declared_options(ref)
+            if types is None:  # user code takes what it takes
+                union = None
+                continue
+            where = f"reward.route_options.{tag}"
+            check_options(types, self.route_options.get(tag, {}), where, f"the {ref} reward's")
+            if union is not None:
+                union.update(types)
+        if union is not None:  # the other options go to every route; one must declare each
+            owner = f"the routed rewards' ({', '.join(sorted(set(self.routes.values())))})"
+            check_options(union, self.options, "reward.options", owner)
 
     @property
     def worker_options(self) -> dict[str, Any]:

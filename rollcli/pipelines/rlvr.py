@@ -31,6 +31,7 @@ from rollcli.data.sampler import PromptSampler
 from rollcli.distributed import data_parallel, weight_sync
 from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
+from rollcli.pipelines.reward_health import check_reward_errors
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
 from rollcli.pipelines.rollout import RolloutResult
 from rollcli.pipelines.rollout_scheduler import (
@@ -235,6 +236,7 @@ class RLVRPipeline(ControlledPipeline):
 
         # 1. generate n samples per prompt and score them
         rollout = self.rollout(step)
+        check_reward_errors(cfg.reward.fn, rollout.rows, step, self.run.log_event)
         batch = self.even_batch(rollout.batch)
         metrics.update(rollout.metrics)
 
