@@ -89,7 +89,8 @@ class RolloutConfig(Section):
     """
 
     engine: Literal["auto", "hf", "vllm", "sglang"] = "auto"  # sglang: GPU only
-    vllm_dtype: Literal["float32", "bfloat16"] = "float32"  # float32: samples match the trainer
+    # auto: float32 on CPU (samples match the fp32 trainer), bfloat16 on GPUs (the plan's)
+    vllm_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     vllm_kv_cache_gib: PositiveFloat = 1.0  # on CPU; VLLM_CPU_KVCACHE_SPACE wins when set
     batch_size: PositiveInt = 64  # samples per step = prompts per step x group_size
     group_size: PositiveInt = 8
