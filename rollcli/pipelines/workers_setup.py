@@ -8,8 +8,10 @@ Reward workers are light and get one thread each.
 On GPUs a `DevicePlacement` (built from the run's plan) places the model roles: each role
 has as many ranks as the plan gives it and each rank sits in its GPU's bundle, with its
 share of that GPU passed to the worker as `num_gpus` (the worker then puts its model on
-the GPU: `rollcli.strategies.device.pick_device`). The training strategy (`TrainStrategy`)
-is passed in by the pipeline; actor_train with more than one rank joins a data-parallel
+the GPU: `rollcli.strategies.device.pick_device`). A CPU run on a Ray cluster of several
+nodes pins the heavy roles' ranks to nodes (`NodeSpread`). The plan's decisions (training
+strategy and precision, engine, dtypes: `role_args.role_args`) are passed in by the
+pipeline as `role_kwargs`; actor_train with more than one rank joins a data-parallel
 process group here.
 """
 
