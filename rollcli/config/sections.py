@@ -357,7 +357,9 @@ class RolePlacement(Section):
     zero_stage: Literal[0, 1, 2, 3] = 0
     offload_optimizer: bool = False
     offload_params: bool = False
-    offload_when_idle: bool = True
+    # actor_infer's vllm/sglang engine sleeps while a colocated role computes (unset: true);
+    # other roles keep their states on the GPU (true is refused for them on GPUs)
+    offload_when_idle: bool | None = None
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.8
     max_num_seqs: PositiveInt = 256
 

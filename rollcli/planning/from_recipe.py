@@ -121,16 +121,19 @@ def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: boo
     return 4 if on_cpu or role == "critic" else 2
 
 
-def _check_idle_offload(cfg: RecipeConfig, role: str, strategy: str | None) -> None:
-    place: RolePlacement = getattr(cfg.devices, role)
-    if "offload_when_idle" not in place.model_fields_set or not place.offload_when_idle:
-        return
-    if role != "actor_infer" or strategy == "hf":
+def _idle_offload(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> bool:
+    """`devices.<role>.offload_when_idle` (unset: true for actor_infer, false for the
+    others); true where nothing can leave the GPU is refused in a GPU run."""
+    value = getattr(cfg.devices, role).offload_when_idle
+    if value is None:
+        return role == "actor_infer"
+    if value and not on_cpu and (role != "actor_infer" or strategy == "hf"):
         raise ConfigError(
             f"devices.{role}.offload_when_idle: only actor_infer's vllm or sglang engine "
             "leaves its GPU when idle in this build; remove the key (the plan counts this "
             "role's states on its GPUs)"
         )
+    return value
 
 
 def _async(cfg: RecipeConfig, gpus: int) -> bool:
@@ -158,7 +161,6 @@ def _request(cfg: RecipeConfig, role: str, gpus: int) -> RoleRequest:
         if on_cpu:  # the hf engine generates a worker's whole share of the batch at once
             workers = cfg.rollout.num_workers
             max_num_seqs = -(-cfg.rollout.batch_size // workers)
-    _check_idle_offload(cfg, role, strategy)
     return RoleRequest(
         role=role,
         device_mapping=mapping,
@@ -174,7 +176,7 @@ def _request(cfg: RecipeConfig, role: str, gpus: int) -> RoleRequest:
         gpu_memory_utilization=place.gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
         param_bytes=_param_bytes(cfg, role, strategy, on_cpu),
-        offload_when_idle=place.offload_when_idle,
+        offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
     )
 
 

@@ -64,15 +64,34 @@ def test_a_cached_builtin_model_is_built_again_on_a_node_without_it(tiny_model) 
 
 @pytest.fixture(scope="module")
 def two_nodes():
+    """Two Ray nodes under a Ray temp folder of their own: `Cluster` writes its address to
+    `$RAY_TMPDIR/ray/ray_current_cluster`, where a plain `ray.init()` of any other process
+    on this machine (other test runs) would find it and try to join."""
+    import os
+    import shutil
+    import tempfile
+
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
-    )
-    cluster.add_node(num_cpus=2, node_ip_address="127.0.0.2")
-    cluster.wait_for_nodes()
-    yield cluster
-    cluster.shutdown()
+    tmp = tempfile.mkdtemp(prefix="roll-mn-", dir="/tmp")  # short: Ray's socket paths
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = tmp
+    cluster = None
+    try:
+        cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
+        )
+        cluster.add_node(num_cpus=2, node_ip_address="127.0.0.2")
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        if before is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = before
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _nodes(events: str) -> dict[str, list[tuple[str, str]]]:
@@ -101,9 +120,13 @@ def _weights(folder):
 
 @pytest.mark.slow  # three runs of three steps on two Ray nodes: about five minutes here
 def test_two_node_run_spreads_syncs_and_resumes_exactly(tmp_path, tiny_model, two_nodes):
+    from pathlib import Path
+
     import torch
 
     head_ip = two_nodes.head_node.node_ip_address
+    shared = Path("/tmp/ray/ray_current_cluster")  # what other processes' ray.init() reads
+    assert not shared.exists() or two_nodes.address not in shared.read_text()
     assert head_ip != "127.0.0.2"
     res = _train(tmp_path, two_nodes.address, "whole")
     assert res.returncode == 0, res.stderr[-3000:]

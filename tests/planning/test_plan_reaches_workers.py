@@ -160,3 +160,17 @@ def test_an_fp32_trainer_syncs_into_a_bf16_engine(tiny_model) -> None:
     ):
         assert b.dtype == torch.bfloat16
         assert torch.equal(a.to(torch.bfloat16), b), name
+
+
+def test_a_saved_gpu_recipe_plans_again_on_resume() -> None:
+    """`roll resume` re-plans the run's saved recipe.yaml, where every key is written out:
+    the unset offload_when_idle of the other roles must not read as a user's `true`."""
+    import yaml
+
+    from rollcli.config.loader import dump_recipe, validate_recipe
+
+    cfg = _cfg(SEVEN_B)
+    saved = validate_recipe(yaml.safe_load(dump_recipe(cfg)))
+    assert saved.devices.actor_train.offload_when_idle is None
+    _, plan, args = _decisions(saved)
+    assert plan.fits and args["actor_infer"]["engine_kwargs"]["sleep_mode"] is True
