@@ -89,7 +89,8 @@ class RolloutConfig(Section):
     """
 
     engine: Literal["auto", "hf", "vllm", "sglang"] = "auto"  # sglang: GPU only
-    vllm_dtype: Literal["float32", "bfloat16"] = "float32"  # float32: samples match the trainer
+    # auto: float32 on CPU (samples match the fp32 trainer), bfloat16 on GPUs (the plan's)
+    vllm_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     vllm_kv_cache_gib: PositiveFloat = 1.0  # on CPU; VLLM_CPU_KVCACHE_SPACE wins when set
     batch_size: PositiveInt = 64  # samples per step = prompts per step x group_size
     group_size: PositiveInt = 8
@@ -381,7 +382,9 @@ class RolePlacement(Section):
     zero_stage: Literal[0, 1, 2, 3] = 0
     offload_optimizer: bool = False
     offload_params: bool = False
-    offload_when_idle: bool = True
+    # actor_infer's vllm/sglang engine sleeps while a colocated role computes (unset: true);
+    # other roles keep their states on the GPU (true is refused for them on GPUs)
+    offload_when_idle: bool | None = None
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.8
     max_num_seqs: PositiveInt = 256
 

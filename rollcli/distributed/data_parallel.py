@@ -2,7 +2,8 @@
 shards a batch so that N ranks make the same update as one worker on the whole batch.
 
 The group: rank 0 opens a TCP store on a port the kernel picks (`open_store`, see
-stores.py), the driver hands the port to every rank, and all ranks join at once
+stores.py) and reports its node's address with it; the driver hands both to every rank
+(which may run on other nodes), and all ranks join at once
 (`join_group`: gloo on CPU, nccl on GPU). It is the default process group, the one
 DeepSpeed and `HFTrainer`'s gradient all-reduce use.
 
@@ -46,12 +47,14 @@ def join_group(
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=TIMEOUT)
 
 
-def connect(cluster: Any, host: str = "127.0.0.1") -> None:
-    """Join every rank of `cluster` (actor_train workers) in one process group."""
+def connect(cluster: Any) -> str:
+    """Join every rank of `cluster` (actor_train workers) in one process group; returns the
+    `host:port` they met at (rank 0's node and the port its store took)."""
     import ray
 
-    port = cluster.call_rank(0, "open_train_group", host)
+    host, port = cluster.call_rank(0, "open_train_group")
     ray.get(cluster.call_async("join_train_group", host, port))
+    return f"{host}:{port}"
 
 
 def shard_order(num_rows: int, mini_batch_size: int | None, world_size: int) -> list[int]:

@@ -103,3 +103,58 @@ class DevicePlacement:
         for pg in self.groups.values():
             remove_placement_group(pg)
         self.groups = {}
+
+
+def spread_nodes(role_index: int, world_size: int, num_nodes: int) -> list[int]:
+    """The node of each rank of the `role_index`-th heavy role when a CPU run spreads over
+    `num_nodes` nodes: rank r on node (role_index + r) mod num_nodes. Data-parallel ranks
+    land on different nodes, and each role starts one node further, so actor_infer (role 1)
+    does not start on actor_train's rank-0 node.
+
+    >>> spread_nodes(0, 2, 2), spread_nodes(1, 1, 2), spread_nodes(2, 1, 2)
+    ([0, 1], [1], [0])
+    >>> spread_nodes(1, 3, 1)
+    [0, 0, 0]
+    """
+    return [(role_index + rank) % num_nodes for rank in range(world_size)]
+
+
+@dataclass(frozen=True)
+class NodePlacement:
+    """One CPU rank pinned to one Ray node (see `NodeSpread`)."""
+
+    node_id: str
+    num_cpus: float
+    num_gpus: float = 0.0  # a CPU rank: `create_clusters` reads it like a GPU slot's share
+
+    def actor_options(self) -> dict[str, Any]:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return {
+            "num_cpus": self.num_cpus,
+            "num_gpus": 0,
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(self.node_id, soft=False),
+        }
+
+
+class NodeSpread:
+    """A CPU run on a Ray cluster of several nodes (`--ray-address`): the heavy roles' ranks
+    are pinned to nodes by `spread_nodes`, the driver's node first, so data-parallel ranks
+    use the cores of different machines. One node: no spread (`build` returns None), Ray
+    schedules by `num_cpus` as before."""
+
+    def __init__(self, node_ids: list[str]) -> None:
+        self.node_ids = node_ids
+
+    @classmethod
+    def build(cls) -> NodeSpread | None:
+        import ray
+
+        here = ray.get_runtime_context().get_node_id()
+        nodes = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+        ids = sorted((n["NodeID"] for n in nodes), key=lambda i: (i != here, i))
+        return cls(ids) if len(ids) > 1 else None
+
+    def ranks(self, role_index: int, world_size: int, num_cpus: float) -> list[NodePlacement]:
+        nodes = spread_nodes(role_index, world_size, len(self.node_ids))
+        return [NodePlacement(self.node_ids[n], num_cpus) for n in nodes]

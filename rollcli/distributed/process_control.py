@@ -1,4 +1,5 @@
-"""What every worker process answers besides its role's methods: its pid and its RNG state.
+"""What every worker process answers besides its role's methods: its pid, its Ray node and
+its RNG state.
 
 `Cluster` mixes this into each worker class when it applies `ray.remote`, so worker classes
 stay plain (and testable without Ray) while the driver can checkpoint every process's
@@ -16,6 +17,15 @@ from rollcli.runs.rng import capture_rng, restore_rng
 class ProcessControl:
     def process_id(self) -> int:
         return os.getpid()
+
+    def node(self) -> dict[str, str]:
+        """`{"id", "ip"}` of the Ray node this worker runs on."""
+        import ray
+
+        return {
+            "id": ray.get_runtime_context().get_node_id(),
+            "ip": ray.util.get_node_ip_address(),
+        }
 
     def rng_state(self) -> dict[str, Any]:
         return capture_rng()

@@ -2,7 +2,8 @@
 
 A dedicated process group is built from a TCP store, independent of any training process
 group. Tensors travel in flat buckets of one dtype, in the model's `state_dict` order, with
-tied weights sent once. The backend (`choose_backend`): `nccl` (nccl_sync.py) when the
+tied weights sent once, cast to the receivers' dtype (`link` asks them: an fp32 trainer
+feeding a bf16 engine sends bf16). The backend (`choose_backend`): `nccl` (nccl_sync.py) when the
 sender and every receiver hold their weights on GPUs of their own, buckets then staying on
 the GPU; else `gloo`, which works for any devices: a CUDA model's buckets are copied to host
 memory to be sent, and received buckets are copied into the receiver's tensors wherever
@@ -51,13 +52,17 @@ def _unique_tensors(model: torch.nn.Module) -> list[tuple[list[str], torch.Tenso
 
 
 def _buckets(
-    tensors: list[tuple[list[str], torch.Tensor]],
+    tensors: list[tuple[list[str], torch.Tensor]], dtype: torch.dtype | None = None
 ) -> Iterator[list[tuple[list[str], torch.Tensor]]]:
+    """Buckets of one dtype up to BUCKET_BYTES, as the tensors would be in `dtype` (their
+    own when None): a sender casting to the receivers' dtype cuts the same buckets."""
     bucket: list[tuple[list[str], torch.Tensor]] = []
     size = 0
     for names, t in tensors:
-        nbytes = t.numel() * t.element_size()
-        if bucket and (size + nbytes > BUCKET_BYTES or t.dtype != bucket[0][1].dtype):
+        nbytes = t.numel() * (dtype or t.dtype).itemsize
+        if bucket and (
+            size + nbytes > BUCKET_BYTES or (dtype is None and t.dtype != bucket[0][1].dtype)
+        ):
             yield bucket
             bucket, size = [], 0
         bucket.append((names, t))
@@ -105,11 +110,18 @@ def _broadcast(group: dist.ProcessGroup, tensor: torch.Tensor) -> None:
 class WeightSender:
     """Rank 0 of the sync group (lives in actor_train). It opens the group's store on a port
     the kernel picks (`self.port`, for the receivers; see stores.py); `connect` then waits
-    for the receivers."""
+    for the receivers. `dtype`: the receivers' weight dtype, which each tensor is cast to
+    (a bf16 engine fed by an fp32 trainer); None sends the model's own dtypes."""
 
     def __init__(
-        self, host: str, world_size: int, timeout_s: float = 600, backend: str = "gloo"
+        self,
+        host: str,
+        world_size: int,
+        timeout_s: float = 600,
+        backend: str = "gloo",
+        dtype: torch.dtype | None = None,
     ) -> None:
+        self.dtype = dtype
         self.timeout = datetime.timedelta(seconds=timeout_s)
         self.world_size = world_size
         self.backend = backend
@@ -127,9 +139,10 @@ class WeightSender:
     def send(self, model: torch.nn.Module) -> float:
         assert self.group is not None, "connect() was not called"
         start = time.perf_counter()
-        for bucket in _buckets(_unique_tensors(model)):
+        for bucket in _buckets(_unique_tensors(model), self.dtype):
             # gloo: a CUDA model's bucket goes through host memory; nccl: it stays on the GPU
-            flat = torch.cat([t.detach().reshape(-1) for _, t in bucket]).to(self.device)
+            parts = [t.detach().reshape(-1).to(self.dtype or t.dtype) for _, t in bucket]
+            flat = torch.cat(parts).to(self.device)
             _broadcast(self.group, flat)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -184,21 +197,25 @@ class WeightReceiver:
                 offset += tensor.numel()
 
 
-def link(actor_train: Any, actor_infer: Any, host: str = "127.0.0.1") -> str:
+def link(actor_train: Any, actor_infer: Any) -> tuple[str, str]:
     """Join actor_train's rank 0 (sender) and every actor_infer worker (receivers) in one
     weight-sync group; returns its backend (`choose_backend` over where each side's weights
-    live). Both arguments are `Cluster`s."""
+    live) and the `host:port` they met at: the sender's node (which may not be the
+    receivers') and the port its store took. Both arguments are `Cluster`s."""
     import ray
 
     world = 1 + actor_infer.world_size
     sender = actor_train.workers[0]
     workers = [sender, *actor_infer.workers]
     backend = choose_backend(ray.get([w.device_slot.remote() for w in workers]))
-    port = ray.get(sender.open_weight_sync.remote(host, world, backend))
+    dtypes = set(ray.get([w.weight_dtype.remote() for w in actor_infer.workers]))
+    if len(dtypes) != 1:
+        raise RuntimeError(f"actor_infer workers hold weights of different dtypes: {dtypes}")
+    host, port = ray.get(sender.open_weight_sync.remote(world, backend, dtypes.pop()))
     refs = [sender.connect_weight_sync.remote()]
     refs += [
         w.init_weight_sync.remote(host, port, rank + 1, world, backend)
         for rank, w in enumerate(actor_infer.workers)
     ]
     ray.get(refs)
-    return backend
+    return backend, f"{host}:{port}"

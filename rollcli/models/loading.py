@@ -135,3 +135,42 @@ def resolve_model(ref: str) -> Path:
         f"`huggingface-cli download {spec.hf_id} --local-dir DIR` where a hub is reachable "
         "and pass --model DIR"
     )
+
+
+def node_model_folder(path: str | Path) -> Path:
+    """The driver's model folder as seen on the node this worker runs on.
+
+    The driver resolves `--model` on its own machine; on a cluster a worker may run on
+    another one. A folder present here is used as is. The embedded and tiny-random models
+    are built from the installed package into each machine's own cache, so a missing
+    `.../models/<name>` of theirs is built here again. Anything else must be on every node
+    (a shared filesystem, or a copy at the same path): a worker that does not find it
+    stops with one line naming the path and the node.
+    """
+    folder = Path(path)
+    if (folder / "config.json").is_file():
+        return folder
+    if folder.parent.name == "models":
+        try:
+            spec = get_model_spec(folder.name)
+        except KeyError:
+            spec = None
+        if spec is not None and spec.source in ("embedded", "random"):
+            return resolve_model(spec.name)
+    raise ModelNotFoundError(
+        f"model folder {folder} is not on this node ({_node_name()}); put it on a filesystem "
+        "every Ray node mounts at the same path, or copy it to that path on every node"
+    )
+
+
+def _node_name() -> str:
+    import socket
+
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return f"{socket.gethostname()}, {ray.util.get_node_ip_address()}"
+    except ImportError:
+        pass
+    return socket.gethostname()

@@ -125,7 +125,8 @@ class AgenticPipeline(ControlledPipeline):
                 "rank": rank,
                 "engine": self.engine,
                 "engine_kwargs": dict(
-                    dtype=cfg.rollout.vllm_dtype, kv_cache_gib=cfg.rollout.vllm_kv_cache_gib
+                    dtype="float32" if cfg.rollout.vllm_dtype == "auto" else cfg.rollout.vllm_dtype,
+                    kv_cache_gib=cfg.rollout.vllm_kv_cache_gib,
                 )
                 if self.engine == "vllm"
                 else None,

@@ -33,6 +33,7 @@ from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.reward_health import check_reward_errors
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
+from rollcli.pipelines.role_args import role_args
 from rollcli.pipelines.rollout import RolloutResult
 from rollcli.pipelines.rollout_scheduler import (
     PendingRollout,
@@ -46,7 +47,6 @@ from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
-from rollcli.strategies.train_engines import TrainStrategy
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
@@ -71,6 +71,7 @@ class RLVRPipeline(ControlledPipeline):
         self.ctl = RunControl(cfg, run, display, fault_roles=FAULT_ROLES)
         self.clusters = None
         self.placement = None  # GPU plans: the placement groups of the run's plan
+        self.spread = None  # CPU runs on a Ray cluster of several nodes: the nodes' order
         # the engine sleeps while training runs on the GPU it shares (set by the plan)
         self.engine_sleeps = False
         self.engine = resolve_engine(cfg.rollout.engine)
@@ -109,47 +110,24 @@ class RLVRPipeline(ControlledPipeline):
         self.running = RunningMeanStd() if cfg.algorithm.norm_mode == "running" else None
 
     def _place(self) -> None:
-        """The placement groups of the run's plan (the plan `roll plan` prints and `roll
-        train` checked); none for a CPU plan. Made again when workers restart."""
-        from rollcli.distributed.placement import DevicePlacement
-        from rollcli.planning.from_recipe import plan_recipe
-        from rollcli.planning.roles import infer_sleeps_while_training
+        """The run's plan (the one `roll plan` prints and `roll train` checked) as worker
+        arguments (`role_args`), and its placement groups on GPUs; a CPU run on a Ray cluster
+        of several nodes spreads its ranks over them. Made again when workers restart."""
+        from rollcli.distributed.placement import DevicePlacement, NodeSpread
+        from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
 
         if self.placement is not None:
             self.placement.remove()
+        plan = plan_recipe(self.cfg)
+        self.role_kwargs = role_args(self.cfg, recipe_plan_input(self.cfg), plan)
+        infer = self.role_kwargs["actor_infer"]
+        self.engine = infer["engine"]
+        # the engine sleeps while training runs on the GPU it shares
+        self.engine_sleeps = bool((infer["engine_kwargs"] or {}).get("sleep_mode"))
         if self.cfg.resources.gpus > 0:  # a CPU run's plan is the CPU plan: nothing to place
-            plan = plan_recipe(self.cfg)
             self.placement = DevicePlacement.build(plan)
-            self.engine_sleeps = self.engine != "hf" and infer_sleeps_while_training(
-                plan.placements, self.cfg.devices.actor_infer.offload_when_idle
-            )
-
-    def _engine_kwargs(self) -> dict | None:
-        rollout, infer = self.cfg.rollout, self.cfg.devices.actor_infer
-        if self.engine == "vllm":
-            return dict(
-                dtype=rollout.vllm_dtype,
-                kv_cache_gib=rollout.vllm_kv_cache_gib,
-                sleep_mode=self.engine_sleeps,
-            )
-        if self.engine == "sglang":
-            return dict(
-                tp=infer.tp,
-                gpu_memory_utilization=infer.gpu_memory_utilization,
-                sleep_mode=self.engine_sleeps,
-            )
-        return None
-
-    def _train_strategy(self) -> TrainStrategy:
-        place = self.cfg.devices.actor_train
-        return TrainStrategy(
-            name=self.cfg.train.strategy,
-            zero_stage=place.zero_stage,
-            offload_optimizer=place.offload_optimizer,
-            offload_params=place.offload_params,
-            tp=place.tp,
-            pp=place.pp,
-        )
+        else:
+            self.spread = NodeSpread.build()
 
     def _start_workers(self) -> None:
         cfg, train = self.cfg, self.cfg.train
@@ -161,8 +139,6 @@ class RLVRPipeline(ControlledPipeline):
             cores=cfg.resources.num_cpus or 0,
             infer_workers=cfg.rollout.num_workers,
             reward_workers=cfg.reward.num_workers,
-            infer_engine=self.engine,
-            infer_engine_kwargs=self._engine_kwargs(),
             train_kwargs=dict(
                 lr=train.lr,
                 betas=train.betas,
@@ -180,19 +156,33 @@ class RLVRPipeline(ControlledPipeline):
             critic_kwargs=dict(lr=cfg.critic.lr, grad_clip=cfg.critic.grad_clip)
             if cfg.needs_critic
             else None,
-            train_strategy=self._train_strategy(),
+            role_kwargs=self.role_kwargs,
             train_workers=train.num_workers,
             placement=self.placement,
+            spread=self.spread,
         )
-        backend = weight_sync.link(self.clusters.actor_train, self.clusters.actor_infer)
-        if self.placement is not None:
-            self.run.log_event(f"weight sync over {backend} (placement from the run's GPU plan)")
+        backend, address = weight_sync.link(self.clusters.actor_train, self.clusters.actor_infer)
+        where = " (placement from the run's GPU plan)" if self.placement is not None else ""
+        self.run.log_event(f"weight sync over {backend} at {address}{where}")
+        if self.clusters.train_group:
+            self.run.log_event(f"data-parallel actor_train group at {self.clusters.train_group}")
+        if self.spread is not None:
+            self.run.log_event(f"worker nodes: {self._worker_nodes()}")
         self.ctl.started(self.clusters.all())
         self.scheduler = RolloutScheduler(
             self.clusters.actor_infer, self.clusters.reward, self.pad_id, self.draw
         )
         self.scheduler.version = self.ctl.current_step
         self.ahead = {}  # rollouts of the workers just replaced are gone
+
+    def _worker_nodes(self) -> str:
+        """`role: ip/id ...` for each heavy role's ranks (events.log: where the run went)."""
+        parts = []
+        for c in self.clusters.all():
+            if c.name != "reward":
+                nodes = c.call("node")
+                parts.append(f"{c.name}: " + ", ".join(f"{n['ip']}/{n['id'][:8]}" for n in nodes))
+        return "; ".join(parts)
 
     # ---- the loop --------------------------------------------------------------------
     def _steps(self, step: int, deadline: float) -> dict[str, Any]:

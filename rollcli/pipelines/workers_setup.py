@@ -8,8 +8,10 @@ Reward workers are light and get one thread each.
 On GPUs a `DevicePlacement` (built from the run's plan) places the model roles: each role
 has as many ranks as the plan gives it and each rank sits in its GPU's bundle, with its
 share of that GPU passed to the worker as `num_gpus` (the worker then puts its model on
-the GPU: `rollcli.strategies.device.pick_device`). The training strategy (`TrainStrategy`)
-is passed in by the pipeline; actor_train with more than one rank joins a data-parallel
+the GPU: `rollcli.strategies.device.pick_device`). A CPU run on a Ray cluster of several
+nodes pins the heavy roles' ranks to nodes (`NodeSpread`). The plan's decisions (training
+strategy and precision, engine, dtypes: `role_args.role_args`) are passed in by the
+pipeline as `role_kwargs`; actor_train with more than one rank joins a data-parallel
 process group here.
 """
 
@@ -20,8 +22,7 @@ from dataclasses import dataclass
 
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
-from rollcli.distributed.placement import DevicePlacement
-from rollcli.strategies.train_engines import TrainStrategy
+from rollcli.distributed.placement import DevicePlacement, NodeSpread
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.critic import CriticWorker
@@ -29,6 +30,7 @@ from rollcli.workers.reference import ReferenceWorker
 from rollcli.workers.reward import RewardWorker
 
 REWARD_CPUS = 0.1
+SPREAD_ROLES = ("actor_train", "actor_infer", "reference", "critic")  # spread_nodes' order
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Clusters:
     reward: Cluster
     reference: Cluster | None = None
     critic: Cluster | None = None
+    train_group: str | None = None  # data parallel: the host:port the ranks met at
 
     def all(self) -> list[Cluster]:
         return [
@@ -70,22 +73,28 @@ def create_clusters(
     cores: float,
     infer_workers: int,
     reward_workers: int,
-    infer_engine: str = "hf",
-    infer_engine_kwargs: dict | None = None,
     train_kwargs: dict,
     reward_kwargs: dict,
     reference: bool,
     critic_kwargs: dict | None,
-    train_strategy: TrainStrategy | None = None,
+    role_kwargs: dict[str, dict] | None = None,
     train_workers: int = 1,
     placement: DevicePlacement | None = None,
+    spread: NodeSpread | None = None,
 ) -> tuple[Clusters, CpuPlan]:
-    """`train_strategy`: actor_train's backend (default plain `hf`); `train_workers`: its
+    """`role_kwargs`: per role, the plan's decisions as worker arguments (strategy, dtype,
+    engine: `role_args.role_args`; default: plain hf in fp32); `train_workers`: actor_train's
     data-parallel ranks on CPU; `placement`: a GPU plan's placement, which then sets every
-    model role's ranks (None: the CPU run)."""
+    model role's ranks (None: the CPU run); `spread`: a CPU run's nodes when the Ray
+    cluster has several (each heavy role's ranks pinned by `spread_nodes`)."""
 
     def where(role: str) -> list | None:
-        return placement.for_role(role) if placement else None
+        if placement is not None:
+            return placement.for_role(role)
+        if spread is not None and role in SPREAD_ROLES:
+            counts = {"actor_train": train_workers, "actor_infer": infer_workers}
+            return spread.ranks(SPREAD_ROLES.index(role), counts.get(role, 1), cpu.heavy_cpus)
+        return None
 
     def ranks(role: str, default: int) -> int:
         return len(where(role) or []) or default
@@ -95,14 +104,17 @@ def create_clusters(
         slots = where(role)
         return slots[rank].num_gpus if slots else 0.0
 
-    train_workers = ranks("actor_train", train_workers)
-    infer_workers = ranks("actor_infer", infer_workers)
+    if placement is not None:
+        train_workers = ranks("actor_train", train_workers)
+        infer_workers = ranks("actor_infer", infer_workers)
     heavy = 1 + int(reference) + int(critic_kwargs is not None) + infer_workers + train_workers - 1
     cpu = plan_cpu(cores or float(os.cpu_count() or 1), heavy, reward_workers)
     heavy_res = WorkerResources(num_cpus=cpu.heavy_cpus)
     threads = cpu.heavy_threads
-    # train.strategy and devices.actor_train (deepspeed ZeRO stage, ...)
-    train_kwargs = {**(train_strategy or TrainStrategy()).worker_kwargs(), **train_kwargs}
+    planned = role_kwargs or {}
+    # the plan's train.strategy, devices.actor_train (deepspeed ZeRO stage, ...), precision
+    train_kwargs = {**planned.get("actor_train", {}), **train_kwargs}
+    infer_kwargs = planned.get("actor_infer", {"engine": "hf"})
     clusters = Clusters(
         actor_train=Cluster(
             "actor_train",
@@ -130,9 +142,8 @@ def create_clusters(
                 "num_threads": max(1, threads // infer_workers),
                 "seed": seed + rank,
                 "rank": rank,
-                "engine": infer_engine,
-                "engine_kwargs": infer_engine_kwargs,
                 "num_gpus": gpus("actor_infer", rank),
+                **infer_kwargs,  # engine, engine_kwargs, dtype
             },
             placement=where("actor_infer"),
         ),
@@ -154,6 +165,7 @@ def create_clusters(
                 "model_path": model_path,
                 "num_threads": threads,
                 "num_gpus": gpus("reference", rank),
+                **planned.get("reference", {}),  # dtype
             },
             placement=where("reference"),
         )
@@ -174,5 +186,5 @@ def create_clusters(
             placement=(where("critic") or [])[:1] or None,
         )
     if train_workers > 1:
-        data_parallel.connect(clusters.actor_train)
+        clusters.train_group = data_parallel.connect(clusters.actor_train)
     return clusters, cpu

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from rollcli.planning.devices import PlanError, format_indices
 from rollcli.planning.request import INFER_ROLES, TRAIN_ROLES, PlanInput, RoleRequest
+from rollcli.planning.roles import leaves_gpu_when_idle
 
 if TYPE_CHECKING:
     from rollcli.planning.planner import Plan
@@ -195,6 +196,8 @@ def _inference(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
             yield text, _with(inp, req.role, tp=req.tp * 2)
     for req in inp.roles:
         colocated = any(req.role in d.roles and len(d.roles) > 1 for d in plan.devices)
+        if colocated and not leaves_gpu_when_idle(replace(req, offload_when_idle=True)):
+            continue  # this role cannot leave its GPU when idle (see leaves_gpu_when_idle)
         if colocated and not req.offload_when_idle:
             text = "offload this role while its GPU neighbours compute: " + _key(
                 "offload_when_idle", req.role, True

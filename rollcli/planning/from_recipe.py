@@ -101,14 +101,39 @@ def _default_mapping(role: str, gpus: int, async_mode: bool) -> str:
     return f"0-{gpus - 1}"
 
 
-def _infer_strategy(engine: str, on_cpu: bool) -> str:
+def _infer_strategy(engine: str) -> str:
+    """`rollout.engine` as the run resolves it (`infer_engines.resolve_engine`): `auto` is
+    vllm where vllm is installed, else hf, on CPU and GPU alike."""
     if engine != "auto":
         return engine
-    if on_cpu:
-        from rollcli.strategies.infer_engines import vllm_available
+    from rollcli.strategies.infer_engines import vllm_available
 
-        return "vllm" if vllm_available() else "hf"
-    return "vllm"
+    return "vllm" if vllm_available() else "hf"
+
+
+def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> int:
+    """The bytes per weight each role runs in (pipelines/role_args.py passes the dtype on):
+    a vllm engine's `rollout.vllm_dtype` when set; else fp32 on CPU and on GPUs bf16
+    (training: bf16 compute, fp32 master weights), except the critic (fp32 in this build)."""
+    dtype = cfg.rollout.vllm_dtype
+    if role == "actor_infer" and strategy == "vllm" and dtype != "auto":
+        return 2 if dtype == "bfloat16" else 4
+    return 4 if on_cpu or role == "critic" else 2
+
+
+def _idle_offload(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> bool:
+    """`devices.<role>.offload_when_idle` (unset: true for actor_infer, false for the
+    others); true where nothing can leave the GPU is refused in a GPU run."""
+    value = getattr(cfg.devices, role).offload_when_idle
+    if value is None:
+        return role == "actor_infer"
+    if value and not on_cpu and (role != "actor_infer" or strategy == "hf"):
+        raise ConfigError(
+            f"devices.{role}.offload_when_idle: only actor_infer's vllm or sglang engine "
+            "leaves its GPU when idle in this build; remove the key (the plan counts this "
+            "role's states on its GPUs)"
+        )
+    return value
 
 
 def _async(cfg: RecipeConfig, gpus: int) -> bool:
@@ -132,7 +157,7 @@ def _request(cfg: RecipeConfig, role: str, gpus: int) -> RoleRequest:
     elif role == "critic":
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
     elif role == "actor_infer":
-        strategy = _infer_strategy(cfg.rollout.engine, on_cpu)
+        strategy = _infer_strategy(cfg.rollout.engine)
         if on_cpu:  # the hf engine generates a worker's whole share of the batch at once
             workers = cfg.rollout.num_workers
             max_num_seqs = -(-cfg.rollout.batch_size // workers)
@@ -150,8 +175,8 @@ def _request(cfg: RecipeConfig, role: str, gpus: int) -> RoleRequest:
         grad_checkpointing=grad_ckpt,
         gpu_memory_utilization=place.gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
-        param_bytes=4 if on_cpu else 2,  # fp32 on CPU, bf16 on GPU
-        offload_when_idle=place.offload_when_idle,
+        param_bytes=_param_bytes(cfg, role, strategy, on_cpu),
+        offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
     )
 
 

@@ -2,8 +2,9 @@
 
 Colocated roles time-share a GPU: one role computes at a time (generate, then
 reference/reward forward, then train), and a role that is not computing keeps only its
-idle footprint there (nothing when `offload_when_idle`, which moves states to host
-memory and puts the inference engine to sleep). So, per GPU,
+idle footprint there (nothing for an inference engine that sleeps when idle,
+`offload_when_idle`: see `roles.leaves_gpu_when_idle`; training and forward roles keep
+their states). So, per GPU,
 
     peak = max over roles r on the GPU of  active(r) + Σ_{q ≠ r} idle(q)
 

@@ -71,7 +71,7 @@ def estimate_role(
     else:
         active = resident = MemoryBreakdown()
         problems, notes = (), ()
-    sleeps = colocated and req.offload_when_idle
+    sleeps = colocated and leaves_gpu_when_idle(req)
     idle = MemoryBreakdown() if sleeps else resident
     # A sleeping inference engine keeps its weights on the host and drops its KV cache.
     host = offloaded + ((resident.total - resident.kv_cache) if sleeps else 0)
@@ -153,6 +153,19 @@ def _infer(
         )
     active = MemoryBreakdown(weights=inf.weights, kv_cache=inf.kv_reserved)
     return active, problems, notes
+
+
+def leaves_gpu_when_idle(req: RoleRequest) -> bool:
+    """Whether an idle colocated rank of `req` frees its GPU: only actor_infer's vllm or
+    sglang engine does (its sleep mode; `offload_when_idle`). Training and forward roles,
+    and the hf engine, keep their states on the GPU in this build, and are planned so.
+
+    >>> leaves_gpu_when_idle(RoleRequest("actor_infer", "0-7", strategy="vllm"))
+    True
+    >>> leaves_gpu_when_idle(RoleRequest("actor_train", "0-7", offload_when_idle=True))
+    False
+    """
+    return req.offload_when_idle and req.role in INFER_ROLES and req.resolved_strategy != "hf"
 
 
 def infer_sleeps_while_training(placements: dict, offload_when_idle: bool) -> bool:

@@ -158,7 +158,10 @@ class DeepSpeedTrainer:
         world_size: int = 1,
         master_addr: str = "127.0.0.1",
         master_port: int | None = None,
+        bf16: bool = False,
     ) -> None:
+        """`bf16`: DeepSpeed's bf16 mode (the plan's `bf16-mixed`): bf16 weights and
+        gradients, fp32 master weights in the optimizer."""
         on_gpu = next(model.parameters()).device.type == "cuda"
         deepspeed = import_deepspeed(on_gpu)
         if world_size > 1:
@@ -179,7 +182,7 @@ class DeepSpeedTrainer:
             grad_clip=grad_clip,
             offload_optimizer=offload_optimizer,
             offload_params=offload_params,
-            bf16=on_gpu and model.dtype == torch.bfloat16,
+            bf16=bf16,
         )
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler, config=config

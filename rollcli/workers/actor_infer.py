@@ -16,10 +16,12 @@ from collections.abc import Callable
 import torch
 
 from rollcli.distributed.weight_sync import WeightReceiver
+from rollcli.models.loading import node_model_folder
 from rollcli.strategies.device import device_slot, pick_device
 from rollcli.strategies.hf_infer import Generation, HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
+from rollcli.strategies.precision import torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.generation import eos_token_ids, generation_row
 
@@ -41,11 +43,14 @@ class ActorInferWorker:
         engine: str = "hf",
         engine_kwargs: dict | None = None,
         num_gpus: float = 0.0,
+        dtype: str = "float32",
     ) -> None:
         """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...);
         `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU). The hf
         engine's model goes on that device; vllm and sglang place themselves on the GPU Ray
-        made visible, and the layout model here stays on the meta device."""
+        made visible, and the layout model here stays on the meta device. `dtype`: of the
+        weights (the plan's: bfloat16 on GPUs), the hf engine's model and the layout."""
+        model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         self.engine_name = resolve_engine(engine)
         set_threads(num_threads)  # before a vllm engine, which then pins torch's threads
         torch.manual_seed(seed)
@@ -55,11 +60,13 @@ class ActorInferWorker:
         if self.engine_name in ENGINE_CLASSES:  # vllm, sglang: imported only when chosen
             module, name = ENGINE_CLASSES[self.engine_name]
             engine_cls = getattr(importlib.import_module(module), name)
-            self.model = causal_lm_layout(model_path)
+            self.model = causal_lm_layout(model_path, dtype=torch_dtype(dtype))
             eos = eos_token_ids(self.model, self.tokenizer)
             self.engine = engine_cls(model_path, eos, seed=seed, **(engine_kwargs or {}))
         else:
-            self.model = load_causal_lm(model_path, train=False, device=self.device)
+            self.model = load_causal_lm(
+                model_path, train=False, device=self.device, dtype=torch_dtype(dtype)
+            )
             eos = eos_token_ids(self.model, self.tokenizer)
             self.engine = HFInferEngine(self.model, eos, self.tokenizer.pad_token_id)
         self.receiver: WeightReceiver | None = None
@@ -155,6 +162,10 @@ class ActorInferWorker:
     def progress(self) -> tuple[int, int]:
         """(tokens generated, token budget) of the running `generate` call."""
         return self.engine.progress.read()
+
+    def weight_dtype(self) -> str:
+        """The dtype weights are received in (the sender casts to it)."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     def device_slot(self) -> dict:
         """Where this rank's weights live (see `weight_sync.choose_backend`)."""

@@ -27,10 +27,12 @@ from rollcli.algorithms.off_policy import truncated_is_weights
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
-from rollcli.distributed import data_parallel
+from rollcli.distributed import data_parallel, stores
 from rollcli.distributed.weight_sync import WeightSender
+from rollcli.models.loading import node_model_folder
 from rollcli.strategies.device import batch_to, device_slot, pick_device, to_cpu
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import make_trainer
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
@@ -59,6 +61,20 @@ def _tis_weights(
     }
 
 
+def _with_precision(strategy: str, options: dict[str, Any], precision: str) -> dict[str, Any]:
+    """The strategy's options with the precision it needs to be told of: DeepSpeed's `bf16`
+    switch. hf runs autocast in the worker; megatron has no mixed precision here yet.
+
+    >>> _with_precision("deepspeed", {"zero_stage": 3}, "bf16-mixed")
+    {'zero_stage': 3, 'bf16': True}
+    """
+    if strategy == "deepspeed":
+        return {**options, "bf16": precision == "bf16-mixed"}
+    if strategy == "megatron" and precision != "fp32":
+        raise ValueError(f"train.strategy megatron runs fp32 only here, not {precision}")
+    return options
+
+
 class ActorTrainWorker:
     def __init__(
         self,
@@ -77,8 +93,11 @@ class ActorTrainWorker:
         rank: int = 0,
         world_size: int = 1,
         num_gpus: float = 0.0,
+        precision: str = "fp32",
     ) -> None:
-        """`num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU)."""
+        """`num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU);
+        `precision`: `fp32` or `bf16-mixed`, the plan's training dtype (strategies/precision.py)."""
+        model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         set_threads(num_threads)
         torch.manual_seed(seed)
         self.device = pick_device(num_gpus)
@@ -88,9 +107,10 @@ class ActorTrainWorker:
             self.model.gradient_checkpointing_enable()
         self.tokenizer = load_tokenizer(model_path)
         self.strategy = strategy
+        self.precision = check_precision(precision)
         self.rank, self.world_size = rank, world_size
         self._trainer_args: dict[str, Any] = dict(
-            options=strategy_options or {},
+            options=_with_precision(strategy, strategy_options or {}, precision),
             rank=rank,
             world_size=world_size,
             lr=lr,
@@ -110,10 +130,12 @@ class ActorTrainWorker:
         self.model = self.trainer.model  # deepspeed: its engine, which runs the module
 
     # ---- data parallel ---------------------------------------------------------------
-    def open_train_group(self, host: str) -> int:
-        """Rank 0: open the group's store; the other ranks join on the port returned."""
+    def open_train_group(self) -> tuple[str, int]:
+        """Rank 0: open the group's store; the other ranks join at the (address of this
+        node, port) returned."""
+        host = stores.node_address()
         self._store = data_parallel.open_store(host, self.world_size)
-        return self._store.port
+        return host, self._store.port
 
     def join_train_group(self, host: str, port: int) -> None:
         """Join the data-parallel group (every rank at once), then build the trainer."""
@@ -131,16 +153,25 @@ class ActorTrainWorker:
     ) -> torch.Tensor:
         """Log-probs of the response tokens under the current policy (PPO's old log-probs)."""
         self.model.eval()
-        return forward_response_logprobs(
-            self.model, batch, micro_batch_size, temperature, self.device, max_tokens
-        )
+        with self._compute():
+            return forward_response_logprobs(
+                self.model, batch, micro_batch_size, temperature, self.device, max_tokens
+            )
+
+    def _compute(self):  # noqa: ANN202
+        """bf16 autocast for the hf strategy in `bf16-mixed` (DeepSpeed's bf16 mode casts
+        the module itself)."""
+        return compute_context(self.precision if self.strategy == "hf" else "fp32", self.device)
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
         """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
         unless the update is on-policy: one epoch, one mini-batch)."""
 
         def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-            micro = batch_to(micro, self.device)
+            with self._compute():
+                return policy_loss(batch_to(micro, self.device))
+
+        def policy_loss(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
             mask = micro["response_mask"]
             logprobs, entropy = response_logprobs(
                 self.model, model_inputs(micro), temperature=args.temperature, with_entropy=True
@@ -196,11 +227,16 @@ class ActorTrainWorker:
         """Where this rank's model lives (see `weight_sync.choose_backend`)."""
         return device_slot(self.device)
 
-    def open_weight_sync(self, host: str, world_size: int, backend: str = "gloo") -> int:
-        """Open the weight-sync group's store; the receivers join on the port returned.
-        `backend`: gloo (any device: buckets travel through host memory) or nccl."""
-        self.sender = WeightSender(host, world_size, backend=backend)
-        return self.sender.port
+    def open_weight_sync(
+        self, world_size: int, backend: str = "gloo", dtype: str | None = None
+    ) -> tuple[str, int]:
+        """Open the weight-sync group's store; the receivers join at the (address of this
+        node, port) returned. `backend`: gloo (any device: buckets travel through host
+        memory) or nccl; `dtype`: the receivers' (weights are cast to it)."""
+        host = stores.node_address()
+        cast = torch_dtype(dtype) if dtype else None
+        self.sender = WeightSender(host, world_size, backend=backend, dtype=cast)
+        return host, self.sender.port
 
     def connect_weight_sync(self) -> None:
         assert self.sender is not None, "open_weight_sync was not called"

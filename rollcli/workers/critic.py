@@ -9,6 +9,7 @@ import torch
 from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
+from rollcli.models.loading import node_model_folder
 from rollcli.strategies.device import batch_to, pick_device, to_cpu
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.threads import set_threads
@@ -47,6 +48,7 @@ class CriticWorker:
         seed: int = 0,
         num_gpus: float = 0.0,
     ) -> None:
+        model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         set_threads(num_threads)
         torch.manual_seed(seed)
         self.device = pick_device(num_gpus)

@@ -47,6 +47,7 @@ def test_qwen25_7b_on_8_gpus_table_and_advice() -> None:
 def test_json_schema_and_zero3_numbers() -> None:
     args = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--gpu-kind", "h100"]
     args += ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3", "--json"]
+    args += ["rollout.engine=vllm", "devices.actor_infer.gpu_memory_utilization=0.5"]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
@@ -60,17 +61,18 @@ def test_json_schema_and_zero3_numbers() -> None:
     }  # fmt: skip
     assert dev["capacity_bytes"] == 81559 * 1024**2
     # The peak phase is rollout: vLLM holds the whole bf16 model (2 bytes/param, tp=1) and
-    # fills 0.8 of the GPU with KV cache; the ZeRO-3 trainer (16 bytes/param / 8 GPUs =
-    # 14.2 GiB + activations) is offloaded while idle, so no grads or optimizer are there.
+    # fills 0.5 of the GPU with KV cache; the ZeRO-3 trainer's states (2 + 2 + 12 bytes/param
+    # / 8 GPUs) and the reference's bf16 weights stay on the GPU (nothing offloads them).
     from rollcli.models.registry import get_model_spec, param_count
 
     psi = param_count(get_model_spec("qwen2.5-7b"))
     mem = dev["memory_bytes"]
     cap = dev["capacity_bytes"]
-    assert mem["weights"] == 2 * psi
-    assert mem["kv_cache"] == int(0.8 * cap) - 2 * psi
-    assert mem["grads"] == mem["optimizer"] == 0
-    assert mem["total"] == int(0.8 * cap)
+    assert mem["weights"] == 2 * psi + 2 * psi // 8 + 2 * psi  # vLLM + ZeRO-3 shard + reference
+    assert mem["kv_cache"] == int(0.5 * cap) - 2 * psi
+    assert (mem["grads"], mem["optimizer"]) == (2 * psi // 8, 12 * psi // 8)
+    assert mem["activations"] == 0
+    assert mem["total"] == int(0.5 * cap) + 16 * psi // 8 + 2 * psi
 
 
 def test_qwen3_30b_a3b_on_16_gpus_prints_a_table() -> None:

@@ -57,7 +57,11 @@ def _two_ranks(tiny_model, strategy: str = "hf", **options) -> Cluster:
         WorkerResources(num_cpus=0.5),
         lambda rank: {**_kwargs(tiny_model, strategy, **options), "rank": rank, "world_size": 2},
     )
-    data_parallel.connect(cluster)
+    import ray
+
+    address = data_parallel.connect(cluster)
+    # the ranks meet at rank 0's node as Ray knows it (not the loopback): one node here
+    assert address.rsplit(":", 1)[0] == ray.util.get_node_ip_address()
     return cluster
 
 

@@ -1,0 +1,39 @@
+"""A worker's numeric precision, as the run's plan decided it (see pipelines/role_args.py).
+
+Training: `fp32` (the CPU), or `bf16-mixed` (GPUs): fp32 master weights with bf16 compute.
+The `hf` strategy keeps its weights, gradients and Adam states in fp32 and runs forward and
+backward under `torch.autocast(bfloat16)`; DeepSpeed runs its `bf16` mode (bf16 weights and
+gradients, fp32 master weights inside its optimizer). Either way 16 bytes of model states
+per parameter, the plan's 2 + 2 + 12. Inference and reference weights take a plain dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+PRECISIONS = ("fp32", "bf16-mixed")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    return precision
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """>>> torch_dtype("bfloat16")
+    torch.bfloat16
+    """
+    if name not in DTYPES:
+        raise ValueError(f"dtype {name!r}: choose one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def compute_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Where an `hf` worker runs forward and backward: bf16 autocast for `bf16-mixed`."""
+    if check_precision(precision) == "bf16-mixed":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()

@@ -1,0 +1,176 @@
+"""Every decision of the run's plan reaches the workers' arguments, and the workers act on
+them: what a GPU run does is what `roll plan` judged (pipelines/role_args.py).
+
+No GPU here: the plans are GPU plans (qwen2.5-7b on 8 H100s) built by the same code
+`roll plan` and `roll train` run; the workers are built on the CPU with the arguments a GPU
+plan gives them (bf16-mixed training, bf16 inference weights)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from rollcli.config.errors import ConfigError
+from rollcli.config.loader import load_recipe
+from rollcli.distributed.weight_sync import WeightReceiver, WeightSender
+from rollcli.pipelines.role_args import dtype_name, role_args
+from rollcli.planning.devices import GiB
+from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
+from rollcli.strategies.infer_engines import resolve_engine
+from rollcli.strategies.precision import torch_dtype
+
+# The 7B-on-8-GPUs run of README.md and docs/gpu.md
+SEVEN_B = [
+    "train.strategy=deepspeed",
+    "devices.actor_train.zero_stage=3",
+    "rollout.engine=vllm",
+    "devices.actor_infer.gpu_memory_utilization=0.5",
+]
+
+
+def _cfg(overrides: list[str], gpus: int = 8, model: str = "qwen2.5-7b"):
+    cfg, _ = load_recipe("rlvr-math", overrides, {"model": model, "resources.gpus": gpus})
+    return cfg
+
+
+def _decisions(cfg):
+    inp = recipe_plan_input(cfg)
+    plan = plan_recipe(cfg)
+    return {req.role: req for req in inp.roles}, plan, role_args(cfg, inp, plan)
+
+
+def test_every_gpu_plan_decision_is_in_the_workers_arguments() -> None:
+    reqs, plan, args = _decisions(_cfg(SEVEN_B))
+    assert plan.fits and plan.mode == "colocated"
+    train, infer, ref = reqs["actor_train"], reqs["actor_infer"], reqs["reference"]
+    # training: strategy, ZeRO layout, mixed precision with fp32 master weights
+    assert train.param_bytes == 2
+    assert args["actor_train"] == {
+        "strategy": train.resolved_strategy,
+        "strategy_options": {
+            "zero_stage": train.zero_stage,
+            "offload_optimizer": train.offload_optimizer,
+            "offload_params": train.offload_params,
+        },
+        "precision": "bf16-mixed",
+    }
+    assert (args["actor_train"]["strategy"], train.zero_stage) == ("deepspeed", 3)
+    # inference: engine, weight dtype, the KV cache the plan reserved, sleeping when idle
+    kv = plan.role_memory["actor_infer"].active.kv_cache
+    assert kv > 0 and plan.role_memory["actor_infer"].idle.total == 0
+    assert args["actor_infer"] == {
+        "engine": infer.resolved_strategy,
+        "dtype": dtype_name(infer.param_bytes),
+        "engine_kwargs": {
+            "dtype": "bfloat16",
+            "kv_cache_gib": pytest.approx(kv / GiB, abs=1e-3),
+            "max_num_seqs": infer.max_num_seqs,
+            "max_model_len": infer.seq_len,
+            "sleep_mode": True,
+        },
+    }
+    # the reference's weights, and what stays on the GPU while others compute
+    assert args["reference"] == {"dtype": dtype_name(ref.param_bytes)} == {"dtype": "bfloat16"}
+    assert plan.role_memory["actor_train"].idle.total > 0  # nothing offloads it: counted
+    assert (
+        plan.role_memory["reference"].idle.weights == plan.role_memory["reference"].active.weights
+    )
+
+
+def test_the_readme_7b_run_fits_only_with_its_settings() -> None:
+    """The plan counts actor_train's and the reference's states while vLLM generates (they
+    stay on the GPU): vLLM at its default 0.8 of the GPU does not fit beside them."""
+    _, plan, _ = _decisions(_cfg(SEVEN_B))
+    assert plan.fits
+    peak = plan.peak_device
+    assert peak.memory_bytes["total"] <= peak.capacity_bytes
+    _, default, _ = _decisions(_cfg(SEVEN_B[:-1]))
+    assert not default.fits  # before: "fits" with nothing offloaded, then out of memory
+    assert default.peak_device.peak_role == "actor_infer"
+
+
+def test_auto_engine_and_cpu_dtypes_are_what_runs() -> None:
+    reqs, plan, args = _decisions(_cfg([], gpus=8, model="qwen2.5-7b"))
+    assert args["actor_infer"]["engine"] == reqs["actor_infer"].resolved_strategy
+    assert args["actor_infer"]["engine"] == resolve_engine("auto")  # the run's own choice
+    reqs, plan, args = _decisions(_cfg([], gpus=0, model="tiny-random"))
+    assert plan.mode == "cpu"
+    assert args["actor_train"]["precision"] == "fp32"
+    assert args["actor_infer"]["dtype"] == "float32"
+    assert all(r.param_bytes == 4 for r in reqs.values() if r.role != "env")
+
+
+def test_offload_when_idle_on_a_role_that_cannot_leave_its_gpu_is_refused() -> None:
+    with pytest.raises(ConfigError, match="devices.reference.offload_when_idle: only actor_infer"):
+        plan_recipe(_cfg([*SEVEN_B, "devices.reference.offload_when_idle=true"]))
+
+
+def test_a_bf16_mixed_hf_worker_computes_in_bf16_and_keeps_fp32_weights(tiny_model) -> None:
+    from rollcli.workers.actor_train import ActorTrainWorker
+
+    worker = ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1, precision="bf16-mixed")
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with worker._compute():
+        logits = worker.model(input_ids=ids).logits
+    assert logits.dtype == torch.bfloat16  # autocast: bf16 compute ...
+    assert all(p.dtype == torch.float32 for p in worker.model.parameters())  # fp32 master
+    plain = ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1)
+    assert plain.model(input_ids=ids).logits.dtype == torch.float32
+    with pytest.raises(ValueError, match="precision 'fp16'"):
+        ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1, precision="fp16")
+
+
+def test_deepspeed_gets_its_bf16_switch() -> None:
+    from rollcli.strategies.deepspeed_train import deepspeed_config
+    from rollcli.workers.actor_train import _with_precision
+
+    options = _with_precision("deepspeed", {"zero_stage": 3}, "bf16-mixed")
+    assert options == {"zero_stage": 3, "bf16": True}
+    assert _with_precision("deepspeed", {}, "fp32") == {"bf16": False}
+    config = deepspeed_config(zero_stage=3, grad_clip=1.0, bf16=options["bf16"])
+    assert config["bf16"] == {"enabled": True}
+
+
+def test_an_fp32_trainer_syncs_into_a_bf16_engine(tiny_model) -> None:
+    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_train import ActorTrainWorker
+
+    train = ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1, precision="bf16-mixed")
+    infer = ActorInferWorker(str(tiny_model), num_threads=1, dtype="bfloat16")
+    assert infer.weight_dtype() == "bfloat16"
+    with torch.no_grad():
+        for p in train.model.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    sender = WeightSender("127.0.0.1", 2, dtype=torch_dtype(infer.weight_dtype()))
+    receiver: list = []
+    t = threading.Thread(
+        target=lambda: receiver.append(WeightReceiver("127.0.0.1", sender.port, 1, 2))
+    )
+    t.start()
+    sender.connect()
+    t.join()
+    t = threading.Thread(target=lambda: receiver[0].receive(infer.model))
+    t.start()
+    sender.send(train.model)
+    t.join()
+    for (name, a), b in zip(
+        train.model.state_dict().items(), infer.model.state_dict().values(), strict=True
+    ):
+        assert b.dtype == torch.bfloat16
+        assert torch.equal(a.to(torch.bfloat16), b), name
+
+
+def test_a_saved_gpu_recipe_plans_again_on_resume() -> None:
+    """`roll resume` re-plans the run's saved recipe.yaml, where every key is written out:
+    the unset offload_when_idle of the other roles must not read as a user's `true`."""
+    import yaml
+
+    from rollcli.config.loader import dump_recipe, validate_recipe
+
+    cfg = _cfg(SEVEN_B)
+    saved = validate_recipe(yaml.safe_load(dump_recipe(cfg)))
+    assert saved.devices.actor_train.offload_when_idle is None
+    _, plan, args = _decisions(saved)
+    assert plan.fits and args["actor_infer"]["engine_kwargs"]["sleep_mode"] is True
