@@ -7,8 +7,9 @@ import os
 
 
 def start_ray(address: str | None = None, num_cpus: float | None = None, num_gpus: int = 0) -> dict:
-    """Start or join Ray; returns the cluster's resources. Idempotent within a process.
-    A local session declares `num_gpus` GPUs (the run's `resources.gpus`; 0 on CPU)."""
+    """Join the cluster at `address` (or `$RAY_ADDRESS`), else start a local session of the
+    run's own; returns the cluster's resources. Idempotent within a process. A local
+    session declares `num_gpus` GPUs (the run's `resources.gpus`; 0 on CPU)."""
     import ray
 
     if ray.is_initialized():
@@ -24,6 +25,7 @@ def start_ray(address: str | None = None, num_cpus: float | None = None, num_gpu
         "log_to_driver": True,
         "configure_logging": True,
     }
+    address = address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, **kwargs)
     else:
@@ -32,7 +34,15 @@ def start_ray(address: str | None = None, num_cpus: float | None = None, num_gpu
         # checks) would each warn that it fell back to the CPU; name the CPU instead.
         if not num_gpus:
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        ray.init(num_cpus=cpus, num_gpus=num_gpus, include_dashboard=False, **kwargs)
+        # "local": a session of the run's own, even when another Ray cluster runs on this
+        # machine (a plain ray.init() would try to join the one it last started).
+        ray.init(
+            address="local",
+            num_cpus=cpus,
+            num_gpus=num_gpus,
+            include_dashboard=False,
+            **kwargs,
+        )
     return ray.cluster_resources()
 
 
