@@ -22,7 +22,7 @@ def test_help_lists_the_commands() -> None:
         assert command in result.stdout
 
 
-def test_help_recipes_and_dry_run_import_no_torch_or_ray() -> None:
+def test_help_recipes_plan_and_dry_run_import_no_torch_ray_or_trackers() -> None:
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
@@ -31,7 +31,9 @@ def test_help_recipes_and_dry_run_import_no_torch_or_ray() -> None:
         "assert r.invoke(app, ['--help']).exit_code == 0\n"
         "assert r.invoke(app, ['recipes', 'ls']).exit_code == 0\n"
         "assert r.invoke(app, ['train', 'rlvr', '--dry-run']).exit_code == 0\n"
-        "print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))\n"
+        "assert r.invoke(app, ['plan', 'rlvr-math', '--model', 'qwen2.5-0.5b']).exit_code == 0\n"
+        "heavy = ('torch', 'ray', 'transformers', 'wandb', 'swanlab')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

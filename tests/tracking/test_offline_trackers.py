@@ -1,0 +1,130 @@
+"""SwanLab and W&B in offline mode write runs that their own readers load back: every
+metric at its step, the recipe as the run's config, the sample table, and a rewind (a
+resume) that starts a new run instead of logging a step twice. Skipped when the extra is
+absent (`make test` installs both).
+
+W&B 0.31 ships no Python reader for its `.wandb` files (wandb-core reads them); SwanLab's
+W&B converter carries the maintained one, so the W&B test reads with it and W&B's protos."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rollcli.tracking.fanout import make_trackers
+
+RECIPE = {"name": "rlvr-math", "train": {"lr": 1e-6, "steps": 3}}
+ROWS = [
+    {"prompt": "1+1=", "response": "2", "reward": 1.0},
+    {"prompt": "2+2=", "response": "5", "reward": 0.0},
+]
+FIRST = {(k, s): v for s in (1, 2, 3) for k, v in (("reward/mean", s / 4), ("loss", -s))}
+AFTER_REWIND = {("reward/mean", 2): 12.0, ("reward/mean", 3): 13.0}
+
+
+def _log_three_steps_then_rewind(tracker: str, run_dir: Path) -> None:
+    trackers = make_trackers(["jsonl", tracker], run_dir, RECIPE, "run-a")
+    for step in (1, 2, 3):
+        trackers.log({"step": step, "time": 99.0, "reward/mean": step / 4, "loss": -step}, step)
+    trackers.log_samples(3, ROWS)
+    trackers.rewind(1)  # a resume from the step-1 checkpoint: steps 2 and 3 come again
+    for step in (2, 3):
+        trackers.log({"step": step, "reward/mean": 10.0 + step}, step)
+    trackers.close()
+
+
+def test_swanlab_offline_run_reads_back(tmp_path: Path) -> None:
+    pytest.importorskip("swanlab")
+    from swanlab.proto.swanlab.record.v1.record_pb2 import Record
+    from swanlab.sdk.internal.core_python.store import DataStoreReader
+
+    def records(folder: Path) -> list[Record]:
+        reader = DataStoreReader()
+        reader.open(next(folder.glob("*.swanlab")))
+        out = []
+        for data in reader:
+            out.append(Record())
+            out[-1].ParseFromString(data)
+        return out
+
+    def scalars(recs: list[Record]) -> dict[tuple[str, int], float]:
+        return {
+            (r.scalar.key, r.scalar.step): r.scalar.value.number
+            for r in recs
+            if r.HasField("scalar")
+        }
+
+    _log_three_steps_then_rewind("swanlab", tmp_path)
+    # the rewind finished the first run and opened a second (oldest first)
+    runs = sorted(
+        (tmp_path / "swanlab").glob("run-*"), key=lambda f: records(f)[0].timestamp.ToNanoseconds()
+    )
+    assert len(runs) == 2
+    first, second = records(runs[0]), records(runs[1])
+    assert scalars(first) == FIRST
+    assert scalars(second) == AFTER_REWIND  # no step twice within a run
+    samples = [r.media for r in first if r.HasField("media")]
+    assert [(m.key, m.step, len(m.value.items)) for m in samples] == [("samples", 3, 2)]
+    texts = [(runs[0] / "media" / "text" / i.filename).read_text() for i in samples[0].value.items]
+    assert [json.loads(t) for t in texts] == ROWS
+    config = yaml.safe_load((runs[0] / "files" / "config.yaml").read_text())
+    assert {k: v["value"] for k, v in config.items()} == RECIPE
+    assert not (tmp_path / "metrics.jsonl").exists()  # jsonl is the run folder's, not a tracker
+
+
+def test_wandb_offline_run_reads_back(tmp_path: Path) -> None:
+    pytest.importorskip("wandb")
+    pytest.importorskip("swanlab", reason="the .wandb reader comes with swanlab's converter")
+    from swanlab.converter.wb.wbdatastore import WBDataStoreReader
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    def records(folder: Path) -> list[pb.Record]:
+        out = []
+        with WBDataStoreReader() as reader:
+            reader.open(next(folder.glob("*.wandb")))
+            while (data := reader.scan()) is not None:
+                out.append(pb.Record())
+                out[-1].ParseFromString(data)
+        return out
+
+    def history(recs: list[pb.Record]) -> dict[tuple[str, int], float]:
+        out = {}
+        for r in recs:
+            if r.WhichOneof("record_type") == "history":
+                row = {
+                    i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                    for i in r.history.item
+                }
+                out.update(
+                    {
+                        (k, row["_step"]): v
+                        for k, v in row.items()
+                        if not k.startswith(("_", "samples"))
+                    }
+                )
+        return out
+
+    _log_three_steps_then_rewind("wandb", tmp_path)
+
+    def run_record(folder: Path) -> pb.RunRecord:
+        return next(r.run for r in records(folder) if r.WhichOneof("record_type") == "run")
+
+    runs = sorted(
+        (tmp_path / "wandb").glob("offline-run-*"),
+        key=lambda f: run_record(f).start_time.ToNanoseconds(),
+    )
+    assert len(runs) == 2
+    first, second = records(runs[0]), records(runs[1])
+    assert history(first) == FIRST
+    assert history(second) == AFTER_REWIND
+    run = run_record(runs[0])
+    assert (run.display_name, run.run_group, run.project) == ("run-a", "run-a", "roll")
+    config = {u.key: json.loads(u.value_json) for u in run.config.update if u.key != "_wandb"}
+    assert config == RECIPE
+    (table_file,) = (runs[0] / "files" / "media" / "table").glob("samples_3_*.table.json")
+    table = json.loads(table_file.read_text())
+    assert table["columns"] == ["prompt", "response", "reward"]
+    assert table["data"] == [[r["prompt"], r["response"], r["reward"]] for r in ROWS]
