@@ -104,5 +104,6 @@ def where_it_logs(name: str, tracker_mode: str, project: str) -> str:
     info = TRACKERS[name]
     if not wants_online(name, tracker_mode):
         return f"{'offline' if info.key_env else 'local'}: runs/<run-id>/{info.folder}"
-    problem = online_problem(name, tracker_mode)
-    return f"online: project {project!r}" if problem is None else f"[red]{problem}[/]"
+    if online_problem(name, tracker_mode) is not None:
+        return f"online asked, but {info.key_env} is not set"
+    return f"online: project {project!r}"

@@ -76,13 +76,19 @@ class WandbTracker:
 
     def rewind(self, step: int) -> None:
         if self.last_step > step:
-            self.close()
+            with quiet(self.log_file):
+                self.run.finish()
             self.run = self._start()
             self.last_step = -1
 
     def close(self) -> None:
+        """Finish the run and wait for W&B's writer process: `finish` alone can return
+        before the `.wandb` file holds every record."""
+        import wandb
+
         with quiet(self.log_file):
             self.run.finish()
+            wandb.teardown()
 
 
 def _cell(value: Any) -> Any:

@@ -1,10 +1,7 @@
 """SwanLab and W&B in offline mode write runs that their own readers load back: every
 metric at its step, the recipe as the run's config, the sample table, and a rewind (a
 resume) that starts a new run instead of logging a step twice. Skipped when the extra is
-absent (`make test` installs both).
-
-W&B 0.31 ships no Python reader for its `.wandb` files (wandb-core reads them); SwanLab's
-W&B converter carries the maintained one, so the W&B test reads with it and W&B's protos."""
+absent (`make test` installs both); tests/tracker_readers.py says how each is read."""
 
 from __future__ import annotations
 
@@ -13,6 +10,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tracker_readers import (
+    swanlab_records,
+    swanlab_scalars,
+    wandb_history,
+    wandb_records,
+    wandb_run,
+)
 
 from rollcli.tracking.fanout import make_trackers
 
@@ -38,34 +42,16 @@ def _log_three_steps_then_rewind(tracker: str, run_dir: Path) -> None:
 
 def test_swanlab_offline_run_reads_back(tmp_path: Path) -> None:
     pytest.importorskip("swanlab")
-    from swanlab.proto.swanlab.record.v1.record_pb2 import Record
-    from swanlab.sdk.internal.core_python.store import DataStoreReader
-
-    def records(folder: Path) -> list[Record]:
-        reader = DataStoreReader()
-        reader.open(next(folder.glob("*.swanlab")))
-        out = []
-        for data in reader:
-            out.append(Record())
-            out[-1].ParseFromString(data)
-        return out
-
-    def scalars(recs: list[Record]) -> dict[tuple[str, int], float]:
-        return {
-            (r.scalar.key, r.scalar.step): r.scalar.value.number
-            for r in recs
-            if r.HasField("scalar")
-        }
-
     _log_three_steps_then_rewind("swanlab", tmp_path)
     # the rewind finished the first run and opened a second (oldest first)
     runs = sorted(
-        (tmp_path / "swanlab").glob("run-*"), key=lambda f: records(f)[0].timestamp.ToNanoseconds()
+        (tmp_path / "swanlab").glob("run-*"),
+        key=lambda f: swanlab_records(f)[0].timestamp.ToNanoseconds(),
     )
     assert len(runs) == 2
-    first, second = records(runs[0]), records(runs[1])
-    assert scalars(first) == FIRST
-    assert scalars(second) == AFTER_REWIND  # no step twice within a run
+    first, second = swanlab_records(runs[0]), swanlab_records(runs[1])
+    assert swanlab_scalars(first) == FIRST
+    assert swanlab_scalars(second) == AFTER_REWIND  # no step twice within a run
     samples = [r.media for r in first if r.HasField("media")]
     assert [(m.key, m.step, len(m.value.items)) for m in samples] == [("samples", 3, 2)]
     texts = [(runs[0] / "media" / "text" / i.filename).read_text() for i in samples[0].value.items]
@@ -78,53 +64,20 @@ def test_swanlab_offline_run_reads_back(tmp_path: Path) -> None:
 def test_wandb_offline_run_reads_back(tmp_path: Path) -> None:
     pytest.importorskip("wandb")
     pytest.importorskip("swanlab", reason="the .wandb reader comes with swanlab's converter")
-    from swanlab.converter.wb.wbdatastore import WBDataStoreReader
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    def records(folder: Path) -> list[pb.Record]:
-        out = []
-        with WBDataStoreReader() as reader:
-            reader.open(next(folder.glob("*.wandb")))
-            while (data := reader.scan()) is not None:
-                out.append(pb.Record())
-                out[-1].ParseFromString(data)
-        return out
-
-    def history(recs: list[pb.Record]) -> dict[tuple[str, int], float]:
-        out = {}
-        for r in recs:
-            if r.WhichOneof("record_type") == "history":
-                row = {
-                    i.key or "/".join(i.nested_key): json.loads(i.value_json)
-                    for i in r.history.item
-                }
-                out.update(
-                    {
-                        (k, row["_step"]): v
-                        for k, v in row.items()
-                        if not k.startswith(("_", "samples"))
-                    }
-                )
-        return out
-
     _log_three_steps_then_rewind("wandb", tmp_path)
-
-    def run_record(folder: Path) -> pb.RunRecord:
-        return next(r.run for r in records(folder) if r.WhichOneof("record_type") == "run")
-
     runs = sorted(
         (tmp_path / "wandb").glob("offline-run-*"),
-        key=lambda f: run_record(f).start_time.ToNanoseconds(),
+        key=lambda f: wandb_run(wandb_records(f)).start_time.ToNanoseconds(),
     )
     assert len(runs) == 2
-    first, second = records(runs[0]), records(runs[1])
-    assert history(first) == FIRST
-    assert history(second) == AFTER_REWIND
-    run = run_record(runs[0])
+    first, second = wandb_records(runs[0]), wandb_records(runs[1])
+    assert wandb_history(first) == FIRST
+    assert wandb_history(second) == AFTER_REWIND
+    run = wandb_run(first)
     assert (run.display_name, run.run_group, run.project) == ("run-a", "run-a", "roll")
     config = {u.key: json.loads(u.value_json) for u in run.config.update if u.key != "_wandb"}
     assert config == RECIPE
-    (table_file,) = (runs[0] / "files" / "media" / "table").glob("samples_3_*.table.json")
+    (table_file,) = (runs[0] / "files" / "media" / "table").glob("samples_*.table.json")
     table = json.loads(table_file.read_text())
     assert table["columns"] == ["prompt", "response", "reward"]
     assert table["data"] == [[r["prompt"], r["response"], r["reward"]] for r in ROWS]
