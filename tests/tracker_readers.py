@@ -62,5 +62,20 @@ def wandb_history(records: list[Any]) -> dict[tuple[str, int], Any]:
     return out
 
 
+def wandb_table_steps(records: list[Any], key: str = "samples") -> list[int]:
+    """The steps at which a `wandb.Table` was logged under `key`."""
+    return [
+        row["_step"]
+        for r in records
+        if r.WhichOneof("record_type") == "history"
+        and (
+            row := {
+                i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item
+            }
+        )
+        and row.get(f"{key}/_type") == "table-file"
+    ]
+
+
 def wandb_run(records: list[Any]) -> Any:
     return next(r.run for r in records if r.WhichOneof("record_type") == "run")

@@ -69,8 +69,7 @@ class WandbTracker:
 
         if not rows:
             return
-        columns = list(dict.fromkeys(k for row in rows for k in row))
-        data = [[_cell(row.get(c)) for c in columns] for row in rows]
+        columns, data = table_data(rows)
         self.run.log({"samples": wandb.Table(columns=columns, data=data)}, step=step)
         self.last_step = max(self.last_step, step)
 
@@ -91,8 +90,31 @@ class WandbTracker:
             wandb.teardown()
 
 
+def table_data(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Columns and cells for a `wandb.Table`, which needs one type per column: numbers,
+    text and booleans as they are, lists and dicts as JSON text, and a column that mixes
+    types (or kinds of number and bool) as text throughout.
+
+    >>> table_data([{"r": 1.0, "ok": True, "t": [1]}, {"r": 0, "ok": 1}])
+    (['r', 'ok', 't'], [[1.0, 'True', '[1]'], [0, '1', None]])
+    """
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    for j in range(len(columns)):
+        kinds = {_kind(r[j]) for r in cells if r[j] is not None}
+        if len(kinds) > 1:
+            for r in cells:
+                r[j] = None if r[j] is None else str(r[j])
+    return columns, cells
+
+
 def _cell(value: Any) -> Any:
-    """Numbers and text as they are; anything else (lists, dicts) as JSON text."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return json.dumps(value, default=str)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, (int, float)) else "text"

@@ -10,7 +10,13 @@ import pytest
 import torch
 import yaml
 from roll_subprocess import roll
-from tracker_readers import swanlab_records, swanlab_scalars, wandb_history, wandb_records
+from tracker_readers import (
+    swanlab_records,
+    swanlab_scalars,
+    wandb_history,
+    wandb_records,
+    wandb_table_steps,
+)
 
 REQUIRED_STEP_METRICS = {
     "step",
@@ -96,11 +102,18 @@ def test_trackers_hold_every_metric_of_every_step(grpo_run: Path, tracker: str) 
     }
     if tracker == "swanlab":
         (folder,) = (grpo_run / "swanlab").glob("run-*")
-        logged = swanlab_scalars(swanlab_records(folder))
+        records = swanlab_records(folder)
+        logged = swanlab_scalars(records)
+        samples = [(r.media.step, len(r.media.value.items)) for r in records if r.HasField("media")]
     else:
         (folder,) = (grpo_run / "wandb").glob("offline-run-*")
-        logged = wandb_history(wandb_records(folder))
+        records = wandb_records(folder)
+        logged = wandb_history(records)
+        tables = sorted((folder / "files" / "media" / "table").glob("samples_*.table.json"))
+        sizes = [len(json.loads(t.read_text())["data"]) for t in tables]  # in logging order
+        samples = list(zip(wandb_table_steps(records), sizes, strict=True))
     assert logged == pytest.approx(expected)
+    assert samples == [(1, 8), (2, 8)]  # each step's 8 samples as the tracker's table
 
 
 def test_run_folder_holds_recipe_samples_status_and_tensorboard(grpo_run: Path) -> None:

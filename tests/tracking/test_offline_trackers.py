@@ -81,3 +81,24 @@ def test_wandb_offline_run_reads_back(tmp_path: Path) -> None:
     table = json.loads(table_file.read_text())
     assert table["columns"] == ["prompt", "response", "reward"]
     assert table["data"] == [[r["prompt"], r["response"], r["reward"]] for r in ROWS]
+
+
+def test_sample_rows_of_mixed_types_make_a_wandb_table() -> None:
+    pytest.importorskip("wandb")
+    import wandb
+
+    from rollcli.tracking.wandb_tracker import table_data
+
+    rows = [  # agentic rows carry lists; a field may be a bool in one row, a number in another
+        {"prompt": "p", "reward": 1.0, "correct": True, "turns": [{"a": 1}]},
+        {"prompt": "q", "reward": 0, "correct": 0.5, "error": "timeout"},
+    ]
+    columns, data = table_data(rows)
+    assert columns == ["prompt", "reward", "correct", "turns", "error"]
+    assert data == [
+        ["p", 1.0, "True", '[{"a": 1}]', None],
+        ["q", 0, "0.5", None, "timeout"],
+    ]
+    wandb.Table(columns=columns, data=data)  # raises on a column of mixed types
+    with pytest.raises(TypeError):
+        wandb.Table(columns=["correct"], data=[[True], [0.5]])
