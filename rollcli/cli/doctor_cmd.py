@@ -70,7 +70,7 @@ def doctor(
     gpus: int = typer.Option(None, "--gpus", help="GPUs the run would use (default: recipe's)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
-    """Check backends, GPUs, sandbox and leftover Ray processes (and what RECIPE lacks).
+    """Check backends, trackers, GPUs, sandbox and leftover Ray processes (and what RECIPE lacks).
 
     With a RECIPE: what its run needs that is missing here, with the install command."""
     from rollcli.planning.backends import BACKENDS, is_installed, version_of
@@ -84,6 +84,7 @@ def doctor(
         note = b.install if not found else ("GPU only" if b.gpu_only else "")
         table.add_row(b.name, version, note)
     out.print(table)
+    _trackers()
 
     gpu_lines = nvidia_smi_gpus()
     out.print(f"GPUs visible: {len(gpu_lines)}" + "".join(f"\n  {g}" for g in gpu_lines))
@@ -95,6 +96,32 @@ def doctor(
     if recipe:
         with user_errors(debug):
             _recipe(recipe, overrides or [], gpus)
+
+
+def _trackers(
+    names: tuple[str, ...] | None = None,
+    mode: str = "offline",
+    project: str = "roll",
+    title: str = "trackers (run.trackers)",
+) -> None:
+    """Each tracker (or those in `names`): installed (else the pip line) and where a run's
+    metrics would go (run.tracker_mode=`mode` and this environment's WANDB_/SWANLAB_
+    variables)."""
+    from rollcli.tracking.registry import TRACKERS, is_installed, where_it_logs
+
+    table = Table(title=title, title_justify="left")
+    for col in ("tracker", "installed", "logs to"):
+        table.add_column(col)
+    for name, info in TRACKERS.items():
+        if names is not None and name not in names:
+            continue
+        found = is_installed(name)
+        table.add_row(
+            name,
+            "yes" if found else f"[red]no[/]: {info.install}",
+            where_it_logs(name, mode, project) if found else "-",
+        )
+    out.print(table)
 
 
 def _sandbox() -> None:
@@ -128,7 +155,16 @@ def _recipe(recipe: str, overrides: list[str], gpus: int | None) -> None:
     from rollcli.planning.backends import missing_backends
 
     cfg, source = load_recipe(recipe, overrides, {"resources.gpus": gpus})
+    from rollcli.tracking.registry import tracker_problems
+
+    _trackers(
+        cfg.run.trackers,
+        cfg.run.tracker_mode,
+        cfg.run.tracker_project,
+        title=f"recipe {cfg.name}: its trackers",
+    )
     missing = missing_backends(cfg, gpus=cfg.resources.gpus)
+    missing += tracker_problems(cfg.run.trackers, cfg.run.tracker_mode)
     if not missing:
         out.print(f"recipe {cfg.name}: [green]everything it needs is here[/]")
         return

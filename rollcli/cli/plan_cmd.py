@@ -1,7 +1,7 @@
 """`roll plan RECIPE|FILE [--model M] [--gpus N] [--nodes K] [--gpu-kind K | --gpu-mem G] [--json]`.
 
 A dry run of device mapping and memory: which device runs which role, each device's
-memory at its peak phase, whether it fits and what to change. Imports neither torch nor
+memory at its peak phase, whether it fits and what to change. Exits 1 when it does not fit. Imports neither torch nor
 Ray; `roll train` runs the same plan (rollcli.planning.from_recipe) before it starts.
 """
 
@@ -38,7 +38,11 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
-    """Plan devices and memory for a recipe (dry run): fits or not, and what to change."""
+    """Plan devices and memory for a recipe (dry run): fits or not, and what to change.
+
+    Exit status: 0 when the plan fits, 1 when it does not (the advice says what to change),
+    2 for a bad recipe, key or flag; so a script can test `roll plan ... && roll train ...`.
+    """
     from rollcli.config.loader import load_recipe
     from rollcli.planning.from_recipe import plan_recipe
 
@@ -52,7 +56,7 @@ def plan(
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
-        return
+        raise typer.Exit(0 if result.fits else 1)
     from rollcli.planning.render import render_plan
 
     out.print(render_plan(result))
@@ -61,3 +65,5 @@ def plan(
             f"[dim]GPU memory from devices.gpu_kind={cfg.devices.gpu_kind}; "
             "pass --gpu-kind or --gpu-mem for yours[/]"
         )
+    if not result.fits:
+        raise typer.Exit(1)

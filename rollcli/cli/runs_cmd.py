@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich import box
@@ -36,11 +37,6 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
     """A table of the runs under the runs folder."""
     from rollcli.runs.run_dir import RunDir
 
-    table = Table(title=f"runs in {runs_dir}", box=box.SIMPLE_HEAD, show_edge=False)
-    for col in ("run id", "recipe", "model"):
-        table.add_column(col, overflow="fold", ratio=1)
-    for col in ("status", "step", "reward", "val", "started", "took"):
-        table.add_column(col, no_wrap=True)
     folders = (
         sorted(
             (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),
@@ -49,26 +45,50 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
         if runs_dir.is_dir()
         else []
     )
-    for folder in folders:
-        run = RunDir(folder)
-        st = run.read_status()
-        metrics = run.read_metrics()
-        reward = next((m["reward/mean"] for m in reversed(metrics) if "reward/mean" in m), None)
-        val = next((m["val/accuracy"] for m in reversed(metrics) if "val/accuracy" in m), None)
-        started = st.get("started")
-        end = st.get("finished") or st.get("heartbeat")
-        table.add_row(
-            folder.name,
-            str(st.get("recipe", "?")),
-            str(st.get("model", "?")),
-            run.effective_status(),
-            f"{st.get('step', 0)}/{st.get('total_steps', '?')}",
-            f"{reward:.3f}" if reward is not None else "-",
-            f"{val:.3f}" if val is not None else "-",
-            _fmt_started(started) if started else "-",
-            _fmt_duration(end - started if started and end else None),
-        )
+    rows = [_row(folder, RunDir(folder)) for folder in folders]
+    # A run id is what users copy into `roll logs` / `roll resume`: it is never wrapped or
+    # cut, nor are the short columns; only the model folds in a narrow terminal. The recipe
+    # column is left out when every run id already starts with its recipe (the default ids).
+    show_recipe = any(not r[0].startswith(r[1]) for r in rows)
+    columns = ["run id", "recipe", "model", "status", "step", "reward", "val", "started", "took"]
+    table = Table(
+        title=f"runs in {runs_dir}",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for i, col in enumerate(columns):
+        if col == "recipe" and not show_recipe:
+            continue
+        if col == "model":
+            table.add_column(col, overflow="fold", ratio=1, min_width=5)
+        else:
+            width = max([len(col)] + [len(r[i]) for r in rows])
+            table.add_column(col, no_wrap=True, min_width=width)
+    for r in rows:
+        table.add_row(*(r if show_recipe else r[:1] + r[2:]))
     out.print(table)
+
+
+def _row(folder: Path, run: Any) -> list[str]:
+    st = run.read_status()
+    metrics = run.read_metrics()
+    reward = next((m["reward/mean"] for m in reversed(metrics) if "reward/mean" in m), None)
+    val = next((m["val/accuracy"] for m in reversed(metrics) if "val/accuracy" in m), None)
+    started = st.get("started")
+    end = st.get("finished") or st.get("heartbeat")
+    return [
+        folder.name,
+        str(st.get("recipe", "?")),
+        str(st.get("model", "?")),
+        run.effective_status(),
+        f"{st.get('step', 0)}/{st.get('total_steps', '?')}",
+        f"{reward:.3f}" if reward is not None else "-",
+        f"{val:.3f}" if val is not None else "-",
+        _fmt_started(started) if started else "-",
+        _fmt_duration(end - started if started and end else None),
+    ]
 
 
 @app.command("show")

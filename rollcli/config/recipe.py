@@ -95,6 +95,18 @@ class RecipeConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _nodes_need_gpus(self) -> RecipeConfig:
+        """Nodes lay out GPUs; a CPU run plans this one host, so `--nodes` would be ignored."""
+        nodes = self.devices.nodes
+        if nodes > 1 and self.resources.gpus == 0:
+            raise ValueError(
+                f"devices.nodes = {nodes} (--nodes) spreads GPUs over nodes, but "
+                "resources.gpus is 0 (a CPU run on this host); give the cluster's GPUs, e.g. "
+                f"--gpus {8 * nodes} --nodes {nodes}, or drop --nodes"
+            )
+        return self
+
     @property
     def needs_reference(self) -> bool:
         return self.algorithm.needs_reference

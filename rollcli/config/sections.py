@@ -226,6 +226,14 @@ class ResourcesConfig(Section):
 
 
 class RunConfig(Section):
+    """Where the run folder goes, its cadences and limits, and what it logs to.
+
+    `trackers`: `jsonl` (metrics.jsonl, always listed: roll logs, roll plot and resume read
+    it), `tensorboard`, `swanlab`, `wandb` (extras). SwanLab and W&B log offline into the run
+    folder; `tracker_mode: online` (or WANDB_MODE / SWANLAB_MODE=online) logs to
+    `tracker_project` online, which needs the tracker's API key (docs/runs.md).
+    """
+
     runs_dir: str = "runs"
     run_id: str | None = None
     save_every: NonNegInt = 0  # 0 = only at the end
@@ -234,9 +242,54 @@ class RunConfig(Section):
     time_limit_min: Annotated[float, Field(ge=0)] = (
         0  # stop after the step that crosses it; 0 = none
     )
-    tensorboard: bool = True
+    trackers: tuple[str, ...] = ("jsonl", "tensorboard")
+    tracker_mode: Literal["offline", "online"] = "offline"
+    tracker_project: str = "roll"  # the online project (swanlab, wandb)
     save_samples: bool = True
     max_restarts: NonNegInt = 3  # workers that die are restarted from the newest checkpoint
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tensorboard_flag(cls, data: Any) -> Any:
+        """`run.tensorboard: true|false` (recipes and runs from before `run.trackers`)."""
+        if not isinstance(data, dict) or "tensorboard" not in data:
+            return data
+        data = dict(data)
+        flag = data.pop("tensorboard")
+        if "trackers" in data:
+            raise ValueError(
+                "run.tensorboard and run.trackers are both set; drop run.tensorboard "
+                "(list tensorboard in run.trackers instead)"
+            )
+        data["trackers"] = ["jsonl", "tensorboard"] if flag else ["jsonl"]
+        return data
+
+    @model_validator(mode="after")
+    def _known_trackers(self) -> RunConfig:
+        from rollcli.config.errors import did_you_mean
+        from rollcli.tracking.registry import ONLINE_TRACKERS, TRACKERS
+
+        for name in self.trackers:
+            if name not in TRACKERS:
+                raise ValueError(
+                    f"run.trackers: unknown tracker {name!r}{did_you_mean(name, list(TRACKERS))}; "
+                    f"choose from {', '.join(TRACKERS)}"
+                )
+        if len(set(self.trackers)) < len(self.trackers):
+            raise ValueError(f"run.trackers lists a tracker twice: {list(self.trackers)}")
+        if "jsonl" not in self.trackers:
+            raise ValueError(
+                "run.trackers must list jsonl: metrics.jsonl is the run's own record (roll "
+                "logs, roll plot and resume read it); e.g. run.trackers=[jsonl,"
+                + ",".join(self.trackers)
+                + "]"
+            )
+        if self.tracker_mode == "online" and not set(self.trackers) & set(ONLINE_TRACKERS):
+            raise ValueError(
+                "run.tracker_mode is 'online' but run.trackers has no online tracker; add "
+                f"one of {', '.join(ONLINE_TRACKERS)}, or drop run.tracker_mode"
+            )
+        return self
 
 
 class SFTConfig(Section):

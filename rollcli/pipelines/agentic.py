@@ -180,8 +180,7 @@ class AgenticPipeline(ControlledPipeline):
             if final or ctl.due(step, cfg.run.eval_every):
                 metrics.update(self.validate())
             metrics["time/step_s"] = time.perf_counter() - t_step
-            if cfg.run.save_samples:
-                self.run.write_samples(step, rows)
+            ctl.log_samples(step, rows)
             ctl.log(metrics)
             ctl.ui.message(f"  step {step}: {summary_line(metrics, 'env')}")
             saved = final or ctl.due(step, cfg.run.save_every)

@@ -200,18 +200,17 @@ class DistillPipeline(ControlledPipeline):
         self.ctl.phase("train")
         t0 = time.perf_counter()
         out = self.student.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)
-        if cfg.run.save_samples:
-            self.run.write_samples(
-                step,
-                [
-                    {
-                        "id": ex.id,
-                        "prompt": ex.prompt_messages[-1]["content"],
-                        "response": g["text"],
-                    }
-                    for ex, g in zip(examples, gens, strict=True)
-                ],
-            )
+        self.ctl.log_samples(
+            step,
+            [
+                {
+                    "id": ex.id,
+                    "prompt": ex.prompt_messages[-1]["content"],
+                    "response": g["text"],
+                }
+                for ex, g in zip(examples, gens, strict=True)
+            ],
+        )
         return {
             "step": step,
             **{f"actor/{k}": v for k, v in out[0].items()},

@@ -14,7 +14,7 @@ from rollcli.runs.run_dir import RunDir
 
 
 class Pipeline(Protocol):
-    tracker: Any  # a TensorBoardTracker or None, set by the launcher before setup()
+    tracker: Any  # a tracking.fanout.Trackers or None, set by the launcher before setup()
     clusters: Any  # None until setup() started the workers (Ctrl-C then interrupts at once)
     stopped_early: bool  # True when train() returned because request_stop() was called
 

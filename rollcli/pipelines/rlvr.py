@@ -206,8 +206,7 @@ class RLVRPipeline(ControlledPipeline):
             if final or ctl.due(step, cfg.run.eval_every):
                 metrics.update(self.validate())
             metrics["time/step_s"] = time.perf_counter() - t_step
-            if cfg.run.save_samples:
-                self.run.write_samples(step, rows)
+            ctl.log_samples(step, rows)
             ctl.log(metrics)
             saved = final or ctl.due(step, cfg.run.save_every)
             if saved:

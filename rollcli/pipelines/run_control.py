@@ -60,7 +60,7 @@ class RunControl:
         self.fault_roles = fault_roles or {}
         self.run = run
         self.ui = display
-        self.tracker: Any = None
+        self.tracker: Any = None  # a tracking.fanout.Trackers, set by the launcher
         self.current_step = 0
         self.restarts = 0
         self.stop_requested = False
@@ -136,6 +136,15 @@ class RunControl:
         self.stopped_early = True
         self.run.log_event(f"stopped after step {step}, as requested")
         return True
+
+    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """The step's samples: samples/step-N.jsonl and the trackers' sample tables
+        (`run.save_samples: false` keeps them out of both)."""
+        if not self.cfg.run.save_samples:
+            return
+        self.run.write_samples(step, rows)
+        if self.tracker is not None:
+            self.tracker.log_samples(step, rows)
 
     def log(self, metrics: dict[str, Any]) -> None:
         self.run.log_metrics(metrics)

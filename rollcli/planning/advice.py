@@ -217,10 +217,17 @@ def _inference(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
                 break
             util = round(util - 0.05, 2)
         if req.max_num_seqs > 1 and (plan.mode == "cpu" or req.resolved_strategy == "hf"):
-            text = "fewer sequences at once: " + _key(
-                "max_num_seqs", req.role, req.max_num_seqs // 4 or 1
+            # one line: the most sequences that fit, else one at a time (not 64, 16, 4, 1)
+            seqs = next(
+                (
+                    n
+                    for n in _quarters(req.max_num_seqs)
+                    if _fits(assess, _with(inp, req.role, max_num_seqs=n))
+                ),
+                1,
             )
-            yield text, _with(inp, req.role, max_num_seqs=req.max_num_seqs // 4 or 1)
+            text = "fewer sequences at once: " + _key("max_num_seqs", req.role, seqs)
+            yield text, _with(inp, req.role, max_num_seqs=seqs)
 
 
 def _more_gpus(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
@@ -266,6 +273,19 @@ def _scaled(req: RoleRequest, plan: Plan, factor: int, tp_factor: int) -> RoleRe
 def _widen(where: list[int], factor: int) -> str:
     """Map GPU g to GPUs g·factor … g·factor + factor − 1, keeping who shares with whom."""
     return format_indices(sorted(g * factor + k for g in where for k in range(factor)))
+
+
+def _quarters(n: int) -> Iterator[int]:
+    """n/4, n/16, ... and finally 1.
+
+    >>> list(_quarters(256)), list(_quarters(32)), list(_quarters(2))
+    ([64, 16, 4, 1], [8, 2, 1], [1])
+    """
+    n //= 4
+    while n > 1:
+        yield n
+        n //= 4
+    yield 1
 
 
 def _halvings(micro_batch: int) -> Iterator[int]:

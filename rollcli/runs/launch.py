@@ -52,6 +52,7 @@ def _check_supported(cfg: RecipeConfig) -> None:
     check_gpu_support(cfg)  # --gpus N: what runs on GPUs in this build
     _check_data_parallel(cfg)
     _check_backends(cfg)
+    _check_trackers(cfg)
     from rollcli.planning.from_recipe import check_plan
 
     check_plan(cfg)  # refuses a run that cannot fit, with the advice, before anything starts
@@ -103,6 +104,15 @@ def _check_backends(cfg: RecipeConfig) -> None:
             f"devices.actor_train.zero_stage = {stage} needs train.strategy=deepspeed "
             f"(it is {cfg.train.strategy!r})"
         )
+
+
+def _check_trackers(cfg: RecipeConfig) -> None:
+    """Every tracker in run.trackers is installed, and has its API key where it logs online."""
+    from rollcli.tracking.registry import tracker_problems
+
+    problems = tracker_problems(cfg.run.trackers, cfg.run.tracker_mode)
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 @dataclass
@@ -230,7 +240,7 @@ def _drive(
     """Ray, the pipeline and the status around them; `resume_from` a checkpoint, "start"
     (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
-    from rollcli.tracking.tensorboard import TensorBoardTracker
+    from rollcli.tracking.fanout import make_trackers
 
     pipeline = None
     heartbeat = run.start_heartbeat()
@@ -240,8 +250,14 @@ def _drive(
             display.phase("starting Ray")
             start_ray(cfg.resources.ray_address, cfg.resources.num_cpus, cfg.resources.gpus)
             pipeline = pipeline_class(cfg.pipeline)(cfg, run, run_id, model_path, display)
-            if cfg.run.tensorboard:
-                pipeline.tracker = TensorBoardTracker(run.root / "tensorboard")
+            pipeline.tracker = make_trackers(
+                list(cfg.run.trackers),
+                run.root,
+                cfg.model_dump(mode="json"),
+                run_id,
+                mode=cfg.run.tracker_mode,
+                project=cfg.run.tracker_project,
+            )
             pipeline.setup()
             if resume_from is not None:
                 start_step = pipeline.restore(None if resume_from == "start" else resume_from)

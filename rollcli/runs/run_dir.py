@@ -6,7 +6,9 @@ metrics.jsonl        one JSON object per step
 events.log           human-readable events (start, validation, checkpoints, errors)
 samples/step-N.jsonl prompt, response, reward, answer of every sample
 checkpoints/step-N/  policy as a Hugging Face folder + training state
-tensorboard/         TensorBoard event files
+tensorboard/         TensorBoard event files        } the trackers of run.trackers
+swanlab/, wandb/     offline SwanLab / W&B runs     } (rollcli.tracking)
+trackers.log         what the tracker libraries print
 """
 
 from __future__ import annotations

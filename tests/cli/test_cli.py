@@ -22,7 +22,7 @@ def test_help_lists_the_commands() -> None:
         assert command in result.stdout
 
 
-def test_help_recipes_and_dry_run_import_no_torch_or_ray() -> None:
+def test_help_recipes_plan_and_dry_run_import_no_torch_ray_or_trackers() -> None:
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
@@ -31,7 +31,9 @@ def test_help_recipes_and_dry_run_import_no_torch_or_ray() -> None:
         "assert r.invoke(app, ['--help']).exit_code == 0\n"
         "assert r.invoke(app, ['recipes', 'ls']).exit_code == 0\n"
         "assert r.invoke(app, ['train', 'rlvr', '--dry-run']).exit_code == 0\n"
-        "print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))\n"
+        "assert r.invoke(app, ['plan', 'rlvr-math', '--gpus', '8']).exit_code == 0\n"
+        "heavy = ('torch', 'ray', 'transformers', 'wandb', 'swanlab')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -123,3 +125,19 @@ def test_resume_of_an_unknown_run_names_close_ones(tmp_path) -> None:
     result = runner.invoke(app, ["resume", "rlvr-math-2", "--runs-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "did you mean 'rlvr-math-1'" in result.stderr
+
+
+def test_runs_ls_keeps_run_ids_whole_in_80_columns(tmp_path) -> None:
+    from rollcli.runs.run_dir import RunDir
+
+    ids = ["agentic-frozenlake-20261123-094501", "rlvr-math-20261123-094502"]
+    for run_id in ids:
+        run = RunDir.create(tmp_path, run_id, "name: x\n")
+        run.write_status(
+            "finished", recipe=run_id[:-16], model="qwen2.5-0.5b-instruct", total_steps=20, step=20
+        )
+    result = runner.invoke(app, ["runs", "ls", "--runs-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    for run_id in ids:  # whole, on one line, as `roll logs ID` needs it
+        assert any(run_id in line for line in result.stdout.splitlines()), result.stdout

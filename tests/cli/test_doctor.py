@@ -42,3 +42,27 @@ def test_orphaned_ray_processes() -> None:
     ]
     assert [p.pid for p in orphaned_ray(procs)] == [200, 300]
     assert any(p.pid == 1 or p.ppid == 0 for p in read_processes())  # /proc is read
+
+
+def test_doctor_lists_trackers_and_where_they_log(monkeypatch) -> None:
+    for var in ("WANDB_MODE", "WANDB_API_KEY", "SWANLAB_MODE", "SWANLAB_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    res = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    lines = {line.split("│")[1].strip(): line for line in res.output.splitlines() if "│" in line}
+    assert "local: runs/<run-id>/metrics.jsonl" in lines["jsonl"]
+    assert "local: runs/<run-id>/tensorboard/" in lines["tensorboard"]
+    for name in ("swanlab", "wandb"):  # installed by `make test`; else the pip line
+        assert f"offline: runs/<run-id>/{name}/" in lines[name] or f"roll-rl[{name}]" in lines[name]
+    res = runner.invoke(
+        app,
+        ["doctor", "rlvr-math", "run.trackers=[jsonl,wandb]"],
+        env={"COLUMNS": "200", "WANDB_MODE": "online", "WANDB_API_KEY": ""},
+    )
+    assert res.exit_code == 1
+    assert "wandb is asked to log online but WANDB_API_KEY is not set" in res.output
+    res = runner.invoke(
+        app,
+        ["doctor", "rlvr-math", "run.trackers=[jsonl,wandb]", "run.tracker_project=mine"],
+        env={"COLUMNS": "200", "WANDB_MODE": "online", "WANDB_API_KEY": "secret"},
+    )
+    assert "online: project 'mine'" in res.output

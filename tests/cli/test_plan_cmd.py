@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -23,7 +24,7 @@ def test_plan_imports_no_torch_or_ray() -> None:
         "from typer.testing import CliRunner\n"
         "from rollcli.cli.app import app\n"
         "r = CliRunner().invoke(app, ['plan', 'rlvr-math', '--model', 'qwen2.5-7b', '--gpus', '8'])\n"
-        "assert r.exit_code == 0, r.output\n"
+        "assert r.exit_code == 1, r.output\n"  # plain hf does not fit: 1, with the advice
         "print(sorted(m for m in ('torch', 'ray', 'deepspeed', 'vllm') if m in sys.modules))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -35,7 +36,7 @@ def test_qwen25_7b_on_8_gpus_table_and_advice() -> None:
     res = runner.invoke(
         app, ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8"], env={"COLUMNS": "120"}
     )
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # does not fit: a script can tell
     assert "qwen2.5-7b · colocated" in res.output
     assert "GPU 0-7" in res.output and "train* infer ref" in res.output
     # hf = plain data parallel: 16 bytes/param of model states do not fit 80 GB
@@ -77,7 +78,7 @@ def test_json_schema_and_zero3_numbers() -> None:
 
 def test_qwen3_30b_a3b_on_16_gpus_prints_a_table() -> None:
     res = runner.invoke(app, ["plan", "rlvr-math", "--model", "qwen3-30b-a3b", "--gpus", "16"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output
     assert "GPU 0-15" in res.output and "advice:" in res.output
 
 
@@ -142,3 +143,23 @@ def test_train_refuses_a_plan_that_does_not_fit_before_starting(tmp_path: Path) 
     )  # fmt: skip
     assert res.returncode == 2
     assert "`devices.actor_train.zero_stage=3`" in " ".join(res.stderr.split())
+
+
+def test_exit_status_says_whether_the_plan_fits() -> None:
+    base = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--json"]
+    res = runner.invoke(app, base)
+    assert res.exit_code == 1 and json.loads(res.output)["fits"] is False
+    res = runner.invoke(
+        app, [*base, "train.strategy=deepspeed", "devices.actor_train.zero_stage=3"]
+    )
+    assert res.exit_code == 0 and json.loads(res.output)["fits"] is True
+    help_text = " ".join(runner.invoke(app, ["plan", "--help"]).output.split())
+    assert "0 when the plan fits, 1 when it does not" in help_text
+
+
+@pytest.mark.parametrize("gpus", [[], ["--gpus", "0"]])
+def test_nodes_without_gpus_is_an_error_naming_the_fix(gpus: list[str]) -> None:
+    res = runner.invoke(app, ["plan", "rlvr-math", *gpus, "--nodes", "3"])
+    assert res.exit_code == 2
+    assert "devices.nodes = 3 (--nodes) spreads GPUs over nodes" in res.stderr
+    assert "--gpus 24 --nodes 3, or drop --nodes" in " ".join(res.stderr.split())

@@ -19,7 +19,7 @@ SMALL = [
     "data.val_size=2",
     "data.train_size=40",
     "train.micro_batch_size=8",
-    "run.tensorboard=false",
+    "run.trackers=[jsonl]",
 ]
 
 

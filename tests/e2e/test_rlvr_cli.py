@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from roll_subprocess import roll
+from tracker_readers import (
+    swanlab_records,
+    swanlab_scalars,
+    wandb_history,
+    wandb_records,
+    wandb_table_steps,
+)
 
 REQUIRED_STEP_METRICS = {
     "step",
@@ -35,6 +43,10 @@ SMALL = [
 ]
 
 
+# the optional trackers that are installed (`make test` installs both) log this run too
+TRACKERS = ["jsonl", "tensorboard"] + [t for t in ("swanlab", "wandb") if find_spec(t)]
+
+
 @pytest.fixture(scope="module")
 def grpo_run(tmp_path_factory, tiny_model) -> Path:
     runs = tmp_path_factory.mktemp("runs")
@@ -54,9 +66,12 @@ def grpo_run(tmp_path_factory, tiny_model) -> Path:
         *SMALL,
         "algorithm.kl_coef=0.01",
         "algorithm.entropy_coef=0.01",  # random weights score 0: the entropy bonus still moves them
+        f"run.trackers=[{','.join(TRACKERS)}]",
         cwd=runs,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    for banner in ("swanlab:", "wandb:"):  # the trackers' start-up lines go to trackers.log
+        assert banner not in result.stdout + result.stderr
     return runs / "t"
 
 
@@ -73,6 +88,32 @@ def test_metrics_have_every_required_key_each_step(grpo_run: Path) -> None:
         assert all(
             isinstance(v, (int, float)) and v == v for v in row.values()
         )  # finite numbers, no NaN
+
+
+@pytest.mark.parametrize("tracker", ["swanlab", "wandb"])
+def test_trackers_hold_every_metric_of_every_step(grpo_run: Path, tracker: str) -> None:
+    if tracker not in TRACKERS:
+        pytest.skip(f"{tracker} is not installed (pip install roll-rl[{tracker}])")
+    expected = {
+        (k, row["step"]): float(v)
+        for row in _metrics(grpo_run)
+        for k, v in row.items()
+        if k not in ("step", "time")
+    }
+    if tracker == "swanlab":
+        (folder,) = (grpo_run / "swanlab").glob("run-*")
+        records = swanlab_records(folder)
+        logged = swanlab_scalars(records)
+        samples = [(r.media.step, len(r.media.value.items)) for r in records if r.HasField("media")]
+    else:
+        (folder,) = (grpo_run / "wandb").glob("offline-run-*")
+        records = wandb_records(folder)
+        logged = wandb_history(records)
+        tables = sorted((folder / "files" / "media" / "table").glob("samples_*.table.json"))
+        sizes = [len(json.loads(t.read_text())["data"]) for t in tables]  # in logging order
+        samples = list(zip(wandb_table_steps(records), sizes, strict=True))
+    assert logged == pytest.approx(expected)
+    assert samples == [(1, 8), (2, 8)]  # each step's 8 samples as the tracker's table
 
 
 def test_run_folder_holds_recipe_samples_status_and_tensorboard(grpo_run: Path) -> None:
@@ -124,9 +165,7 @@ def test_keep_last_prunes_older_checkpoints(grpo_run: Path) -> None:
 def test_runs_ls_shows_the_finished_run(grpo_run: Path) -> None:
     result = roll("runs", "ls", "--runs-dir", str(grpo_run.parent), cwd=grpo_run.parent)
     assert result.returncode == 0
-    row = next(
-        line for line in result.stdout.splitlines() if " t " in line or line.startswith("│ t ")
-    )
+    row = next(line for line in result.stdout.splitlines() if line.split()[:1] == ["t"])
     assert "finished" in row and "2/2" in row
 
 
