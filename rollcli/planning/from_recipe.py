@@ -73,10 +73,13 @@ def spec_from_config(c: dict, *, name: str) -> ModelSpec:
 def _roles(cfg: RecipeConfig) -> list[str]:
     if cfg.pipeline == "sft":
         return ["actor_train"]
-    if cfg.pipeline in ("dpo", "distill"):  # distill: the teacher runs as reference
+    # the reference runs in actor_train with train.lora (adapters off): no reference role
+    reference = ["reference"] if cfg.reference_role == "reference" else []
+    if cfg.pipeline == "distill":  # the teacher runs as reference
         return ["actor_train", "reference"]
-    roles = ["actor_train", "actor_infer"]
-    roles += ["reference"] if cfg.needs_reference else []
+    if cfg.pipeline == "dpo":
+        return ["actor_train", *reference]
+    roles = ["actor_train", "actor_infer", *reference]
     roles += ["critic"] if cfg.needs_critic else []
     roles += ["env"] if cfg.pipeline == "agentic" else []
     return roles
