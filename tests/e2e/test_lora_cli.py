@@ -59,7 +59,7 @@ def _untimed(run: Path) -> list[dict]:
     ]
 
 
-def _check_lora_run(run: Path, reference_in_actor: bool) -> None:
+def _check_lora_run(run: Path, reference_in_actor: bool, moves: bool = True) -> None:
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
@@ -69,7 +69,9 @@ def _check_lora_run(run: Path, reference_in_actor: bool) -> None:
     step2 = run / "checkpoints" / "step-2"
     adapter = load_file(step2 / "adapter" / "adapter_model.safetensors")
     assert adapter and all(".lora_A." in k or ".lora_B." in k for k in adapter)
-    assert any(t.abs().sum() > 0 for k, t in adapter.items() if ".lora_B." in k)  # it trained
+    moved = any(t.abs().sum() > 0 for k, t in adapter.items() if ".lora_B." in k)
+    grad_norms = [r.get("actor/grad_norm", 0.0) for r in _untimed(run)]
+    assert moved == moves == any(g > 0 for g in grad_norms)  # trained where there was signal
     AutoModelForCausalLM.from_pretrained(step2)  # the merged policy loads as a plain model
 
 
@@ -89,8 +91,14 @@ def test_dpo_with_lora_killed_and_resumed_repeats_the_run_bitwise(tmp_path) -> N
 
 @pytest.mark.slow  # ~1 min each: a 2-step run per pipeline
 @pytest.mark.parametrize(
-    ("recipe", "reference_in_actor"),
-    [("sft", False), ("distill", False), ("rlvr-math-lora", True), ("agentic-frozenlake", True)],
+    ("recipe", "reference_in_actor", "moves"),
+    [
+        ("sft", False, True),
+        ("distill", False, True),
+        ("rlvr-math-lora", True, True),
+        # tiny-random fails every episode: equal returns, zero advantages, nothing to learn
+        ("agentic-frozenlake", True, False),
+    ],
 )
-def test_each_pipeline_trains_lora_adapters(recipe, reference_in_actor, tmp_path) -> None:
-    _check_lora_run(train(recipe, "lora", tmp_path), reference_in_actor)
+def test_each_pipeline_trains_lora_adapters(recipe, reference_in_actor, moves, tmp_path) -> None:
+    _check_lora_run(train(recipe, "lora", tmp_path), reference_in_actor, moves)
