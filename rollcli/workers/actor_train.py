@@ -98,8 +98,6 @@ class ActorTrainWorker:
         if lora is not None:
             if strategy != "hf":
                 raise ValueError(f"LoRA trains with the hf strategy, not {strategy!r}")
-            if gradient_checkpointing:  # frozen embeddings: checkpointed blocks need an input
-                self.model.enable_input_require_grads()  # that requires grad
             self.model = lora_adapters.apply_lora(self.model, lora)
         self.tokenizer = load_tokenizer(model_path)
         self.strategy = strategy

@@ -164,3 +164,19 @@ def test_unknown_target_modules_name_the_models_linear_layers(tiny_model) -> Non
     with pytest.raises(ValueError, match="train.lora.target_modules") as err:
         apply_lora(model, LoraSpec(target_modules=("qkv",)))
     assert "q_proj" in str(err.value) and "gate_proj" in str(err.value)
+
+
+def test_gradient_checkpointing_with_lora_gives_the_same_update(tiny_model) -> None:
+    """A frozen embedding output needs no gradient, yet the checkpointed blocks' adapters
+    must still get theirs: the same step with and without checkpointing."""
+    plain, ckpt = (
+        ActorTrainWorker(
+            str(tiny_model), lr=1e-2, num_threads=1, lora=SPEC, gradient_checkpointing=flag
+        )
+        for flag in (False, True)
+    )
+    a = plain.train_step(_batch(plain), ARGS)["grad_norm"]
+    b = ckpt.train_step(_batch(ckpt), ARGS)["grad_norm"]
+    assert a > 0 and b == pytest.approx(a, rel=1e-5)
+    for name, tensor in _adapters(plain).items():
+        torch.testing.assert_close(_adapters(ckpt)[name], tensor, rtol=1e-5, atol=1e-7)
