@@ -139,7 +139,13 @@ def merged_tensors(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
 def save_merged(model: Any, folder: str | Path) -> None:
     """The merged policy as a Hugging Face folder (safetensors), as a fully trained model
     would be saved; the merged tensors are copied to host memory one at a time."""
-    state = {name: t.detach().to("cpu", copy=True) for name, t in merged_tensors(model)}
+    value = merged_value(model)
+    copies: dict[int, torch.Tensor] = {}  # tied weights stay one tensor (saved once)
+    state = {}
+    for name, tensor in base_tensors(model).items():
+        if id(tensor) not in copies:
+            copies[id(tensor)] = value(name, tensor).detach().to("cpu", copy=True)
+        state[name] = copies[id(tensor)]
     model.get_base_model().save_pretrained(folder, state_dict=state, safe_serialization=True)
 
 

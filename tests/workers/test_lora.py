@@ -180,3 +180,11 @@ def test_gradient_checkpointing_with_lora_gives_the_same_update(tiny_model) -> N
     assert a > 0 and b == pytest.approx(a, rel=1e-5)
     for name, tensor in _adapters(plain).items():
         torch.testing.assert_close(_adapters(ckpt)[name], tensor, rtol=1e-5, atol=1e-7)
+
+
+def test_the_merged_checkpoint_saves_tied_weights_once(trained, tmp_path) -> None:
+    """tiny-random ties its LM head to the embeddings, as a fully trained model's folder
+    holds it: one tensor, not two."""
+    trained.save_pretrained(str(tmp_path))
+    saved = load_file(str(tmp_path / "model.safetensors"))
+    assert "model.embed_tokens.weight" in saved and "lm_head.weight" not in saved
