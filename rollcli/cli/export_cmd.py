@@ -1,4 +1,5 @@
-"""`roll export RUN_ID OUT_DIR [--step N]`: the policy as a Hugging Face folder."""
+"""`roll export RUN_ID OUT_DIR [--step N] [--adapter]`: the policy as a Hugging Face folder
+(a LoRA run's merged), or a LoRA run's adapter as a peft folder."""
 
 from __future__ import annotations
 
@@ -25,19 +26,24 @@ def export(
         None, "--step", help="Checkpoint step to export (default: the newest complete one)."
     ),
     force: bool = typer.Option(False, "--force", help="Replace OUT_DIR if it is not empty."),
+    adapter: bool = typer.Option(
+        False, "--adapter", help="A LoRA run: write the adapter (peft folder), not merged weights."
+    ),
     runs_dir: Path = RUNS_DIR,
 ) -> None:
     """Export a checkpoint's policy as a Hugging Face folder.
 
     Copies model, config, generation config and tokenizer (not roll's optimizer and trainer
     state) from the newest complete checkpoint, or --step N, into OUT_DIR, which
-    `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` then load."""
+    `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` then load.
+    A LoRA run's model holds the merged weights; --adapter writes its adapter instead
+    (`peft.PeftModel.from_pretrained(base, OUT_DIR)`)."""
     from rollcli.runs.export import ExportError, export_policy, pick_checkpoint
 
     folder = find_run(run_id, runs_dir)
     try:
         number, checkpoint = pick_checkpoint(folder / "checkpoints", step)
-        written = export_policy(checkpoint, out_dir, force=force)
+        written = export_policy(checkpoint, out_dir, force=force, adapter=adapter)
     except ExportError as exc:
         fail(str(exc), exc.hint)
     err_console.print(f"exported step {number} of run {folder.name} to {out_dir}:")
@@ -46,8 +52,11 @@ def export(
         size = path.stat().st_size
         total += size
         typer.echo(f"{path}\t{_size(size)}")
+    load = (
+        f"PeftModel.from_pretrained(base_model, {str(out_dir)!r})"
+        if adapter
+        else f"AutoModelForCausalLM.from_pretrained({str(out_dir)!r})"
+    )
     err_console.print(
-        f"[dim]{len(written)} files, {_size(total)}; load with "
-        f"AutoModelForCausalLM.from_pretrained({str(out_dir)!r})[/]",
-        soft_wrap=True,
+        f"[dim]{len(written)} files, {_size(total)}; load with {load}[/]", soft_wrap=True
     )

@@ -112,6 +112,19 @@ class RecipeConfig(Section):
         return self.algorithm.needs_reference
 
     @property
+    def reference_role(self) -> Literal["reference", "actor_train"] | None:
+        """The role that computes the reference policy's log-probs (the KL penalty of rlvr
+        and agentic, DPO's reference), None when none is needed: a `reference` worker
+        holding a frozen copy of the model, or, with `train.lora`, actor_train itself with
+        its adapters off (no second copy). The planner and the pipelines both read this.
+        Distillation's teacher is another model and always its own worker."""
+        if self.pipeline == "dpo" or (
+            self.pipeline in ("rlvr", "agentic") and self.needs_reference
+        ):
+            return "actor_train" if self.train.lora is not None else "reference"
+        return None
+
+    @property
     def needs_critic(self) -> bool:
         return self.algorithm.needs_critic
 

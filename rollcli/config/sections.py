@@ -111,11 +111,38 @@ class RolloutConfig(Section):
         return self.batch_size // self.group_size
 
 
+class LoraConfig(Section):
+    """Low-rank adapters (Hu et al. 2021, "LoRA", arXiv:2106.09685) on the trained model,
+    through peft: each target linear `W` becomes `W + (alpha / r) B A` with `A: [r, in]`
+    and `B: [out, r]`, and only A and B are trained. See docs/lora.md.
+
+    `target_modules`: module names (the last part of the name, e.g. `q_proj`), or
+    `all-linear` (every linear layer but the LM head).
+    """
+
+    r: PositiveInt = 16
+    alpha: PositiveFloat = 32.0
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+
+    @model_validator(mode="after")
+    def _some_targets(self) -> LoraConfig:
+        if isinstance(self.target_modules, list) and not self.target_modules:
+            raise ValueError(
+                "train.lora.target_modules is empty; name the linear layers to adapt, e.g. "
+                "[q_proj, v_proj], or all-linear"
+            )
+        return self
+
+
 class TrainConfig(Section):
     """Policy optimisation (actor_train).
 
     `strategy`: `hf` (plain torch), `deepspeed` (ZeRO, `devices.actor_train.zero_stage`;
     the `deepspeed` extra) or `megatron` (GPU only; the `megatron` extra).
+    `lora`: train low-rank adapters instead of every weight (`hf` strategy; docs/lora.md).
     """
 
     strategy: Literal["hf", "deepspeed", "megatron"] = "hf"
@@ -132,6 +159,17 @@ class TrainConfig(Section):
     grad_clip: PositiveFloat | None = 1.0
     gradient_checkpointing: bool = False
     num_workers: PositiveInt = 1
+    lora: LoraConfig | None = None
+
+    @model_validator(mode="after")
+    def _lora_strategy(self) -> TrainConfig:
+        if self.lora is not None and self.strategy != "hf":
+            raise ValueError(
+                f"train.lora runs on train.strategy=hf (it is {self.strategy!r}); the frozen "
+                "base needs no ZeRO sharding of gradients or optimizer state, so set "
+                "train.strategy=hf or remove train.lora"
+            )
+        return self
 
 
 class CriticConfig(Section):

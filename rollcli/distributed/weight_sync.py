@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -32,9 +32,13 @@ BUCKET_BYTES = 256 * 1024 * 1024
 
 
 LoadFn = Callable[[Iterator[tuple[str, torch.Tensor]]], None]
+# (name, the sender's tensor) -> the tensor to send in its place (same shape and dtype)
+ValueFn = Callable[[str, torch.Tensor], torch.Tensor]
 
 
-def _unique_tensors(model: torch.nn.Module) -> list[tuple[list[str], torch.Tensor]]:
+def _unique_tensors(
+    model: torch.nn.Module | Mapping[str, torch.Tensor],
+) -> list[tuple[list[str], torch.Tensor]]:
     """Each tensor once, in `state_dict` order, with all its names (tied weights have two).
 
     Tied tensors are the same object; objects, unlike storage pointers, also tell tensors
@@ -42,7 +46,8 @@ def _unique_tensors(model: torch.nn.Module) -> list[tuple[list[str], torch.Tenso
     """
     names: dict[int, list[str]] = {}
     out = []
-    for name, tensor in model.state_dict(keep_vars=True).items():
+    state = model if isinstance(model, Mapping) else model.state_dict(keep_vars=True)
+    for name, tensor in state.items():
         key = id(tensor) if tensor.is_meta else tensor.data_ptr()
         if key not in names:
             names[key] = []
@@ -136,12 +141,17 @@ class WeightSender:
         )
 
     @torch.no_grad()
-    def send(self, model: torch.nn.Module) -> float:
+    def send(
+        self, model: torch.nn.Module | Mapping[str, torch.Tensor], value: ValueFn | None = None
+    ) -> float:
+        """Broadcast `model`'s tensors (or a `state_dict`-like mapping's); `value` gives what
+        to send for a tensor (LoRA: the merged weight), computed as its bucket is built."""
         assert self.group is not None, "connect() was not called"
         start = time.perf_counter()
         for bucket in _buckets(_unique_tensors(model), self.dtype):
+            tensors = [value(ns[0], t) if value else t for ns, t in bucket]
             # gloo: a CUDA model's bucket goes through host memory; nccl: it stays on the GPU
-            parts = [t.detach().reshape(-1).to(self.dtype or t.dtype) for _, t in bucket]
+            parts = [t.detach().reshape(-1).to(self.dtype or t.dtype) for t in tensors]
             flat = torch.cat(parts).to(self.device)
             _broadcast(self.group, flat)
         if self.device.type == "cuda":

@@ -37,6 +37,7 @@ from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
+from rollcli.strategies.lora import LoraSpec
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.env_worker import EnvWorker, build_env, system_prompt
@@ -55,7 +56,7 @@ class AgenticPipeline(ControlledPipeline):
         self.run_id = run_id
         self.model_path = model_path
         # fault injection (`kill-worker@generate`, ...) kills the worker a phase runs on
-        forward = "reference" if cfg.needs_reference else "actor_train"
+        forward = cfg.reference_role or "actor_train"
         roles = {"generate": "actor_infer", "validate": "actor_infer", "forward": forward}
         self.ctl = RunControl(cfg, run, display, fault_roles=roles)
         self.clusters: list[Cluster] | None = None
@@ -89,7 +90,7 @@ class AgenticPipeline(ControlledPipeline):
         cfg, ag, train = self.cfg, self.cfg.agentic, self.cfg.train
         self.ctl.ui.phase("starting workers")
         # the model roles run in turns and share every core; env workers take a sliver each
-        heavy = 2 + int(cfg.needs_reference)
+        heavy = 2 + int(cfg.reference_role == "reference")
         cores = cfg.resources.num_cpus or _cores()
         env_cpus = ENV_CPUS * 2 * ag.num_env_workers  # training and validation env workers
         heavy_cpus = round(max(cores - env_cpus, 0.1) / heavy, 3)
@@ -110,6 +111,7 @@ class AgenticPipeline(ControlledPipeline):
                 "warmup_steps": train.warmup_steps,
                 "grad_clip": train.grad_clip,
                 "gradient_checkpointing": train.gradient_checkpointing,
+                "lora": LoraSpec.from_section(train.lora),
             },
         )
         workers = cfg.rollout.num_workers
@@ -148,7 +150,7 @@ class AgenticPipeline(ControlledPipeline):
             {"env": ag.env, "env_kwargs": env_kwargs(ag, validation=True)},
         )
         self.reference = None
-        if cfg.needs_reference:
+        if cfg.reference_role == "reference":
             self.reference = Cluster(
                 "reference",
                 ReferenceWorker,
@@ -222,6 +224,8 @@ class AgenticPipeline(ControlledPipeline):
         sizes = self.update_args.forward_sizes()
         if self.reference is not None:
             batch.set("ref_logprobs", self.reference.call("compute_logprobs", batch, **sizes)[0])
+        elif cfg.reference_role == "actor_train":  # LoRA: the policy with its adapters off
+            batch.set("ref_logprobs", self.actor.call("compute_ref_logprobs", batch, **sizes)[0])
         if self.needs_old_logprobs:
             batch.set("old_logprobs", self.actor.call("compute_logprobs", batch, **sizes)[0])
         metrics["time/forward_s"] = time.perf_counter() - t0

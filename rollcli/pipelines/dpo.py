@@ -3,6 +3,9 @@
 draw pairs → reference log-probs (reference worker) → train (one optimizer step on the
 preference loss) → validate (held-out pairs) → log → checkpoint
 
+With `train.lora` no reference worker runs: the reference is actor_train's model with its
+adapters off (`compute_ref_logprobs`).
+
 Held-out metrics: `val/accuracy` is the fraction of pairs whose chosen response the policy
 finds more likely than the rejected one (summed log-probs; meaningful from step 0), and
 `val/rewards/accuracy` the fraction whose implicit DPO reward ranks chosen above rejected
@@ -76,7 +79,8 @@ class DPOPipeline(ControlledPipeline):
 
     def _start_workers(self) -> None:
         self.ctl.ui.phase("starting workers")
-        resources, threads = heavy_resources(self.cfg, 2)
+        separate = self.cfg.reference_role == "reference"
+        resources, threads = heavy_resources(self.cfg, 2 if separate else 1)
         actor = Cluster(
             "actor_train",
             DPOTrainWorker,
@@ -84,15 +88,18 @@ class DPOPipeline(ControlledPipeline):
             resources,
             trainer_kwargs(self.cfg, self.model_path, threads),
         )
-        reference = Cluster(
-            "reference",
-            ReferenceWorker,
-            1,
-            resources,
-            {"model_path": self.model_path, "num_threads": threads},
-        )
-        self.actor, self.reference = actor, reference
-        self.clusters = [actor, reference]
+        self.actor, self.clusters = actor, [actor]
+        self.reference, self.ref_method = actor, "compute_ref_logprobs"  # LoRA: adapters off
+        if separate:
+            self.reference = Cluster(
+                "reference",
+                ReferenceWorker,
+                1,
+                resources,
+                {"model_path": self.model_path, "num_threads": threads},
+            )
+            self.ref_method = "compute_logprobs"
+            self.clusters.append(self.reference)
         self.ctl.started(self.clusters)
 
     # ---- the loop --------------------------------------------------------------------
@@ -131,7 +138,7 @@ class DPOPipeline(ControlledPipeline):
 
         self.ctl.phase("forward")
         t0 = time.perf_counter()
-        batch.set("ref_logprobs", self._logprobs(self.reference, batch))
+        batch.set("ref_logprobs", self._logprobs(self.reference, batch, self.ref_method))
         forward_s = time.perf_counter() - t0
 
         self.ctl.phase("train")
@@ -148,18 +155,21 @@ class DPOPipeline(ControlledPipeline):
             "time/train_s": time.perf_counter() - t0,
         }
 
-    def _logprobs(self, cluster: Cluster, batch) -> torch.Tensor:  # noqa: ANN001
+    def _logprobs(
+        self,
+        cluster: Cluster,
+        batch,  # noqa: ANN001
+        method: str = "compute_logprobs",
+    ) -> torch.Tensor:
         # micro_batch_size counts pairs; a pair is two rows
-        return cluster.dispatch(
-            "compute_logprobs", batch, micro_batch_size=2 * self.cfg.train.micro_batch_size
-        )
+        return cluster.dispatch(method, batch, micro_batch_size=2 * self.cfg.train.micro_batch_size)
 
     def validate(self) -> dict[str, float]:
         dpo = self.cfg.dpo
         self.ctl.phase("validate")
         t0 = time.perf_counter()
         if self.val_ref is None:
-            self.val_ref = self._logprobs(self.reference, self.val_batch)
+            self.val_ref = self._logprobs(self.reference, self.val_batch, self.ref_method)
         mask = self.val_batch["response_mask"]
         average = dpo.loss == "ipo"
         policy = self._logprobs(self.actor, self.val_batch)

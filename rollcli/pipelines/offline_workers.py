@@ -8,6 +8,7 @@ from typing import Any
 from rollcli.config.recipe import RecipeConfig
 from rollcli.distributed.cluster import WorkerResources
 from rollcli.pipelines.workers_setup import plan_cpu
+from rollcli.strategies.lora import LoraSpec
 
 
 def heavy_resources(cfg: RecipeConfig, roles: int) -> tuple[WorkerResources, int]:
@@ -30,4 +31,5 @@ def trainer_kwargs(cfg: RecipeConfig, model_path: str, threads: int) -> dict[str
         "warmup_steps": train.warmup_steps,
         "grad_clip": train.grad_clip,
         "gradient_checkpointing": train.gradient_checkpointing,
+        "lora": LoraSpec.from_section(train.lora),
     }

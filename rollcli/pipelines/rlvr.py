@@ -47,6 +47,7 @@ from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
+from rollcli.strategies.lora import LoraSpec
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
@@ -146,13 +147,14 @@ class RLVRPipeline(ControlledPipeline):
                 warmup_steps=train.warmup_steps,
                 grad_clip=train.grad_clip,
                 gradient_checkpointing=train.gradient_checkpointing,
+                lora=LoraSpec.from_section(train.lora),
             ),
             reward_kwargs=dict(
                 fn=cfg.reward.fn,
                 options=cfg.reward.worker_options,
                 timeout_s=cfg.reward.timeout_s,
             ),
-            reference=cfg.needs_reference,
+            reference=cfg.reference_role == "reference",
             critic_kwargs=dict(lr=cfg.critic.lr, grad_clip=cfg.critic.grad_clip)
             if cfg.needs_critic
             else None,
@@ -241,6 +243,11 @@ class RLVRPipeline(ControlledPipeline):
         if self.clusters.reference is not None:
             batch.set(
                 "ref_logprobs", self.clusters.reference.dispatch("compute_logprobs", batch, **sizes)
+            )
+        elif cfg.reference_role == "actor_train":  # LoRA: the policy with its adapters off
+            batch.set(
+                "ref_logprobs",
+                self.clusters.actor_train.dispatch("compute_ref_logprobs", batch, **sizes),
             )
         if self.needs_old_logprobs:
             batch.set(

@@ -74,6 +74,15 @@ class RunControl:
         """Record the running clusters (the first is the trained one)."""
         self.clusters = clusters
         self.worker_pids = {c.name: c.call("process_id") for c in clusters}
+        lora = self.cfg.train.lora
+        if lora is not None and self.restarts == 0:
+            trained, total = clusters[0].call("trainable_parameters")[0]
+            ref = self.cfg.reference_role
+            self.run.log_event(
+                f"LoRA r={lora.r}, alpha={lora.alpha:g} on {lora.target_modules}: {trained:,} of "
+                f"{total:,} parameters train"
+                + ("; the reference is actor_train with its adapters off" if ref else "")
+            )
 
     def kill_workers(self) -> None:
         for c in self.clusters:

@@ -2,7 +2,8 @@
 
 The advice is a ladder: each step changes one knob on top of the steps before it, the
 changed request is re-planned, and the step is kept only if it helps. Order: raise the
-ZeRO stage, offload optimizer then parameters, gradient checkpointing, smaller
+ZeRO stage, train LoRA adapters instead of every weight (plain `hf` training only),
+offload optimizer then parameters, gradient checkpointing, smaller
 micro-batch, tensor parallel inference, offload idle colocated roles, lower
 gpu_memory_utilization, fewer concurrent sequences, and finally more GPUs.
 Each line names the recipe key to set; `RECIPE_KEYS` maps a field to its key.
@@ -15,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rollcli.planning.devices import PlanError, format_indices
+from rollcli.planning.memory import lora_param_count
 from rollcli.planning.request import INFER_ROLES, TRAIN_ROLES, PlanInput, RoleRequest
 from rollcli.planning.roles import leaves_gpu_when_idle
 
@@ -67,7 +69,7 @@ def advise(inp: PlanInput, plan: Plan, assess: Assess) -> list[str]:
     lines: list[str] = []
     tried: set[str] = set()
     current, current_plan = inp, plan
-    for make_steps in (_zero, _offload, _activations, _inference, _more_gpus):
+    for make_steps in (_zero, _lora, _offload, _activations, _inference, _more_gpus):
         # Re-ask each kind of step after every accepted change, so steps can chain
         # (offload the optimizer, then the parameters; one role, then the next).
         while True:
@@ -149,6 +151,31 @@ def _zero(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
             if req.resolved_strategy == "hf":
                 text += " and " + _key("strategy", req.role, "deepspeed")
             yield text, _with(inp, req.role, strategy="deepspeed", zero_stage=3)
+
+
+LORA_RANK = 16  # what the advice suggests; train.lora's other keys keep their defaults
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # train.lora.target_modules' default
+
+
+def _lora(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
+    """actor_train with LoRA: frozen weights without gradients or Adam states; a reference
+    that is a copy of the policy becomes the policy with its adapters off."""
+    for req in _trainers(inp, plan):
+        if req.role != "actor_train" or req.lora_params or req.resolved_strategy != "hf":
+            continue
+        params = lora_param_count(inp.model, r=LORA_RANK, target_modules=LORA_TARGETS)
+        drop = inp.reference_is_policy and any(r.role == "reference" for r in inp.roles)
+        roles = [
+            replace(r, lora_params=params) if r.role == req.role else r
+            for r in inp.roles
+            if not (drop and r.role == "reference")
+        ]
+        text = (
+            f"train LoRA adapters ({params / 1e6:.1f}M parameters), not every weight: "
+            f"`train.lora.r={LORA_RANK}`"
+            + ("; the reference is then the policy with its adapters off" if drop else "")
+        )
+        yield text, replace(inp, roles=roles)
 
 
 def _offload(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:

@@ -73,10 +73,13 @@ def spec_from_config(c: dict, *, name: str) -> ModelSpec:
 def _roles(cfg: RecipeConfig) -> list[str]:
     if cfg.pipeline == "sft":
         return ["actor_train"]
-    if cfg.pipeline in ("dpo", "distill"):  # distill: the teacher runs as reference
+    # the reference runs in actor_train with train.lora (adapters off): no reference role
+    reference = ["reference"] if cfg.reference_role == "reference" else []
+    if cfg.pipeline == "distill":  # the teacher runs as reference
         return ["actor_train", "reference"]
-    roles = ["actor_train", "actor_infer"]
-    roles += ["reference"] if cfg.needs_reference else []
+    if cfg.pipeline == "dpo":
+        return ["actor_train", *reference]
+    roles = ["actor_train", "actor_infer", *reference]
     roles += ["critic"] if cfg.needs_critic else []
     roles += ["env"] if cfg.pipeline == "agentic" else []
     return roles
@@ -142,7 +145,23 @@ def _async(cfg: RecipeConfig, gpus: int) -> bool:
     return cfg.devices.async_mode or (gpus > 0 and cfg.rollout.max_staleness > 0)
 
 
-def _request(cfg: RecipeConfig, role: str, gpus: int) -> RoleRequest:
+def _lora_params(cfg: RecipeConfig, model: ModelSpec) -> int:
+    """actor_train's adapter parameters with `train.lora` (0 without)."""
+    lora = cfg.train.lora
+    if lora is None:
+        return 0
+    from rollcli.planning.memory import lora_param_count
+
+    targets = lora.target_modules
+    try:
+        return lora_param_count(
+            model, r=lora.r, target_modules=targets if isinstance(targets, str) else tuple(targets)
+        )
+    except ValueError as err:
+        raise ConfigError(f"train.lora.target_modules: {err}") from None
+
+
+def _request(cfg: RecipeConfig, role: str, gpus: int, lora_params: int = 0) -> RoleRequest:
     place: RolePlacement = getattr(cfg.devices, role)
     on_cpu = gpus == 0
     mapping = place.device_mapping
@@ -177,6 +196,7 @@ def _request(cfg: RecipeConfig, role: str, gpus: int) -> RoleRequest:
         max_num_seqs=max_num_seqs,
         param_bytes=_param_bytes(cfg, role, strategy, on_cpu),
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
+        lora_params=lora_params if role == "actor_train" else 0,
     )
 
 
@@ -196,16 +216,19 @@ def recipe_plan_input(
         capacity = gpu_memory(f"{mem_gib}GiB" if mem_gib else (gpu_kind or cfg.devices.gpu_kind))
     except PlanError as err:
         raise ConfigError(f"devices.gpu_kind: {err}") from None
+    model = model_spec(cfg.model)
+    lora_params = _lora_params(cfg, model)
     return PlanInput(
-        model=model_spec(cfg.model),
+        model=model,
         num_gpus=num_gpus,
         num_nodes=num_nodes,
         gpus_per_node=cfg.devices.num_gpus_per_node,
         gpu_memory_bytes=capacity,
-        roles=[_request(cfg, role, num_gpus) for role in _roles(cfg)],
+        roles=[_request(cfg, role, num_gpus, lora_params) for role in _roles(cfg)],
         async_mode=_async(cfg, num_gpus),
         # A CPU run is judged against this machine; a GPU cluster's nodes are not this one.
         host_memory_bytes=host_memory_bytes() if num_gpus == 0 else None,
+        reference_is_policy=cfg.pipeline != "distill",
     )
 
 

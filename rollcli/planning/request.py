@@ -43,6 +43,8 @@ class RoleRequest:
     param_bytes: 2 for bf16/fp16 weights (mixed-precision Adam), 4 for fp32.
     offload_when_idle: a colocated role moves its states to host memory while another
         role on the same GPU computes (worker offload, vLLM sleep mode).
+    lora_params: a trained role with LoRA: its adapter parameters (0: every weight
+        trains); the frozen base then has no gradients or optimizer state.
     """
 
     role: str
@@ -60,6 +62,7 @@ class RoleRequest:
     max_num_seqs: int = 256
     param_bytes: int = 2
     offload_when_idle: bool = True
+    lora_params: int = 0
 
     @property
     def resolved_strategy(self) -> str:
@@ -75,6 +78,9 @@ class PlanInput:
     host_memory_bytes: host RAM, the capacity in a CPU plan (None: not judged).
     async_mode: rollout runs alongside training, so actor_train and actor_infer need
         their own GPUs.
+    reference_is_policy: the `reference` role is a frozen copy of the policy (rlvr,
+        agentic, dpo), which LoRA replaces by the policy with its adapters off; False
+        where it is another model (distill's teacher).
     """
 
     model: ModelSpec
@@ -85,6 +91,7 @@ class PlanInput:
     roles: list[RoleRequest] = field(default_factory=list)
     async_mode: bool = False
     host_memory_bytes: int | None = None
+    reference_is_policy: bool = True
 
     @property
     def node_size(self) -> int:

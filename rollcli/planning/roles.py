@@ -80,6 +80,20 @@ def estimate_role(
 
 def _train(req: RoleRequest, model: ModelSpec, ranks: int) -> MemoryBreakdown:
     dp = max(1, ranks // (req.tp * req.pp))
+    acts = activation_bytes(
+        model,
+        micro_batch=req.micro_batch,
+        seq_len=req.seq_len,
+        grad_checkpointing=req.grad_checkpointing,
+        tp=req.tp,
+        dtype_bytes=req.param_bytes,
+    )
+    if req.lora_params:  # frozen base weights; the adapters train (stage 0, replicated)
+        frozen = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
+        adapters = model_state_bytes(
+            req.lora_params, dp=1, zero_stage=0, tp=req.tp, pp=req.pp, param_bytes=req.param_bytes
+        )
+        return adapters + MemoryBreakdown(weights=frozen, activations=acts)
     states = model_state_bytes(
         param_count(model),
         dp=dp,
@@ -89,14 +103,6 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int) -> MemoryBreakdown:
         param_bytes=req.param_bytes,
         offload_optimizer=req.offload_optimizer,
         offload_params=req.offload_params,
-    )
-    acts = activation_bytes(
-        model,
-        micro_batch=req.micro_batch,
-        seq_len=req.seq_len,
-        grad_checkpointing=req.grad_checkpointing,
-        tp=req.tp,
-        dtype_bytes=req.param_bytes,
     )
     return states + MemoryBreakdown(activations=acts)
 

@@ -1,6 +1,8 @@
-"""Export the policy of a run's checkpoint as a plain Hugging Face folder.
+"""Export the policy of a run's checkpoint as a plain Hugging Face folder, or (a LoRA run,
+`adapter=True`) its adapter as a peft folder.
 
-Only the files `transformers` reads are copied (config, generation config, weights, tokenizer);
+Only the files `transformers` reads are copied (config, generation config, weights, tokenizer;
+a LoRA run's weights are already merged: `W + (alpha / r) B A`);
 roll's own state (`actor_optim.pt`, `critic.pt`, `trainer_state.json`, `COMPLETE`, RNG files)
 stays behind. The folder is built next to the destination and renamed into place, so a
 destination never holds half an export.
@@ -40,6 +42,8 @@ TOKENIZER_FILES = (
     "chat_template.json",
 )
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint: peft's adapter folder (strategies/lora.py)
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 class ExportError(Exception):
@@ -85,6 +89,19 @@ def hf_files(checkpoint: Path) -> list[Path]:
     return files
 
 
+def adapter_files(checkpoint: Path) -> list[Path]:
+    """A LoRA checkpoint's adapter files and the tokenizer's, sorted by name."""
+    folder = checkpoint / ADAPTER_DIR
+    missing = [n for n in ADAPTER_FILES if not (folder / n).is_file()]
+    if missing:
+        raise ExportError(
+            f"{checkpoint} holds no LoRA adapter ({folder / missing[0]} is missing)",
+            "the run trained every weight (no train.lora); export without --adapter",
+        )
+    tokenizer = [p for p in hf_files(checkpoint) if p.name in TOKENIZER_FILES]
+    return sorted([folder / n for n in ADAPTER_FILES] + tokenizer, key=lambda p: p.name)
+
+
 def _check_destination(out: Path, checkpoint: Path, force: bool) -> None:
     out_abs, source = out.resolve(), checkpoint.resolve()
     if out_abs == source or out_abs in source.parents:
@@ -103,9 +120,12 @@ def _check_destination(out: Path, checkpoint: Path, force: bool) -> None:
         )
 
 
-def export_policy(checkpoint: Path, out: Path, *, force: bool = False) -> list[Path]:
-    """Copy the Hugging Face files of `checkpoint` into `out`; returns the files written."""
-    files = hf_files(checkpoint)
+def export_policy(
+    checkpoint: Path, out: Path, *, force: bool = False, adapter: bool = False
+) -> list[Path]:
+    """Copy the Hugging Face files of `checkpoint` (or, `adapter`, its LoRA adapter and
+    tokenizer) into `out`; returns the files written."""
+    files = adapter_files(checkpoint) if adapter else hf_files(checkpoint)
     _check_destination(out, checkpoint, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-export-{os.getpid()}"

@@ -10,6 +10,11 @@ has joined them in a process group (`open_train_group` on rank 0, then `join_tra
 on every rank; see distributed/data_parallel.py). Rank 0 writes the Hugging Face folder and
 sends weights; the other ranks enter the same calls so that collectives (a ZeRO-3 gather,
 DeepSpeed's partitioned checkpoint) see every rank.
+
+With `lora` (a `LoraSpec`) the model carries peft adapters and only they train
+(strategies/lora.py): `compute_ref_logprobs` is the reference policy (adapters off), the
+weight sync sends merged weights under the base names, and a checkpoint holds the merged
+Hugging Face folder plus the adapter (`adapter/`), which resuming loads.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.distributed import data_parallel, stores
 from rollcli.distributed.weight_sync import WeightSender
 from rollcli.models.loading import node_model_folder
+from rollcli.strategies import lora as lora_adapters
 from rollcli.strategies.device import batch_to, device_slot, pick_device, to_cpu
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
@@ -94,20 +100,29 @@ class ActorTrainWorker:
         world_size: int = 1,
         num_gpus: float = 0.0,
         precision: str = "fp32",
+        lora: lora_adapters.LoraSpec | None = None,
     ) -> None:
         """`num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU);
-        `precision`: `fp32` or `bf16-mixed`, the plan's training dtype (strategies/precision.py)."""
+        `precision`: `fp32` or `bf16-mixed`, the plan's training dtype (strategies/precision.py);
+        `lora`: train low-rank adapters on the frozen model (only with `strategy` hf)."""
         model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         set_threads(num_threads)
         torch.manual_seed(seed)
         self.device = pick_device(num_gpus)
         self.model_path = model_path
+        self.precision = check_precision(precision)
         self.model = load_causal_lm(model_path, train=True, device=self.device)
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
+        self.lora = lora is not None
+        if lora is not None:
+            if strategy != "hf":
+                raise ValueError(f"LoRA trains with the hf strategy, not {strategy!r}")
+            if self.precision == "bf16-mixed":  # frozen: no fp32 master copy (as planned);
+                self.model.to(torch.bfloat16)  # peft keeps the adapters in fp32
+            self.model = lora_adapters.apply_lora(self.model, lora)
         self.tokenizer = load_tokenizer(model_path)
         self.strategy = strategy
-        self.precision = check_precision(precision)
         self.rank, self.world_size = rank, world_size
         self._trainer_args: dict[str, Any] = dict(
             options=_with_precision(strategy, strategy_options or {}, precision),
@@ -128,6 +143,10 @@ class ActorTrainWorker:
     def _build_trainer(self) -> None:
         self.trainer = make_trainer(self.strategy, self.model, **self._trainer_args)
         self.model = self.trainer.model  # deepspeed: its engine, which runs the module
+
+    def trainable_parameters(self) -> tuple[int, int]:
+        """(parameters that train, all parameters): with LoRA, the adapters' share."""
+        return lora_adapters.trainable_count(self.model)
 
     # ---- data parallel ---------------------------------------------------------------
     def open_train_group(self) -> tuple[str, int]:
@@ -162,6 +181,23 @@ class ActorTrainWorker:
         """bf16 autocast for the hf strategy in `bf16-mixed` (DeepSpeed's bf16 mode casts
         the module itself)."""
         return compute_context(self.precision if self.strategy == "hf" else "fp32", self.device)
+
+    @torch.no_grad()
+    def compute_ref_logprobs(
+        self,
+        batch: Batch,
+        micro_batch_size: int = 8,
+        temperature: float = 1.0,
+        max_tokens: int | None = None,
+    ) -> torch.Tensor:
+        """The reference policy's log-probs with LoRA: this model with its adapters off."""
+        if not self.lora:
+            raise RuntimeError("compute_ref_logprobs needs LoRA; without it a reference runs")
+        self.model.eval()
+        with lora_adapters.adapters_off(self.model), self._compute():
+            return forward_response_logprobs(
+                self.model, batch, micro_batch_size, temperature, self.device, max_tokens
+            )
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
         """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
@@ -248,6 +284,11 @@ class ActorTrainWorker:
             with self._full_weights():
                 return 0.0
         assert self.sender is not None, "open_weight_sync was not called"
+        if self.lora:  # merged weights under the base names, one tensor at a time
+            model = self.model
+            return self.sender.send(
+                lora_adapters.base_tensors(model), lora_adapters.merged_value(model)
+            )
         with self._full_weights() as model:
             return self.sender.send(model)
 
@@ -259,12 +300,23 @@ class ActorTrainWorker:
     # ---- checkpoints -------------------------------------------------------------------
     def save_pretrained(self, folder: str) -> None:
         """Write the policy as a Hugging Face folder (safetensors + tokenizer); rank 0 writes,
-        every rank takes part in gathering the weights."""
+        every rank takes part in gathering the weights. With LoRA: the merged weights, and
+        the adapter in `adapter/`."""
+        if self.lora:
+            self._save_lora(folder)
+            return
         with self._full_weights() as model:
             if self.rank == 0:
                 model.save_pretrained(folder, safe_serialization=True)
         if self.rank == 0:
             self.tokenizer.save_pretrained(folder)
+
+    def _save_lora(self, folder: str) -> None:
+        if self.rank != 0:
+            return
+        lora_adapters.save_merged(self.model, folder)
+        lora_adapters.save_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)
+        self.tokenizer.save_pretrained(folder)
 
     def save_state(self, folder: str) -> None:
         """The optimizer state: deepspeed ranks each write their partition; with `hf` the
@@ -285,7 +337,9 @@ class ActorTrainWorker:
             Path(folder) / "actor_optim.pt", weights_only=False, map_location=self.device
         )
         self.trainer.load_state_dict(state)
-        if self.strategy == "hf":
+        if self.lora:
+            lora_adapters.load_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)
+        elif self.strategy == "hf":
             load_model(
                 self.model,
                 str(Path(folder) / "model.safetensors"),

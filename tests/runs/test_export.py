@@ -155,3 +155,13 @@ def test_unknown_run_and_run_without_checkpoints(run: RunDir, tmp_path: Path) ->
     )
     assert empty.exit_code == 2
     assert "no complete checkpoint in" in empty.stderr
+
+
+def test_adapter_export_of_a_run_without_lora_is_one_clear_error(
+    run: RunDir, tmp_path: Path
+) -> None:
+    result = _export(run, tmp_path / "adapter", "--adapter")
+    assert result.exit_code == 2
+    assert "holds no LoRA adapter" in result.stderr
+    assert "export without --adapter" in result.stderr
+    assert not (tmp_path / "adapter").exists()
