@@ -86,8 +86,8 @@ def test_the_reference_is_the_base_model_with_adapters_off(tiny_model, trained) 
 
 def test_weight_sync_sends_the_merged_weights_under_the_base_names(tiny_model, trained) -> None:
     infer = ActorInferWorker(str(tiny_model), num_threads=1)
-    port = trained.open_weight_sync("127.0.0.1", 2)
-    t = threading.Thread(target=infer.init_weight_sync, args=("127.0.0.1", port, 1, 2))
+    host, port = trained.open_weight_sync(2)
+    t = threading.Thread(target=infer.init_weight_sync, args=(host, port, 1, 2))
     t.start()
     trained.connect_weight_sync()
     t.join()
