@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollcli.config.sections import AgenticConfig
+from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode
-from rollcli.pipelines.agentic_metrics import episode_metrics, wilson_interval
+from rollcli.pipelines.agentic_metrics import episode_metrics
 from rollcli.pipelines.agentic_rollout import ModelPolicy, RandomPolicy, play_episodes
 from rollcli.pipelines.agentic_setup import env_kwargs, limits, model_context, val_specs
 from rollcli.strategies.hf_infer import SamplingParams
