@@ -30,6 +30,7 @@ class EvalResult:
     model: str
     episodes: list[Episode]
     metrics: dict[str, float]
+    temperature: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         m = self.metrics
@@ -40,6 +41,7 @@ class EvalResult:
             "env": self.env,
             "model": self.model,
             "episodes": n,
+            "temperature": self.temperature,
             "success_rate": wins / max(n, 1),
             "success_ci95": [low, high],
             "mean_reward": m["eval/return_mean"],
@@ -48,6 +50,20 @@ class EvalResult:
             "mean_steps": m["eval/mean_steps"],
             "env_errors": int(m["eval/env_errors"]),
         }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Each episode's outcome, for `--json`."""
+        return [
+            {
+                "seed": ep.spec.seed,
+                "success": ep.success,
+                "steps": ep.turns,
+                "return": ep.episode_return,
+                "end": ep.end,
+                "error": ep.error,
+            }
+            for ep in self.episodes
+        ]
 
 
 def evaluate(
@@ -94,7 +110,8 @@ def evaluate(
         limits(agentic, max_new_tokens, model_context(model_path)),
         on_progress,
     )
-    return EvalResult(agentic.env, model, episodes, episode_metrics(episodes, "eval"))
+    metrics = episode_metrics(episodes, "eval")
+    return EvalResult(agentic.env, model, episodes, metrics, temperature)
 
 
 def render_episode(ep: Episode) -> str:
