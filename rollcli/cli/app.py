@@ -10,7 +10,7 @@ import typer
 from rollcli import __version__
 from rollcli.cli import data_cmd, recipes_cmd, runs_cmd
 from rollcli.cli.doctor_cmd import doctor
-from rollcli.cli.eval_cmd import eval_env
+from rollcli.cli.eval_cmd import eval_cmd
 from rollcli.cli.export_cmd import export
 from rollcli.cli.logs_cmd import logs
 from rollcli.cli.plan_cmd import plan
@@ -35,7 +35,7 @@ app.command("resume")(resume)
 app.command("logs")(logs)
 app.command("export")(export)
 app.command("plot")(plot)
-app.command("eval")(eval_env)
+app.command("eval")(eval_cmd)
 app.command("reward")(reward)
 
 

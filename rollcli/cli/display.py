@@ -42,7 +42,7 @@ class RichDisplay:
         self.gen_task = self.gen.add_task("starting", total=1)
         self.live: Live | None = None
         self.latest: dict[str, Any] = {}
-        self.val: float | None = None
+        self.val: dict[str, Any] | None = None  # the latest validation metrics
 
     def _ensure_live(self) -> None:
         if self.live is None:
@@ -67,8 +67,10 @@ class RichDisplay:
 
     def step_done(self, step: int, metrics: dict[str, Any]) -> None:
         if "val/accuracy" in metrics:
-            self.val = metrics["val/accuracy"]
-            self.console.print(f"  step {step}: validation accuracy [bold]{self.val:.3f}[/]")
+            self.val = metrics
+            self.console.print(
+                f"  step {step}: validation accuracy [bold]{val_accuracy_text(metrics)}[/]"
+            )
         if step > 0 and self.step_task is not None:
             self.steps.update(self.step_task, completed=step)
             self.latest = metrics
@@ -80,7 +82,7 @@ class RichDisplay:
         if "time/step_s" in self.latest:
             parts.append(f"{self.latest['time/step_s']:.1f} s/step")
         if self.val is not None:
-            parts.append(f"val acc {self.val:.3f}")
+            parts.append(f"val acc {val_accuracy_text(self.val, short=True)}")
         self.status = Text("  " + " · ".join(parts))
         if self.live is not None:
             self.live.update(Group(self.steps, self.gen, self.status))
@@ -101,7 +103,7 @@ def summary_table(
     run_id: str,
     run_dir: str,
     final: dict[str, Any],
-    first_val: float | None,
+    first_val: dict[str, Any] | None,
     wall_s: float,
     mean_step_s: float | None = None,
 ) -> Table:
@@ -111,9 +113,11 @@ def summary_table(
     table.add_row("run folder", run_dir)
     table.add_row("steps", str(final.get("step", "?")))
     if first_val is not None:
-        table.add_row("val accuracy at step 0", f"{first_val:.3f}")
+        table.add_row(
+            f"val accuracy at step {first_val.get('step', 0)}", val_accuracy_text(first_val)
+        )
     if "val/accuracy" in final:
-        table.add_row("val accuracy at the end", f"{final['val/accuracy']:.3f}")
+        table.add_row("val accuracy at the end", val_accuracy_text(final))
     if "reward/mean" in final:
         table.add_row("reward at the last step", f"{final['reward/mean']:.3f}")
     if "response_length/mean" in final:
@@ -122,3 +126,23 @@ def summary_table(
         table.add_row("mean step time", f"{mean_step_s:.1f} s")
     table.add_row("wall time", f"{wall_s / 60:.1f} min")
     return table
+
+
+def val_accuracy_text(metrics: dict[str, Any], short: bool = False) -> str:
+    """Validation accuracy with its 95% interval and size where they were logged.
+
+    >>> m = {"val/accuracy": 0.7, "val/accuracy_ci_low": 0.64, "val/accuracy_ci_high": 0.755, "val/n": 256}
+    >>> val_accuracy_text(m)
+    '0.700 (95% CI 0.640-0.755, n=256)'
+    >>> val_accuracy_text(m, short=True)
+    '0.700 [0.640, 0.755]'
+    >>> val_accuracy_text({"val/accuracy": 0.5})
+    '0.500'
+    """
+    text = f"{metrics['val/accuracy']:.3f}"
+    if "val/accuracy_ci_low" not in metrics:
+        return text
+    low, high = metrics["val/accuracy_ci_low"], metrics["val/accuracy_ci_high"]
+    if short:
+        return f"{text} [{low:.3f}, {high:.3f}]"
+    return f"{text} (95% CI {low:.3f}-{high:.3f}, n={int(metrics['val/n'])})"

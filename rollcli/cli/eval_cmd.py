@@ -1,9 +1,18 @@
-"""`roll eval ENV|RECIPE --model NAME|PATH|RUN_ID|random [--n N] [--seed S] [--json]`."""
+"""`roll eval ENV|RECIPE --model M [--compare M2] [--n N] [--seed S] [--k K]
+[--temperature T] [--json] [key=value ...]`.
+
+An environment or agentic recipe plays episodes (success rate with its Wilson interval,
+per-episode outcomes); an rlvr recipe answers its held-out problems (greedy accuracy with
+its interval, pass@k from sampled answers, per-problem outcomes). `--compare` evaluates a
+second model on the same seeds or problems and adds the paired table (exact McNemar)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -12,73 +21,239 @@ from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.run_arg import RUNS_DIR
 
 out = Console()
+ENV_EPISODES = 200  # default --n for environments: a 95% interval of about ±0.07
 
 
-def eval_env(
+def eval_cmd(
     target: str = typer.Argument(
-        ..., help="An environment (sokoban, frozenlake, webshop) or an agentic recipe / YAML file."
+        ...,
+        help="An environment (sokoban, frozenlake, webshop), an agentic recipe, or an rlvr "
+        "recipe (rlvr-math, rlvr-code, rlvr-mix) / YAML file.",
     ),
     model: str = typer.Option(
         "smollm2-135m",
         "--model",
         "-m",
-        help="Registry name, HF folder, run id (its newest checkpoint) or 'random' (baseline).",
+        help="Registry name, HF folder, run id (its newest checkpoint) or, for environments, "
+        "'random' (the random-action baseline).",
     ),
-    n: int = typer.Option(32, "--n", help="Episodes (validation seeds seed, seed+1, ...)."),
-    seed: int = typer.Option(None, "--seed", help="First episode seed (default agentic.val_seed)."),
+    compare: str = typer.Option(
+        None,
+        "--compare",
+        help="A second model, evaluated on the same seeds / problems: adds the paired "
+        "comparison (both rates, discordant counts, exact McNemar p-value).",
+    ),
+    n: int = typer.Option(
+        None,
+        "--n",
+        help=f"Episodes for environments (default {ENV_EPISODES}: long, an episode with a real "
+        "model takes seconds on a CPU), held-out problems for rlvr recipes (default "
+        "data.val_size).",
+    ),
+    seed: int = typer.Option(
+        None,
+        "--seed",
+        help="Environments: the first episode seed (default agentic.val_seed). rlvr: the data "
+        "seed of the held-out problems (default the recipe's seed, i.e. a run's validation "
+        "set) and the sampling seed.",
+    ),
+    k: int = typer.Option(
+        1, "--k", help="rlvr: also sample K answers per problem and report pass@1 and pass@K."
+    ),
+    temperature: float = typer.Option(
+        None,
+        "--temperature",
+        help="Sampling temperature: of the --k samples for rlvr (default rollout.temperature; "
+        "accuracy is always greedy), of every reply for environments (default 0, greedy).",
+    ),
     overrides: list[str] = typer.Argument(
-        None, help="Recipe overrides as key.path=value, e.g. agentic.env_kwargs.size=3."
+        None,
+        help="Recipe overrides as key.path=value, e.g. agentic.env_kwargs.size=3 or "
+        "data.task_args.min_digits=2.",
     ),
     runs_dir: Path = RUNS_DIR,
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the summary and every episode's / problem's outcome as JSON."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
-    """Play N episodes greedily and report success (95% Wilson interval), reward, steps."""
-    from rollcli.cli.eval_target import resolve_eval_model, resolve_eval_target
+    """Evaluate a model on an environment (episodes) or an rlvr recipe's held-out problems,
+    with 95% intervals, per-item outcomes, and a paired comparison with --compare."""
+    from rollcli.cli.eval_target import resolve_eval_target
+    from rollcli.config.errors import ConfigError
 
     with user_errors(debug):
-        if n < 1:
-            from rollcli.config.errors import ConfigError
-
-            raise ConfigError(f"--n {n}: play at least one episode")
+        if n is not None and n < 1:
+            raise ConfigError(f"--n {n}: evaluate at least one episode or problem")
+        if k < 1:
+            raise ConfigError(f"--k {k}: sample at least one answer")
+        if temperature is not None and temperature < 0:
+            raise ConfigError(f"--temperature {temperature}: must be 0 (greedy) or more")
         cfg, source = resolve_eval_target(target, overrides or [])
-        model_path, tokenizer_path = resolve_eval_model(model, runs_dir, cfg.model)
-        from rollcli.pipelines.agentic_eval import evaluate, render_episode
-
-        err_console.print(
-            f"evaluating {model} on {cfg.agentic.env} ({source}): {n} episodes", highlight=False
-        )
-        result = evaluate(
-            cfg.agentic,
-            model,
-            model_path,
-            n=n,
-            seed=cfg.agentic.val_seed if seed is None else seed,
-            max_new_tokens=cfg.rollout.max_new_tokens,
-            num_threads=max(1, int(cfg.resources.num_cpus or 0) or _cores()),
-            tokenizer_path=tokenizer_path,
-        )
-    summary = result.summary()
+        models = [model] if compare is None else [model, compare]
+        if cfg.pipeline == "rlvr":
+            payload, texts = _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir)
+        else:
+            if k != 1:
+                raise ConfigError("--k applies to rlvr recipes; an episode is played once")
+            if temperature is not None and all(m == "random" for m in models):
+                raise ConfigError("--temperature applies to a model; 'random' has none")
+            payload, texts = _eval_env(cfg, source, models, n, seed, temperature or 0.0, runs_dir)
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        typer.echo(json.dumps(payload, indent=2))
         return
-    low, high = summary["success_ci95"]
-    out.print(
-        f"[bold]{summary['env']}[/] · model {summary['model']} · {summary['episodes']} episodes\n"
-        f"  success rate        {summary['success_rate']:.3f}  (95% CI {low:.3f}-{high:.3f})\n"
-        f"  mean reward         {summary['mean_reward']:.3f}\n"
-        f"  valid-action rate   {summary['valid_action_rate']:.3f}\n"
-        f"  effective actions   {summary['effective_action_rate']:.3f}\n"
-        f"  mean steps          {summary['mean_steps']:.2f}"
-        + (f"\n  env errors          {summary['env_errors']}" if summary["env_errors"] else ""),
-        highlight=False,
+    for text in texts:
+        out.print(text, highlight=False, markup=False)
+
+
+def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[dict, list[str]]:  # noqa: ANN001
+    from rollcli.cli.eval_target import resolve_eval_model
+    from rollcli.config.errors import ConfigError
+    from rollcli.evaluation.rlvr_eval import evaluate_rlvr
+
+    if temperature is not None and k == 1:
+        raise ConfigError(
+            "--temperature applies to the --k samples (accuracy is greedy): add --k, e.g. --k 8"
+        )
+    n = cfg.data.val_size if n is None else n
+    seed = cfg.seed if seed is None else seed
+    temperature = cfg.rollout.temperature if temperature is None else temperature
+    results = []
+    for name in models:
+        model_path, _ = resolve_eval_model(name, runs_dir, cfg.model, playing_envs=False)
+        assert model_path is not None
+        err_console.print(
+            f"evaluating {name} on {source}: {n} held-out problems, greedy"
+            + (f" + {k} samples each at temperature {temperature:g}" if k > 1 else ""),
+            highlight=False,
+        )
+        with _progress() as report:
+            results.append(
+                evaluate_rlvr(
+                    cfg, cfg.name, name, model_path, n=n, seed=seed, k=k,
+                    temperature=temperature, num_threads=_threads(cfg), on_progress=report,
+                )
+            )  # fmt: skip
+    payload, paired = _payload(
+        [{**r.summary(), "outcomes": r.rows()} for r in results],
+        [[p.correct for p in r.problems] for r in results],
+        models,
     )
-    example = next((ep for ep in result.episodes if ep.success), result.episodes[0])
-    out.print("\n[bold]example episode[/]", highlight=False)
-    out.print(render_episode(example), highlight=False, markup=False)
+    texts = [_rlvr_text(r.summary()) for r in results] + paired
+    if len(results) == 1:
+        example = next((p for p in results[0].problems if p.correct), results[0].problems[0])
+        texts.append(
+            f"\nexample problem {example.id} ({'correct' if example.correct else 'wrong'}, "
+            f"answer {example.answer!r})\n── prompt\n{example.prompt}\n── reply\n"
+            f"{example.greedy.response.strip()}"
+        )
+    return payload, texts
 
 
-def _cores() -> int:
+def _eval_env(cfg, source, models, n, seed, temperature, runs_dir) -> tuple[dict, list[str]]:  # noqa: ANN001
+    from rollcli.cli.eval_target import resolve_eval_model
+    from rollcli.pipelines.agentic_eval import evaluate, render_episode
+
+    n = ENV_EPISODES if n is None else n
+    seed = cfg.agentic.val_seed if seed is None else seed
+    results = []
+    for name in models:
+        model_path, tokenizer_path = resolve_eval_model(name, runs_dir, cfg.model)
+        err_console.print(
+            f"evaluating {name} on {cfg.agentic.env} ({source}): {n} episodes from seed {seed}",
+            highlight=False,
+        )
+        with _progress() as report:
+            results.append(
+                evaluate(
+                    cfg.agentic, name, model_path, n=n, seed=seed,
+                    max_new_tokens=cfg.rollout.max_new_tokens, temperature=temperature,
+                    num_threads=_threads(cfg), tokenizer_path=tokenizer_path,
+                    on_progress=lambda done, total: report("episodes", done, total),
+                )
+            )  # fmt: skip
+    payload, paired = _payload(
+        [{**r.summary(), "outcomes": r.rows()} for r in results],
+        [[ep.success for ep in r.episodes] for r in results],
+        models,
+    )
+    texts = [_env_text(r.summary()) for r in results] + paired
+    if len(results) == 1:
+        r = results[0]
+        example = next((ep for ep in r.episodes if ep.success), r.episodes[0])
+        texts.append("\nexample episode\n" + render_episode(example))
+    return payload, texts
+
+
+def _payload(
+    summaries: list[dict], outcomes: list[list[bool]], models: list[str]
+) -> tuple[dict, list[str]]:
+    """The JSON (one model: its summary and outcomes; two: both and the paired comparison)
+    and the paired table's text (none for one model)."""
+    if len(summaries) == 1:
+        return summaries[0], []
+    from rollcli.evaluation.paired import paired_comparison, render_paired
+
+    paired = paired_comparison(outcomes[0], outcomes[1])
+    what = "episode seeds" if "episodes" in summaries[0] else "problems"
+    text = render_paired(models[0], models[1], paired, what)
+    return {"models": summaries, "paired": paired}, ["", text]
+
+
+def _rlvr_text(s: dict[str, Any]) -> str:
+    low, high = s["accuracy_ci95"]
+    lines = [
+        f"{s['recipe']} · model {s['model']} · {s['problems']} held-out problems",
+        f"  greedy accuracy     {s['accuracy']:.3f}  (95% CI {low:.3f}-{high:.3f})",
+        f"  mean score          {s['mean_score']:.3f}",
+        f"  response tokens     {s['mean_response_tokens']:.1f}",
+    ]
+    if "pass_at_k" in s:
+        lo, hi = s["pass_at_k_ci95"]
+        lines += [
+            f"  pass@1              {s['pass_at_1']:.3f}  ({s['k']} samples at T={s['temperature']:g})",
+            f"  pass@{s['k']:<15}{s['pass_at_k']:.3f}  (95% CI {lo:.3f}-{hi:.3f})",
+        ]
+    return "\n".join(lines)
+
+
+def _env_text(s: dict[str, Any]) -> str:
+    low, high = s["success_ci95"]
+    return (
+        f"{s['env']} · model {s['model']} · {s['episodes']} episodes\n"
+        f"  success rate        {s['success_rate']:.3f}  (95% CI {low:.3f}-{high:.3f})\n"
+        f"  mean reward         {s['mean_reward']:.3f}\n"
+        f"  valid-action rate   {s['valid_action_rate']:.3f}\n"
+        f"  effective actions   {s['effective_action_rate']:.3f}\n"
+        f"  mean steps          {s['mean_steps']:.2f}"
+        + (f"\n  env errors          {s['env_errors']}" if s["env_errors"] else "")
+    )
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A transient progress bar on stderr; yields `report(phase, done, total)`."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    progress = Progress(
+        TextColumn("  {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def report(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = progress.add_task(phase, total=total)
+        progress.update(tasks[phase], completed=done, total=total)
+
+    with progress:
+        yield report
+
+
+def _threads(cfg) -> int:  # noqa: ANN001
     import os
 
-    return os.cpu_count() or 1
+    return max(1, int(cfg.resources.num_cpus or 0) or os.cpu_count() or 1)

@@ -1,5 +1,6 @@
-"""What `roll eval` plays and with which model: an env name or an agentic recipe, and a
-model that is a registry name, a folder, a run id (its newest checkpoint) or `random`."""
+"""What `roll eval` evaluates and with which model: an env name, an agentic recipe or an
+RLVR recipe, and a model that is a registry name, a folder, a run id (its newest
+checkpoint) or `random` (environments only)."""
 
 from __future__ import annotations
 
@@ -18,26 +19,31 @@ ENV_RECIPES = {
 
 def resolve_eval_target(target: str, overrides: list[str]) -> tuple[RecipeConfig, str]:
     """The recipe to evaluate with: `target`'s recipe when it names an env, else the
-    recipe (name, prefix or file) itself, which must be an agentic one."""
+    recipe (name, prefix or file) itself, which must be an agentic or an rlvr one."""
     from rollcli.config.loader import load_recipe
 
     cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides)
-    if cfg.pipeline != "agentic":
+    if cfg.pipeline not in ("agentic", "rlvr"):
         raise ConfigError(
-            f"{source} is a {cfg.pipeline} recipe; roll eval plays environments: give "
-            f"{', '.join(ENV_RECIPES)} or an agentic recipe"
+            f"{source} is a {cfg.pipeline} recipe; roll eval plays environments and answers "
+            f"held-out problems: give {', '.join(ENV_RECIPES)}, an agentic or an rlvr recipe"
         )
     return cfg, str(source)
 
 
 def resolve_eval_model(
-    model: str, runs_dir: Path, recipe_model: str
+    model: str, runs_dir: Path, recipe_model: str, playing_envs: bool = True
 ) -> tuple[str | None, str | None]:
     """`(model_path, tokenizer_path)`: for `random` no model, and the recipe model's
     tokenizer (prompts are built the same way); a run id gives its newest checkpoint."""
     from rollcli.models.loading import resolve_model
 
     if model == "random":
+        if not playing_envs:
+            raise ConfigError(
+                "--model random is the environments' random-action baseline; an rlvr recipe "
+                "needs a model (registry name, folder or run id)"
+            )
         return None, str(resolve_model(recipe_model))
     run = runs_dir / model
     if (run / "recipe.yaml").is_file() or (Path(model) / "recipe.yaml").is_file():

@@ -33,7 +33,7 @@ class DataConfig(Section):
     train_path: str | None = None
     val_path: str | None = None
     train_size: PositiveInt = 2000
-    val_size: PositiveInt = 64
+    val_size: PositiveInt = 256  # distinct held-out problems, none of them in training
     system_prompt: str | None = None
     prompt_suffix: str = ""
     max_prompt_tokens: PositiveInt = 256

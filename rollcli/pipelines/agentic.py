@@ -19,6 +19,7 @@ from typing import Any
 from rollcli.config.recipe import RecipeConfig
 from rollcli.distributed import weight_sync
 from rollcli.distributed.cluster import Cluster, WorkerResources
+from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batch
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
@@ -303,6 +304,9 @@ class AgenticPipeline(ControlledPipeline):
         episodes, _ = self.play(val_specs(ag.val_seed, ag.val_episodes), self.val_envs, params)
         metrics = episode_metrics(episodes, "val")
         metrics["val/accuracy"] = metrics["val/success_rate"]  # what the display and summary show
+        low, high = wilson_interval(sum(ep.success for ep in episodes), len(episodes))
+        metrics.update({"val/accuracy_ci_low": low, "val/accuracy_ci_high": high})
+        metrics["val/n"] = float(len(episodes))
         metrics["time/validate_s"] = time.perf_counter() - t0
         self.run.log_event(
             f"validation: {summary_line(metrics, 'val')} on {len(episodes)} {ag.env} episodes (greedy)"

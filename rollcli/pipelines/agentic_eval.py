@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollcli.config.sections import AgenticConfig
+from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode
-from rollcli.pipelines.agentic_metrics import episode_metrics, wilson_interval
+from rollcli.pipelines.agentic_metrics import episode_metrics
 from rollcli.pipelines.agentic_rollout import ModelPolicy, RandomPolicy, play_episodes
 from rollcli.pipelines.agentic_setup import env_kwargs, limits, model_context, val_specs
 from rollcli.strategies.hf_infer import SamplingParams
@@ -29,6 +30,7 @@ class EvalResult:
     model: str
     episodes: list[Episode]
     metrics: dict[str, float]
+    temperature: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         m = self.metrics
@@ -39,6 +41,7 @@ class EvalResult:
             "env": self.env,
             "model": self.model,
             "episodes": n,
+            "temperature": self.temperature,
             "success_rate": wins / max(n, 1),
             "success_ci95": [low, high],
             "mean_reward": m["eval/return_mean"],
@@ -47,6 +50,20 @@ class EvalResult:
             "mean_steps": m["eval/mean_steps"],
             "env_errors": int(m["eval/env_errors"]),
         }
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Each episode's outcome, for `--json`."""
+        return [
+            {
+                "seed": ep.spec.seed,
+                "success": ep.success,
+                "steps": ep.turns,
+                "return": ep.episode_return,
+                "end": ep.end,
+                "error": ep.error,
+            }
+            for ep in self.episodes
+        ]
 
 
 def evaluate(
@@ -93,7 +110,8 @@ def evaluate(
         limits(agentic, max_new_tokens, model_context(model_path)),
         on_progress,
     )
-    return EvalResult(agentic.env, model, episodes, episode_metrics(episodes, "eval"))
+    metrics = episode_metrics(episodes, "eval")
+    return EvalResult(agentic.env, model, episodes, metrics, temperature)
 
 
 def render_episode(ep: Episode) -> str:

@@ -45,23 +45,6 @@ def episode_metrics(episodes: list[Episode], prefix: str) -> dict[str, float]:
     return {f"{prefix}/{k}": v for k, v in out.items()}
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a success rate (95% by default).
-
-    >>> [round(x, 3) for x in wilson_interval(8, 10)]
-    [0.49, 0.943]
-    >>> wilson_interval(0, 0)
-    (0.0, 1.0)
-    """
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def summary_line(metrics: dict[str, float], prefix: str) -> str:
     """One line for the live display."""
     m = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(prefix + "/")}

@@ -29,6 +29,8 @@ from rollcli.data.batch import Batch
 from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed import data_parallel, weight_sync
+from rollcli.evaluation.rlvr_eval import is_correct
+from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.reward_health import check_reward_errors
@@ -396,13 +398,18 @@ class RLVRPipeline(ControlledPipeline):
             for g in gens
         ]
         results = score(self.clusters.reward, samples)
-        correct = [float(res.get("correct", res["score"] >= 1.0)) for res in results]
-        accuracy = sum(correct) / len(correct)
+        right = sum(is_correct(res) for res in results)
+        accuracy = right / len(results)
+        low, high = wilson_interval(right, len(results))
         self.run.log_event(
-            f"validation: accuracy {accuracy:.3f} on {len(correct)} held-out prompts (greedy)"
+            f"validation: accuracy {accuracy:.3f} (95% CI {low:.3f}-{high:.3f}) on "
+            f"{len(results)} held-out prompts (greedy)"
         )
         return {
             "val/accuracy": accuracy,
+            "val/accuracy_ci_low": low,
+            "val/accuracy_ci_high": high,
+            "val/n": float(len(results)),
             "val/reward_mean": sum(res["score"] for res in results) / len(results),
             "val/response_length": sum(len(g["token_ids"]) for g in gens) / len(gens),
             "time/validate_s": time.perf_counter() - t0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import replace
 
 from rollcli.config.sections import DataConfig
@@ -16,43 +17,86 @@ from rollcli.data.prompts import (
 )
 
 VAL_SEED_OFFSET = 1_000_003
+# a generated validation set draws at most this many times data.val_size problems to find
+# data.val_size distinct ones
+MAX_DRAW_FACTOR = 16
 # HumanEval's held-out split is fixed (whatever the run's seed): this permutation's first
 # data.val_size problems.
 HUMANEVAL_SPLIT_SEED = 0
 
 
 def load_prompt_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
-    """(train, validation). Generated sets use different seeds and drop overlaps from train."""
+    """(train, validation). Validation holds `data.val_size` distinct problems (by prompt
+    text) and training holds none of them."""
     if data.source in EXTRA_SOURCES:
         return EXTRA_SOURCES[data.source](data, seed)
     if data.source == "file":
-        assert data.train_path is not None
-        train = file_prompts(
-            data.train_path, system_prompt=data.system_prompt, suffix=data.prompt_suffix
-        )
-        if data.val_path:
-            val = file_prompts(
-                data.val_path, system_prompt=data.system_prompt, suffix=data.prompt_suffix
-            )
-        else:  # hold out the last val_size rows
-            if len(train) <= data.val_size:
-                raise DataError(
-                    f"{data.train_path} has {len(train)} rows, not more than data.val_size = {data.val_size}"
-                )
-            train, val = train[: -data.val_size], train[-data.val_size :]
-        return train, val
+        return _file_sets(data)
     kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
-    val = reasoning_gym_prompts(
-        data.task, data.task_args, data.val_size, seed + VAL_SEED_OFFSET, **kwargs
+    val = unique_draws(
+        lambda size: reasoning_gym_prompts(
+            data.task, data.task_args, size, seed + VAL_SEED_OFFSET, **kwargs
+        ),
+        data.val_size,
+        f"data.task = {data.task!r} with these data.task_args",
     )
     train = reasoning_gym_prompts(data.task, data.task_args, data.train_size, seed, **kwargs)
+    return _without(train, val, "raise data.train_size or widen data.task_args"), val
+
+
+def unique_draws(draw: Callable[[int], list[Prompt]], size: int, what: str) -> list[Prompt]:
+    """The first `size` distinct prompts (by text) of a seeded generator, where `draw(m)` gives
+    its first `m` problems: draws double until `size` distinct ones exist, or fail once a
+    doubling finds nothing new (or after MAX_DRAW_FACTOR x `size` draws)."""
+    m, seen = size, 0
+    while True:
+        prompts = _distinct(draw(m))
+        if len(prompts) >= size:
+            return prompts[:size]
+        if len(prompts) == seen or m >= MAX_DRAW_FACTOR * size:
+            raise DataError(
+                f"{what} has only {len(prompts)} distinct problems in {m} draws, fewer than "
+                f"data.val_size = {size}: lower data.val_size or widen the task"
+            )
+        m, seen = 2 * m, len(prompts)
+
+
+def _distinct(prompts: list[Prompt]) -> list[Prompt]:
+    texts: set[tuple[str, ...]] = set()
+    out = []
+    for p in prompts:
+        if _text(p) not in texts:
+            texts.add(_text(p))
+            out.append(p)
+    return out
+
+
+def _without(train: list[Prompt], val: list[Prompt], hint: str) -> list[Prompt]:
+    """`train` less every prompt whose text is a validation prompt's."""
     held_out = {_text(p) for p in val}
-    train = [p for p in train if _text(p) not in held_out]
-    if not train:
+    kept = [p for p in train if _text(p) not in held_out]
+    if not kept:
+        raise DataError(f"every training prompt also appears in validation; {hint}")
+    return kept
+
+
+def _file_sets(data: DataConfig) -> tuple[list[Prompt], list[Prompt]]:
+    """A `val_path` file's distinct prompts, or the last `val_size` distinct prompts of the
+    training file; training keeps the rows whose text is not in validation."""
+    assert data.train_path is not None
+    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    train = file_prompts(data.train_path, **kwargs)
+    if data.val_path:
+        val = _distinct(file_prompts(data.val_path, **kwargs))
+        return _without(train, val, f"{data.train_path} holds only validation prompts"), val
+    distinct = len(_distinct(train))
+    if distinct <= data.val_size:
         raise DataError(
-            "every generated training prompt also appears in validation; raise data.train_size"
+            f"{data.train_path} has {distinct} distinct prompts, not more than "
+            f"data.val_size = {data.val_size}: lower data.val_size or give data.val_path"
         )
-    return train, val
+    val = _distinct(train[::-1])[: data.val_size][::-1]
+    return _without(train, val, "lower data.val_size"), val
 
 
 def _text(prompt: Prompt) -> tuple[str, ...]:
@@ -90,12 +134,13 @@ def _humaneval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Pro
 
 def _ifeval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
     kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
-    val = ifeval_prompts(data.val_size, seed + VAL_SEED_OFFSET, **kwargs)
-    held_out = {_text(p) for p in val}
-    train = [p for p in ifeval_prompts(data.train_size, seed, **kwargs) if _text(p) not in held_out]
-    if not train:
-        raise DataError("every generated ifeval prompt also appears in validation")
-    return train, val
+    val = unique_draws(
+        lambda size: ifeval_prompts(size, seed + VAL_SEED_OFFSET, **kwargs),
+        data.val_size,
+        "the ifeval generator",
+    )
+    train = ifeval_prompts(data.train_size, seed, **kwargs)
+    return _without(train, val, "raise data.train_size"), val
 
 
 def _mix_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:

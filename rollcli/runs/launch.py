@@ -120,7 +120,7 @@ class RunResult:
     run_id: str
     run_dir: Path
     final: dict[str, Any]
-    first_val: float | None
+    first_val: dict[str, Any] | None  # the first metrics row with val/accuracy
     wall_s: float
     mean_step_s: float | None = None
     status: str = "finished"
@@ -284,7 +284,7 @@ def _drive(
         else "finished"
     )
     metrics = run.read_metrics()
-    first_val = next((m["val/accuracy"] for m in metrics if "val/accuracy" in m), None)
+    first_val = next((m for m in metrics if "val/accuracy" in m), None)
     step_times = [m["time/step_s"] for m in metrics if "time/step_s" in m]
     mean_step = sum(step_times) / len(step_times) if step_times else None
     return RunResult(

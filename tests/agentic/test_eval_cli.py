@@ -7,6 +7,8 @@ import json
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
+from rollcli.cli.eval_cmd import ENV_EPISODES
+from rollcli.evaluation.stats import mcnemar_exact, wilson_interval
 
 runner = CliRunner()
 
@@ -42,10 +44,41 @@ def test_tiny_random_model_plays_and_renders_an_episode() -> None:
     assert "example episode" in result.stdout and "── reply 1" in result.stdout
 
 
-def test_a_non_agentic_recipe_is_refused() -> None:
-    result = runner.invoke(app, ["eval", "rlvr-math", "--model", "random"])
+def test_an_offline_recipe_is_refused() -> None:
+    result = runner.invoke(app, ["eval", "dpo", "--model", "random"])
     assert result.exit_code == 2
-    assert "roll eval plays environments" in result.stderr
+    assert "give sokoban, frozenlake, webshop, an agentic or an rlvr recipe" in result.stderr
+
+
+def test_json_has_every_episode() -> None:
+    out = _eval("frozenlake", "--model", "random", "--n", "20")
+    rows = out["outcomes"]
+    assert [r["seed"] for r in rows] == list(range(1_000_000, 1_000_020))  # agentic.val_seed
+    assert all(set(r) == {"seed", "success", "steps", "return", "end", "error"} for r in rows)
+    assert out["success_rate"] == sum(r["success"] for r in rows) / 20
+    assert out["mean_steps"] == sum(r["steps"] for r in rows) / 20
+    assert out["success_ci95"] == list(wilson_interval(sum(r["success"] for r in rows), 20))
+
+
+def test_compare_pairs_two_models_on_the_same_seeds() -> None:
+    out = _eval(
+        "frozenlake", "--model", "random", "--compare", "tiny-random", "--n", "12",
+        "--temperature", "1.0", "rollout.max_new_tokens=4",
+    )  # fmt: skip
+    first, second = (m["outcomes"] for m in out["models"])
+    assert [r["seed"] for r in first] == [r["seed"] for r in second]
+    assert out["models"][1]["temperature"] == 1.0
+    b = sum(x["success"] and not y["success"] for x, y in zip(first, second, strict=True))
+    c = sum(y["success"] and not x["success"] for x, y in zip(first, second, strict=True))
+    paired = out["paired"]
+    assert (paired["only_first"], paired["only_second"]) == (b, c)
+    assert paired["p_value"] == mcnemar_exact(b, c)
+
+
+def test_default_is_at_least_200_episodes_and_k_is_refused() -> None:
+    assert ENV_EPISODES >= 200
+    result = runner.invoke(app, ["eval", "frozenlake", "--model", "random", "--k", "4"])
+    assert result.exit_code == 2 and "--k applies to rlvr recipes" in result.stderr
 
 
 def test_an_unknown_run_or_model_is_a_clear_error(tmp_path) -> None:

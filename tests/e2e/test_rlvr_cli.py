@@ -18,6 +18,8 @@ from tracker_readers import (
     wandb_table_steps,
 )
 
+from rollcli.evaluation.stats import wilson_interval
+
 REQUIRED_STEP_METRICS = {
     "step",
     "reward/mean",
@@ -83,6 +85,11 @@ def test_metrics_have_every_required_key_each_step(grpo_run: Path) -> None:
     rows = _metrics(grpo_run)
     assert [r["step"] for r in rows] == [0, 1, 2]
     assert "val/accuracy" in rows[0] and "val/accuracy" in rows[-1]
+    for row in (rows[0], rows[-1]):  # validation: 4 distinct problems, with a Wilson interval
+        assert row["val/n"] == 4
+        low, high = wilson_interval(round(row["val/accuracy"] * 4), 4)
+        assert (row["val/accuracy_ci_low"], row["val/accuracy_ci_high"]) == (low, high)
+    assert "95% CI" in (grpo_run / "events.log").read_text()
     for row in rows[1:]:
         assert set(row) >= REQUIRED_STEP_METRICS, REQUIRED_STEP_METRICS - set(row)
         assert all(

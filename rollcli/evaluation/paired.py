@@ -1,0 +1,54 @@
+"""A paired comparison of two models on the same items (problems or episode seeds): both
+success rates and the exact McNemar test on the items where exactly one model succeeded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollcli.evaluation.stats import mcnemar_exact, wilson_interval
+
+
+def paired_comparison(first: list[bool], second: list[bool]) -> dict[str, Any]:
+    """Outcomes of two models on the same items, in the same order.
+
+    >>> c = paired_comparison([True, True, False, True], [True, False, False, False])
+    >>> c["only_first"], c["only_second"], c["both"], c["neither"], c["p_value"]
+    (2, 0, 1, 1, 0.5)
+    """
+    if len(first) != len(second):
+        raise ValueError(f"paired outcomes need the same items ({len(first)} vs {len(second)})")
+    n = len(first)
+    b = sum(x and not y for x, y in zip(first, second, strict=True))
+    c = sum(y and not x for x, y in zip(first, second, strict=True))
+    both = sum(x and y for x, y in zip(first, second, strict=True))
+    return {
+        "items": n,
+        "first_rate": sum(first) / n,
+        "first_ci95": list(wilson_interval(sum(first), n)),
+        "second_rate": sum(second) / n,
+        "second_ci95": list(wilson_interval(sum(second), n)),
+        "both": both,
+        "only_first": b,
+        "only_second": c,
+        "neither": n - both - b - c,
+        "p_value": mcnemar_exact(b, c),
+    }
+
+
+def render_paired(first: str, second: str, comparison: dict[str, Any], what: str) -> str:
+    """The paired table for the terminal."""
+    c = comparison
+    width = max(len(first), len(second), 12)
+    lo1, hi1 = c["first_ci95"]
+    lo2, hi2 = c["second_ci95"]
+    return "\n".join(
+        [
+            f"paired comparison on the same {c['items']} {what}",
+            f"  {first:<{width}}  {c['first_rate']:.3f}  (95% CI {lo1:.3f}-{hi1:.3f})",
+            f"  {second:<{width}}  {c['second_rate']:.3f}  (95% CI {lo2:.3f}-{hi2:.3f})",
+            f"  only {first} right: {c['only_first']} · only {second} right: "
+            f"{c['only_second']} · both: {c['both']} · neither: {c['neither']}",
+            f"  exact McNemar p = {c['p_value']:.4g}"
+            + ("  (no discordant items)" if c["only_first"] + c["only_second"] == 0 else ""),
+        ]
+    )

@@ -1,0 +1,182 @@
+"""`roll eval` for RLVR recipes: greedy accuracy (Wilson 95% interval) and, with `k > 1`,
+pass@1 and pass@k from `k` samples at a temperature, on the held-out problems that training
+validates on, with every problem's outcome.
+
+The problems come from `load_prompt_sets`, the function training uses, with
+`data.val_size = n`: for the recipe's seed they are the run's validation set (or its
+first `n`, since validation sets are prefixes of one sequence). Generation and scoring run
+in this process without Ray: an hf-engine `ActorInferWorker` and a `RewardWorker` held as
+plain objects, the classes training's workers are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rollcli.config.recipe import RecipeConfig
+from rollcli.evaluation.stats import pass_at_k, wilson_interval
+from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
+from rollcli.pipelines.rollout_scheduler import sample_fields
+from rollcli.strategies.hf_infer import SamplingParams
+
+ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+@dataclass
+class Sample:
+    response: str
+    correct: bool
+    score: float
+    tokens: int
+
+
+@dataclass
+class ProblemOutcome:
+    """One held-out problem: the greedy answer, and the `k` samples when asked for."""
+
+    id: str
+    prompt: str
+    answer: str
+    tag: str
+    greedy: Sample
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def correct(self) -> bool:
+        return self.greedy.correct
+
+
+@dataclass
+class RLVREvalResult:
+    recipe: str
+    model: str
+    problems: list[ProblemOutcome]
+    k: int
+    temperature: float
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.problems)
+        right = sum(p.correct for p in self.problems)
+        low, high = wilson_interval(right, n)
+        out: dict[str, Any] = {
+            "recipe": self.recipe,
+            "model": self.model,
+            "problems": n,
+            "accuracy": right / n,
+            "accuracy_ci95": [low, high],
+            "mean_score": sum(p.greedy.score for p in self.problems) / n,
+            "mean_response_tokens": sum(p.greedy.tokens for p in self.problems) / n,
+        }
+        if self.k > 1:
+            hits = [sum(s.correct for s in p.samples) for p in self.problems]
+            solved = sum(c > 0 for c in hits)
+            out.update(
+                k=self.k,
+                temperature=self.temperature,
+                pass_at_1=sum(pass_at_k(self.k, c, 1) for c in hits) / n,
+                pass_at_k=sum(pass_at_k(self.k, c, self.k) for c in hits) / n,
+                pass_at_k_ci95=list(wilson_interval(solved, n)),
+            )
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Each problem's outcome, for `--json`."""
+        rows = []
+        for p in self.problems:
+            row = {
+                "id": p.id,
+                "prompt": p.prompt,
+                "answer": p.answer,
+                "tag": p.tag,
+                "correct": p.correct,
+                "score": p.greedy.score,
+                "response": p.greedy.response,
+                "response_tokens": p.greedy.tokens,
+            }
+            if p.samples:
+                row["samples_correct"] = sum(s.correct for s in p.samples)
+                row["samples"] = [asdict(s) for s in p.samples]
+            rows.append(row)
+        return rows
+
+
+def is_correct(result: dict[str, Any]) -> bool:
+    """A reward result's verdict: its `correct` field, else a full score."""
+    return bool(result.get("correct", result["score"] >= 1.0))
+
+
+def evaluate_rlvr(
+    cfg: RecipeConfig,
+    recipe: str,
+    model: str,
+    model_path: str,
+    *,
+    n: int,
+    seed: int,
+    k: int = 1,
+    temperature: float = 1.0,
+    num_threads: int = 1,
+    on_progress: ProgressFn | None = None,
+) -> RLVREvalResult:
+    """`n` held-out problems of `cfg` (drawn with data seed `seed`) answered greedily by
+    the model in `model_path`, and `k` samples each at `temperature` when `k > 1`."""
+    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.reward import RewardWorker
+
+    prompts = held_out_problems(cfg, n, seed)
+    worker = ActorInferWorker(model_path, num_threads=num_threads, seed=seed, engine="hf")
+    ids = tokenize_prompts(worker.tokenizer, prompts, cfg.data.max_prompt_tokens)
+    reward = RewardWorker(
+        cfg.reward.fn, options=cfg.reward.worker_options, timeout_s=cfg.reward.timeout_s
+    )
+    r = cfg.rollout
+    budget = r.val_max_new_tokens or r.max_new_tokens
+    greedy = _answer(
+        worker,
+        reward,
+        prompts,
+        ids,
+        SamplingParams(n=1, max_new_tokens=budget, temperature=0.0, seed=seed),
+        "greedy",
+        on_progress,
+    )
+    sampled: list[list[Sample]] = [[] for _ in prompts]
+    if k > 1:
+        params = SamplingParams(n=k, max_new_tokens=budget, temperature=temperature, seed=seed)
+        flat = _answer(worker, reward, prompts, ids, params, f"{k} samples", on_progress)
+        sampled = [flat[i * k : (i + 1) * k] for i in range(len(prompts))]
+    problems = [
+        ProblemOutcome(p.id, p.messages[-1]["content"], p.answer, p.tag, g, s)
+        for p, g, s in zip(prompts, greedy, sampled, strict=True)
+    ]
+    return RLVREvalResult(recipe, model, problems, k, temperature)
+
+
+def held_out_problems(cfg: RecipeConfig, n: int, seed: int) -> list:
+    """The first `n` validation problems of `cfg`'s data drawn with seed `seed`."""
+    _, val = load_prompt_sets(cfg.data.model_copy(update={"val_size": n}), seed)
+    return val
+
+
+def _answer(worker, reward, prompts, ids, params, phase, on_progress) -> list[Sample]:  # noqa: ANN001
+    """Generate `params.n` answers per prompt and score them; in prompt-major order."""
+    total = len(ids) * params.n
+    done = 0
+
+    def ended(_i: int, _row: dict) -> None:
+        nonlocal done
+        done += 1
+        if on_progress is not None:
+            on_progress(phase, done, total)
+
+    rows = worker.generate(ids, params, on_row=ended)
+    samples = [
+        {**sample_fields(prompts[row["prompt_index"]]), "response": row["text"]} for row in rows
+    ]
+    results = reward.score(samples)
+    return [
+        Sample(row["text"], is_correct(res), float(res["score"]), len(row["token_ids"]))
+        for row, res in zip(rows, results, strict=True)
+    ]
