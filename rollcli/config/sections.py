@@ -141,7 +141,8 @@ class TrainConfig(Section):
     """Policy optimisation (actor_train).
 
     `strategy`: `hf` (plain torch), `deepspeed` (ZeRO, `devices.actor_train.zero_stage`;
-    the `deepspeed` extra) or `megatron` (GPU only; the `megatron` extra).
+    the `deepspeed` extra) or `megatron` (planned by `roll plan`; `roll train` refuses it
+    until the Hugging Face to megatron-core weight map exists).
     `lora`: train low-rank adapters instead of every weight (`hf` strategy; docs/lora.md).
     """
 

@@ -66,6 +66,15 @@ def version_of(backend: Backend) -> str | None:
     return None
 
 
+# megatron-core's parallel state and tensor-parallel layers are built and tested, but no
+# GPTModel step runs: the Hugging Face -> megatron-core weight map is not written.
+MEGATRON_REFUSAL = (
+    "train.strategy: megatron cannot train in this build (only megatron-core's parallel "
+    "state and tensor-parallel layers are wired; no Hugging Face to megatron-core weight "
+    "map): use train.strategy=hf or deepspeed"
+)
+
+
 def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
     """(backend, why) for every backend the recipe's run needs."""
     needs = [(BACKENDS["torch"], "models"), (BACKENDS["ray"], "workers")]
@@ -85,7 +94,9 @@ def missing_backends(cfg: RecipeConfig, *, gpus: int) -> list[str]:
     """One line per backend the recipe needs that is missing or cannot run here."""
     lines = []
     for backend, why in recipe_backends(cfg):
-        if not is_installed(backend):
+        if backend is BACKENDS["megatron-core"]:  # on any machine, installed or not
+            lines.append(MEGATRON_REFUSAL)
+        elif not is_installed(backend):
             lines.append(f"{why} needs {backend.name}, not installed: {backend.install}")
         elif backend.gpu_only and gpus == 0:
             lines.append(

@@ -1,0 +1,45 @@
+"""What the README says the code does, checked against the code (issue: claims nothing the
+code does not do). Each claim is read from the README's own sentence and run for real."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = (Path(__file__).parents[1] / "README.md").read_text()
+
+
+def _paragraph(starts: str) -> str:
+    """The README paragraph that begins with `starts`, on one line."""
+    for block in README.split("\n\n"):
+        if block.startswith(starts):
+            return " ".join(block.split())
+    raise AssertionError(f"README has no paragraph starting {starts!r}")
+
+
+def test_megatron_is_refused_on_this_machine_as_the_readme_says(tmp_path: Path) -> None:
+    text = _paragraph("`roll train` runs the same plan first")
+    assert "`megatron` cannot train yet" in text  # not listed as a strategy that trains
+    res = subprocess.run(
+        [sys.executable, "-m", "rollcli", "train", "rlvr-math", "--model", "tiny-random",
+         "train.strategy=megatron", "--runs-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "300"},
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "megatron cannot train in this build" in lines[0]
+    assert "--gpus N" not in lines[0]  # a GPU would not help: no weight map exists
+    assert not any(tmp_path.iterdir())  # nothing started
+
+
+def test_the_readme_claims_exact_resume_only_for_the_pipelines_that_have_it() -> None:
+    text = _paragraph("`runs/<run-id>/` holds")
+    exact = re.search(r"gives exactly the run that was not interrupted[^.]*\.", text)
+    assert exact, text
+    assert "agentic" in exact.group(0)  # the sentence names agentic's exception
+    runs_doc = (Path(__file__).parents[1] / "docs" / "runs.md").read_text()
+    assert "agentic" in runs_doc.split("## Resume", 1)[1].split("\n## ", 1)[0]
