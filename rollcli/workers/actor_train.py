@@ -266,12 +266,16 @@ class ActorTrainWorker:
         )
         self.trainer.load_state_dict(state)
         if self.strategy == "hf":
-            load_model(
-                self.model,
-                str(Path(folder) / "model.safetensors"),
-                strict=False,
-                device=str(self.device),
+            path = Path(folder) / "model.safetensors"
+            # strict: a missing or unexpected tensor is an error (tied weights excepted)
+            missing, unexpected = load_model(
+                self.model, str(path), strict=False, device=str(self.device)
             )
+            if missing or unexpected:
+                raise ValueError(
+                    f"{path} does not match the policy: missing tensors {sorted(missing)}, "
+                    f"unexpected tensors {sorted(unexpected)}; resume with the run's own model"
+                )
         else:  # weights, optimizer partitions and scheduler from the strategy's own files
             self.trainer.load_checkpoint(folder)
         torch.set_rng_state(state["rng"].cpu())
