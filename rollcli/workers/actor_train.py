@@ -262,7 +262,10 @@ class ActorTrainWorker:
         from safetensors.torch import load_model
 
         state: dict[str, Any] = torch.load(
-            Path(folder) / "actor_optim.pt", weights_only=False, map_location=self.device
+            # tensors and primitive containers only: loading executes no code from the run folder
+            Path(folder) / "actor_optim.pt",
+            weights_only=True,
+            map_location=self.device,
         )
         self.trainer.load_state_dict(state)
         if self.strategy == "hf":

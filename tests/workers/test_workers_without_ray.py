@@ -145,3 +145,21 @@ def test_resume_refuses_a_checkpoint_missing_a_policy_tensor(tiny_model, tmp_pat
     save_file(tensors, str(path), metadata={"format": "pt"})
     with pytest.raises(ValueError, match=r"missing tensors \['model.norm.weight'\]"):
         worker.load_state(str(tmp_path))
+
+
+class _RunsCode:
+    """A pickled object whose loading calls a function: what an unsafe load would run."""
+
+    def __reduce__(self):  # noqa: ANN204
+        return (print, ("code from the run folder ran",))
+
+
+def test_resume_loads_optimizer_state_without_running_its_code(tiny_model, tmp_path) -> None:
+    """actor_optim.pt is read with `weights_only=True`: a pickled object is refused."""
+    import pickle
+
+    worker = ActorTrainWorker(str(tiny_model), lr=1e-3, num_threads=1)
+    worker.save_pretrained(str(tmp_path))
+    torch.save({"optimizer": _RunsCode()}, tmp_path / "actor_optim.pt")
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        worker.load_state(str(tmp_path))
