@@ -108,7 +108,7 @@ def raftpp_loss(
     `keep_frac`, the share of real tokens kept.
     """
     m = mask.to(logprobs.dtype)
-    kept = m * (advantages.detach() > 0).to(m.dtype)
+    kept = aggregation_mask("raftpp", m, advantages)
     loss, metrics = ppo_clip_loss(
         logprobs,
         old_logprobs,
@@ -239,6 +239,15 @@ POLICY_LOSSES: dict[str, Callable[..., tuple[Tensor, dict[str, float]]]] = {
 
 # Knobs a pipeline may pass to every loss; a loss that has no use for one drops it.
 _SHARED_OPTIONAL = frozenset({"old_logprobs", "clip_low", "clip_high", "dual_clip"})
+
+
+def aggregation_mask(name: str, mask: Tensor, advantages: Tensor) -> Tensor:
+    """The tokens the loss `name` aggregates over: `mask`, or for `raftpp` the ones with a
+    positive advantage (what micro-batches must be normalised by, see
+    `aggregation.micro_batch_share`)."""
+    if name == "raftpp":
+        return mask * (advantages.detach() > 0).to(mask.dtype)
+    return mask
 
 
 def compute_policy_loss(name: str, **kwargs: Any) -> tuple[Tensor, dict[str, float]]:

@@ -34,7 +34,13 @@ import torch
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
 from rollcli.distributed.stores import open_store
-from rollcli.strategies.hf_train import LossFn, MicroBatchFn, _warmup_constant
+from rollcli.strategies.hf_train import (
+    LossFn,
+    MicroBatchFn,
+    NormalisersFn,
+    _warmup_constant,
+    micro_batch_losses,
+)
 
 CHECKPOINT_DIR = "deepspeed"  # inside a run's checkpoints/step-N/
 CHECKPOINT_TAG = "state"
@@ -201,34 +207,42 @@ class DeepSpeedTrainer:
         micro_batch_size: int,
         epochs: int = 1,
         micro_batches: MicroBatchFn = length_sorted_micro_batches,
+        normalisers: NormalisersFn | None = None,
     ) -> dict[str, float]:
         """As `HFTrainer.update`, on this rank's share of the batch (`mini_batch_size` is
         the per-rank size).
 
-        Gradient accumulation is ours: micro-batch losses are weighted by their share of
-        the mini-batch and the engine steps at the boundary we set. Under ZeRO-3 every
-        rank must run the same number of micro-batches (the gathers are collective), so
-        the shares must be equal (the driver checks).
+        Gradient accumulation is ours: micro-batch losses are weighted as
+        `micro_batch_losses` says and the engine steps at the boundary we set. Under ZeRO-3
+        every rank must run the same number of micro-batches (the gathers are collective),
+        so the shares must be equal (the driver checks).
         """
         self.engine.train()
         mini = mini_batch_size or len(batch)
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
         grad_norms: list[float] = []
+        losses: list[float] = []
         for _ in range(epochs):
             for mini_batch in batch.split(mini):
+                micro_loss = micro_batch_losses(mini_batch, loss_fn, normalisers, self.world_size)
                 micros = micro_batches(mini_batch, micro_batch_size)
+                total = 0.0
                 for i, (_, micro) in enumerate(micros):
                     self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
-                    loss, metrics = loss_fn(micro)
-                    self.engine.backward(loss * (len(micro) / len(mini_batch)), scale_wrt_gas=False)
+                    loss, metrics = micro_loss(micro)
+                    self.engine.backward(loss, scale_wrt_gas=False)
                     self.engine.step()
+                    total += float(loss.detach())
                     for k, v in metrics.items():
                         sums[k] = sums.get(k, 0.0) + float(v)
                         counts[k] = counts.get(k, 0) + 1
+                losses.append(total)
                 norm = self.engine.get_global_grad_norm()
                 grad_norms.append(float(norm) if norm is not None else float("nan"))
         out = {k: sums[k] / counts[k] for k in sums}
+        if normalisers is not None:  # a rank's sum x N: its mean over ranks is the loss
+            out["loss"] = sum(losses) / len(losses)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)
         out["lr"] = self.scheduler.get_last_lr()[0]
         return out

@@ -20,6 +20,48 @@ from rollcli.data.micro_batch import length_sorted_micro_batches
 LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
 # (mini-batch, micro-batch size) -> [(row indices, micro-batch)]
 MicroBatchFn = Callable[[Batch, int], list[tuple[torch.Tensor, Batch]]]
+# a mini-batch -> the denominators of its loss (`aggregation.loss_normalisers`)
+NormalisersFn = Callable[[Batch], torch.Tensor]
+
+
+def micro_batch_losses(
+    mini_batch: Batch,
+    loss_fn: Callable[..., tuple[torch.Tensor, dict[str, float]]],
+    normalisers: NormalisersFn | None,
+    world_size: int,
+) -> LossFn:
+    """`micro-batch -> (loss to backpropagate, metrics)` for the micro-batches of
+    `mini_batch`, so that the accumulated gradient is the mini-batch's.
+
+    Without `normalisers`, `loss_fn(micro)` is a mean over its rows and is weighted by its
+    share of the mini-batch's rows. With them, the mini-batch's denominators are computed
+    here once and summed over the `world_size` data-parallel ranks (a collective: every
+    rank calls this once per mini-batch), and `loss_fn(micro, totals)` returns the
+    micro-batch's exact share of the whole mini-batch's loss; it is scaled by `world_size`
+    because the strategies average gradients over ranks. The shares then add up to one
+    full-batch computation whatever the split into micro-batches and ranks."""
+    if normalisers is None:
+
+        def row_weighted(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+            loss, metrics = loss_fn(micro)
+            return loss * (len(micro) / len(mini_batch)), metrics
+
+        return row_weighted
+    totals = normalisers(mini_batch)
+    if world_size > 1:
+        import torch.distributed as dist
+
+        # nccl reduces only device tensors; gloo the CPU's
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        on_device = totals.to(device)
+        dist.all_reduce(on_device)
+        totals = on_device.cpu()
+
+    def share(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        loss, metrics = loss_fn(micro, totals)
+        return loss * world_size, metrics
+
+    return share
 
 
 def _warmup_constant(warmup_steps: int) -> Callable[[int], float]:
@@ -59,27 +101,36 @@ class HFTrainer:
         micro_batch_size: int,
         epochs: int = 1,
         micro_batches: MicroBatchFn = length_sorted_micro_batches,
+        normalisers: NormalisersFn | None = None,
     ) -> dict[str, float]:
         """Optimise `loss_fn` over `batch`; returns metrics averaged over micro-batches.
 
         `micro_batches` splits a mini-batch (default: rollout rows sorted by length and
-        trimmed); pipelines with another row layout pass their own."""
+        trimmed); pipelines with another row layout pass their own. With `normalisers`,
+        `loss_fn(micro, totals)` returns the micro-batch's share of its mini-batch's loss
+        (see `micro_batch_losses`) and `loss` (the mini-batch's loss) is reported."""
         self.model.train()
         mini = mini_batch_size or len(batch)
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
-        grad_norms = []
+        grad_norms, losses = [], []
         for _ in range(epochs):
             for mini_batch in batch.split(mini):
                 self.optimizer.zero_grad(set_to_none=True)
+                micro_loss = micro_batch_losses(mini_batch, loss_fn, normalisers, self.world_size)
+                total = 0.0
                 for _, micro in micro_batches(mini_batch, micro_batch_size):
-                    loss, metrics = loss_fn(micro)
-                    (loss * (len(micro) / len(mini_batch))).backward()
+                    loss, metrics = micro_loss(micro)
+                    loss.backward()
+                    total += float(loss.detach())
                     for k, v in metrics.items():
                         sums[k] = sums.get(k, 0.0) + float(v)
                         counts[k] = counts.get(k, 0) + 1
+                losses.append(total)
                 grad_norms.append(self._clip_and_step())
         out = {k: sums[k] / counts[k] for k in sums}
+        if normalisers is not None:  # a rank's sum x N: its mean over ranks is the loss
+            out["loss"] = sum(losses) / len(losses)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)
         out["lr"] = self.scheduler.get_last_lr()[0]
         return out

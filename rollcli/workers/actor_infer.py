@@ -129,6 +129,8 @@ class ActorInferWorker:
             with self.abort_lock:
                 self.running = None
                 aborted = request_id in self.aborted
+                # the stop was this request's: a later plain `generate` (validation) must run
+                self.engine.progress.stop.clear()
         out = {
             "gens": None if aborted else gens,
             "aborted": aborted,

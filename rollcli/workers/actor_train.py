@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from rollcli.algorithms.aggregation import aggregate_loss
+from rollcli.algorithms.aggregation import aggregate_loss, loss_normalisers, micro_batch_share
 from rollcli.algorithms.kl import kl_estimate
 from rollcli.algorithms.off_policy import truncated_is_weights
-from rollcli.algorithms.policy_loss import compute_policy_loss
+from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.distributed import data_parallel, stores
@@ -201,14 +201,30 @@ class ActorTrainWorker:
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
         """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
-        unless the update is on-policy: one epoch, one mini-batch)."""
+        unless the update is on-policy: one epoch, one mini-batch).
 
-        def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        Every micro-batch's loss is its share of the whole mini-batch's (over all ranks),
+        so the step does not depend on how rows are split into micro-batches
+        (`aggregation.micro_batch_share`); `norm_len` defaults to the batch's padded
+        response width, the same in every micro-batch and on every rank."""
+        norm_len = args.norm_len or batch["response_mask"].shape[1]
+
+        def normalisers(mini_batch: Batch) -> torch.Tensor:
+            mask = mini_batch["response_mask"]
+            agg_mask = aggregation_mask(args.policy_loss, mask, mini_batch["advantages"])
+            return torch.cat([loss_normalisers(agg_mask), loss_normalisers(mask)])
+
+        def loss_fn(micro: Batch, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             with self._compute():
-                return policy_loss(batch_to(micro, self.device))
+                return policy_loss(batch_to(micro, self.device), totals)
 
-        def policy_loss(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        def policy_loss(
+            micro: Batch, totals: torch.Tensor
+        ) -> tuple[torch.Tensor, dict[str, float]]:
             mask = micro["response_mask"]
+            agg_mask = aggregation_mask(args.policy_loss, mask, micro["advantages"])
+            pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
+            token_share = micro_batch_share("token-mean", mask, totals[3:])
             logprobs, entropy = response_logprobs(
                 self.model, model_inputs(micro), temperature=args.temperature, with_entropy=True
             )
@@ -226,13 +242,14 @@ class ActorTrainWorker:
                 clip_high=args.clip_high,
                 dual_clip=args.dual_clip,
                 agg=args.loss_agg,
-                norm_len=args.norm_len,
+                norm_len=norm_len,
                 **({"is_weights": tis[0]} if tis else {}),
             )
+            loss = loss * pg_share
             ent = aggregate_loss(entropy, mask, "token-mean")
             metrics = {**metrics, "entropy": float(ent.detach()), **(tis[1] if tis else {})}
             if args.entropy_coef:
-                loss = loss - args.entropy_coef * ent
+                loss = loss - args.entropy_coef * ent * token_share
             if "ref_logprobs" in micro:
                 kl = aggregate_loss(
                     kl_estimate(logprobs, micro["ref_logprobs"], args.kl_estimator),
@@ -241,7 +258,7 @@ class ActorTrainWorker:
                 )
                 metrics["kl"] = float(kl.detach())
                 if args.kl_loss_coef:
-                    loss = loss + args.kl_loss_coef * kl
+                    loss = loss + args.kl_loss_coef * kl * token_share
             return loss, metrics
 
         mini = args.mini_batch_size
@@ -255,6 +272,7 @@ class ActorTrainWorker:
             micro_batch_size=args.micro_batch_size,
             epochs=args.epochs,
             micro_batches=functools.partial(length_sorted_micro_batches, max_tokens=budget),
+            normalisers=normalisers,
         )
         return to_cpu(metrics)
 
@@ -334,18 +352,25 @@ class ActorTrainWorker:
         from safetensors.torch import load_model
 
         state: dict[str, Any] = torch.load(
-            Path(folder) / "actor_optim.pt", weights_only=False, map_location=self.device
+            # tensors and primitive containers only: loading executes no code from the run folder
+            Path(folder) / "actor_optim.pt",
+            weights_only=True,
+            map_location=self.device,
         )
         self.trainer.load_state_dict(state)
         if self.lora:
             lora_adapters.load_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)
         elif self.strategy == "hf":
-            load_model(
-                self.model,
-                str(Path(folder) / "model.safetensors"),
-                strict=False,
-                device=str(self.device),
+            path = Path(folder) / "model.safetensors"
+            # strict: a missing or unexpected tensor is an error (tied weights excepted)
+            missing, unexpected = load_model(
+                self.model, str(path), strict=False, device=str(self.device)
             )
+            if missing or unexpected:
+                raise ValueError(
+                    f"{path} does not match the policy: missing tensors {sorted(missing)}, "
+                    f"unexpected tensors {sorted(unexpected)}; resume with the run's own model"
+                )
         else:  # weights, optimizer partitions and scheduler from the strategy's own files
             self.trainer.load_checkpoint(folder)
         torch.set_rng_state(state["rng"].cpu())

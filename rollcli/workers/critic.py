@@ -96,6 +96,7 @@ class CriticWorker:
         )
 
     def load_state(self, folder: str) -> None:
-        state = torch.load(Path(folder) / "critic.pt", weights_only=False, map_location=self.device)
+        # tensors and primitive containers only: loading executes no code from the run folder
+        state = torch.load(Path(folder) / "critic.pt", weights_only=True, map_location=self.device)
         self.model.load_state_dict(state["model"])
         self.trainer.load_state_dict(state)

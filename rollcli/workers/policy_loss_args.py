@@ -47,7 +47,10 @@ class PolicyUpdateArgs:
             mini_batch_size=train.mini_batch_size,
             micro_batch_size=train.micro_batch_size,
             micro_batch_tokens=train.micro_batch_tokens,
-            norm_len=alg.loss_norm_len,
+            # Dr. GRPO's constant: the generation budget (an agentic response spans turns:
+            # there the batch's padded response width, see ActorTrainWorker.train_step)
+            norm_len=alg.loss_norm_len
+            or (cfg.rollout.max_new_tokens if cfg.pipeline == "rlvr" else None),
             temperature=cfg.rollout.temperature or 1.0,
         )
 

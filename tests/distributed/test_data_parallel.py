@@ -17,9 +17,10 @@ from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4], [6]]
 RESPONSES = [[10, 11, 12], [13], [14, 15], [16, 17, 18], [19, 20], [21, 22, 23]]
 ADVANTAGES = [1.0, -1.0, 1.0, -0.5, 0.25, -2.0]
-# two optimizer steps of 4 and 2 rows; one row per micro-batch, so token-mean losses do not
-# depend on which rows share a micro-batch
-ARGS = PolicyUpdateArgs(mini_batch_size=4, micro_batch_size=1, entropy_coef=0.01)
+# two optimizer steps of 4 and 2 rows, token-mean over the whole mini-batch: the one worker
+# groups rows 0-3 into two micro-batches by length, each rank its own two rows into one,
+# and every split must give the same gradient (each share divides by all ranks' tokens)
+ARGS = PolicyUpdateArgs(mini_batch_size=4, micro_batch_size=2, entropy_coef=0.01)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -87,7 +88,10 @@ def test_two_hf_ranks_make_the_one_worker_update(tiny_model, tmp_path) -> None:
     try:
         per_rank = _step_two_ranks(cluster, _batch(pad))
         # the averaged gradient is the whole batch's: same clipped norm on both ranks
-        assert [m["grad_norm"] for m in per_rank] == pytest.approx([m_one["grad_norm"]] * 2)
+        expected = pytest.approx([m_one["grad_norm"]] * 2, rel=1e-5)  # float sum order
+        assert [m["grad_norm"] for m in per_rank] == expected
+        # the loss the ranks report, averaged, is the whole batch's
+        assert sum(m["loss"] for m in per_rank) / 2 == pytest.approx(m_one["loss"], rel=1e-5)
         cluster.call("save_pretrained", str(tmp_path))  # rank 0 writes
         logprobs = cluster.call("compute_logprobs", _batch(pad))
     finally:
@@ -95,10 +99,12 @@ def test_two_hf_ranks_make_the_one_worker_update(tiny_model, tmp_path) -> None:
     saved = _saved_weights(tmp_path)
     expected = one.model.state_dict()
     moved = 0
-    # Adam divides by sqrt(v): float-order differences in tiny gradients show at ~1e-6,
-    # against an update of 2 * lr = 0.02 per weight
+    # Adam divides by sqrt(v): float-order differences (micro-batches sum in another order
+    # than the ranks) are magnified in the few near-zero gradient entries, so compare each
+    # tensor's difference with the size of its update instead of entry by entry
     for name, tensor in saved.items():
-        torch.testing.assert_close(tensor, expected[name], rtol=1e-4, atol=1e-5, msg=name)
+        update = (expected[name] - before[name]).norm()
+        assert (tensor - expected[name]).norm() <= 1e-3 * update, name
         moved += not torch.equal(tensor, before[name])
     assert moved > len(saved) // 2  # the step changed the weights
     torch.testing.assert_close(logprobs[0], logprobs[1])  # the ranks stay identical

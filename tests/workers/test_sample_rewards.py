@@ -87,3 +87,22 @@ def test_an_aborted_request_returns_no_scores(clusters) -> None:
     assert all(len(g["token_ids"]) == 5 or g["finished"] for g in after["gens"])
     assert len(ray.get(after["scores"])) == 4
     assert ray.get(worker.progress.options(concurrency_group="monitor").remote()) == (0, 0)
+
+
+def test_validation_after_an_aborted_request_generates_in_full(clusters) -> None:
+    """An abort stops only its own request: a plain `generate` (validation) that follows
+    an aborted request gets whole responses, not empty ones."""
+    infer, reward = clusters
+    worker = infer.workers[0]
+    params = SamplingParams(n=4, max_new_tokens=2000, temperature=1.0, seed=1)
+    ref = worker.generate_request.remote(PROMPTS, params, "long", reward.workers, META)
+    deadline = time.time() + 60
+    while ray.get(worker.progress.options(concurrency_group="monitor").remote())[0] == 0:
+        assert time.time() < deadline, "the request never started"
+        time.sleep(0.05)
+    ray.get(worker.abort.options(concurrency_group="monitor").remote(["long"]))
+    assert ray.get(ref, timeout=60)["aborted"]
+    greedy = SamplingParams(n=1, max_new_tokens=5, temperature=0.0)
+    rows = ray.get(worker.generate.remote(PROMPTS, greedy))
+    assert len(rows) == 4
+    assert all(len(r["token_ids"]) == 5 or (r["finished"] and r["token_ids"]) for r in rows)

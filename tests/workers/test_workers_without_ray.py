@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -127,3 +128,38 @@ def test_the_hf_engine_does_not_sleep(tiny_model) -> None:
     worker.wake()
     out = worker.generate(PROMPTS, SamplingParams(max_new_tokens=2, temperature=0.0))
     assert [len(o["token_ids"]) for o in out] == [2, 2, 2] or all(o["finished"] for o in out)
+
+
+def test_resume_refuses_a_checkpoint_missing_a_policy_tensor(tiny_model, tmp_path) -> None:
+    """Policy weights load strictly: a tensor missing from model.safetensors is an error
+    naming it (tied weights, absent by design, still load)."""
+    from safetensors.torch import load_file, save_file
+
+    worker = ActorTrainWorker(str(tiny_model), lr=1e-3, num_threads=1)
+    worker.save_pretrained(str(tmp_path))
+    worker.save_state(str(tmp_path))
+    worker.load_state(str(tmp_path))  # the whole checkpoint (lm_head tied) loads
+    path = tmp_path / "model.safetensors"
+    tensors = load_file(str(path))
+    del tensors["model.norm.weight"]
+    save_file(tensors, str(path), metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"missing tensors \['model.norm.weight'\]"):
+        worker.load_state(str(tmp_path))
+
+
+class _RunsCode:
+    """A pickled object whose loading calls a function: what an unsafe load would run."""
+
+    def __reduce__(self):  # noqa: ANN204
+        return (print, ("code from the run folder ran",))
+
+
+def test_resume_loads_optimizer_state_without_running_its_code(tiny_model, tmp_path) -> None:
+    """actor_optim.pt is read with `weights_only=True`: a pickled object is refused."""
+    import pickle
+
+    worker = ActorTrainWorker(str(tiny_model), lr=1e-3, num_threads=1)
+    worker.save_pretrained(str(tmp_path))
+    torch.save({"optimizer": _RunsCode()}, tmp_path / "actor_optim.pt")
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        worker.load_state(str(tmp_path))

@@ -1,0 +1,133 @@
+"""Micro-batching does not change the policy update: for every `loss_agg` mode the loss
+and every parameter gradient of actor_train's micro-batched step (hf and deepspeed) equal
+one full-batch computation on the untrimmed batch, for several splits (rows of uneven
+length, a row budget, a token budget)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from rollcli.algorithms.aggregation import LOSS_AGG_MODES, aggregate_loss
+from rollcli.algorithms.kl import kl_estimate
+from rollcli.algorithms.policy_loss import compute_policy_loss
+from rollcli.data.batch import Batch
+from rollcli.data.padding import rollout_tensors
+from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
+from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
+from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+
+PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4, 8, 1], [6]]
+RESPONSES = [[10, 11, 12], [13], [14, 15, 16, 17, 18, 19], [20, 21], [22], [23, 24, 25, 26]]
+ADVANTAGES = [1.0, -1.0, 0.5, -0.5, 2.0, -2.0]
+# (micro_batch_size, micro_batch_tokens): one row each, uneven pairs, 4 + 2 rows, and a
+# token budget that groups rows by their padded length
+SPLITS = [(1, None), (2, None), (4, None), (6, 14)]
+ENTROPY, KL = 0.01, 0.1
+
+
+def _batch(pad_id: int) -> Batch:
+    batch = Batch(rollout_tensors(PROMPTS, RESPONSES, pad_id))
+    mask = batch["response_mask"]
+    noise = torch.Generator().manual_seed(0)
+    batch.set("advantages", torch.tensor(ADVANTAGES)[:, None] * mask)
+    # old and reference log-probs off the current ones, so ratios clip and the KL is not 0
+    batch.set("old_logprobs", -2.0 + 0.3 * torch.randn(mask.shape, generator=noise))
+    batch.set("ref_logprobs", -2.0 + 0.3 * torch.randn(mask.shape, generator=noise))
+    return batch
+
+
+def _full_batch(model, batch: Batch, args: PolicyUpdateArgs, norm_len: int):
+    """The loss and gradients of one forward/backward over the whole untrimmed batch."""
+    model.zero_grad(set_to_none=True)
+    mask = batch["response_mask"]
+    logprobs, entropy = response_logprobs(model, model_inputs(batch), with_entropy=True)
+    loss, _ = compute_policy_loss(
+        args.policy_loss,
+        logprobs=logprobs,
+        old_logprobs=batch["old_logprobs"],
+        advantages=batch["advantages"],
+        mask=mask,
+        agg=args.loss_agg,
+        norm_len=norm_len,
+    )
+    loss = loss - ENTROPY * aggregate_loss(entropy, mask, "token-mean")
+    kl = kl_estimate(logprobs, batch["ref_logprobs"], args.kl_estimator)
+    loss = loss + KL * aggregate_loss(kl, mask, "token-mean")
+    loss.backward()
+    return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model):
+    torch.manual_seed(0)
+    return load_causal_lm(str(tiny_model), train=True)
+
+
+@pytest.fixture
+def captured_grads():
+    """The gradients each optimizer step is about to apply (torch's global step hook)."""
+    steps: list[list[torch.Tensor]] = []
+
+    def hook(optimizer, args, kwargs) -> None:  # noqa: ANN001
+        steps.append([p.grad.clone() for g in optimizer.param_groups for p in g["params"]])
+
+    handle = register_optimizer_step_pre_hook(hook)
+    yield steps
+    handle.remove()
+
+
+def _worker(tiny_model, strategy: str = "hf", **options) -> ActorTrainWorker:
+    # lr 0: the weights never move, so one worker serves every split
+    return ActorTrainWorker(
+        str(tiny_model),
+        lr=0.0,
+        grad_clip=None,
+        num_threads=1,
+        seed=0,
+        strategy=strategy,
+        strategy_options=options,
+    )
+
+
+def _check(worker, reference, captured_grads, mode: str, policy_loss: str = "ppo") -> None:
+    batch = _batch(worker.tokenizer.pad_token_id)
+    names = [n for n, _ in reference.named_parameters()]
+    for micro, tokens in SPLITS:
+        args = PolicyUpdateArgs(
+            policy_loss=policy_loss,
+            loss_agg=mode,
+            micro_batch_size=micro,
+            micro_batch_tokens=tokens,
+            entropy_coef=ENTROPY,
+            kl_loss_coef=KL,
+        )
+        width = batch["response_mask"].shape[1]
+        loss, grads = _full_batch(reference, batch, args, norm_len=width)
+        captured_grads.clear()
+        metrics = worker.train_step(batch, args)
+        assert metrics["loss"] == pytest.approx(loss, rel=1e-5), (mode, micro, tokens)
+        (got,) = captured_grads
+        assert len(got) == len(names)
+        for name, g in zip(names, got, strict=True):
+            torch.testing.assert_close(
+                g, grads[name], rtol=1e-4, atol=1e-6, msg=f"{mode} {micro} {tokens}: {name}"
+            )
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_hf_micro_batches_make_the_full_batch_step(tiny_model, reference, captured_grads, mode):
+    _check(_worker(tiny_model), reference, captured_grads, mode)
+
+
+def test_raftpp_is_normalised_by_its_positive_tokens(tiny_model, reference, captured_grads):
+    _check(_worker(tiny_model), reference, captured_grads, "seq-mean-token-mean", "raftpp")
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum-norm"])
+def test_deepspeed_micro_batches_make_the_full_batch_step(
+    tiny_model, reference, captured_grads, mode
+):
+    pytest.importorskip("deepspeed")
+    _check(_worker(tiny_model, "deepspeed", zero_stage=0), reference, captured_grads, mode)
