@@ -21,8 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
@@ -45,6 +43,7 @@ from rollcli.pipelines.rollout_scheduler import (
 )
 from rollcli.pipelines.run_control import ControlledPipeline, RunControl
 from rollcli.pipelines.workers_setup import create_clusters
+from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
@@ -428,7 +427,8 @@ class RLVRPipeline(ControlledPipeline):
         }
         # async mode: the rollouts already started for later steps, finished now and saved
         self.ahead = {k: self._collect(v) for k, v in sorted(self.ahead.items())}
-        files = {AHEAD_FILE: self.ahead} if self.ahead else None
+        ahead = {step: result.to_plain() for step, result in self.ahead.items()}
+        files = {AHEAD_FILE: ahead} if ahead else None
         self.ctl.checkpoint(step, state, stateful=self._stateful(), driver_files=files)
 
     def restore(self, checkpoint: Path | None) -> int:
@@ -443,6 +443,7 @@ class RLVRPipeline(ControlledPipeline):
         if self.running is not None and state["running_norm"] is not None:
             self.running.load_state_dict(state["running_norm"])
         ahead = checkpoint / AHEAD_FILE
-        self.ahead = torch.load(ahead, weights_only=False) if ahead.exists() else {}
+        saved = load_tensors_file(ahead) if ahead.exists() else {}
+        self.ahead = {step: RolloutResult.from_plain(r) for step, r in saved.items()}
         self.sync_weights(version=int(state["step"]))
         return int(state["step"])

@@ -26,6 +26,17 @@ class RolloutResult:
     rows: list[dict[str, Any]]
     metrics: dict[str, float]
 
+    def to_plain(self) -> dict[str, Any]:
+        """Tensors and plain data only (a checkpoint loads it with `weights_only=True`)."""
+        b = self.batch
+        return {"tensors": b.tensors, "fields": b.fields, "meta": b.meta, "rows": self.rows,
+                "metrics": self.metrics}  # fmt: skip
+
+    @classmethod
+    def from_plain(cls, state: dict[str, Any]) -> RolloutResult:
+        batch = Batch(state["tensors"], state["fields"], state["meta"])
+        return cls(batch, state["rows"], state["metrics"])
+
 
 def generate(
     infer: Cluster,

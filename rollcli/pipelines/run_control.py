@@ -26,7 +26,12 @@ from rollcli.distributed.cluster import (
     worker_lost_errors,
 )
 from rollcli.pipelines.display_protocol import Display
-from rollcli.runs.checkpoint import latest_checkpoint, read_state, write_checkpoint
+from rollcli.runs.checkpoint import (
+    latest_checkpoint,
+    load_tensors_file,
+    read_state,
+    write_checkpoint,
+)
 from rollcli.runs.faults import FaultInjector
 from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
@@ -220,7 +225,7 @@ class RunControl:
         for c in stateful or self.clusters[:1]:
             refs += c.call_async("load_state", str(checkpoint))
         ray.get(refs)
-        rng = torch.load(checkpoint / RNG_FILE, weights_only=False)
+        rng = load_tensors_file(checkpoint / RNG_FILE)
         restore_rng(rng["driver"])
         refs = []
         for cluster in self.clusters:

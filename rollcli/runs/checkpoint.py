@@ -62,6 +62,29 @@ def write_checkpoint(
     return final
 
 
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint file holds more than tensors and plain data: it is not loaded."""
+
+
+def load_tensors_file(path: Path, map_location: Any = None) -> Any:
+    """A checkpoint file written with `torch.save` of tensors and plain containers (dict,
+    list, tuple, str, int, float, bool, None), read with `weights_only=True`: loading it runs
+    no code, whoever wrote the run folder. Anything else is refused in one line."""
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, weights_only=True, map_location=map_location)
+    except pickle.UnpicklingError as err:
+        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else ""
+        raise UnsafeCheckpointError(
+            f"{path} holds objects other than tensors and plain data ({first}); roll does not "
+            "load it, since that could run code from the run folder. A checkpoint written by "
+            "an older roll cannot be resumed: start the run again"
+        ) from None
+
+
 def read_state(checkpoint: Path) -> dict[str, Any]:
     """The driver-side state saved with a checkpoint (`trainer_state.json`)."""
     return json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8"))

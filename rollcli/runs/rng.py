@@ -3,12 +3,17 @@
 A resumed run must draw exactly what the uninterrupted run would have drawn, so a checkpoint
 holds python's, numpy's and torch's generator states for the driver and for every worker.
 
->>> import random
+>>> import random, numpy as np
 >>> state = capture_rng()
->>> a = random.random()
+>>> a, b = random.random(), np.random.random()
 >>> restore_rng(state)
->>> random.random() == a
-True
+>>> random.random() == a, np.random.random() == b
+(True, True)
+>>> import io, torch
+>>> buf = io.BytesIO(); torch.save(state, buf); _ = buf.seek(0)
+>>> restore_rng(torch.load(buf, weights_only=True))
+>>> random.random() == a, np.random.random() == b
+(True, True)
 """
 
 from __future__ import annotations
@@ -18,12 +23,15 @@ from typing import Any
 
 
 def capture_rng() -> dict[str, Any]:
+    """The generators' states as tensors, ints, floats, strings and tuples only, so a
+    checkpoint holding them loads with `torch.load(weights_only=True)` (no code runs)."""
     import numpy as np
     import torch
 
+    name, keys, pos, has_gauss, cached = np.random.get_state()
     return {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached),
         "torch": torch.get_rng_state(),
     }
 
@@ -32,6 +40,8 @@ def restore_rng(state: dict[str, Any]) -> None:
     import numpy as np
     import torch
 
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])

@@ -35,6 +35,7 @@ from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.distributed import data_parallel, stores
 from rollcli.distributed.weight_sync import WeightSender
 from rollcli.models.loading import node_model_folder
+from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies import lora as lora_adapters
 from rollcli.strategies.device import batch_to, device_slot, pick_device, to_cpu
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
@@ -351,11 +352,9 @@ class ActorTrainWorker:
     def load_state(self, folder: str) -> None:
         from safetensors.torch import load_model
 
-        state: dict[str, Any] = torch.load(
-            # tensors and primitive containers only: loading executes no code from the run folder
-            Path(folder) / "actor_optim.pt",
-            weights_only=True,
-            map_location=self.device,
+        # tensors and plain containers only: loading runs no code from the run folder
+        state: dict[str, Any] = load_tensors_file(
+            Path(folder) / "actor_optim.pt", map_location=self.device
         )
         self.trainer.load_state_dict(state)
         if self.lora:

@@ -10,6 +10,7 @@ from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.models.loading import node_model_folder
+from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies.device import batch_to, pick_device, to_cpu
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.threads import set_threads
@@ -96,7 +97,7 @@ class CriticWorker:
         )
 
     def load_state(self, folder: str) -> None:
-        # tensors and primitive containers only: loading executes no code from the run folder
-        state = torch.load(Path(folder) / "critic.pt", weights_only=True, map_location=self.device)
+        # tensors and plain containers only: loading runs no code from the run folder
+        state = load_tensors_file(Path(folder) / "critic.pt", map_location=self.device)
         self.model.load_state_dict(state["model"])
         self.trainer.load_state_dict(state)

@@ -156,10 +156,10 @@ class _RunsCode:
 
 def test_resume_loads_optimizer_state_without_running_its_code(tiny_model, tmp_path) -> None:
     """actor_optim.pt is read with `weights_only=True`: a pickled object is refused."""
-    import pickle
+    from rollcli.runs.checkpoint import UnsafeCheckpointError
 
     worker = ActorTrainWorker(str(tiny_model), lr=1e-3, num_threads=1)
     worker.save_pretrained(str(tmp_path))
     torch.save({"optimizer": _RunsCode()}, tmp_path / "actor_optim.pt")
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+    with pytest.raises(UnsafeCheckpointError, match="actor_optim.pt holds objects other"):
         worker.load_state(str(tmp_path))
