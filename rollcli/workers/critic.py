@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from rollcli.algorithms.aggregation import loss_normalisers, micro_batch_share
 from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
@@ -20,7 +21,11 @@ from rollcli.workers.actor_train import model_inputs
 def _load_value_model(path: str, device: torch.device) -> torch.nn.Module:
     from transformers import AutoModelForTokenClassification
 
+    # no dropout on the value head (transformers' token-classification default is 0.1): the
+    # values the update trains are those compute_values reads, and micro-batching stays exact
     model = AutoModelForTokenClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
+    if isinstance(getattr(model, "dropout", None), torch.nn.Dropout):
+        model.dropout.p = 0.0
     torch.nn.init.zeros_(model.score.weight)  # start from V = 0 everywhere
     if getattr(model.score, "bias", None) is not None:
         torch.nn.init.zeros_(model.score.bias)
@@ -74,12 +79,19 @@ class CriticWorker:
         mini_batch_size: int | None,
         epochs: int = 1,
     ) -> dict[str, float]:
-        def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        def normalisers(mini_batch: Batch) -> torch.Tensor:
+            return loss_normalisers(mini_batch["response_mask"])
+
+        def loss_fn(micro: Batch, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            """The micro-batch's share of the mini-batch's token-mean value loss, so the step
+            does not depend on how rows are split into micro-batches."""
             micro = batch_to(micro, self.device)
+            mask = micro["response_mask"]
             values = _values(self.model, model_inputs(micro))
-            return value_loss(
-                values, micro["values"], micro["returns"], micro["response_mask"], clip=value_clip
+            loss, metrics = value_loss(
+                values, micro["values"], micro["returns"], mask, clip=value_clip
             )
+            return loss * micro_batch_share("token-mean", mask, totals), metrics
 
         metrics = self.trainer.update(
             batch,
@@ -87,6 +99,7 @@ class CriticWorker:
             mini_batch_size=mini_batch_size,
             micro_batch_size=micro_batch_size,
             epochs=epochs,
+            normalisers=normalisers,
         )
         return to_cpu(metrics)
 

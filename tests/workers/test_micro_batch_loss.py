@@ -131,3 +131,32 @@ def test_deepspeed_micro_batches_make_the_full_batch_step(
 ):
     pytest.importorskip("deepspeed")
     _check(_worker(tiny_model, "deepspeed", zero_stage=0), reference, captured_grads, mode)
+
+
+def test_critic_micro_batches_make_the_full_batch_step(tiny_model, captured_grads):
+    """The critic's token-mean value loss too: each split's gradients equal one full-batch
+    backward (before, a micro-batch's token mean was weighted by its rows)."""
+    from rollcli.algorithms.value_loss import value_loss
+    from rollcli.workers.critic import CriticWorker, _values
+
+    critic = CriticWorker(str(tiny_model), lr=0.0, grad_clip=None, num_threads=1)
+    with torch.no_grad():  # a value head that is not all zeros, so every weight has a gradient
+        critic.model.score.weight.normal_(generator=torch.Generator().manual_seed(0))
+    batch = _batch(critic.model.config.pad_token_id or 0)
+    mask = batch["response_mask"]
+    batch.set("values", torch.zeros(mask.shape))
+    batch.set("returns", torch.tensor(ADVANTAGES)[:, None] * mask)
+    critic.model.zero_grad(set_to_none=True)
+    values = _values(critic.model, model_inputs(batch))
+    loss, _ = value_loss(values, batch["values"], batch["returns"], mask, clip=0.2)
+    loss.backward()
+    expected = [p.grad.clone() for p in critic.model.parameters()]
+    for micro in (1, 2, 4):
+        captured_grads.clear()
+        critic.train_step(
+            batch, value_clip=0.2, micro_batch_size=micro, mini_batch_size=None, epochs=1
+        )
+        (got,) = captured_grads
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            err = f"micro {micro}: param {i}, max diff {float((g - e).abs().max()):.3g} of {float(e.abs().max()):.3g}"
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-6 * float(e.abs().max()), msg=err)
