@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -77,9 +78,10 @@ def load_tensors_file(path: Path, map_location: Any = None) -> Any:
     try:
         return torch.load(path, weights_only=True, map_location=map_location)
     except pickle.UnpicklingError as err:
-        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else ""
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+        what = f" (a {found.group(1)})" if found else ""
         raise UnsafeCheckpointError(
-            f"{path} holds objects other than tensors and plain data ({first}); roll does not "
+            f"{path} holds objects other than tensors and plain data{what}; roll does not "
             "load it, since that could run code from the run folder. A checkpoint written by "
             "an older roll cannot be resumed: start the run again"
         ) from None

@@ -43,5 +43,6 @@ def restore_rng(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    keys = keys.numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)  # or an array
+    np.random.set_state((name, keys.astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])

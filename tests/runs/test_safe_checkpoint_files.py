@@ -56,11 +56,25 @@ def test_rollouts_ahead_round_trip_through_a_safe_file(tmp_path) -> None:
     "payload",
     [
         {"driver": _RunsCode()},  # a planted object: loading it would call a function
-        {"driver": {"numpy": np.random.get_state()}},  # the old rng.pt held numpy arrays
+        # the old rollouts_ahead.pt held RolloutResult objects
+        {4: RolloutResult(Batch({"x": torch.zeros(2)}), [], {})},
     ],
 )
 def test_a_file_with_more_than_tensors_is_refused_and_runs_nothing(tmp_path, payload) -> None:
-    torch.save(payload, tmp_path / "rng.pt")
-    with pytest.raises(UnsafeCheckpointError, match=r"rng.pt holds objects other than tensors"):
-        load_tensors_file(tmp_path / "rng.pt")
+    torch.save(payload, tmp_path / "state.pt")
+    with pytest.raises(UnsafeCheckpointError, match=r"state.pt holds objects other than tensors"):
+        load_tensors_file(tmp_path / "state.pt")
     assert not RAN
+
+
+def test_an_rng_state_with_numpys_own_array_restores_too() -> None:
+    """Where numpy's arrays are allowed by torch's safe loader (a library may allowlist
+    them), an older rng.pt loads; its state restores the same draws."""
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    expected = float(np.random.random())
+    restore_rng(state)
+    assert float(np.random.random()) == expected
