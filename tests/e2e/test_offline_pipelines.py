@@ -90,12 +90,18 @@ def runs(tmp_path_factory, tiny_model) -> Path:
     return tmp_path_factory.mktemp("runs")
 
 
+def _reference_run(pipeline: str, runs: Path) -> tuple[str, Path]:
+    """The uninterrupted 2-step run of `pipeline` (trained once per module)."""
+    run = runs / f"{pipeline}-ref"
+    if not (run / "status.json").exists():
+        code, err = train(pipeline, f"{pipeline}-ref", runs)
+        assert code == 0, err[-3000:]
+    return pipeline, run
+
+
 @pytest.fixture(scope="module", params=["sft", "dpo", "distill"])
 def reference(request, runs) -> tuple[str, Path]:
-    pipeline = request.param
-    code, err = train(pipeline, f"{pipeline}-ref", runs)
-    assert code == 0, err[-3000:]
-    return pipeline, runs / f"{pipeline}-ref"
+    return _reference_run(request.param, runs)
 
 
 def test_two_steps_log_every_metric_and_leave_a_loadable_checkpoint(reference) -> None:
@@ -114,8 +120,18 @@ def test_two_steps_log_every_metric_and_leave_a_loadable_checkpoint(reference) -
         assert {"val/teacher_loss", "val/teacher_accuracy"} <= set(rows[0])
 
 
-def test_killed_and_resumed_run_repeats_the_reference_exactly(reference, runs) -> None:
-    pipeline, ref = reference
+# The kill-and-resume path is RunControl's, shared by the three: sft's runs by default,
+# dpo's and distill's with -m slow (suite time).
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        "sft",
+        pytest.param("dpo", marks=pytest.mark.slow),
+        pytest.param("distill", marks=pytest.mark.slow),
+    ],
+)
+def test_killed_and_resumed_run_repeats_the_reference_exactly(pipeline, runs) -> None:
+    pipeline, ref = _reference_run(pipeline, runs)
     run_id = f"{pipeline}-killed"
     code, err = train(pipeline, run_id, runs, fault=FAULTS[pipeline])
     assert code == -signal.SIGKILL, err[-2000:]

@@ -32,7 +32,15 @@ def ray_session():
     stop_ray()
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
+# One preset per distinct path runs by default (group baseline, critic + GAE, dynamic
+# sampling, sequence-level ratio); every other preset only with -m slow (suite time).
+DEFAULT_TIER = {"grpo", "ppo", "dapo", "gspo"}
+
+
+@pytest.mark.parametrize(
+    "preset",
+    [p if p in DEFAULT_TIER else pytest.param(p, marks=pytest.mark.slow) for p in sorted(PRESETS)],
+)
 def test_preset_trains_two_steps_with_finite_metrics(
     preset: str, tmp_path: Path, tiny_model
 ) -> None:
