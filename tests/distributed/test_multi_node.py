@@ -2,7 +2,7 @@
 meet at the address of rank 0's node, and the model folder is found (or refused) on each.
 
 The slow test starts two real Ray nodes on this machine with `ray.cluster_utils.Cluster`:
-the head on 127.0.0.1 and a second node on 127.0.0.2 (another loopback
+the head on the machine's address and a second node on 127.0.0.2 (another loopback
 address), and runs `roll train --ray-address` through the real CLI with actor_train's two
 data-parallel ranks on different nodes and actor_infer on the other node than actor_train's
 rank 0; then kills the driver and resumes. Both nodes share this machine's filesystem and
@@ -79,12 +79,7 @@ def two_nodes():
     cluster = None
     try:
         cluster = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 2,
-                "include_dashboard": False,
-                "node_ip_address": "127.0.0.1",  # every node on loopback
-            },
+            initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
         )
         cluster.add_node(num_cpus=2, node_ip_address="127.0.0.2")
         cluster.wait_for_nodes()
@@ -141,7 +136,7 @@ def test_two_node_run_spreads_syncs_and_resumes_exactly(tmp_path, tiny_model, tw
     assert len(train) == 2 and train[0][1] != train[1][1]  # DP ranks on different nodes
     assert infer[0][1] != train[0][1]  # the weight sync crosses nodes
     assert {ip for ip, _ in train} == {head_ip, "127.0.0.2"}
-    # both groups meet at the address of rank 0's node as Ray reports it
+    # both groups meet at rank 0's node (the head, where the driver runs), not 127.0.0.1
     assert re.search(rf"weight sync over gloo at {re.escape(train[0][0])}:\d+", events)
     assert re.search(rf"data-parallel actor_train group at {re.escape(train[0][0])}:\d+", events)
 
