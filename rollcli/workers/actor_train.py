@@ -194,11 +194,8 @@ class ActorTrainWorker:
         """The reference policy's log-probs with LoRA: this model with its adapters off."""
         if not self.lora:
             raise RuntimeError("compute_ref_logprobs needs LoRA; without it a reference runs")
-        self.model.eval()
-        with lora_adapters.adapters_off(self.model), self._compute():
-            return forward_response_logprobs(
-                self.model, batch, micro_batch_size, temperature, self.device, max_tokens
-            )
+        with lora_adapters.adapters_off(self.model):
+            return self.compute_logprobs(batch, micro_batch_size, temperature, max_tokens)
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
         """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
