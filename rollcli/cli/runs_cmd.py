@@ -110,3 +110,59 @@ def show(run_id: str, runs_dir: Path = RUNS_DIR) -> None:
             indent=2,
         )
     )
+
+
+@app.command("scan")
+def scan(
+    run_id: str,
+    runs_dir: Path = RUNS_DIR,
+    many: int = typer.Option(
+        3, help="Flag a rewarded reply stating at least this many numbers not in its prompt."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts and examples as JSON."),
+) -> None:
+    """Scan a run's rewarded samples for reward hacking (cut-off or many-number replies)."""
+    from rollcli.evaluation.reward_scan import ScanResult, run_samples, scan_rows
+    from rollcli.runs.run_dir import RunDir
+
+    folder = find_run(run_id, runs_dir)
+    steps = run_samples(RunDir(folder).samples)
+    if not steps:
+        raise typer.BadParameter(
+            f"run {folder.name} saved no samples (run.save_samples was false, or no step finished)",
+            param_hint="RUN_ID",
+        )
+    result = scan_rows(steps, many=many)
+    if as_json:
+        typer.echo(json.dumps(result.summary(), indent=2))
+        return
+    table = Table(
+        title=f"{folder.name}: flagged samples (rewarded / unrewarded)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
+    table.add_column("flag")
+    table.add_column("rewarded", justify="right")
+    table.add_column("unrewarded", justify="right")
+    for flag in ScanResult.FLAGS:
+        table.add_row(
+            flag,
+            _share(result.rewarded.flagged.get(flag, 0), result.rewarded.samples),
+            _share(result.unrewarded.flagged.get(flag, 0), result.unrewarded.samples),
+        )
+    out.print(table)
+    out.print(
+        f"{result.rewarded.samples} rewarded and {result.unrewarded.samples} unrewarded "
+        f"samples over {len(steps)} steps; many_numbers = {many}+ numbers not in the prompt"
+    )
+    for ex in result.examples:
+        out.print(
+            f"[bold]step {ex['step']}[/] {', '.join(ex['flags'])} (answer {ex['answer']}): "
+            f"{ex['response']!r}",
+            markup=True,
+            highlight=False,
+        )
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count}/{total} ({count / total:.1%})" if total else "0/0"

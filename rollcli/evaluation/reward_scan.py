@@ -1,0 +1,133 @@
+"""A scan of a run's rewarded samples for reward hacking.
+
+A rule-based reward can pay for a reply that is not a solution. `math-verify` takes the
+*last* expression of a reply, so two patterns earn a math reward without computing:
+
+| flag | the rewarded reply | why it is suspect |
+| --- | --- | --- |
+| `truncated` | was cut at `rollout.max_new_tokens` | the "answer" is wherever the cut fell |
+| `many_numbers` | states `>= many` distinct numbers that are not in the prompt | a list of guesses: the last one happens to be right |
+
+A correct step-by-step reply of a k-term sum states k - 1 new numbers (the partial sums and
+the result), so `many` defaults to 3 for the 2- and 3-term tasks; raise it for longer
+chains. The same flags are counted on the unrewarded samples: a flag that is as common
+there is the model's style, not a hack. Rewarded means `correct` is 1 (or, for rewards
+without a `correct` field, a full score).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def new_numbers(prompt: str, response: str) -> list[str]:
+    """The distinct numbers of `response` (in order) that are not numbers of `prompt`
+    (`7 - 2` in a prompt holds 7 and 2; a reply's `-2` is new).
+
+    >>> new_numbers("What is 4 - 1 - 7 =", "4 - 1 = 3, 3 - 7 = -4. The answer is -4.")
+    ['3', '-4']
+    >>> new_numbers("What is 4 + 5 =", "It is 9, 10 or 11.")
+    ['9', '10', '11']
+    """
+    seen = set(_NUMBER.findall(prompt))
+    out: list[str] = []
+    for n in _NUMBER.findall(response):
+        if n not in seen and n not in out:
+            out.append(n)
+    return out
+
+
+def flags(row: dict[str, Any], many: int = 3) -> list[str]:
+    """The scan's flags for one sample row (`prompt`, `response`, `finished`)."""
+    found = []
+    if row.get("finished") is False:
+        found.append("truncated")
+    if len(new_numbers(str(row.get("prompt", "")), str(row.get("response", "")))) >= many:
+        found.append("many_numbers")
+    return found
+
+
+def is_rewarded(row: dict[str, Any]) -> bool:
+    if row.get("correct") is not None:
+        return float(row["correct"]) >= 1.0
+    return float(row.get("reward", 0.0)) >= 1.0
+
+
+@dataclass
+class ScanCounts:
+    samples: int = 0
+    flagged: dict[str, int] = field(default_factory=dict)
+
+    def add(self, found: list[str]) -> None:
+        self.samples += 1
+        for f in found:
+            self.flagged[f] = self.flagged.get(f, 0) + 1
+
+    def rate(self, flag: str) -> float:
+        return self.flagged.get(flag, 0) / self.samples if self.samples else 0.0
+
+
+@dataclass
+class ScanResult:
+    many: int
+    rewarded: ScanCounts = field(default_factory=ScanCounts)
+    unrewarded: ScanCounts = field(default_factory=ScanCounts)
+    per_step: dict[int, ScanCounts] = field(default_factory=dict)  # rewarded samples only
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    FLAGS = ("truncated", "many_numbers")
+
+    def summary(self) -> dict[str, Any]:
+        def counts(c: ScanCounts) -> dict[str, Any]:
+            return {"samples": c.samples, **{f: c.flagged.get(f, 0) for f in self.FLAGS}}
+
+        return {
+            "many": self.many,
+            "rewarded": counts(self.rewarded),
+            "unrewarded": counts(self.unrewarded),
+            "per_step": {str(s): counts(c) for s, c in sorted(self.per_step.items())},
+            "examples": self.examples,
+        }
+
+
+def scan_rows(
+    rows_by_step: Iterable[tuple[int, list[dict[str, Any]]]], many: int = 3, examples: int = 5
+) -> ScanResult:
+    """Count the flags on the rewarded and unrewarded samples, per step for the rewarded."""
+    result = ScanResult(many)
+    for step, rows in rows_by_step:
+        for row in rows:
+            found = flags(row, many)
+            if is_rewarded(row):
+                result.rewarded.add(found)
+                result.per_step.setdefault(step, ScanCounts()).add(found)
+                if found and len(result.examples) < examples:
+                    result.examples.append(
+                        {
+                            "step": step,
+                            "flags": found,
+                            "prompt": row.get("prompt"),
+                            "response": row.get("response"),
+                            "answer": row.get("answer"),
+                        }
+                    )
+            else:
+                result.unrewarded.add(found)
+    return result
+
+
+def run_samples(samples_dir: Path) -> list[tuple[int, list[dict[str, Any]]]]:
+    """A run folder's `samples/step-N.jsonl`, in step order."""
+    out = []
+    for path in samples_dir.glob("step-*.jsonl"):
+        step = int(path.stem.split("-", 1)[1])
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out.append((step, rows))
+    return sorted(out, key=lambda item: item[0])
