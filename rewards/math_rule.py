@@ -11,6 +11,9 @@ import re
 
 from rollcli.rewards.registry import reward_options
 
+_PLAIN_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+# a number, an operator (not `/`: `1/2` is a value) and a number: arithmetic left undone
+_ARITHMETIC = re.compile(r"\d\s*[-+*×·]\s*\(?\s*-?\d")
 _FINAL_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?\s*[.!]?\s*$")
 
 
@@ -27,9 +30,13 @@ def is_well_formatted(response: str) -> bool:
 
 
 def verify_answer(response: str, answer: str) -> bool:
-    """True when `math-verify` finds the response's final answer equal to `answer`.
+    """True when the response's final answer equals `answer`, by `math-verify`.
 
     math-verify extracts the answer itself (a `\\boxed{}` first, else the last expression).
+    Two guards keep a reply from being paid for the problem it restates: the answer is read
+    after the reply's last `=` (when that part holds one), and when `answer` is a plain
+    number, an extracted answer that is still arithmetic of numbers (`5 + 8 + 8`) is not an
+    answer: math-verify would evaluate it and pay "the answer is 5 + 8 + 8 = 24" for 21.
 
     >>> verify_answer("37 + 48 = 85", "85")
     True
@@ -37,12 +44,23 @@ def verify_answer(response: str, answer: str) -> bool:
     False
     >>> verify_answer("it is 1/2", "0.5")
     True
+    >>> verify_answer("The final answer to this problem is 5 + 8 + 8 = 24.", "21")
+    False
+    >>> verify_answer("The answer is 5 + 8 + 8.", "21")
+    False
     """
     from math_verify import parse, verify
 
     gold = parse(answer, parsing_timeout=None)
-    pred = parse(response, parsing_timeout=None)
-    if not gold or not pred:
+    if not gold:
+        return False
+    _, eq, after = response.rpartition("=")
+    pred = (parse(after, parsing_timeout=None) if eq else None) or parse(
+        response, parsing_timeout=None
+    )
+    if not pred:
+        return False
+    if _PLAIN_NUMBER.fullmatch(answer.strip()) and _ARITHMETIC.search(str(pred[-1])):
         return False
     return bool(verify(gold, pred, timeout_seconds=None))
 

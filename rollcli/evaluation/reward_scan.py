@@ -7,11 +7,12 @@ A rule-based reward can pay for a reply that is not a solution. `math-verify` ta
 | --- | --- | --- |
 | `truncated` | was cut at `rollout.max_new_tokens` | the "answer" is wherever the cut fell |
 | `many_numbers` | states `>= many` distinct numbers that are not in the prompt | a list of guesses: the last one happens to be right |
+| `last_number_wrong` | ends on a number that is not the (numeric) answer | the verifier took something else for the answer: e.g. math-verify reads "the answer is 5 + 8 + 8 = 24" as `5 + 8 + 8` and pays it for 21 |
 
 A correct step-by-step reply of a k-term sum states k - 1 new numbers (the partial sums and
 the result), so `many` defaults to 3 for the 2- and 3-term tasks; raise it for longer
-chains. The same flags are counted on the unrewarded samples: a flag that is as common
-there is the model's style, not a hack. Rewarded means `correct` is 1 (or, for rewards
+chains. The first two flags are counted on the unrewarded samples too: a flag that is as
+common there is the model's style, not a hack (`last_number_wrong` is the rule there). Rewarded means `correct` is 1 (or, for rewards
 without a `correct` field, a full score).
 """
 
@@ -49,9 +50,25 @@ def flags(row: dict[str, Any], many: int = 3) -> list[str]:
     found = []
     if row.get("finished") is False:
         found.append("truncated")
-    if len(new_numbers(str(row.get("prompt", "")), str(row.get("response", "")))) >= many:
+    response = str(row.get("response", ""))
+    if len(new_numbers(str(row.get("prompt", "")), response)) >= many:
         found.append("many_numbers")
+    if _last_number_wrong(response, str(row.get("answer", ""))):
+        found.append("last_number_wrong")
     return found
+
+
+def _last_number_wrong(response: str, answer: str) -> bool:
+    """The reply's last number differs from a numeric `answer` (False when the answer is
+    not a plain number: then the reply's last number says nothing).
+
+    >>> _last_number_wrong("5 + 8 + 8 = 24.", "21"), _last_number_wrong("It is 21.", "21")
+    (True, False)
+    """
+    if not _NUMBER.fullmatch(answer.strip()):
+        return False
+    numbers = _NUMBER.findall(response)
+    return not numbers or float(numbers[-1]) != float(answer)
 
 
 def is_rewarded(row: dict[str, Any]) -> bool:
@@ -82,7 +99,7 @@ class ScanResult:
     per_step: dict[int, ScanCounts] = field(default_factory=dict)  # rewarded samples only
     examples: list[dict[str, Any]] = field(default_factory=list)
 
-    FLAGS = ("truncated", "many_numbers")
+    FLAGS = ("truncated", "many_numbers", "last_number_wrong")
 
     def summary(self) -> dict[str, Any]:
         def counts(c: ScanCounts) -> dict[str, Any]:

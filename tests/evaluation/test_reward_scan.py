@@ -19,6 +19,14 @@ def _row(response: str, correct: float, finished: bool = True) -> dict:
             "reward": correct, "finished": finished}  # fmt: skip
 
 
+def test_doctests() -> None:
+    import doctest
+
+    import rollcli.evaluation.reward_scan as module
+
+    assert doctest.testmod(module).failed == 0
+
+
 def test_new_numbers_leaves_out_the_operands_and_keeps_a_new_sign() -> None:
     assert new_numbers(PROMPT, "7 - 2 = 5, 5 - 8 = -3. The answer is -3.") == ["5", "-3"]
     assert new_numbers(PROMPT, "It is -2, 8, 1, 0 or -3") == ["-2", "1", "0", "-3"]
@@ -29,7 +37,12 @@ def test_flags_a_cut_off_reply_and_a_list_of_guesses_not_a_worked_answer() -> No
     assert flags(_row("7 - 2 = 5, 5 - 8 = -3. The answer is -3.", 1)) == []
     assert flags(_row("It is 1, 0 or -3", 1)) == ["many_numbers"]
     assert flags(_row("It is 1, 0 or -3", 1), many=4) == []
-    assert flags(_row("This theorem of 3 and", 0, finished=False)) == ["truncated"]
+    assert flags(_row("This theorem of 3 and", 0, finished=False)) == [
+        "truncated",
+        "last_number_wrong",
+    ]
+    # the hack math-verify paid before the reward read the last `=`: the problem restated
+    assert flags(_row("The final answer is 7 - 2 - 8 = 4.", 1)) == ["last_number_wrong"]
 
 
 def test_roll_runs_scan_counts_rewarded_and_unrewarded_per_step(tmp_path) -> None:
@@ -46,11 +59,15 @@ def test_roll_runs_scan_counts_rewarded_and_unrewarded_per_step(tmp_path) -> Non
     result = runner.invoke(app, ["runs", "scan", "r", "--runs-dir", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["rewarded"] == {"samples": 3, "truncated": 1, "many_numbers": 1}
-    assert out["unrewarded"] == {"samples": 2, "truncated": 1, "many_numbers": 1}
+    assert out["rewarded"] == {
+        "samples": 3, "truncated": 1, "many_numbers": 1, "last_number_wrong": 0
+    }  # fmt: skip
+    assert out["unrewarded"] == {
+        "samples": 2, "truncated": 1, "many_numbers": 1, "last_number_wrong": 2
+    }  # fmt: skip
     assert out["per_step"] == {
-        "1": {"samples": 2, "truncated": 0, "many_numbers": 1},
-        "2": {"samples": 1, "truncated": 1, "many_numbers": 0},
+        "1": {"samples": 2, "truncated": 0, "many_numbers": 1, "last_number_wrong": 0},
+        "2": {"samples": 1, "truncated": 1, "many_numbers": 0, "last_number_wrong": 0},
     }
     assert [e["step"] for e in out["examples"]] == [1, 2]
     table = runner.invoke(

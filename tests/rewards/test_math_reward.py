@@ -25,6 +25,13 @@ def test_doctests() -> None:
         ("It is -4", "-4", True),
         ("The answer is 84.", "85", False),
         ("I cannot tell.", "85", False),
+        # the problem restated, with a wrong value: math-verify alone reads `5 + 8 + 8` and
+        # evaluates it (RL on smollm2 learned this within 8 steps: 236 of 285 rewards)
+        ("The final answer to this problem is 5 + 8 + 8 = 24.", "21", False),
+        ("The answer is 5 + 8 + 8.", "21", False),
+        ("The final answer is 5 + 8 + 8 = 21.", "21", True),
+        ("5 + 8 = 13, 13 + 8 = 21.", "21", True),
+        ("so x = 4 and the answer is \\boxed{3 - 2\\sqrt{2}}", "$3 - 2\\sqrt{2}$", True),
     ],
 )
 def test_verify_answer(response: str, answer: str, correct: bool) -> None:
