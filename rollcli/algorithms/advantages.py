@@ -15,7 +15,9 @@ reward`) reaches the advantage:
   sequence-level estimator is an error, so nothing is silently ignored.
 
 Every estimator returns `(advantages, returns)`, both `[B, T]`, detached, 0 where
-masked. `returns` is the critic's target for `gae`, the reward-to-go for `reinforce`
+masked. `step_advantages` (GiGPO's weighted step-level term of an agentic episode, see
+`rollcli.algorithms.gigpo`) are added to the estimator's advantages before whitening and
+clipping. `returns` is the critic's target for `gae`, the reward-to-go for `reinforce`
 and `reinforce_pp`, and equal to the advantages for the sequence-level estimators.
 """
 
@@ -133,6 +135,7 @@ def compute_advantages(
     eps: float = 1e-6,
     whiten: bool = False,
     advantage_clip: float | None = None,
+    step_advantages: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Advantages and returns `[B, T]` from the estimator named `estimator`.
 
@@ -148,6 +151,8 @@ def compute_advantages(
         norm_std: divide by the group std (`grpo`).
         whiten: whiten the final advantages over the batch (PPO's usual step).
         advantage_clip: clamp the final advantages to `[-c, c]` (None = off).
+        step_advantages: `[B, T]` added to the estimator's advantages before `whiten` and
+            `advantage_clip` (GiGPO's `omega * A^S` on each turn's tokens); None = none.
 
     See the module docstring for how KL-in-reward is applied per estimator kind.
     """
@@ -180,6 +185,8 @@ def compute_advantages(
         eps=eps,
     )
     advantages, returns = ADVANTAGE_ESTIMATORS[estimator](inputs)
+    if step_advantages is not None:
+        advantages = advantages + step_advantages.to(advantages.dtype) * m
     if whiten:
         advantages = masked_whiten(advantages, m)
     advantages = clip_abs(advantages, advantage_clip) * m

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rollcli.config.agentic_algorithm import agentic_algorithm_refusal
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.sections import (
     AgenticConfig,
@@ -148,12 +149,9 @@ class RecipeConfig(Section):
         return self
 
 
-# Advantage estimators the agentic pipeline can use on a whole episode (sequence-level).
-AGENTIC_ESTIMATORS = ("grpo", "rloo")
-
-
 def _check_agentic(cfg: RecipeConfig) -> None:
-    """The agentic pipeline sizes its batch with agentic.* and has no critic or reward fn."""
+    """The agentic pipeline sizes its batch with agentic.*, and some algorithm keys cannot
+    apply to it (`agentic_algorithm_refusal`)."""
     default = RolloutConfig()
     for key in ("batch_size", "group_size"):
         if getattr(cfg.rollout, key) != getattr(default, key):
@@ -162,27 +160,13 @@ def _check_agentic(cfg: RecipeConfig) -> None:
                 f"rollout.{key} does not apply to the agentic pipeline; set agentic.{where} "
                 "(episodes per step = agentic.group_size x agentic.groups_per_step)"
             )
-    alg = cfg.algorithm
-    if alg.advantage not in AGENTIC_ESTIMATORS:
-        raise ValueError(
-            f"algorithm.advantage = {alg.advantage!r}: the agentic pipeline trains on "
-            f"group baselines of episode returns; use one of {', '.join(AGENTIC_ESTIMATORS)} "
-            "(agentic.mode=gigpo adds step-level advantages)"
-        )
+    refusal = agentic_algorithm_refusal(cfg.algorithm)
+    if refusal is not None:
+        raise ValueError(refusal)
     if cfg.agentic.group_size < 2:
         raise ValueError(
             "agentic.group_size = 1: episode advantages compare the episodes of a group, "
             "so it needs agentic.group_size >= 2"
-        )
-    if alg.dynamic_sampling or alg.overlong_buffer > 0 or alg.norm_mode == "running":
-        raise ValueError(
-            "algorithm.dynamic_sampling, overlong_buffer and norm_mode=running apply to the "
-            "rlvr pipeline; remove them from an agentic recipe"
-        )
-    if alg.tis_cap is not None:
-        raise ValueError(
-            "algorithm.tis_cap corrects rlvr's async rollout (rollout.max_staleness); the "
-            "agentic pipeline plays on the current weights, so remove algorithm.tis_cap"
         )
     mini = cfg.train.mini_batch_size
     if mini is not None and cfg.agentic.episodes_per_step % mini:

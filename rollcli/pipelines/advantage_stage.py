@@ -51,8 +51,13 @@ def add_advantages(
     max_new_tokens: int,
     kl_ctl: FixedKLController | AdaptiveKLController,
     running: RunningMeanStd | None,
+    step_advantages: torch.Tensor | None = None,
 ) -> dict[str, float]:
-    """Set `advantages` and `returns` on the batch; returns KL metrics."""
+    """Set `advantages` and `returns` on the batch; returns KL metrics.
+
+    Groups are `group_size` contiguous rows. `step_advantages` `[B, T]` is the agentic
+    pipeline's GiGPO step-level term, added before whitening and clipping (None: none).
+    """
     mask = batch["response_mask"]
     if alg.mask_truncated:
         mask = mask * batch["finished"].float().unsqueeze(1)
@@ -80,6 +85,7 @@ def add_advantages(
         norm_std=alg.norm_std,
         whiten=alg.whiten_advantages,
         advantage_clip=alg.advantage_clip,
+        step_advantages=step_advantages,
     )
     batch.set("advantages", advantages)
     batch.set("returns", returns)

@@ -16,11 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.recipe import RecipeConfig
 from rollcli.distributed import weight_sync
 from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.evaluation.stats import wilson_interval
-from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batch
+from rollcli.pipelines.advantage_stage import make_kl_controller
+from rollcli.pipelines.agentic_batch import (
+    DRIVER_FIELDS,
+    add_agentic_advantages,
+    episodes_to_batch,
+)
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
 from rollcli.pipelines.agentic_metrics import episode_metrics, summary_line
@@ -80,12 +86,19 @@ class AgenticPipeline(ControlledPipeline):
             None,
             ag.episodes_per_step,
         )
-        self.needs_old_logprobs = not on_policy
+        # KL in the reward compares the sampling policy with the reference, as in rlvr
+        self.needs_old_logprobs = not on_policy or (cfg.needs_reference and alg.kl_in == "reward")
+        self._fresh_driver_state()
         self.run.log_event(
             f"workers ready: env {ag.env} ({ag.num_env_workers} env workers), mode {ag.mode}, "
             f"{ag.groups_per_step} groups x {ag.group_size} episodes per step, "
             f"{ag.val_episodes} validation episodes"
         )
+
+    def _fresh_driver_state(self) -> None:
+        alg = self.cfg.algorithm
+        self.kl_ctl = make_kl_controller(alg)
+        self.running = RunningMeanStd() if alg.norm_mode == "running" else None
 
     def _start_workers(self) -> None:
         cfg, ag, train = self.cfg, self.cfg.agentic, self.cfg.train
@@ -231,22 +244,20 @@ class AgenticPipeline(ControlledPipeline):
             batch.set("old_logprobs", self.actor.call("compute_logprobs", batch, **sizes)[0])
         metrics["time/forward_s"] = time.perf_counter() - t0
 
-        # 3. advantages: the episode's group baseline (+ GiGPO's step groups)
-        advantages, _ = agentic_advantages(
-            batch,
-            mode=ag.mode,
-            estimator=cfg.algorithm.advantage,
-            norm_std=cfg.algorithm.norm_std,
-            step_weight=ag.step_advantage_weight,
-            step_gamma=ag.step_gamma,
-        )
-        if cfg.algorithm.advantage_clip is not None:
-            advantages = advantages.clamp(
-                -cfg.algorithm.advantage_clip, cfg.algorithm.advantage_clip
+        # 3. advantages: rlvr's stage on episode returns (+ GiGPO's step groups)
+        metrics.update(
+            add_agentic_advantages(
+                cfg.algorithm,
+                batch,
+                mode=ag.mode,
+                max_new_tokens=cfg.rollout.max_new_tokens,
+                kl_ctl=self.kl_ctl,
+                running=self.running,
+                step_weight=ag.step_advantage_weight,
+                step_gamma=ag.step_gamma,
             )
-        batch.set("advantages", advantages)
-        batch.set("returns", advantages)
-        for key in ("group", "turn_spans", "step_rewards", "state_keys"):
+        )
+        for key in DRIVER_FIELDS:
             batch.fields.pop(key)  # the driver's; the trainer needs none of them
 
         # 4. update the policy
@@ -315,12 +326,21 @@ class AgenticPipeline(ControlledPipeline):
 
     # ---- checkpoints -----------------------------------------------------------------
     def checkpoint(self, step: int) -> None:
-        self.ctl.checkpoint(step, {})
+        state = {
+            "kl_controller": self.kl_ctl.state_dict(),
+            "running_norm": self.running.state_dict() if self.running else None,
+        }
+        self.ctl.checkpoint(step, state)
 
     def restore(self, checkpoint: Path | None) -> int:
         state = self.ctl.restore(checkpoint)
+        self._fresh_driver_state()
         if state is None:
             return 0
+        if "kl_controller" in state:  # older checkpoints kept no driver state
+            self.kl_ctl.load_state_dict(state["kl_controller"])
+        if self.running is not None and state.get("running_norm") is not None:
+            self.running.load_state_dict(state["running_norm"])
         self.sync_weights()
         return int(state["step"])
 

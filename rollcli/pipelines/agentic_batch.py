@@ -1,34 +1,48 @@
-"""Finished episodes → the training batch, with StarPO or GiGPO advantages.
+"""Finished episodes → the training batch, and its advantages through rlvr's stage.
 
 One row per episode in the rollout layout of `rollcli.data.padding`: the first prompt
 (system + first observation) left-padded, then the rest of the conversation as the
 "response". `response_mask` is the episode's loss mask: 1 on the model's tokens, 0 on the
-environment's turns in between (and on padding). Episodes whose env crashed, or that never
-got a reply, are left out (see `Episode.trainable`); group baselines use the episodes of a
-group that remain.
+environment's turns in between (and on padding). `scores` is the episode return, placed
+on its last model token by the token-level estimators (StarPO's placement).
+
+Advantages go through `rollcli.pipelines.advantage_stage.add_advantages`, the stage rlvr
+uses, so every `algorithm:` key means the same here (the keys that cannot apply are refused
+at load, `rollcli.config.agentic_algorithm`). The agentic inputs are explicit: a group is
+the episodes sharing an env seed (contiguous rows), and `agentic.mode: gigpo` adds the
+step-level term. An episode whose env crashed, or that never got a reply, is not trained
+on (see `Episode.trainable`), and neither is the rest of its group: the stage compares
+groups of equal size.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 import torch
 
-from rollcli.algorithms.gigpo import (
-    gigpo_step_advantages,
-    group_normalize,
-    group_rloo,
-    turn_token_values,
-)
-from rollcli.algorithms.token_rewards import broadcast_to_tokens, token_rewards_from_scores
+from rollcli.algorithms.gigpo import gigpo_step_advantages, turn_token_values
+from rollcli.algorithms.kl import AdaptiveKLController, FixedKLController
+from rollcli.algorithms.normalization import RunningMeanStd
+from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
 from rollcli.data.padding import pad_right, rollout_tensors
+from rollcli.pipelines.advantage_stage import add_advantages
 from rollcli.pipelines.agentic_episode import Episode
+
+DRIVER_FIELDS = ("group", "turn_spans", "step_rewards", "state_keys")  # the trainer's not
 
 
 def episodes_to_batch(episodes: list[Episode], pad_id: int) -> Batch:
-    """The trainable episodes as one batch: tensors for the model, fields for advantages."""
-    rows = [ep for ep in episodes if ep.trainable]
+    """The trainable groups' episodes as one batch: tensors for the model, fields for
+    advantages. `finished` is False for an episode cut by the context limit (what
+    `algorithm.mask_truncated` drops)."""
+    broken = {e.spec.group for e in episodes if not e.trainable}
+    rows = [e for e in episodes if e.spec.group not in broken]
     if not rows:
-        raise ValueError("no trainable episode (every env crashed or no reply was made)")
+        raise ValueError(
+            "no trainable group of episodes (in every group an env crashed or no reply was made)"
+        )
     tensors = rollout_tensors([e.prompt_ids for e in rows], [e.response_ids for e in rows], pad_id)
     width = tensors["response_mask"].shape[1]
     loss_mask, _ = pad_right([e.loss_mask for e in rows], 0, width=width)  # values, 0-padded
@@ -44,38 +58,65 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int) -> Batch:
     return Batch(tensors, fields)
 
 
-def agentic_advantages(
+def contiguous_group_size(groups: Sequence[Hashable]) -> int:
+    """The size of the groups of `groups` (one id per row), which must be contiguous runs
+    of equal length.
+
+    >>> contiguous_group_size([3, 3, 7, 7])
+    2
+    """
+    runs: list[int] = []
+    seen: set[Hashable] = set()
+    for i, g in enumerate(groups):
+        if i and g == groups[i - 1]:
+            runs[-1] += 1
+            continue
+        if g in seen:
+            raise ValueError(f"the episodes of group {g!r} are not contiguous rows")
+        seen.add(g)
+        runs.append(1)
+    if not runs or len(set(runs)) != 1:
+        raise ValueError(f"groups of unequal sizes {runs}: the advantage stage needs equal ones")
+    return runs[0]
+
+
+def gigpo_step_tokens(batch: Batch, step_gamma: float, norm_std: bool) -> torch.Tensor:
+    """GiGPO's step-level advantage `A^S` of each turn on that turn's tokens, `[B, R]`."""
+    steps = gigpo_step_advantages(
+        batch["step_rewards"], batch["state_keys"], batch["group"], step_gamma, norm_std
+    )
+    return turn_token_values(batch["turn_spans"], steps, batch["response_mask"].shape[1])
+
+
+def add_agentic_advantages(
+    alg: AlgorithmConfig,
     batch: Batch,
     *,
     mode: str,
-    estimator: str = "grpo",
-    norm_std: bool = True,
+    max_new_tokens: int,
+    kl_ctl: FixedKLController | AdaptiveKLController,
+    running: RunningMeanStd | None = None,
     step_weight: float = 1.0,
     step_gamma: float = 0.95,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(advantages, token_rewards)`, both `[B, R]` and 0 off the model's tokens.
+) -> dict[str, float]:
+    """Set `advantages` and `returns` on an agentic batch; returns the stage's KL metrics.
 
-    `token_rewards` holds each episode's return on its last model token (StarPO's
-    placement); with gamma = 1 its reward-to-go on every model token is the return, so the
-    episode advantage is the group-normalised return on every model token. `mode="gigpo"`
-    adds `step_weight` times the step-level advantage of each turn on that turn's tokens.
+    `mode="starpo"`: the estimator `alg.advantage` on the episode returns, groups being the
+    episodes of an env seed. `mode="gigpo"` adds `step_weight * A^S` on each turn's tokens
+    (before whitening and clipping). `max_new_tokens` is one reply's budget.
     """
-    mask = batch["response_mask"]
-    returns = batch["scores"]
-    groups = batch["group"]
-    if estimator == "grpo":
-        episode = group_normalize(returns.tolist(), groups, norm_std)
-    elif estimator == "rloo":
-        episode = group_rloo(returns.tolist(), groups)
-    else:
-        raise ValueError(f"the agentic pipeline supports grpo and rloo, not {estimator!r}")
-    advantages = broadcast_to_tokens(torch.tensor(episode, dtype=torch.float32), mask)
     if mode == "gigpo":
-        steps = gigpo_step_advantages(
-            batch["step_rewards"], batch["state_keys"], groups, step_gamma, norm_std
-        )
-        step_tokens = turn_token_values(batch["turn_spans"], steps, mask.shape[1])
-        advantages = advantages + step_weight * step_tokens * mask
-    elif mode != "starpo":
+        step = step_weight * gigpo_step_tokens(batch, step_gamma, alg.norm_std)
+    elif mode == "starpo":
+        step = None
+    else:
         raise ValueError(f"agentic mode must be starpo or gigpo, not {mode!r}")
-    return advantages, token_rewards_from_scores(returns, mask)
+    return add_advantages(
+        alg,
+        batch,
+        group_size=contiguous_group_size(batch["group"]),
+        max_new_tokens=max_new_tokens,
+        kl_ctl=kl_ctl,
+        running=running,
+        step_advantages=step,
+    )

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batch
+from rollcli.algorithms.kl import FixedKLController
+from rollcli.config.algorithm import AlgorithmConfig
+from rollcli.pipelines.agentic_batch import DRIVER_FIELDS, add_agentic_advantages, episodes_to_batch
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
 from rollcli.strategies.hf_model import response_logprobs
@@ -38,9 +40,9 @@ def batch(tiny_model):
     fmt = TurnFormat(tok, "rules")
     eps = [_episode(fmt, 1, [[11, 12], [13, 14], [15]], 1.0), _episode(fmt, 1, [[16]], 0.0)]
     b = episodes_to_batch(eps, tok.pad_token_id)
-    adv, _ = agentic_advantages(b, mode="starpo")
-    b.set("advantages", adv)
-    for key in ("group", "turn_spans", "step_rewards", "state_keys"):
+    alg = AlgorithmConfig()
+    add_agentic_advantages(alg, b, mode="starpo", max_new_tokens=4, kl_ctl=FixedKLController(0))
+    for key in DRIVER_FIELDS:
         b.fields.pop(key)
     return b
 

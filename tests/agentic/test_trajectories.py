@@ -6,12 +6,24 @@ import pytest
 import torch
 
 from rollcli.algorithms.gigpo import gigpo_step_advantages, group_normalize
+from rollcli.algorithms.kl import FixedKLController
+from rollcli.algorithms.token_rewards import token_rewards_from_scores
+from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.micro_batch import length_sorted_micro_batches
-from rollcli.pipelines.agentic_batch import agentic_advantages, episodes_to_batch
+from rollcli.pipelines.agentic_batch import add_agentic_advantages, episodes_to_batch
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
 
 LIMITS = Limits(max_turns=5, max_context_tokens=4096, max_new_tokens=8)
+
+
+def agentic_advantages(batch, *, mode, estimator="grpo", norm_std=True, **gigpo):
+    """The pipeline's advantage stage on `batch`; returns the advantages."""
+    alg = AlgorithmConfig(advantage=estimator, norm_std=norm_std)
+    add_agentic_advantages(
+        alg, batch, mode=mode, max_new_tokens=8, kl_ctl=FixedKLController(0.0), **gigpo
+    )
+    return batch["advantages"]
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +107,9 @@ def test_starpo_return_on_last_model_token_and_group_advantages(tokenizer) -> No
     a = _play(fmt, EpisodeSpec(0, 0, 7), [[101, 102], [103]], [-0.1, 1.0], ["s0", "s1"])
     b = _play(fmt, EpisodeSpec(1, 0, 7), [[104]], [0.0], ["s0"])
     batch = episodes_to_batch([a, b], tokenizer.pad_token_id)
-    adv, token_rewards = agentic_advantages(batch, mode="starpo", estimator="grpo")
+    adv = agentic_advantages(batch, mode="starpo", estimator="grpo")
     mask = batch["response_mask"]
+    token_rewards = token_rewards_from_scores(batch["scores"], mask)
     last_a = max(mask[0].nonzero().flatten().tolist())
     assert token_rewards[0, last_a] == pytest.approx(0.9)
     assert token_rewards[0].abs().sum() == pytest.approx(0.9)  # nowhere else
@@ -106,7 +119,7 @@ def test_starpo_return_on_last_model_token_and_group_advantages(tokenizer) -> No
     assert adv[0][mask[0].bool()].tolist() == pytest.approx([expected] * 5, abs=1e-5)
     assert adv[1][mask[1].bool()].tolist() == pytest.approx([-expected] * 2, abs=1e-5)
     assert adv[mask == 0].abs().sum() == 0  # no advantage on env tokens or padding
-    rloo, _ = agentic_advantages(batch, mode="starpo", estimator="rloo")
+    rloo = agentic_advantages(batch, mode="starpo", estimator="rloo")
     assert rloo[0, 0] == pytest.approx(0.9) and rloo[1, 0] == pytest.approx(-0.9)
 
 
@@ -127,10 +140,8 @@ def test_gigpo_adds_weighted_step_advantages_on_each_turns_tokens(tokenizer) -> 
     a = _play(fmt, EpisodeSpec(0, 0, 7), [[101], [102]], [0.0, 1.0], ["s0", "s1"])
     b = _play(fmt, EpisodeSpec(1, 0, 7), [[103], [104]], [-1.0, 0.0], ["s0", "s2"])
     batch = episodes_to_batch([a, b], tokenizer.pad_token_id)
-    starpo, _ = agentic_advantages(batch, mode="starpo", norm_std=False)
-    gigpo, _ = agentic_advantages(
-        batch, mode="gigpo", norm_std=False, step_weight=2.0, step_gamma=0.5
-    )
+    starpo = agentic_advantages(batch, mode="starpo", norm_std=False)
+    gigpo = agentic_advantages(batch, mode="gigpo", norm_std=False, step_weight=2.0, step_gamma=0.5)
     # episode: returns 1 and -1 -> +1 / -1; steps as in the test above: +0.75 / -0.75 on turn 1
     (a0, a1), (b0, _) = a.turn_spans, b.turn_spans
     assert starpo[0, a0[0]] == pytest.approx(1.0) and starpo[1, b0[0]] == pytest.approx(-1.0)
