@@ -27,9 +27,9 @@ def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, An
         teach["no_effect_feedback"] = True
     if agentic.no_effect_penalty:
         teach["no_effect_penalty"] = agentic.no_effect_penalty
-    takes = env_parameters(agentic.env)
+    takes, open_kwargs = env_parameters(agentic.env)
     for key in teach:
-        if key not in takes:
+        if key not in takes and not open_kwargs:
             option = "shaping" if key == "shaping_gamma" else key
             raise ConfigError(
                 f"agentic.{option} applies to environments that take it (frozenlake, "
@@ -47,14 +47,14 @@ def shaping_gamma(agentic: AgenticConfig) -> float:
     return agentic.step_gamma if agentic.mode == "gigpo" else 1.0
 
 
-def env_parameters(env: str) -> set[str]:
-    """The keyword arguments `env`'s factory takes (any of them, if it takes **kwargs)."""
+def env_parameters(env: str) -> tuple[set[str], bool]:
+    """The named keyword arguments of `env`'s factory, and whether it takes **kwargs (then a
+    teaching key the recipe sets is passed on; `layouts` is passed only where it is named)."""
     import inspect
 
     params = inspect.signature(env_factory(env)).parameters.values()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return {"shaping", "shaping_gamma", "no_effect_feedback", "no_effect_penalty", "layouts"}
-    return {p.name for p in params}
+    open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    return {p.name for p in params}, open_kwargs
 
 
 def limits(agentic: AgenticConfig, max_new_tokens: int, model_context: int | None = None) -> Limits:
