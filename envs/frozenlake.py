@@ -9,6 +9,9 @@ rendering is our own, without ANSI colours:
 ``X`` player fallen in a hole, ``√`` player on the goal (see `FrozenLakeSymbols`).
 
 Reward 1 on reaching the goal, 0 otherwise; reaching the goal or a hole ends the episode.
+The progress potential (``shaping="progress"``, see `TextEnv`) is minus the length of the
+shortest walk from the player to the goal over the map's safe cells (`goal_distances`); a
+move into the edge of the map is a move without effect.
 With ``is_slippery=True`` the player moves in the intended direction only a third of the
 time (gymnasium's rule). A reply that does not parse keeps the player still and scores
 `format_penalty`.
@@ -26,10 +29,24 @@ Example:
     O√
     >>> reward, terminated, info["success"]
     (1.0, True, True)
+
+Progress shaping with gamma 0.9: the start is 2 moves from the goal, Right leaves 1, Down
+reaches the goal, which ends the episode (potential 0):
+    >>> env = FrozenLakeEnv(desc=["SF", "HG"], shaping="progress", shaping_gamma=0.9)
+    >>> _ = env.reset(seed=0)
+    >>> env.potential()
+    -2.0
+    >>> _, reward, *_, info = env.step("<answer>Right</answer>")  # 0 + 0.9 * -1 - (-2)
+    >>> round(reward, 6), round(info["shaping"], 6)
+    (1.1, 1.1)
+    >>> _, reward, *_, info = env.step("<answer>Down</answer>")  # 1 + 0.9 * 0 - (-1)
+    >>> round(reward, 6), round(info["shaping"], 6)
+    (2.0, 1.0)
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -45,6 +62,8 @@ from rollcli.envs.text_env import TextEnv, Transition
 
 # Our action names in gymnasium's order: its action i is ACTION_NAMES[i].
 ACTION_NAMES = ["Left", "Down", "Right", "Up"]
+_STEPS = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
+EDGE_NOTE = "Nothing happened: that move runs into the edge of the lake."
 
 _INSTRUCTIONS = """\
 You are walking on a frozen lake. Reach the goal without falling into a hole.
@@ -105,6 +124,8 @@ class FrozenLakeEnv(TextEnv):
         symbols: a `FrozenLakeSymbols` or a mapping of overrides.
         format_penalty: reward added for a reply that does not parse to a move.
         answer_pattern: regex locating the answer in a reply (see `parse_action`).
+        shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: see
+            `TextEnv` (progress shaping, feedback on moves without effect, split layouts).
     """
 
     action_names = ACTION_NAMES
@@ -120,12 +141,22 @@ class FrozenLakeEnv(TextEnv):
         format_penalty: float = -0.1,
         answer_pattern: str | None = DEFAULT_ANSWER_PATTERN,
         render_mode: str | None = "ansi",
+        shaping: str = "none",
+        shaping_gamma: float = 1.0,
+        no_effect_feedback: bool = False,
+        no_effect_penalty: float = 0.0,
+        layouts: str = "all",
     ) -> None:
         super().__init__(
             max_steps=max_steps,
             format_penalty=format_penalty,
             answer_pattern=answer_pattern,
             render_mode=render_mode,
+            shaping=shaping,
+            shaping_gamma=shaping_gamma,
+            no_effect_feedback=no_effect_feedback,
+            no_effect_penalty=no_effect_penalty,
+            layouts=layouts,
         )
         if desc is None and size < 2:
             raise ValueError(f"size must be at least 2, got {size}")
@@ -142,6 +173,7 @@ class FrozenLakeEnv(TextEnv):
         self.desc: list[str] | None = None
         self._lake: GymFrozenLake | None = None
         self._position = 0
+        self._distances: dict[tuple[int, int], int] = {}
 
     @property
     def instructions(self) -> str:
@@ -180,6 +212,7 @@ class FrozenLakeEnv(TextEnv):
         self._lake = GymFrozenLake(desc=self.desc, is_slippery=self.is_slippery)
         position, _ = self._lake.reset(seed=lake_seed)
         self._position = int(position)
+        self._distances = goal_distances(self.desc)
 
     def _apply(self, action: str) -> Transition:
         assert self._lake is not None
@@ -188,14 +221,59 @@ class FrozenLakeEnv(TextEnv):
         self._position = int(position)
         row, col = self.position
         success = self._require_desc()[row][col] == "G"
+        effective = self._position != before
         return Transition(
             reward=float(reward),
-            effective=self._position != before,
+            effective=effective,
             terminated=bool(terminated),
             success=success,
+            note="" if effective else EDGE_NOTE,
         )
+
+    def potential(self) -> float:
+        """Minus the number of moves from the player to the goal over safe cells."""
+        return -float(self._distances[self.position])
+
+    def layout_key(self) -> str | None:
+        return None if self.fixed_desc is not None else "\n".join(self._require_desc())
+
+    def expert_action(self) -> str:
+        """A first move of a shortest safe walk to the goal, chosen at random (from the
+        episode's seed) among ties (`roll data episodes --policy expert`); on slippery ice it
+        is the intended move, not a safe plan."""
+        row, col = self.position
+        here = self._distances[(row, col)]
+        closer = [
+            name
+            for name, (d_row, d_col) in _STEPS.items()
+            if self._distances.get((row + d_row, col + d_col), here) < here
+        ]
+        if not closer:
+            raise RuntimeError(f"no move brings the player at {(row, col)} closer to the goal")
+        return closer[int(self.np_random.integers(len(closer)))]
 
     def _require_desc(self) -> list[str]:
         if self.desc is None:
             raise RuntimeError("call reset() first")
         return self.desc
+
+
+def goal_distances(desc: list[str]) -> dict[tuple[int, int], int]:
+    """Moves from each cell to the goal walking on safe cells only (start, frozen, goal),
+    by breadth-first search back from the goal; cells that cannot reach it are left out.
+
+    >>> goal_distances(["SF", "HG"])
+    {(1, 1): 0, (0, 1): 1, (0, 0): 2}
+    """
+    goal = next((r, c) for r, line in enumerate(desc) for c, tile in enumerate(line) if tile == "G")
+    distances = {goal: 0}
+    queue = deque([goal])
+    while queue:
+        row, col = queue.popleft()
+        for d_row, d_col in _STEPS.values():
+            r, c = row + d_row, col + d_col
+            inside = 0 <= r < len(desc) and 0 <= c < len(desc[r])
+            if inside and desc[r][c] != "H" and (r, c) not in distances:
+                distances[(r, c)] = distances[(row, col)] + 1
+                queue.append((r, c))
+    return distances

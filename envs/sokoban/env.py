@@ -5,6 +5,11 @@ Rewards per step: `step_penalty` (-0.1) always; +1 for each box pushed onto a ta
 target, which ends the episode. A reply that does not parse leaves the room as it was and
 scores `step_penalty + format_penalty`. After `max_steps` steps the episode is truncated.
 
+The progress potential (``shaping="progress"``, see `TextEnv`) is minus the sum over boxes
+of the Manhattan distance to the nearest target (walls ignored: the usual cheap Sokoban
+heuristic); walking into a wall, or pushing a box against a wall or another box, is a move
+without effect.
+
 Example:
     >>> env = SokobanEnv(layout='''
     ...     #####
@@ -32,7 +37,12 @@ from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
 from rollcli.envs.registry import register_env
 from rollcli.envs.sokoban.generator import generate_level
 from rollcli.envs.sokoban.level import DIRECTIONS, SokobanState, SokobanSymbols
+from rollcli.envs.sokoban.solver import solve
 from rollcli.envs.text_env import TextEnv, Transition
+
+WALL_NOTE = "Nothing happened: there is a wall {where}."
+BLOCKED_NOTE = "Nothing happened: the box {where} cannot move, a wall or a box is behind it."
+_WHERE = {"Up": "above you", "Down": "below you", "Left": "to your left", "Right": "to your right"}
 
 _INSTRUCTIONS = """\
 You are solving a Sokoban puzzle. Push every box onto a target.
@@ -67,6 +77,8 @@ class SokobanEnv(TextEnv):
         format_penalty: reward added for a reply that does not parse to a move.
         answer_pattern: regex locating the answer in a reply (see `parse_action`).
         reverse_steps: reverse moves the generator plays per attempt.
+        shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: see
+            `TextEnv` (progress shaping, feedback on moves without effect, split layouts).
     """
 
     action_names = list(DIRECTIONS)
@@ -84,12 +96,22 @@ class SokobanEnv(TextEnv):
         answer_pattern: str | None = DEFAULT_ANSWER_PATTERN,
         reverse_steps: int = 100,
         render_mode: str | None = "ansi",
+        shaping: str = "none",
+        shaping_gamma: float = 1.0,
+        no_effect_feedback: bool = False,
+        no_effect_penalty: float = 0.0,
+        layouts: str = "all",
     ) -> None:
         super().__init__(
             max_steps=max_steps,
             format_penalty=format_penalty,
             answer_pattern=answer_pattern,
             render_mode=render_mode,
+            shaping=shaping,
+            shaping_gamma=shaping_gamma,
+            no_effect_feedback=no_effect_feedback,
+            no_effect_penalty=no_effect_penalty,
+            layouts=layouts,
         )
         self.symbols = SokobanSymbols.coerce(symbols)
         self.fixed_state = (
@@ -145,12 +167,38 @@ class SokobanEnv(TextEnv):
         solved = self.state.solved
         if solved:
             reward += self.success_reward
+        effective = self.state != before
         return Transition(
             reward=reward,
-            effective=self.state != before,
+            effective=effective,
             terminated=solved,
             success=solved,
+            note="" if effective else _blocked_note(before, action),
         )
+
+    def potential(self) -> float:
+        """Minus the sum of each box's Manhattan distance to its nearest target."""
+        assert self.state is not None
+        targets = self.state.targets
+        return -float(
+            sum(min(abs(r - tr) + abs(c - tc) for tr, tc in targets) for r, c in self.state.boxes)
+        )
+
+    def layout_key(self) -> str | None:
+        """The room, targets and boxes at the start (not where the player stands)."""
+        if self.fixed_state is not None or self.state is None:
+            return None
+        s = self.state
+        return repr((sorted(s.walls), sorted(s.targets), sorted(s.boxes)))
+
+    def expert_action(self) -> str:
+        """The first move of a shortest solution from here (`roll data episodes --policy
+        expert`), found by `solve`."""
+        assert self.state is not None
+        moves = solve(self.state)
+        if not moves:
+            raise RuntimeError("no solution from this position (a box is stuck)")
+        return moves[0]
 
     def _extra_info(self) -> dict[str, Any]:
         assert self.state is not None
@@ -158,3 +206,13 @@ class SokobanEnv(TextEnv):
             "boxes_on_target": self.state.boxes_on_target,
             "num_boxes": len(self.state.boxes),
         }
+
+
+def _blocked_note(state: SokobanState, action: str) -> str:
+    """Why `action` from `state` moved nothing: a wall, or a box that cannot move."""
+    d_row, d_col = DIRECTIONS[action]
+    ahead = (state.player[0] + d_row, state.player[1] + d_col)
+    where = _WHERE[action]
+    return (
+        WALL_NOTE.format(where=where) if state.is_wall(ahead) else BLOCKED_NOTE.format(where=where)
+    )

@@ -1,5 +1,7 @@
 """`roll data sft-from-run | dpo-from-run RUN_ID OUT.jsonl`: rejection sampling, a run's
-verified samples turned into training data for the sft or dpo pipeline."""
+verified samples turned into training data for the sft or dpo pipeline; `roll data episodes
+ENV|RECIPE --policy expert|random --n N --out OUT.jsonl`: warm-up conversations played by a
+scripted policy in an agentic recipe's chat format."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import typer
 from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.run_arg import RUNS_DIR, find_run
 
-app = typer.Typer(help="Build training data files from runs.", no_args_is_help=True)
+app = typer.Typer(
+    help="Build training data files from runs and environments.", no_args_is_help=True
+)
 
 MIN_REWARD = typer.Option(
     1.0, "--min-reward", help="A sample at or above this reward counts as verified."
@@ -67,3 +71,56 @@ def dpo_from_run(
         )
         write_jsonl(rows, out)
     err_console.print(f"wrote {len(rows)} preference pairs to {out}")
+
+
+@app.command("episodes")
+def episodes(
+    target: str = typer.Argument(
+        ..., help="An environment (frozenlake, sokoban) or an agentic recipe / YAML file."
+    ),
+    overrides: list[str] = typer.Argument(
+        None, help="Recipe overrides as key.path=value, e.g. agentic.env_kwargs.size=4."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="The jsonl file to write (conversations)."),
+    policy: str = typer.Option(
+        "expert", "--policy", help="expert (the env's solver) or random (random legal moves)."
+    ),
+    n: int = typer.Option(200, "--n", help="Episodes to play."),
+    seed: int = typer.Option(0, "--seed", help="The first env seed (below agentic.val_seed)."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+) -> None:
+    """Episodes of a scripted policy in the recipe's RL chat format, as SFT conversations:
+    `roll train sft data.source=file data.train_path=OUT`."""
+    from rollcli.cli.eval_target import ENV_RECIPES
+    from rollcli.config.errors import ConfigError
+    from rollcli.config.loader import load_recipe
+    from rollcli.data.from_run import write_jsonl
+    from rollcli.models.loading import resolve_model
+    from rollcli.pipelines.scripted_episodes import scripted_episodes, sft_rows
+    from rollcli.strategies.hf_model import load_tokenizer
+
+    with user_errors(debug):
+        cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides or [])
+        if cfg.pipeline != "agentic":
+            raise ConfigError(
+                f"{source} is a {cfg.pipeline} recipe; roll data episodes plays environments: "
+                "give frozenlake, sokoban or an agentic recipe"
+            )
+        tokenizer = load_tokenizer(resolve_model(cfg.model))
+        played = scripted_episodes(
+            cfg.agentic,
+            tokenizer,
+            policy=policy,
+            n=n,
+            seed=seed,
+            max_new_tokens=cfg.rollout.max_new_tokens,
+        )
+        rows = sft_rows(played, cfg.agentic.env)
+        write_jsonl(rows, out)
+    wins = sum(ep.success for ep in played)
+    err_console.print(
+        f"wrote {len(rows)} {policy} episodes of {cfg.agentic.env} ({source}, seeds {seed}-"
+        f"{seed + n - 1}) to {out}: {wins} solved, "
+        f"{sum(ep.turns for ep in played) / max(len(played), 1):.1f} moves on average",
+        highlight=False,
+    )

@@ -403,6 +403,18 @@ class DistillConfig(Section):
         return self
 
 
+# env arguments the agentic pipeline sets itself, and what to set instead
+PIPELINE_ENV_KEYS = {
+    key: f"set agentic.{key}, not agentic.env_kwargs.{key} (the pipeline passes it)"
+    for key in ("format_penalty", "shaping", "no_effect_feedback", "no_effect_penalty")
+} | {
+    "shaping_gamma": "agentic.env_kwargs.shaping_gamma is the run's discount, passed by the "
+    "pipeline (1 under starpo, agentic.step_gamma under gigpo); leave it out",
+    "layouts": "agentic.env_kwargs.layouts is set by the pipeline (training episodes draw "
+    "training layouts, validation episodes validation layouts); leave it out",
+}
+
+
 class AgenticConfig(Section):
     """Multi-turn agentic RL (`pipeline: agentic`): environments, episodes, advantages.
 
@@ -432,6 +444,11 @@ class AgenticConfig(Section):
     num_env_workers: PositiveInt = 2
     val_episodes: PositiveInt = 32
     val_seed: NonNegInt = 1_000_000  # validation seeds are val_seed, val_seed + 1, ...
+    # environments that teach (docs/agentic.md): potential-based progress shaping, and a line
+    # in the next observation (and optionally a penalty) after a move that changed nothing
+    shaping: Literal["none", "progress"] = "none"
+    no_effect_feedback: bool = False
+    no_effect_penalty: Annotated[float, Field(le=0)] = 0.0
 
     @model_validator(mode="after")
     def _known_env(self) -> AgenticConfig:
@@ -447,11 +464,9 @@ class AgenticConfig(Section):
                 f"agentic.env = {self.env!r} is not a registered environment{hint}; "
                 f"choose one of {', '.join(names)}"
             )
-        for key in ("format_penalty",):
+        for key in PIPELINE_ENV_KEYS:
             if key in self.env_kwargs or key in self.val_env_kwargs:
-                raise ValueError(
-                    f"set agentic.{key}, not agentic.env_kwargs.{key} (the pipeline passes it)"
-                )
+                raise ValueError(PIPELINE_ENV_KEYS[key])
         return self
 
     @property

@@ -6,18 +6,55 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from rollcli.config.errors import ConfigError
 from rollcli.config.sections import AgenticConfig
 from rollcli.pipelines.agentic_episode import EpisodeSpec, Limits
+from rollcli.workers.env_worker import env_factory
 
 
 def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, Any]:
     """The env's keyword arguments: `env_kwargs` (+ `val_env_kwargs` for validation), the
-    format penalty, and `max_steps = max_turns` unless the recipe sets it."""
+    format penalty, `max_steps = max_turns` unless the recipe sets it, the teaching options
+    that are on, and the layout split (`train` or `validation`) where the env can split."""
     kwargs = {"max_steps": agentic.max_turns, **agentic.env_kwargs}
     if validation:
         kwargs.update(agentic.val_env_kwargs)
     kwargs["format_penalty"] = agentic.format_penalty
+    teach: dict[str, Any] = {}
+    if agentic.shaping != "none":
+        teach.update(shaping=agentic.shaping, shaping_gamma=shaping_gamma(agentic))
+    if agentic.no_effect_feedback:
+        teach["no_effect_feedback"] = True
+    if agentic.no_effect_penalty:
+        teach["no_effect_penalty"] = agentic.no_effect_penalty
+    takes, open_kwargs = env_parameters(agentic.env)
+    for key in teach:
+        if key not in takes and not open_kwargs:
+            option = "shaping" if key == "shaping_gamma" else key
+            raise ConfigError(
+                f"agentic.{option} applies to environments that take it (frozenlake, "
+                f"sokoban); {agentic.env!r} does not: leave agentic.{option} at its default"
+            )
+    kwargs.update(teach)
+    if "layouts" in takes:
+        kwargs["layouts"] = "validation" if validation else "train"
     return kwargs
+
+
+def shaping_gamma(agentic: AgenticConfig) -> float:
+    """The discount of progress shaping: the run's discount of step rewards, 1 under starpo
+    (an episode's return is the plain sum) and `agentic.step_gamma` under gigpo."""
+    return agentic.step_gamma if agentic.mode == "gigpo" else 1.0
+
+
+def env_parameters(env: str) -> tuple[set[str], bool]:
+    """The named keyword arguments of `env`'s factory, and whether it takes **kwargs (then a
+    teaching key the recipe sets is passed on; `layouts` is passed only where it is named)."""
+    import inspect
+
+    params = inspect.signature(env_factory(env)).parameters.values()
+    open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    return {p.name for p in params}, open_kwargs
 
 
 def limits(agentic: AgenticConfig, max_new_tokens: int, model_context: int | None = None) -> Limits:

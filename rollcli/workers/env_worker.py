@@ -15,7 +15,7 @@ import importlib
 import traceback
 from typing import Any
 
-from rollcli.envs.registry import make
+from rollcli.envs.registry import get_spec
 
 # info values kept in results (and samples files): plain JSON scalars only
 _SCALARS = (str, int, float, bool, type(None))
@@ -24,10 +24,15 @@ _SEARCH_PLACEHOLDER = "search[<keywords>]"
 
 def build_env(env: str, kwargs: dict[str, Any]) -> Any:
     """A registered env by name, or a user factory given as ``"package.module:factory"``."""
+    return env_factory(env)(**kwargs)
+
+
+def env_factory(env: str) -> Any:
+    """The class or function that builds `env` (a registered name or ``"module:factory"``)."""
     if ":" in env:
         module, _, attr = env.partition(":")
-        return getattr(importlib.import_module(module), attr)(**kwargs)
-    return make(env, **kwargs)
+        return getattr(importlib.import_module(module), attr)
+    return get_spec(env).factory
 
 
 def system_prompt(env: Any) -> str:

@@ -8,9 +8,11 @@ import pytest
 MODULES = [
     "rollcli.envs.action_parsing",
     "rollcli.envs.frozenlake",
+    "rollcli.envs.layout_split",
     "rollcli.envs.sokoban.env",
     "rollcli.envs.sokoban.generator",
     "rollcli.envs.sokoban.level",
+    "rollcli.envs.sokoban.solver",
 ]
 
 

@@ -1,0 +1,104 @@
+"""`roll data episodes`: episodes of a scripted policy, written as SFT conversations.
+
+The episodes are played by the agentic pipeline's own scheduler, env workers, prompts and
+parsing (`play_episodes`, plain objects in this process), so each conversation is exactly
+what an RL run of the same recipe shows the model: its system prompt (the env's
+instructions), its observations and step outcomes as user turns, and each move as an
+assistant turn ``<answer>Move</answer>`` (the recipe's `reply_prefix` included, as in the
+run's samples files). `roll train sft data.source=file data.train_path=FILE` trains on every
+assistant turn.
+
+Two policies:
+
+- ``expert``: the env's `expert_action` each turn (FrozenLake: a first move of a shortest
+  safe walk to the goal; Sokoban: the first move of a shortest solution, by breadth-first
+  search). On non-slippery ice and in generated Sokoban rooms every expert episode succeeds
+  within the recipe's turn limit if the shortest solution fits in it.
+- ``random``: a uniformly random legal move each turn (the format-only control: it teaches
+  the answer format and flattens the prior over moves, not the task).
+
+Seeds are `seed, seed + 1, ...` below `agentic.val_seed`, and envs that split layouts draw
+training layouts, so no episode shows a validation map.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rollcli.config.errors import ConfigError
+from rollcli.config.sections import AgenticConfig
+from rollcli.pipelines.agentic_chat import TurnFormat
+from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
+from rollcli.pipelines.agentic_rollout import Done, RandomPolicy, get, play_episodes
+from rollcli.pipelines.agentic_setup import env_kwargs, limits
+from rollcli.workers.env_worker import EnvWorker
+
+POLICIES = ("expert", "random")
+
+
+class ExpertPolicy:
+    """Each turn the expert move of the episode's own env (`env.expert_action()`), read
+    from plain `EnvWorker` hosts (an episode's env sits in its host's slot `spec.index`)."""
+
+    def __init__(self, hosts: list[EnvWorker], reply_prefix: str = "") -> None:
+        self.hosts = hosts
+        self.reply_prefix = reply_prefix  # the prompt already opens the answer
+        self.free = True
+
+    def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
+        replies = []
+        for ep in episodes:
+            env = next(h.envs[ep.spec.index] for h in self.hosts if ep.spec.index in h.envs)
+            text = f"<answer>{env.expert_action()}</answer>".removeprefix(self.reply_prefix)
+            replies.append({"token_ids": [], "text": text, "finished": True})
+        return 0, Done(replies)
+
+    def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
+        return get(handle)
+
+
+def scripted_episodes(
+    agentic: AgenticConfig,
+    tokenizer: Any,
+    *,
+    policy: str,
+    n: int,
+    seed: int,
+    max_new_tokens: int,
+    on_progress: Any = None,
+) -> list[Episode]:
+    """`n` episodes of `policy` on training seeds `seed, seed + 1, ...`; `tokenizer` (the
+    recipe model's) only builds the token ids the episode bookkeeping keeps."""
+    if policy not in POLICIES:
+        raise ConfigError(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
+    if n < 1:
+        raise ConfigError(f"--n {n}: write at least one episode")
+    if seed < 0 or seed + n > agentic.val_seed:
+        raise ConfigError(
+            f"--seed {seed} --n {n}: seeds must stay below agentic.val_seed = "
+            f"{agentic.val_seed} (those are validation seeds)"
+        )
+    hosts = [EnvWorker(agentic.env, env_kwargs(agentic))]
+    if policy == "expert":
+        if not hasattr(hosts[0].probe, "expert_action"):
+            raise ConfigError(
+                f"environment {agentic.env!r} has no expert policy; use --policy random"
+            )
+        chosen: ExpertPolicy | RandomPolicy = ExpertPolicy(hosts, agentic.reply_prefix)
+    else:
+        chosen = RandomPolicy(seed, agentic.reply_prefix)
+    fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix, agentic.user_suffix)
+    specs = [EpisodeSpec(i, i, seed + i) for i in range(n)]
+    episodes, _ = play_episodes(
+        hosts, chosen, specs, fmt, limits(agentic, max_new_tokens), on_progress
+    )
+    return episodes
+
+
+def sft_rows(episodes: list[Episode], env: str) -> list[dict[str, Any]]:
+    """One chat row per episode with at least one move: `{id, tag, messages}`."""
+    return [
+        {"id": f"{env}-seed{ep.spec.seed}", "tag": env, "messages": ep.messages}
+        for ep in episodes
+        if ep.trainable
+    ]
