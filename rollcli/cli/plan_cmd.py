@@ -25,7 +25,10 @@ def plan(
         None, help="Overrides as key.path=value, e.g. devices.actor_train.zero_stage=3."
     ),
     model: str = typer.Option(
-        None, "--model", "-m", help="Registry name (qwen2.5-7b, ...) or HF folder."
+        None,
+        "--model",
+        "-m",
+        help="Registry name (qwen2.5-7b, ...), HF folder or run id (its newest checkpoint).",
     ),
     gpus: int = typer.Option(
         None, "--gpus", help="GPUs in the cluster (default: resources.gpus; 0 = CPU)."
