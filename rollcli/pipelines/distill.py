@@ -100,8 +100,8 @@ class DistillPipeline(ControlledPipeline):
         )
         self._start_workers()
         self.run.log_event(
-            f"workers ready: {MODE_NAMES[self.mode]}, student {self.student_path}, {len(train)} train / {len(val)} "
-            "validation conversations"
+            f"workers ready: {MODE_NAMES[self.mode]}, student {self.student_path}, "
+            f"{len(train)} train / {len(val)} validation conversations"
             + (f", {cut + cut_val} cut to distill.max_tokens" if cut + cut_val else "")
         )
 
