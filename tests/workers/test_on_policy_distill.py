@@ -108,3 +108,13 @@ def test_the_student_samples_with_its_current_weights(
     assert after == generate_texts(updated, tokenizer, prompts, PARAMS)  # its current weights
     assert [g["token_ids"] for g in after] != [g["token_ids"] for g in before]
     assert after != teacher.generate(prompts, PARAMS)  # not the teacher's samples
+
+
+def test_a_row_must_hold_the_longest_prompt_and_a_full_answer() -> None:
+    from rollcli.config.errors import ConfigError
+    from rollcli.pipelines.distill import _check_room
+
+    _check_room([[1] * 50, [1] * 60], max_new_tokens=32, max_tokens=92)
+    with pytest.raises(ConfigError, match="raise distill.max_tokens to at least 93") as err:
+        _check_room([[1] * 50, [1] * 61], max_new_tokens=32, max_tokens=92)
+    assert "\n" not in str(err.value)
