@@ -25,7 +25,10 @@ def plan(
         None, help="Overrides as key.path=value, e.g. devices.actor_train.zero_stage=3."
     ),
     model: str = typer.Option(
-        None, "--model", "-m", help="Registry name (qwen2.5-7b, ...) or HF folder."
+        None,
+        "--model",
+        "-m",
+        help="Registry name (qwen2.5-7b, ...), HF folder or run id (its newest checkpoint).",
     ),
     gpus: int = typer.Option(
         None, "--gpus", help="GPUs in the cluster (default: resources.gpus; 0 = CPU)."
@@ -45,6 +48,7 @@ def plan(
     """
     from rollcli.config.loader import load_recipe
     from rollcli.planning.from_recipe import plan_recipe
+    from rollcli.runs.checkpoint import run_checkpoint
 
     flags = {"model": model, "resources.gpus": gpus, "devices.nodes": nodes}
     with user_errors(debug):
@@ -53,6 +57,9 @@ def plan(
 
             raise ConfigError("give --gpu-kind or --gpu-mem, not both")
         cfg, _ = load_recipe(recipe, overrides or [], flags)
+        checkpoint = run_checkpoint(cfg.model, cfg.run.runs_dir)  # a run id: its checkpoint
+        if checkpoint is not None:
+            cfg = cfg.model_copy(update={"model": str(checkpoint)})
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))

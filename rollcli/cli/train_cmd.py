@@ -21,7 +21,10 @@ def train(
         None, help="Overrides as key.path=value, e.g. train.lr=1e-5."
     ),
     model: str = typer.Option(
-        None, "--model", "-m", help="Registry name, HF folder or checkpoint folder."
+        None,
+        "--model",
+        "-m",
+        help="Registry name, HF folder, checkpoint folder or run id (its newest checkpoint).",
     ),
     steps: int = typer.Option(None, "--steps", help="Training steps (train.steps)."),
     save_every: int = typer.Option(

@@ -67,6 +67,8 @@ class RecipeConfig(Section):
                     f"train.mini_batch_size applies to the RL pipelines; {self.pipeline} takes "
                     f"one optimizer step per {self.pipeline}.batch_size samples, so set that"
                 )
+            if self.pipeline == "distill" and self.distill.mode == "on_policy":
+                _check_on_policy(self.rollout)
             return self
         if self.pipeline != "agentic" and self.agentic != AgenticConfig():
             raise ValueError(
@@ -147,6 +149,23 @@ class RecipeConfig(Section):
                     f"(routes now: {', '.join(routes)})"
                 )
         return self
+
+
+# What the student's own sampling in on-policy distillation reads from `rollout`.
+ON_POLICY_ROLLOUT_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k", "val_max_new_tokens")
+
+
+def _check_on_policy(rollout: RolloutConfig) -> None:
+    """On-policy distillation samples one answer per prompt with the student's own weights
+    (no inference engine): the other rollout keys do not apply."""
+    default = RolloutConfig()
+    for key in RolloutConfig.model_fields:
+        if key not in ON_POLICY_ROLLOUT_KEYS and getattr(rollout, key) != getattr(default, key):
+            raise ValueError(
+                f"rollout.{key} does not apply to distill.mode=on_policy (the student samples "
+                "one answer per prompt with its own weights; distill.batch_size prompts per "
+                f"step); remove it (rollout keys that apply: {', '.join(ON_POLICY_ROLLOUT_KEYS)})"
+            )
 
 
 def _check_agentic(cfg: RecipeConfig) -> None:

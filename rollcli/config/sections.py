@@ -373,11 +373,13 @@ class DistillConfig(Section):
 
     The student is `student` (any causal LM) or, when unset, a copy of the teacher keeping
     `student_layers` of its layers, evenly spaced. `mode`: `logits` (match the teacher's
-    next-token distributions; needs the same tokenizer), `sequence` (SFT on the teacher's
-    answers: works across tokenizers), `auto` (logits when the vocabularies agree).
+    next-token distributions on the data's answers; needs the same tokenizer), `sequence`
+    (SFT on the teacher's answers: works across tokenizers), `on_policy` (match the teacher's
+    distributions on the student's own samples; the same tokenizer), `auto` (logits when
+    the vocabularies agree, else sequence).
     """
 
-    mode: Literal["auto", "logits", "sequence"] = "auto"
+    mode: Literal["auto", "logits", "sequence", "on_policy"] = "auto"
     sample_temperature: Annotated[float, Field(ge=0)] = 0.0  # sequence mode; 0 = greedy
     student: str | None = None
     student_layers: PositiveInt | None = None  # None: a third of the teacher's layers
@@ -400,6 +402,19 @@ class DistillConfig(Section):
                 "distill.student_layers builds a student from the teacher, and distill.student "
                 "names a ready one; set only one of them"
             )
+        if self.mode == "on_policy":
+            if self.sft_weight > 0:
+                raise ValueError(
+                    "distill.sft_weight mixes in the NLL of the data's answers, and "
+                    "distill.mode=on_policy trains on the student's own samples, not on the "
+                    "data's answers; remove distill.sft_weight"
+                )
+            if self.sample_temperature > 0:
+                raise ValueError(
+                    "distill.sample_temperature is the teacher's sampling in sequence mode; "
+                    "with distill.mode=on_policy the student samples at rollout.temperature, "
+                    "so set that instead"
+                )
         return self
 
 

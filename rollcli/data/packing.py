@@ -26,6 +26,16 @@ from rollcli.data.batch import Batch
 Sample = tuple[list[int], list[int]]  # (token ids, loss mask)
 
 
+def response_sample(prompt: list[int], response: list[int]) -> Sample:
+    """A prompt and a generated response as one sample whose loss tokens are the response's
+    (each predicted from the position before it; the prompt is context only).
+
+    >>> response_sample([5, 6], [7, 8])
+    ([5, 6, 7, 8], [0, 0, 1, 1])
+    """
+    return [*prompt, *response], [0] * len(prompt) + [1] * len(response)
+
+
 def pack(lengths: list[int], capacity: int) -> list[list[int]]:
     """Group sample indices into rows of at most `capacity` tokens: first-fit decreasing
     (deterministic); each row lists its samples in the order they were placed."""

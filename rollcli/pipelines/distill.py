@@ -8,6 +8,11 @@ Sequence mode (any tokenizers): draw prompts → the teacher answers them → SF
 on those answers → validate (the student's NLL of the teacher's greedy held-out answers,
 greedy accuracy).
 
+On-policy mode (same tokenizer): draw prompts → the student samples an answer to each with
+its current weights (on its own worker: no inference engine, so no weight sync) → teacher
+logits at every sampled token → train the student on the per-token divergence (reverse KL
+in the recipe) → validate as in logit mode.
+
 The recipe's `model` is the teacher. The student is `distill.student`, or a copy of the
 teacher with fewer layers built into the run folder (`student-init/`) at the first start.
 Checkpoints hold the student.
@@ -22,7 +27,7 @@ from typing import Any
 from rollcli.config.errors import ConfigError
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
-from rollcli.data.packing import sequence_batch
+from rollcli.data.packing import response_sample, sequence_batch
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.answer_check import answer_accuracy
@@ -68,10 +73,15 @@ class DistillPipeline(ControlledPipeline):
         self.ctl.ui.phase("loading data")
         train, val = load_chat_sets(cfg.data, cfg.seed)
         cut = cut_val = 0
-        if self.mode == "logits":
-            self.train_samples, cut = tokenize_chats(tokenizer, train, d.max_tokens)
+        if self.mode in ("logits", "on_policy"):  # held-out KL to the teacher on the answers
             val_samples, cut_val = tokenize_chats(tokenizer, val, d.max_tokens)
             self.val_batch = sequence_batch(val_samples, self.pad_id, d.max_tokens, d.packing)
+        if self.mode == "logits":
+            self.train_samples, cut = tokenize_chats(tokenizer, train, d.max_tokens)
+        elif self.mode == "on_policy":  # the student answers the prompts itself
+            self.train_examples = train
+            self.train_prompt_ids = prompt_ids(tokenizer, train)
+            _check_room(self.train_prompt_ids, cfg.rollout.max_new_tokens, d.max_tokens)
         else:  # the teacher answers the prompts in its own tokens; the student learns the text
             self.train_examples, self.val_all = train, val
             self.train_prompt_ids = prompt_ids(teacher_tokenizer, train)
@@ -90,10 +100,8 @@ class DistillPipeline(ControlledPipeline):
         )
         self._start_workers()
         self.run.log_event(
-            f"workers ready: {self.mode}-level distillation"
-            + (" (the student's tokenizer differs)" if self.mode == "sequence" else "")
-            + f", student {self.student_path}, {len(train)} train / {len(val)} "
-            "validation conversations"
+            f"workers ready: {MODE_NAMES[self.mode]}, student {self.student_path}, "
+            f"{len(train)} train / {len(val)} validation conversations"
             + (f", {cut + cut_val} cut to distill.max_tokens" if cut + cut_val else "")
         )
 
@@ -165,6 +173,8 @@ class DistillPipeline(ControlledPipeline):
         self.ctl.current_step = step
         if self.mode == "sequence":
             return self._sequence_step(step)
+        if self.mode == "on_policy":
+            return self._on_policy_step(step)
         samples = [self.train_samples[i] for i in self.sampler.next_indices(cfg.distill.batch_size)]
         batch = sequence_batch(samples, self.pad_id, cfg.distill.max_tokens, cfg.distill.packing)
 
@@ -181,6 +191,60 @@ class DistillPipeline(ControlledPipeline):
             **{f"actor/{k}": v for k, v in out.items()},
             "data/rows": float(len(batch)),
             "data/loss_tokens": float(batch.meta["targets"]),
+            "time/forward_s": forward_s,
+            "time/train_s": time.perf_counter() - t0,
+        }
+
+    def _on_policy_step(self, step: int) -> dict[str, Any]:
+        """The student answers `distill.batch_size` prompts with its current weights, the
+        teacher scores every answer token, the student steps on the divergence there."""
+        cfg, d, r = self.cfg, self.cfg.distill, self.cfg.rollout
+        indices = self.sampler.next_indices(d.batch_size)
+        prompts = [self.train_prompt_ids[i] for i in indices]
+        self.ctl.phase("generate")
+        t0 = time.perf_counter()
+        params = SamplingParams(
+            n=1,
+            max_new_tokens=r.max_new_tokens,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            top_k=r.top_k,
+            seed=cfg.seed * 100_003 + step,
+        )
+        gens = _by_prompt(self.student.call("generate", prompts, params)[0])
+        generate_s = time.perf_counter() - t0
+        samples = [response_sample(p, g["token_ids"]) for p, g in zip(prompts, gens, strict=True)]
+        batch = sequence_batch(samples, self.pad_id, d.max_tokens, d.packing)
+
+        self.ctl.phase("forward")
+        t0 = time.perf_counter()
+        batch.set("teacher", self._teacher_logits(batch, d.top_k))
+        forward_s = time.perf_counter() - t0
+
+        self.ctl.phase("train")
+        t0 = time.perf_counter()
+        out = self.student.call("distill_step", batch, self.args)[0]
+        self.ctl.log_samples(
+            step,
+            [
+                {
+                    "id": self.train_examples[i].id,
+                    "prompt": self.train_examples[i].prompt_messages[-1]["content"],
+                    "response": g["text"],
+                    "token_ids": g["token_ids"],
+                    "finished": g["finished"],
+                }
+                for i, g in zip(indices, gens, strict=True)
+            ],
+        )
+        return {
+            "step": step,
+            **{f"actor/{k}": v for k, v in out.items()},
+            "data/rows": float(len(batch)),
+            "data/loss_tokens": float(batch.meta["targets"]),
+            "response/length": sum(len(g["token_ids"]) for g in gens) / len(gens),
+            "response/finished": sum(bool(g["finished"]) for g in gens) / len(gens),
+            "time/generate_s": generate_s,
             "time/forward_s": forward_s,
             "time/train_s": time.perf_counter() - t0,
         }
@@ -228,8 +292,7 @@ class DistillPipeline(ControlledPipeline):
             temperature=temperature,
             seed=self.cfg.seed * 100_003 + step,
         )
-        gens = self.teacher.call("generate", prompts, params)[0]
-        return sorted(gens, key=lambda g: g["prompt_index"])
+        return _by_prompt(self.teacher.call("generate", prompts, params)[0])
 
     def _answer_batch(self, examples: list, answers: list[str]) -> Batch:
         """The examples answered by the teacher, in the student's tokens."""
@@ -284,7 +347,7 @@ class DistillPipeline(ControlledPipeline):
         """What the student is measured against (step 0 only): the teacher's held-out NLL
         and greedy accuracy."""
         metrics = {}
-        if self.mode == "logits":  # across tokenizers the teacher's NLL is not comparable
+        if self.mode != "sequence":  # across tokenizers the teacher's NLL is not comparable
             mb = self.cfg.train.micro_batch_size
             out = self.teacher.call("eval_loss", self.val_batch, micro_batch_size=mb)[0]
             metrics["val/teacher_loss"] = out["loss"]
@@ -318,15 +381,37 @@ class DistillPipeline(ControlledPipeline):
         return int(state["step"])
 
 
+MODE_NAMES = {
+    "logits": "logit-level distillation",
+    "sequence": "sequence-level distillation (the student's tokenizer differs)",
+    "on_policy": "on-policy distillation (the student samples, the teacher scores its tokens)",
+}
+
+
 def _distill_mode(mode: str, student, teacher) -> str:  # noqa: ANN001
-    """`logits` or `sequence`: `auto` picks logits when the vocabularies agree."""
+    """`logits`, `sequence` or `on_policy`: `auto` picks logits when the vocabularies agree."""
     same = student.get_vocab() == teacher.get_vocab()
     if mode == "auto":
         return "logits" if same else "sequence"
-    if mode == "logits" and not same:
+    if mode in ("logits", "on_policy") and not same:
         raise ConfigError(
-            "distill.mode = 'logits' needs the same tokenizer, and distill.student has another "
+            f"distill.mode = {mode!r} needs the same tokenizer, and distill.student has another "
             "one than the teacher; set distill.mode=sequence (or auto) to train the student on "
             "the teacher's answers instead (sequence-level distillation)"
         )
     return mode
+
+
+def _check_room(prompts: list[list[int]], max_new_tokens: int, max_tokens: int) -> None:
+    """Every prompt with a full-length answer fits a row of `distill.max_tokens` tokens."""
+    longest = max(len(p) for p in prompts)
+    if longest + max_new_tokens > max_tokens:
+        raise ConfigError(
+            f"distill.max_tokens = {max_tokens} is too short for the longest prompt ({longest} "
+            f"tokens) plus rollout.max_new_tokens = {max_new_tokens}; raise distill.max_tokens "
+            f"to at least {longest + max_new_tokens}"
+        )
+
+
+def _by_prompt(gens: list[dict]) -> list[dict]:
+    return sorted(gens, key=lambda g: g["prompt_index"])

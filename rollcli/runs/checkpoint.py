@@ -119,3 +119,21 @@ def prune(checkpoints: Path, keep_last: int) -> None:
     for pattern in (".tmp-step-*", ".old-step-*"):
         for stale in checkpoints.glob(pattern):
             shutil.rmtree(stale, ignore_errors=True)
+
+
+def run_checkpoint(ref: str, runs_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint of the run `ref` names (a run id under `runs_dir`, or
+    a run folder), as an absolute path; None when `ref` names no run (a registry name or a
+    model folder). A run with no checkpoint yet is an error."""
+    from rollcli.config.errors import ConfigError
+
+    for folder in (Path(runs_dir) / ref, Path(ref).expanduser()):
+        if (folder / "recipe.yaml").is_file():
+            checkpoint = latest_checkpoint(folder / "checkpoints")
+            if checkpoint is None:
+                raise ConfigError(
+                    f"run {ref!r} has no complete checkpoint yet; use it as a model once one is "
+                    "written (its run.save_every, or the end of the run)"
+                )
+            return checkpoint.resolve()
+    return None

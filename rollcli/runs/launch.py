@@ -22,7 +22,7 @@ from rollcli.config.loader import dump_recipe, load_recipe
 from rollcli.config.recipe import RecipeConfig
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.registry import PIPELINES, pipeline_class
-from rollcli.runs.checkpoint import latest_checkpoint, read_state
+from rollcli.runs.checkpoint import latest_checkpoint, read_state, run_checkpoint
 from rollcli.runs.run_dir import RunDir, new_run_id
 
 
@@ -128,7 +128,11 @@ class RunResult:
 
 
 def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = None) -> RunResult:
-    """A new run of `cfg` in a new run folder."""
+    """A new run of `cfg` in a new run folder. A run id (or run folder) as the model is that
+    run's newest checkpoint, recorded in the new run's recipe by its path."""
+    checkpoint = run_checkpoint(cfg.model, cfg.run.runs_dir)
+    if checkpoint is not None:
+        cfg = cfg.model_copy(update={"model": str(checkpoint)})
     _check_supported(cfg)
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()

@@ -87,3 +87,54 @@ def test_unknown_kind_and_shape_mismatch_raise():
         token_divergence(STUDENT, TEACHER, "kl")
     with pytest.raises(ValueError, match="differ in shape"):
         token_divergence(STUDENT, torch.zeros(1, 3))
+
+
+def _reverse_kl_by_hand(student: list[float], teacher: list[float]) -> float:
+    """`sum_v q(v) (log q(v) - log p(v))` with plain floats."""
+    zq, zp = sum(math.exp(z) for z in student), sum(math.exp(z) for z in teacher)
+    q = [math.exp(z) / zq for z in student]
+    p = [math.exp(z) / zp for z in teacher]
+    return sum(qv * (math.log(qv) - math.log(pv)) for qv, pv in zip(q, p, strict=True))
+
+
+def test_on_policy_reverse_kl_loss_and_gradient_by_hand():
+    """On-policy distillation's loss (`distill.mode=on_policy`): the reverse KL at each
+    response position, masked to the response, mean over its tokens. Two rows, a 3-token
+    vocabulary: row 0 is prompt, response, response; row 1 is prompt, response, padding."""
+    student = torch.tensor(
+        [
+            [[5.0, -5.0, 0.0], [math.log(3.0), 0.0, -30.0], [1.0, 2.0, 3.0]],
+            [[0.0, 9.0, 0.0], [0.5, -0.5, 0.0], [7.0, 7.0, -7.0]],
+        ]
+    )
+    teacher = torch.tensor(
+        [
+            [[0.0, 0.0, 0.0], [0.0, 0.0, -30.0], [3.0, 2.0, 1.0]],
+            [[9.0, 0.0, 0.0], [0.0, 0.0, 1.0], [-7.0, 7.0, 7.0]],
+        ]
+    )
+    mask = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0]])
+    # position (0, 1) is the module's pair with a third token of ~zero mass on both sides:
+    # q = [0.75, 0.25, ~0], p = [0.5, 0.5, ~0], KL(q || p) = 0.130812
+    assert _reverse_kl_by_hand(student[0, 1].tolist(), teacher[0, 1].tolist()) == pytest.approx(
+        0.130812, abs=1e-6
+    )
+    kept = [(0, 1), (0, 2), (1, 1)]
+    expected = sum(_reverse_kl_by_hand(student[i].tolist(), teacher[i].tolist()) for i in kept)
+    expected /= len(kept)  # prompt (column 0) and padding (1, 2) left out
+
+    z = student.clone().requires_grad_(True)
+    loss, metrics = distill_loss(z, teacher, mask, kind="reverse_kl")
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert metrics["distill_loss"] == pytest.approx(expected, rel=1e-6)
+
+    # d KL(q || p) / d z_j = q_j (log q_j - log p_j - KL(q || p)), over the mean's N tokens
+    loss.backward()
+    grad = torch.zeros_like(student)
+    for i in kept:
+        log_q = torch.log_softmax(student[i].double(), -1)
+        log_p = torch.log_softmax(teacher[i].double(), -1)
+        kl = _reverse_kl_by_hand(student[i].tolist(), teacher[i].tolist())
+        grad[i] = (log_q.exp() * (log_q - log_p - kl) / len(kept)).float()
+    torch.testing.assert_close(z.grad, grad, rtol=1e-5, atol=1e-7)
+    assert z.grad[:, 0].abs().max() == 0 and z.grad[1, 2].abs().max() == 0

@@ -8,10 +8,10 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.loader import dump_recipe, load_recipe
 
 
-@pytest.mark.parametrize("name", ["sft", "dpo", "distill"])
+@pytest.mark.parametrize("name", ["sft", "dpo", "distill", "distill-on-policy"])
 def test_offline_recipes_resolve_and_round_trip(name, tmp_path) -> None:
     cfg, _ = load_recipe(name, [], {"train.steps": 3})
-    assert cfg.pipeline == name
+    assert cfg.pipeline == name.split("-")[0]
     path = tmp_path / "resolved.yaml"
     path.write_text(dump_recipe(cfg))
     assert load_recipe(str(path))[0] == cfg
@@ -32,6 +32,11 @@ def test_offline_recipes_resolve_and_round_trip(name, tmp_path) -> None:
         ("dpo", "dpo.label_smoothing=0.5", "dpo.label_smoothing = 0.5"),
         ("sft", "train.mini_batch_size=4", "one optimizer step per sft.batch_size samples"),
         ("distill", "distill.skew_alpha=1.0", "distill.skew_alpha = 1.0"),
+        ("distill-on-policy", "distill.sft_weight=0.1", "remove distill.sft_weight"),
+        ("distill-on-policy", "distill.sample_temperature=0.7", "samples at rollout.temperature"),
+        ("distill-on-policy", "rollout.group_size=4", "rollout.group_size does not apply"),
+        ("distill-on-policy", "rollout.engine=vllm", "rollout.engine does not apply"),
+        ("distill-on-policy", "distill.mode=offline", "distill.mode = 'offline'"),
     ],
 )
 def test_bad_offline_keys_fail_with_one_line(recipe, override, expected) -> None:

@@ -1,7 +1,8 @@
 """`roll train sft|dpo|distill --model tiny-random --steps 2` through the real CLI, Ray and
 workers; then each run killed (SIGKILL as step 2 starts training) and resumed must repeat
 it exactly: the same metrics step for step and bitwise-identical final weights. The
-distill run also loses its teacher worker during step 1 and carries on with a fresh one."""
+distill runs also lose their teacher worker during step 1 and carry on with a fresh one.
+`roll train distill-on-policy --model RUN_ID` distils a run's checkpoint on-policy."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ SMALL = {
         "distill.top_k=8",
         "distill.sft_weight=0.2",
         "rollout.max_new_tokens=4",
+    ],
+    "distill-on-policy": [
+        "distill.student=null",  # the teacher's first layer, as in distill
+        "distill.batch_size=4",
+        "distill.top_k=8",
+        "rollout.max_new_tokens=6",
     ],
 }
 COMMON = [
@@ -54,12 +61,25 @@ REQUIRED = {
         "time/forward_s",
     },
     "distill": {"actor/loss", "actor/distill_loss", "actor/nll", "val/kl", "val/loss"},
+    "distill-on-policy": {
+        "actor/loss",
+        "actor/distill_loss",
+        "actor/grad_norm",
+        "response/length",
+        "response/finished",
+        "time/generate_s",
+        "time/forward_s",
+        "val/kl",
+        "val/loss",
+        "val/accuracy",
+    },
 }
 UNTIMED = ("time/", "per_s")
 FAULTS = {
     "sft": "kill@train:2",
     "dpo": "kill@train:2",
     "distill": "kill-worker@forward:1,kill@train:2",
+    "distill-on-policy": "kill-worker@forward:1,kill@train:2",
 }
 
 
@@ -128,6 +148,7 @@ def test_two_steps_log_every_metric_and_leave_a_loadable_checkpoint(reference) -
         "sft",
         pytest.param("dpo", marks=pytest.mark.slow),
         pytest.param("distill", marks=pytest.mark.slow),
+        pytest.param("distill-on-policy", marks=pytest.mark.slow),
     ],
 )
 def test_killed_and_resumed_run_repeats_the_reference_exactly(pipeline, runs) -> None:
@@ -140,7 +161,7 @@ def test_killed_and_resumed_run_repeats_the_reference_exactly(pipeline, runs) ->
     assert result.returncode == 0, result.stderr[-3000:]
     events = (runs / run_id / "events.log").read_text()
     assert "resuming from checkpoint step-1" in events
-    if pipeline == "distill":
+    if pipeline.startswith("distill"):
         assert "a worker died during step 1" in events
         assert "retrying from step 1 (the start)" in events
     assert _untimed(runs / run_id) == _untimed(ref)
@@ -172,8 +193,9 @@ def test_distill_across_tokenizers_trains_the_student_on_the_teachers_answers(
     s_tok, t_tok = AutoTokenizer.from_pretrained(student), AutoTokenizer.from_pretrained(tiny_model)
     assert _distill_mode("auto", s_tok, t_tok) == "sequence"
     assert _distill_mode("auto", t_tok, t_tok) == "logits"
-    with pytest.raises(ConfigError, match="distill.mode=sequence"):
-        _distill_mode("logits", s_tok, t_tok)
+    for mode in ("logits", "on_policy"):  # token-level modes need the same vocabulary
+        with pytest.raises(ConfigError, match="distill.mode=sequence"):
+            _distill_mode(mode, s_tok, t_tok)
 
     args = ["train", "distill", "--runs-dir", str(runs), "--run-id", "distill-seq", *COMMON]
     result = roll(
@@ -195,3 +217,28 @@ def test_distill_across_tokenizers_trains_the_student_on_the_teachers_answers(
     # the checkpoint is the student (its own vocabulary), not the teacher
     saved = AutoConfig.from_pretrained(run / "checkpoints" / "step-2")
     assert saved.vocab_size == len(s_tok) != len(t_tok)
+
+
+def test_on_policy_distill_of_a_run_id_through_the_cli(runs) -> None:
+    """`roll train distill-on-policy --model RUN_ID`: the teacher is that run's newest
+    checkpoint (here sft's reference run); the student samples, the teacher scores."""
+    _, teacher_run = _reference_run("sft", runs)
+    args = ["train", "distill-on-policy", "--runs-dir", str(runs), "--run-id", "on-policy"]
+    common = [a for a in COMMON if a not in ("--model", "tiny-random")]
+    result = roll(*args, *common, "--model", "sft-ref", *SMALL["distill-on-policy"], cwd=runs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = runs / "on-policy"
+    recipe = (run / "recipe.yaml").read_text()
+    assert f"model: {(teacher_run / 'checkpoints' / 'step-2').resolve()}" in recipe
+    assert "on-policy distillation" in (run / "events.log").read_text()
+    rows = _rows(run)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert {"val/kl", "val/teacher_loss", "val/teacher_accuracy"} <= set(rows[0])
+    for row in rows[1:]:
+        assert set(row) >= REQUIRED["distill-on-policy"], REQUIRED["distill-on-policy"] - set(row)
+    for step in (1, 2):  # the student's own answers, one per prompt
+        samples = [json.loads(line) for line in (run / "samples" / f"step-{step}.jsonl").open()]
+        lengths = [len(s["token_ids"]) for s in samples]
+        assert len(samples) == 4 and all(1 <= n <= 6 for n in lengths)
+        assert rows[step]["response/length"] == pytest.approx(sum(lengths) / 4)
+        assert rows[step]["data/loss_tokens"] == sum(lengths)  # the answers' tokens only
