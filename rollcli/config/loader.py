@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from rollcli.algorithms.presets import resolve_algorithm
 from rollcli.config.algorithm import AlgorithmConfig
+from rollcli.config.capabilities import capability_error
 from rollcli.config.catalogue import find_recipe
 from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error
 from rollcli.config.recipe import RecipeConfig
@@ -61,6 +62,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | dict[str, Any]) 
 
 
 def validate_recipe(raw: Any, source: str = "recipe") -> RecipeConfig:
+    """A raw recipe mapping → a frozen config that this build can run (or a ConfigError)."""
     if not isinstance(raw, dict):
         raise ConfigError(
             f"{source}: a recipe must be a YAML mapping of keys, got {type(raw).__name__}"
@@ -76,9 +78,13 @@ def validate_recipe(raw: Any, source: str = "recipe") -> RecipeConfig:
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{source}: {exc.args[0] if exc.args else exc}") from None
     try:
-        return RecipeConfig.model_validate(raw)
+        cfg = RecipeConfig.model_validate(raw)
     except ValidationError as exc:
         raise format_validation_error(exc, RecipeConfig, (), source) from None
+    refusal = capability_error(cfg)
+    if refusal:
+        raise ConfigError(f"{source}: {refusal}")
+    return cfg
 
 
 def load_recipe(

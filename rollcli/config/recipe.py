@@ -179,11 +179,6 @@ def _check_agentic(cfg: RecipeConfig) -> None:
             "algorithm.dynamic_sampling, overlong_buffer and norm_mode=running apply to the "
             "rlvr pipeline; remove them from an agentic recipe"
         )
-    if alg.tis_cap is not None:
-        raise ValueError(
-            "algorithm.tis_cap corrects rlvr's async rollout (rollout.max_staleness); the "
-            "agentic pipeline plays on the current weights, so remove algorithm.tis_cap"
-        )
     mini = cfg.train.mini_batch_size
     if mini is not None and cfg.agentic.episodes_per_step % mini:
         raise ValueError(
