@@ -13,9 +13,9 @@ Pure: reads only the recipe, imports only the config layer (no torch, no Ray).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-PIPELINES = ("rlvr", "agentic", "dpo", "sft", "distill")
+from rollcli.config.recipe import PIPELINES, RecipeConfig
+
 GPU_PIPELINES = ("rlvr",)  # the pipelines that may run with resources.gpus > 0
 # train.strategy -> the pipelines it trains (megatron: none until the weight map exists)
 STRATEGY_PIPELINES: dict[str, tuple[str, ...]] = {
@@ -37,7 +37,7 @@ MEGATRON_REFUSAL = (
 )
 
 
-def capability_error(cfg: Any) -> str | None:
+def capability_error(cfg: RecipeConfig) -> str | None:
     """None when this build can run `cfg` (a validated recipe), else the first refusal."""
     for rule in RULES:
         error = rule(cfg)
@@ -71,7 +71,7 @@ def train_layout_error(
     return None
 
 
-def _gpus(cfg: Any) -> str | None:
+def _gpus(cfg: RecipeConfig) -> str | None:
     gpus = cfg.resources.gpus
     if gpus and cfg.pipeline not in GPU_PIPELINES:
         return (
@@ -82,7 +82,7 @@ def _gpus(cfg: Any) -> str | None:
     return None
 
 
-def _strategy(cfg: Any) -> str | None:
+def _strategy(cfg: RecipeConfig) -> str | None:
     strategy = cfg.train.strategy
     if cfg.pipeline in STRATEGY_PIPELINES[strategy]:
         return None
@@ -95,7 +95,7 @@ def _strategy(cfg: Any) -> str | None:
     )
 
 
-def _lora(cfg: Any) -> str | None:
+def _lora(cfg: RecipeConfig) -> str | None:
     if cfg.train.lora is not None and cfg.train.strategy != "hf":
         return (
             f"train.lora runs on train.strategy=hf (it is {cfg.train.strategy!r}); the frozen "
@@ -105,7 +105,7 @@ def _lora(cfg: Any) -> str | None:
     return None
 
 
-def _placement(cfg: Any) -> str | None:
+def _placement(cfg: RecipeConfig) -> str | None:
     """ZeRO and offload of the trained roles (the critic trains with hf)."""
     for role, strategy in (("actor_train", cfg.train.strategy), ("critic", "hf")):
         place = getattr(cfg.devices, role)
@@ -121,7 +121,7 @@ def _placement(cfg: Any) -> str | None:
     return None
 
 
-def _data_parallel(cfg: Any) -> str | None:
+def _data_parallel(cfg: RecipeConfig) -> str | None:
     """`train.num_workers > 1`: data-parallel actor_train ranks, each training on an equal
     share of every mini-batch."""
     n = cfg.train.num_workers
@@ -146,7 +146,7 @@ def _data_parallel(cfg: Any) -> str | None:
     return None
 
 
-def _async_rollout(cfg: Any) -> str | None:
+def _async_rollout(cfg: RecipeConfig) -> str | None:
     rollout = getattr(cfg, "rollout", None)
     staleness = rollout.max_staleness if rollout is not None else 0
     if staleness and cfg.pipeline not in ASYNC_PIPELINES:
@@ -164,7 +164,7 @@ def _async_rollout(cfg: Any) -> str | None:
     return None
 
 
-def _engine(cfg: Any) -> str | None:
+def _engine(cfg: RecipeConfig) -> str | None:
     rollout = getattr(cfg, "rollout", None)
     engine = rollout.engine if rollout is not None else "auto"
     if engine == "auto":
@@ -183,7 +183,7 @@ def _engine(cfg: Any) -> str | None:
     return None
 
 
-RULES: tuple[Callable[[Any], str | None], ...] = (
+RULES: tuple[Callable[[RecipeConfig], str | None], ...] = (
     _gpus,
     _strategy,
     _lora,

