@@ -163,7 +163,7 @@ def _recipe(recipe: str, overrides: list[str], gpus: int | None) -> None:
         cfg.run.tracker_project,
         title=f"recipe {cfg.name}: its trackers",
     )
-    missing = missing_backends(cfg, gpus=cfg.resources.gpus)
+    missing = missing_backends(cfg)
     missing += tracker_problems(cfg.run.trackers, cfg.run.tracker_mode)
     if not missing:
         out.print(f"recipe {cfg.name}: [green]everything it needs is here[/]")

@@ -67,10 +67,14 @@ def _describe(err: dict[str, Any], model: type[BaseModel], prefix: tuple[str, ..
 
 
 def format_validation_error(
-    exc: ValidationError, model: type[BaseModel], prefix: tuple[str, ...] = (), source: str = ""
+    exc: ValidationError | list[Any],
+    model: type[BaseModel],
+    prefix: tuple[str, ...] = (),
+    source: str = "",
 ) -> ConfigError:
-    """Turn pydantic's multi-line error into one line (the first problem, plus a count)."""
-    errors = exc.errors()
+    """Turn pydantic's multi-line error into one line (the first problem, plus a count);
+    `exc` may be its list of errors, already relocated to `model`."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else exc
     first = _describe(errors[0], model, prefix)
     more = (
         f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"

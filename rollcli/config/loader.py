@@ -10,13 +10,14 @@ import copy
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from rollcli.algorithms.presets import resolve_algorithm
 from rollcli.config.algorithm import AlgorithmConfig
+from rollcli.config.capabilities import capability_error
 from rollcli.config.catalogue import find_recipe
 from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import RECIPE_TYPES, RecipeConfig
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -61,32 +62,79 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | dict[str, Any]) 
 
 
 def validate_recipe(raw: Any, source: str = "recipe") -> RecipeConfig:
+    """A raw recipe mapping → a frozen config that this build can run (or a ConfigError)."""
     if not isinstance(raw, dict):
         raise ConfigError(
             f"{source}: a recipe must be a YAML mapping of keys, got {type(raw).__name__}"
         )
     raw = dict(raw)
-    algorithm = raw.get("algorithm") or {}
+    pipeline = raw.get("pipeline")
+    if pipeline not in RECIPE_TYPES:
+        given = "pipeline is missing" if pipeline is None else f"pipeline = {pipeline!r}"
+        hint = did_you_mean(str(pipeline), list(RECIPE_TYPES)) if pipeline is not None else ""
+        raise ConfigError(f"{source}: {given}{hint}; choose one of {', '.join(RECIPE_TYPES)}")
+    if pipeline in ("rlvr", "agentic"):  # the others have no algorithm: an unknown key there
+        raw["algorithm"] = _resolve_algorithm(raw.get("algorithm") or {}, source)
+    try:
+        cfg = _RECIPE.validate_python(raw)
+    except ValidationError as exc:
+        raise _recipe_error(exc, pipeline, source) from None
+    refusal = capability_error(cfg)
+    if refusal:
+        raise ConfigError(f"{source}: {refusal}")
+    return cfg
+
+
+_RECIPE: TypeAdapter[RecipeConfig] = TypeAdapter(RecipeConfig)
+
+
+def _resolve_algorithm(algorithm: Any, source: str) -> AlgorithmConfig:
     if not isinstance(algorithm, dict):
         raise ConfigError(f"{source}: algorithm must be a mapping such as {{name: grpo}}")
     try:
-        raw["algorithm"] = resolve_algorithm(algorithm)
+        return resolve_algorithm(algorithm)
     except ValidationError as exc:
         raise format_validation_error(exc, AlgorithmConfig, ("algorithm",), source) from None
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{source}: {exc.args[0] if exc.args else exc}") from None
-    try:
-        return RecipeConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise format_validation_error(exc, RecipeConfig, (), source) from None
+
+
+def _recipe_error(exc: ValidationError, pipeline: str, source: str) -> ConfigError:
+    """pydantic's errors of the union start at the pipeline's tag: drop it, and say which
+    pipeline a section of another pipeline belongs to."""
+    errors = [{**e, "loc": e["loc"][1:]} for e in exc.errors()]
+    first = errors[0]
+    if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
+        key = str(first["loc"][0])
+        owners = [p for p, t in RECIPE_TYPES.items() if key in t.model_fields]
+        if owners:
+            n = len(errors) - 1
+            more = f" (and {n} more problem{'s' if n > 1 else ''})" if n else ""
+            return ConfigError(
+                f"{source}: unknown key {key!r}: {key}.* applies to the "
+                f"{_and(owners)} pipeline{'s' if len(owners) > 1 else ''}, and this "
+                f"recipe's pipeline is {pipeline!r}; remove it{more}"
+            )
+    return format_validation_error(errors, RECIPE_TYPES[pipeline], (), source)
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def load_recipe(
-    ref: str, overrides: list[str] | None = None, flags: dict[str, Any] | None = None
+    ref: str,
+    overrides: list[str] | None = None,
+    flags: dict[str, Any] | None = None,
+    *,
+    saved_run: bool = False,
 ) -> tuple[RecipeConfig, str]:
     """Find a recipe by path/name/prefix, apply `key=value` overrides then CLI flags, validate.
 
-    Returns the config and where it came from (catalogue name or file path).
+    Returns the config and where it came from (catalogue name or file path). `saved_run`:
+    `ref` is a run folder's recipe.yaml; one saved before recipes were typed by pipeline
+    lists every pipeline's sections, and those its own pipeline lacks (never read by that
+    run) are dropped before the overrides apply.
     """
     source, text = find_recipe(ref)
     try:
@@ -97,6 +145,10 @@ def load_recipe(
         raise ConfigError(
             f"{source}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})"
         ) from None
+    if saved_run and isinstance(raw, dict) and raw.get("pipeline") in RECIPE_TYPES:
+        own = RECIPE_TYPES[raw["pipeline"]].model_fields
+        foreign = {k for t in RECIPE_TYPES.values() for k in t.model_fields} - set(own)
+        raw = {k: v for k, v in raw.items() if k not in foreign}
     raw = apply_overrides(raw, overrides or [])
     raw = apply_overrides(raw, {k: v for k, v in (flags or {}).items() if v is not None})
     return validate_recipe(raw, source), source

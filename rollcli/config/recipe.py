@@ -1,8 +1,13 @@
-"""The whole recipe: one YAML file validated into a frozen `RecipeConfig`."""
+"""The whole recipe: one YAML file validated into a frozen recipe of its pipeline.
+
+`RecipeConfig` is a union discriminated by `pipeline:`; each pipeline's recipe has only the
+sections that pipeline reads, so `dpo:` in an rlvr recipe is an unknown key. What a pipeline
+can do (GPUs, strategies, engines) is `rollcli.config.capabilities`.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -24,60 +29,83 @@ from rollcli.config.sections import (
     TrainConfig,
 )
 
-PIPELINES = ("rlvr", "agentic", "dpo", "sft", "distill")
 # Advantage estimators that compare samples of the same prompt need at least two of them.
 GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
 # Pipelines that train on a fixed data set (no rollout); each has its own recipe section.
 OFFLINE_PIPELINES = ("sft", "dpo", "distill")
 
 
-class RecipeConfig(Section):
+class _Recipe(Section):
+    """What every recipe has; each pipeline's recipe adds the sections it reads."""
+
     name: str
+    pipeline: str  # each pipeline's recipe narrows it to its own name (the union's tag)
     description: str = ""
     aliases: list[str] = Field(default_factory=list)  # short names `roll train` accepts
-    pipeline: Literal["rlvr", "agentic", "dpo", "sft", "distill"]
     model: str = "smollm2-135m"
     seed: int = 42
-    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
-    data: DataConfig = Field(default_factory=DataConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
-    critic: CriticConfig = Field(default_factory=CriticConfig)
-    reward: RewardConfig = Field(default_factory=RewardConfig)
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
     devices: DevicesConfig = Field(default_factory=DevicesConfig)
     run: RunConfig = Field(default_factory=RunConfig)
-    sft: SFTConfig = Field(default_factory=SFTConfig)
-    dpo: DPOConfig = Field(default_factory=DPOConfig)
-    distill: DistillConfig = Field(default_factory=DistillConfig)
-    agentic: AgenticConfig = Field(default_factory=AgenticConfig)
 
     @model_validator(mode="after")
-    def _consistent(self) -> RecipeConfig:
-        for name in OFFLINE_PIPELINES:
-            section = getattr(self, name)
-            if self.pipeline != name and section != type(section)():
-                raise ValueError(
-                    f"the {name}.* keys apply to the {name} pipeline, and this recipe's "
-                    f"pipeline is {self.pipeline!r}; remove them"
-                )
-        if self.pipeline in OFFLINE_PIPELINES:
-            if self.train.mini_batch_size is not None:
-                raise ValueError(
-                    f"train.mini_batch_size applies to the RL pipelines; {self.pipeline} takes "
-                    f"one optimizer step per {self.pipeline}.batch_size samples, so set that"
-                )
-            if self.pipeline == "distill" and self.distill.mode == "on_policy":
-                _check_on_policy(self.rollout)
-            return self
-        if self.pipeline != "agentic" and self.agentic != AgenticConfig():
+    def _nodes_need_gpus(self) -> Self:
+        """Nodes lay out GPUs; a CPU run plans this one host, so `--nodes` would be ignored."""
+        nodes = self.devices.nodes
+        if nodes > 1 and self.resources.gpus == 0:
             raise ValueError(
-                f"the agentic.* keys apply to the agentic pipeline, and this recipe's "
-                f"pipeline is {self.pipeline!r}; remove them"
+                f"devices.nodes = {nodes} (--nodes) spreads GPUs over nodes, but "
+                "resources.gpus is 0 (a CPU run on this host); give the cluster's GPUs, e.g. "
+                f"--gpus {8 * nodes} --nodes {nodes}, or drop --nodes"
             )
-        if self.pipeline == "agentic":
-            _check_agentic(self)
-            return self
+        return self
+
+    @property
+    def needs_reference(self) -> bool:
+        return False
+
+    @property
+    def needs_critic(self) -> bool:
+        return False
+
+    @property
+    def reference_role(self) -> Literal["reference", "actor_train"] | None:
+        """The role that computes the reference policy's log-probs (the KL penalty of rlvr
+        and agentic, DPO's reference), None when none is needed: a `reference` worker
+        holding a frozen copy of the model, or, with `train.lora`, actor_train itself with
+        its adapters off (no second copy). The planner and the pipelines both read this.
+        Distillation's teacher is another model and always its own worker."""
+        if self.needs_reference:
+            return "actor_train" if self.train.lora is not None else "reference"
+        return None
+
+
+class _RLRecipe(_Recipe):
+    """The RL pipelines: an algorithm and a rollout that generates what they train on."""
+
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+
+    @property
+    def needs_reference(self) -> bool:
+        return self.algorithm.needs_reference
+
+    @property
+    def needs_critic(self) -> bool:
+        return self.algorithm.needs_critic
+
+
+class RLVRRecipe(_RLRecipe):
+    """`pipeline: rlvr`: prompts, sampled answers, verifiable rewards."""
+
+    pipeline: Literal["rlvr"]
+    data: DataConfig = Field(default_factory=DataConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+
+    @model_validator(mode="after")
+    def _batch_shape(self) -> RLVRRecipe:
         est = self.algorithm.advantage
         if est in GROUP_ESTIMATORS and self.rollout.group_size < 2:
             raise ValueError(
@@ -99,40 +127,7 @@ class RecipeConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _nodes_need_gpus(self) -> RecipeConfig:
-        """Nodes lay out GPUs; a CPU run plans this one host, so `--nodes` would be ignored."""
-        nodes = self.devices.nodes
-        if nodes > 1 and self.resources.gpus == 0:
-            raise ValueError(
-                f"devices.nodes = {nodes} (--nodes) spreads GPUs over nodes, but "
-                "resources.gpus is 0 (a CPU run on this host); give the cluster's GPUs, e.g. "
-                f"--gpus {8 * nodes} --nodes {nodes}, or drop --nodes"
-            )
-        return self
-
-    @property
-    def needs_reference(self) -> bool:
-        return self.algorithm.needs_reference
-
-    @property
-    def reference_role(self) -> Literal["reference", "actor_train"] | None:
-        """The role that computes the reference policy's log-probs (the KL penalty of rlvr
-        and agentic, DPO's reference), None when none is needed: a `reference` worker
-        holding a frozen copy of the model, or, with `train.lora`, actor_train itself with
-        its adapters off (no second copy). The planner and the pipelines both read this.
-        Distillation's teacher is another model and always its own worker."""
-        if self.pipeline == "dpo" or (
-            self.pipeline in ("rlvr", "agentic") and self.needs_reference
-        ):
-            return "actor_train" if self.train.lora is not None else "reference"
-        return None
-
-    @property
-    def needs_critic(self) -> bool:
-        return self.algorithm.needs_critic
-
-    @model_validator(mode="after")
-    def _mix_domains_routed(self) -> RecipeConfig:
+    def _mix_domains_routed(self) -> RLVRRecipe:
         """`data.source: mix` tags prompts by domain; each tag needs a reward route."""
         if self.data.source != "mix":
             return self
@@ -149,6 +144,86 @@ class RecipeConfig(Section):
                     f"(routes now: {', '.join(routes)})"
                 )
         return self
+
+
+class AgenticRecipe(_RLRecipe):
+    """`pipeline: agentic`: multi-turn episodes in environments (`agentic:`); `rollout:`
+    gives the engine and the sampling of each model turn."""
+
+    pipeline: Literal["agentic"]
+    agentic: AgenticConfig = Field(default_factory=AgenticConfig)
+
+    @model_validator(mode="after")
+    def _agentic(self) -> AgenticRecipe:
+        _check_agentic(self)
+        return self
+
+
+class _OfflineRecipe(_Recipe):
+    """sft, dpo, distill: a fixed data set, one optimizer step per `<pipeline>.batch_size`."""
+
+    data: DataConfig = Field(default_factory=DataConfig)
+
+    @model_validator(mode="after")
+    def _no_mini_batch(self) -> Self:
+        if self.train.mini_batch_size is not None:
+            pipeline = self.pipeline
+            raise ValueError(
+                f"train.mini_batch_size applies to the RL pipelines; {pipeline} takes "
+                f"one optimizer step per {pipeline}.batch_size samples, so set that"
+            )
+        return self
+
+
+class DPORecipe(_OfflineRecipe):
+    """`pipeline: dpo`: preference pairs against a frozen reference."""
+
+    pipeline: Literal["dpo"]
+    dpo: DPOConfig = Field(default_factory=DPOConfig)
+
+    @property
+    def needs_reference(self) -> bool:
+        return True
+
+
+class SFTRecipe(_OfflineRecipe):
+    """`pipeline: sft`; `rollout:` and `reward:` score the held-out greedy answers."""
+
+    pipeline: Literal["sft"]
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+
+
+class DistillRecipe(_OfflineRecipe):
+    """`pipeline: distill` (the recipe's model is the teacher); `rollout:` and `reward:`
+    generate and score the held-out answers (and the teacher's, in sequence mode)."""
+
+    pipeline: Literal["distill"]
+    distill: DistillConfig = Field(default_factory=DistillConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+
+    @model_validator(mode="after")
+    def _on_policy(self) -> DistillRecipe:
+        if self.distill.mode == "on_policy":
+            _check_on_policy(self.rollout)
+        return self
+
+
+RECIPE_TYPES: dict[str, type[_Recipe]] = {
+    "rlvr": RLVRRecipe,
+    "agentic": AgenticRecipe,
+    "dpo": DPORecipe,
+    "sft": SFTRecipe,
+    "distill": DistillRecipe,
+}
+PIPELINES = tuple(RECIPE_TYPES)
+# A recipe, typed by its `pipeline:`: the keys of another pipeline's sections are unknown.
+RecipeConfig = Annotated[
+    RLVRRecipe | AgenticRecipe | DPORecipe | SFTRecipe | DistillRecipe,
+    Field(discriminator="pipeline"),
+]
 
 
 # What the student's own sampling in on-policy distillation reads from `rollout`.
@@ -168,7 +243,7 @@ def _check_on_policy(rollout: RolloutConfig) -> None:
             )
 
 
-def _check_agentic(cfg: RecipeConfig) -> None:
+def _check_agentic(cfg: AgenticRecipe) -> None:
     """The agentic pipeline sizes its batch with agentic.*, and some algorithm keys cannot
     apply to it (`agentic_algorithm_refusal`)."""
     default = RolloutConfig()

@@ -141,8 +141,8 @@ class TrainConfig(Section):
     """Policy optimisation (actor_train).
 
     `strategy`: `hf` (plain torch), `deepspeed` (ZeRO, `devices.actor_train.zero_stage`;
-    the `deepspeed` extra) or `megatron` (planned by `roll plan`; `roll train` refuses it
-    until the Hugging Face to megatron-core weight map exists).
+    the `deepspeed` extra) or `megatron` (refused until the Hugging Face to megatron-core
+    weight map exists). Which pipeline takes which: `rollcli.config.capabilities`.
     `lora`: train low-rank adapters instead of every weight (`hf` strategy; docs/lora.md).
     """
 
@@ -161,16 +161,6 @@ class TrainConfig(Section):
     gradient_checkpointing: bool = False
     num_workers: PositiveInt = 1
     lora: LoraConfig | None = None
-
-    @model_validator(mode="after")
-    def _lora_strategy(self) -> TrainConfig:
-        if self.lora is not None and self.strategy != "hf":
-            raise ValueError(
-                f"train.lora runs on train.strategy=hf (it is {self.strategy!r}); the frozen "
-                "base needs no ZeRO sharding of gradients or optimizer state, so set "
-                "train.strategy=hf or remove train.lora"
-            )
-        return self
 
 
 class CriticConfig(Section):

@@ -7,6 +7,8 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rollcli.config.capabilities import ENGINE_PIPELINES
+
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
 
@@ -66,15 +68,6 @@ def version_of(backend: Backend) -> str | None:
     return None
 
 
-# megatron-core's parallel state and tensor-parallel layers are built and tested, but no
-# GPTModel step runs: the Hugging Face -> megatron-core weight map is not written.
-MEGATRON_REFUSAL = (
-    "train.strategy: megatron cannot train in this build (only megatron-core's parallel "
-    "state and tensor-parallel layers are wired; no Hugging Face to megatron-core weight "
-    "map): use train.strategy=hf or deepspeed"
-)
-
-
 def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
     """(backend, why) for every backend the recipe's run needs."""
     needs = [(BACKENDS["torch"], "models"), (BACKENDS["ray"], "workers")]
@@ -82,7 +75,7 @@ def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
         needs.append((BACKENDS["deepspeed"], "train.strategy: deepspeed"))
     if cfg.train.strategy == "megatron":
         needs.append((BACKENDS["megatron-core"], "train.strategy: megatron"))
-    engine = cfg.rollout.engine
+    engine = cfg.rollout.engine if cfg.pipeline in ENGINE_PIPELINES else "hf"  # sft, distill: hf
     if engine == "vllm":
         needs.append((BACKENDS["vllm"], "rollout.engine: vllm"))
     if engine == "sglang":
@@ -90,18 +83,12 @@ def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
     return needs
 
 
-def missing_backends(cfg: RecipeConfig, *, gpus: int) -> list[str]:
-    """One line per backend the recipe needs that is missing or cannot run here."""
-    lines = []
-    for backend, why in recipe_backends(cfg):
-        if backend is BACKENDS["megatron-core"]:  # on any machine, installed or not
-            lines.append(MEGATRON_REFUSAL)
-        elif not is_installed(backend):
-            lines.append(f"{why} needs {backend.name}, not installed: {backend.install}")
-        elif backend.gpu_only and gpus == 0:
-            lines.append(
-                f"{why} runs on GPUs only; this is a CPU run (--gpus 0). Use --gpus N on a "
-                "GPU machine, or "
-                + ("train.strategy=hf or deepspeed" if "train" in why else "rollout.engine=auto")
-            )
-    return lines
+def missing_backends(cfg: RecipeConfig) -> list[str]:
+    """One line per backend the recipe needs that is not installed here (what a recipe may
+    use at all, e.g. a GPU-only engine on CPU, was checked when it loaded:
+    `rollcli.config.capabilities`)."""
+    return [
+        f"{why} needs {backend.name}, not installed: {backend.install}"
+        for backend, why in recipe_backends(cfg)
+        if not is_installed(backend)
+    ]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rollcli.config.errors import ConfigError
+from rollcli.config.sections import DataConfig
 from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
 from rollcli.planning.devices import PlanError, gpu_memory
 from rollcli.planning.request import PlanInput, RoleRequest
@@ -92,6 +93,11 @@ def _seq_len(cfg: RecipeConfig) -> int:
         return cfg.distill.max_tokens
     if cfg.pipeline == "dpo":
         return cfg.data.max_prompt_tokens + cfg.dpo.max_response_tokens
+    if cfg.pipeline == "agentic":
+        # The estimate as it has been: a default prompt (256 tokens; an agentic recipe has no
+        # data section) plus one turn. It undercounts a multi-turn conversation (up to
+        # agentic.max_context_tokens), with which the shipped agentic plans stop fitting here.
+        return DataConfig().max_prompt_tokens + cfg.rollout.max_new_tokens
     return cfg.data.max_prompt_tokens + cfg.rollout.max_new_tokens
 
 
@@ -118,9 +124,8 @@ def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: boo
     """The bytes per weight each role runs in (pipelines/role_args.py passes the dtype on):
     a vllm engine's `rollout.vllm_dtype` when set; else fp32 on CPU and on GPUs bf16
     (training: bf16 compute, fp32 master weights), except the critic (fp32 in this build)."""
-    dtype = cfg.rollout.vllm_dtype
-    if role == "actor_infer" and strategy == "vllm" and dtype != "auto":
-        return 2 if dtype == "bfloat16" else 4
+    if role == "actor_infer" and strategy == "vllm" and cfg.rollout.vllm_dtype != "auto":
+        return 2 if cfg.rollout.vllm_dtype == "bfloat16" else 4
     return 4 if on_cpu or role == "critic" else 2
 
 
@@ -142,7 +147,8 @@ def _idle_offload(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bo
 def _async(cfg: RecipeConfig, gpus: int) -> bool:
     """Rollout beside training: `devices.async_mode`, or async rollout on GPUs (on a CPU the
     roles share the cores and take turns, so no placement changes)."""
-    return cfg.devices.async_mode or (gpus > 0 and cfg.rollout.max_staleness > 0)
+    staleness = cfg.rollout.max_staleness if cfg.pipeline == "rlvr" else 0
+    return cfg.devices.async_mode or (gpus > 0 and staleness > 0)
 
 
 def _lora_params(cfg: RecipeConfig, model: ModelSpec) -> int:

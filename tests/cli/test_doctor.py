@@ -26,10 +26,15 @@ def test_doctor_recipe_names_what_is_missing() -> None:
     res = runner.invoke(app, ["doctor", "rlvr-math"], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "everything it needs is here" in res.output
     res = runner.invoke(
-        app, ["doctor", "rlvr-math", "rollout.engine=sglang"], env={"COLUMNS": "200"}
+        app, ["doctor", "rlvr-math", "rollout.engine=sglang", "--gpus", "1"], env={"COLUMNS": "200"}
     )
     assert res.exit_code == 1
-    assert "rollout.engine: sglang" in res.output
+    assert "rollout.engine: sglang needs sglang, not installed" in res.output
+    # what no machine could run is the recipe's error (as for train and plan), not a miss
+    res = runner.invoke(
+        app, ["doctor", "rlvr-math", "rollout.engine=sglang"], env={"COLUMNS": "200"}
+    )
+    assert res.exit_code == 2 and "sglang runs on GPUs only" in res.output
 
 
 def test_orphaned_ray_processes() -> None:

@@ -16,7 +16,7 @@ from rollcli.cli.app import app
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.runs import gpu_support
-from rollcli.runs.gpu_support import check_gpu_support, check_gpus_visible, visible_gpu_count
+from rollcli.runs.gpu_support import check_gpus_visible, visible_gpu_count
 
 
 def _cfg(recipe: str, *overrides: str, gpus: int = 2, ray_address: str | None = None):
@@ -49,16 +49,17 @@ def test_pipelines_not_wired_for_gpus_are_refused_by_name(tmp_path: Path) -> Non
     assert res.exit_code == 2
     assert "--gpus 1: the sft pipeline runs on CPU only in this build" in res.output
     assert "rlvr" in res.output and not any(tmp_path.iterdir())
-    with pytest.raises(ConfigError, match="train.strategy megatron cannot train yet"):
-        check_gpu_support(_cfg("rlvr-math", "train.strategy=megatron"))
+    with pytest.raises(ConfigError, match="train.strategy: megatron cannot train in this build"):
+        _cfg("rlvr-math", "train.strategy=megatron")
 
 
 def test_rlvr_with_hf_or_deepspeed_and_any_engine_is_allowed_on_gpus() -> None:
     for strategy in ("hf", "deepspeed"):
         for engine in ("hf", "vllm", "sglang"):
-            check_gpu_support(_cfg("rlvr-math", f"train.strategy={strategy}",
-                                   f"rollout.engine={engine}"))  # fmt: skip
-    check_gpu_support(_cfg("sft", gpus=0))  # a CPU run of any pipeline is not this check's
+            _cfg("rlvr-math", f"train.strategy={strategy}", f"rollout.engine={engine}")
+    _cfg("sft", gpus=0)  # a CPU run of any pipeline loads
+    with pytest.raises(ConfigError, match="sglang runs on GPUs only"):
+        _cfg("rlvr-math", "rollout.engine=sglang", gpus=0)
 
 
 def test_visible_gpus_follow_cuda_visible_devices(monkeypatch) -> None:

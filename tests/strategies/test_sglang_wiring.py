@@ -45,12 +45,17 @@ def test_the_engine_refuses_a_machine_without_cuda() -> None:
 def test_recipe_validation_lists_the_engines() -> None:
     with pytest.raises(ConfigError, match="'sglang'"):
         load_recipe("rlvr-math", ["rollout.engine=sglng"], {})
-    cfg, _ = load_recipe("rlvr-math", ["rollout.engine=sglang"], {})
+    cfg, _ = load_recipe("rlvr-math", ["rollout.engine=sglang"], {"resources.gpus": 1})
     assert cfg.rollout.engine == "sglang"
+    with pytest.raises(ConfigError, match="sglang runs on GPUs only"):  # on any machine
+        load_recipe("rlvr-math", ["rollout.engine=sglang"], {})
 
 
 def test_roll_train_refuses_sglang_in_one_line_before_launching(tmp_path) -> None:
-    res = roll("train", "rlvr", "rollout.engine=sglang", "--runs-dir", str(tmp_path), cwd=tmp_path)
+    res = roll(
+        "train", "rlvr", "rollout.engine=sglang", "--gpus", "1", "--runs-dir", str(tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
     assert res.returncode == 2
     assert "rollout.engine: sglang needs sglang, not installed: pip install sglang" in res.stderr
     assert "Traceback" not in res.stderr

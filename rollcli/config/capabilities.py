@@ -1,0 +1,232 @@
+"""What each pipeline can do in this build: the one place that says so.
+
+`capability_error(cfg)` answers "can this build run this recipe, on `resources.gpus` GPUs?"
+with None or one line naming the key and the fix. `load_recipe` calls it, so
+`roll train --dry-run`, `roll plan` and `roll train` refuse the same recipes with the same
+line; nothing after loading re-checks. What it does not judge: whether this machine has the
+backends and GPUs (`runs/launch.py` probes them) and whether the plan fits in memory
+(`roll plan` exits 1, `roll train` refuses with the advice).
+
+Pure: reads only the recipe, imports only the config layer (no torch, no Ray).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rollcli.config.recipe import PIPELINES, RecipeConfig
+
+GPU_PIPELINES = ("rlvr",)  # the pipelines that may run with resources.gpus > 0
+# train.strategy -> the pipelines it trains (megatron: none until the weight map exists)
+STRATEGY_PIPELINES: dict[str, tuple[str, ...]] = {
+    "hf": PIPELINES,
+    "deepspeed": ("rlvr",),
+    "megatron": (),
+}
+DATA_PARALLEL_PIPELINES = ("rlvr",)  # train.num_workers > 1
+ASYNC_PIPELINES = ("rlvr",)  # rollout.max_staleness > 0
+ENGINE_PIPELINES = ("rlvr", "agentic")  # those whose rollout.engine generates the rollouts
+GPU_ONLY_ENGINES = ("sglang",)
+
+# megatron-core's parallel state and tensor-parallel layers are built and tested, but no
+# GPTModel step runs: the Hugging Face -> megatron-core weight map is not written.
+MEGATRON_REFUSAL = (
+    "train.strategy: megatron cannot train in this build (only megatron-core's parallel "
+    "state and tensor-parallel layers are wired; no Hugging Face to megatron-core weight "
+    "map): use train.strategy=hf or deepspeed"
+)
+
+
+def capability_error(cfg: RecipeConfig) -> str | None:
+    """None when this build can run `cfg` (a validated recipe), else the first refusal."""
+    for rule in RULES:
+        error = rule(cfg)
+        if error:
+            return error
+    return None
+
+
+def train_layout_error(
+    where: str, strategy: str, zero_stage: int, offload_optimizer: bool, offload_params: bool
+) -> str | None:
+    """A training role's ZeRO stage and offload against its strategy (`where` names the
+    role: `devices.actor_train` in a recipe, `actor_train` in a plan request)."""
+    if strategy == "hf" and zero_stage:
+        return f"{where}.zero_stage={zero_stage} needs strategy deepspeed, not hf"
+    if strategy == "megatron" and zero_stage > 1:
+        return (
+            f"{where}.zero_stage={zero_stage}: megatron shards only the optimizer "
+            "(distributed optimizer = stage 1); use zero_stage 0 or 1, or strategy deepspeed"
+        )
+    if offload_optimizer and (strategy != "deepspeed" or zero_stage < 1):
+        return (
+            f"{where}.offload_optimizer needs strategy deepspeed with zero_stage >= 1 "
+            f"(got {strategy}, stage {zero_stage})"
+        )
+    if offload_params and (strategy != "deepspeed" or zero_stage != 3):
+        return (
+            f"{where}.offload_params needs strategy deepspeed with zero_stage 3 "
+            f"(got {strategy}, stage {zero_stage})"
+        )
+    return None
+
+
+def _gpus(cfg: RecipeConfig) -> str | None:
+    gpus = cfg.resources.gpus
+    if gpus and cfg.pipeline not in GPU_PIPELINES:
+        return (
+            f"--gpus {gpus}: the {cfg.pipeline} pipeline runs on CPU only in this build (GPU "
+            f"training is wired into the {', '.join(GPU_PIPELINES)} pipeline); run it with "
+            "--gpus 0"
+        )
+    return None
+
+
+def _strategy(cfg: RecipeConfig) -> str | None:
+    strategy = cfg.train.strategy
+    if cfg.pipeline in STRATEGY_PIPELINES[strategy]:
+        return None
+    if strategy == "megatron":
+        return MEGATRON_REFUSAL
+    where = ", ".join(STRATEGY_PIPELINES[strategy])
+    return (
+        f"train.strategy {strategy!r} is wired into the {where} pipeline only; the "
+        f"{cfg.pipeline} pipeline trains with train.strategy=hf"
+    )
+
+
+def _lora(cfg: RecipeConfig) -> str | None:
+    if cfg.train.lora is not None and cfg.train.strategy != "hf":
+        return (
+            f"train.lora runs on train.strategy=hf (it is {cfg.train.strategy!r}); the frozen "
+            "base needs no ZeRO sharding of gradients or optimizer state, so set "
+            "train.strategy=hf or remove train.lora"
+        )
+    return None
+
+
+def _placement(cfg: RecipeConfig) -> str | None:
+    """ZeRO and offload of the trained roles (the critic trains with hf)."""
+    for role, strategy in (("actor_train", cfg.train.strategy), ("critic", "hf")):
+        place = getattr(cfg.devices, role)
+        error = train_layout_error(
+            f"devices.{role}",
+            strategy,
+            place.zero_stage,
+            place.offload_optimizer,
+            place.offload_params,
+        )
+        if error:
+            return error
+    return None
+
+
+def _data_parallel(cfg: RecipeConfig) -> str | None:
+    """`train.num_workers > 1`: data-parallel actor_train ranks, each training on an equal
+    share of every mini-batch."""
+    n = cfg.train.num_workers
+    if n == 1:
+        return None
+    if cfg.pipeline not in DATA_PARALLEL_PIPELINES:
+        return (
+            f"train.num_workers = {n}: data-parallel training is wired into the "
+            f"{', '.join(DATA_PARALLEL_PIPELINES)} pipeline only; the {cfg.pipeline} pipeline "
+            "trains with train.num_workers=1"
+        )
+    batch = cfg.rollout.batch_size
+    for key, value in (
+        ("rollout.batch_size", batch),
+        ("train.mini_batch_size", cfg.train.mini_batch_size or batch),
+    ):
+        if value % n:
+            return (
+                f"{key} = {value} does not split evenly over train.num_workers = {n} ranks; "
+                f"make it a multiple of {n}"
+            )
+    return None
+
+
+def _async_rollout(cfg: RecipeConfig) -> str | None:
+    rollout = getattr(cfg, "rollout", None)
+    staleness = rollout.max_staleness if rollout is not None else 0
+    if staleness and cfg.pipeline not in ASYNC_PIPELINES:
+        return (
+            f"rollout.max_staleness = {staleness}: async rollout is wired into the "
+            f"{', '.join(ASYNC_PIPELINES)} pipeline only; the {cfg.pipeline} pipeline "
+            "generates with the current weights, so set rollout.max_staleness=0"
+        )
+    algorithm = getattr(cfg, "algorithm", None)
+    if cfg.pipeline == "agentic" and algorithm is not None and algorithm.tis_cap is not None:
+        return (
+            "algorithm.tis_cap corrects rlvr's async rollout (rollout.max_staleness); the "
+            "agentic pipeline plays on the current weights, so remove algorithm.tis_cap"
+        )
+    return None
+
+
+def _engine(cfg: RecipeConfig) -> str | None:
+    rollout = getattr(cfg, "rollout", None)
+    engine = rollout.engine if rollout is not None else "auto"
+    if engine == "auto":
+        return None
+    if cfg.pipeline not in ENGINE_PIPELINES:
+        return (
+            f"rollout.engine = {engine!r}: the {cfg.pipeline} pipeline generates its held-out "
+            "answers with its own hf worker (the engine choice applies to "
+            f"{', '.join(ENGINE_PIPELINES)}); remove rollout.engine"
+        )
+    if engine in GPU_ONLY_ENGINES and cfg.resources.gpus == 0:
+        return (
+            f"rollout.engine: {engine} runs on GPUs only; this is a CPU run (--gpus 0). Use "
+            "--gpus N on a GPU machine, or rollout.engine=auto"
+        )
+    return None
+
+
+RULES: tuple[Callable[[RecipeConfig], str | None], ...] = (
+    _gpus,
+    _strategy,
+    _lora,
+    _placement,
+    _data_parallel,
+    _async_rollout,
+    _engine,
+)
+
+
+def capability_rows() -> list[tuple[str, str, str, str, str, str]]:
+    """The table docs/gpu.md shows, one row per pipeline: GPUs, train strategies, data
+    parallel, async rollout, rollout engines (read from the constants above)."""
+
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
+    rows = []
+    for p in PIPELINES:
+        strategies = [s for s, ps in STRATEGY_PIPELINES.items() if p in ps]
+        engines = "- (hf worker)"
+        if p in ENGINE_PIPELINES:
+            gpu_engines = [f"{e} (GPU)" for e in GPU_ONLY_ENGINES if p in GPU_PIPELINES]
+            engines = ", ".join(["auto", "hf", "vllm", *gpu_engines])
+        rows.append(
+            (
+                p,
+                yes(p in GPU_PIPELINES),
+                ", ".join(strategies),
+                yes(p in DATA_PARALLEL_PIPELINES),
+                yes(p in ASYNC_PIPELINES),
+                engines,
+            )
+        )
+    return rows
+
+
+def capability_table() -> str:
+    """`capability_rows` as a markdown table (docs/gpu.md holds a copy; a test compares)."""
+    head = (
+        "| pipeline | `--gpus N` | `train.strategy` | `train.num_workers > 1` "
+        "| `rollout.max_staleness > 0` | `rollout.engine` |"
+    )
+    lines = [head, "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["| " + " | ".join(row) + " |" for row in capability_rows()]
+    return "\n".join(lines)
