@@ -28,6 +28,7 @@ class PolicyUpdateArgs:
     temperature: float = 1.0
     norm_len: int | None = None
     tis_cap: float | None = None  # truncated importance sampling against the sampler's log-probs
+    shared_prefix: bool = False  # each group's prompt computed once (rollcli.data.shared_prefix)
 
     @classmethod
     def from_recipe(cls, cfg: RecipeConfig) -> PolicyUpdateArgs:
@@ -60,4 +61,5 @@ class PolicyUpdateArgs:
             "micro_batch_size": self.micro_batch_size,
             "temperature": self.temperature,
             "max_tokens": self.micro_batch_tokens,
+            "shared_prefix": self.shared_prefix,
         }
