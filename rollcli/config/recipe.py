@@ -61,6 +61,12 @@ class RecipeConfig(Section):
                     f"pipeline is {self.pipeline!r}; remove them"
                 )
         if self.pipeline in OFFLINE_PIPELINES:
+            if self.train.shared_prefix:
+                raise ValueError(
+                    f"train.shared_prefix applies to the RL pipelines (rlvr, agentic), whose "
+                    f"rows are prompt + response; {self.pipeline} has no groups of samples "
+                    "sharing a prompt, so remove it"
+                )
             if self.train.mini_batch_size is not None:
                 raise ValueError(
                     f"train.mini_batch_size applies to the RL pipelines; {self.pipeline} takes "
@@ -123,6 +129,15 @@ class RecipeConfig(Section):
         ):
             return "actor_train" if self.train.lora is not None else "reference"
         return None
+
+    @property
+    def shared_prefix(self) -> bool:
+        """Whether the RL forwards and backwards compute each group's prompt once
+        (`train.shared_prefix`; by default on for rlvr, where a group is rollout.group_size
+        samples of one prompt, and off for agentic and megatron)."""
+        if self.train.shared_prefix is not None:
+            return self.train.shared_prefix
+        return self.pipeline == "rlvr" and self.train.strategy != "megatron"
 
     @property
     def needs_critic(self) -> bool:

@@ -53,6 +53,7 @@ class PolicyUpdateArgs:
             norm_len=alg.loss_norm_len
             or (cfg.rollout.max_new_tokens if cfg.pipeline == "rlvr" else None),
             temperature=cfg.rollout.temperature or 1.0,
+            shared_prefix=cfg.shared_prefix,
         )
 
     def forward_sizes(self) -> dict[str, Any]:

@@ -135,3 +135,40 @@ def test_a_micro_batch_of_empty_responses_backpropagates(tiny_model, shared_pref
     args = PolicyUpdateArgs(micro_batch_size=1, shared_prefix=shared_prefix)
     metrics = _worker(tiny_model).train_step(batch, args)
     assert metrics["grad_norm"] > 0
+
+
+def test_critic_shared_prefix_values_and_step_are_the_plain_ones(tiny_model, captured_grads):
+    """The critic's values on every response token, and the gradients of its token-mean
+    value loss, equal one plain full-batch forward/backward."""
+    from rollcli.algorithms.value_loss import value_loss
+    from rollcli.workers.critic import CriticWorker, _values
+
+    critic = CriticWorker(str(tiny_model), lr=0.0, grad_clip=None, num_threads=1)
+    with torch.no_grad():  # a value head that is not all zeros, so every weight has a gradient
+        critic.model.score.weight.normal_(generator=torch.Generator().manual_seed(0))
+    batch = _batch()
+    mask = batch["response_mask"]
+    batch.set("values", torch.zeros(mask.shape))
+    batch.set("returns", torch.tensor(ADVANTAGES)[:, None] * mask)
+    critic.model.zero_grad(set_to_none=True)
+    values = _values(critic.model, model_inputs(batch))
+    loss, _ = value_loss(values, batch["values"], batch["returns"], mask, clip=0.2)
+    loss.backward()
+    expected = [p.grad.clone() for p in critic.model.parameters()]
+    for micro in (1, 2, 6):
+        shared = critic.compute_values(batch, micro, shared_prefix=True)
+        torch.testing.assert_close(shared, values.detach() * mask, rtol=1e-5, atol=1e-5)
+        captured_grads.clear()
+        critic.train_step(
+            batch,
+            value_clip=0.2,
+            micro_batch_size=micro,
+            mini_batch_size=None,
+            shared_prefix=True,
+        )
+        (got,) = captured_grads
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            scale = float(e.abs().max())
+            torch.testing.assert_close(
+                g, e, rtol=1e-4, atol=1e-6 * scale, msg=f"micro {micro}: param {i}"
+            )
