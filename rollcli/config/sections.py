@@ -162,7 +162,7 @@ class TrainConfig(Section):
     num_workers: PositiveInt = 1
     lora: LoraConfig | None = None
     # each group's prompt computed once in the log-prob, value and training forwards and
-    # backwards, with the same numbers (docs/shared-prefix.md); null: on for rlvr, else off
+    # backwards, with the same numbers (docs/performance.md); null: on for rlvr, else off
     shared_prefix: bool | None = None
 
     @model_validator(mode="after")

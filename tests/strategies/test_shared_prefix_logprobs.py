@@ -136,3 +136,28 @@ def test_workers_compute_the_same_logprobs(tiny_model, micro, tokens):
         plain = worker.compute_logprobs(batch, micro, max_tokens=tokens)
         shared = worker.compute_logprobs(batch, micro, max_tokens=tokens, shared_prefix=True)
         torch.testing.assert_close(shared, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_lora_policy_and_reference_logprobs(tiny_model):
+    """With LoRA adapters (made non-zero, so they change the numbers) the policy's and the
+    reference's (adapters off) log-probs equal the plain ones."""
+    from rollcli.strategies.lora import LoraSpec
+    from rollcli.workers.actor_train import ActorTrainWorker
+
+    spec = LoraSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
+    actor = ActorTrainWorker(str(tiny_model), lr=0.0, num_threads=1, lora=spec)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in actor.model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen))
+    batch = Batch(_inputs())
+    policy = actor.compute_logprobs(batch, 6)
+    ref = actor.compute_ref_logprobs(batch, 6)
+    assert (policy - ref).abs().max() > 1e-3  # the adapters matter
+    torch.testing.assert_close(
+        actor.compute_logprobs(batch, 6, shared_prefix=True), policy, rtol=1e-5, atol=1e-5
+    )
+    torch.testing.assert_close(
+        actor.compute_ref_logprobs(batch, 6, shared_prefix=True), ref, rtol=1e-5, atol=1e-5
+    )
