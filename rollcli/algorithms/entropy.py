@@ -28,7 +28,7 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor, chunk_size: int = DEFAU
         rows = flat[start : start + chunk_size].float()
         picked = rows.gather(-1, flat_labels[start : start + chunk_size, None]).squeeze(-1)
         pieces.append(picked - torch.logsumexp(rows, dim=-1))
-    out = torch.cat(pieces) if pieces else flat.new_zeros(0, dtype=torch.float32)
+    out = torch.cat(pieces) if pieces else flat[:, 0].float()  # empty, in the graph
     return out.reshape(labels.shape)
 
 
@@ -48,5 +48,5 @@ def entropy_from_logits(logits: Tensor, chunk_size: int = DEFAULT_CHUNK) -> Tens
         rows = rows - rows.amax(dim=-1, keepdim=True).detach()
         probs = torch.softmax(rows, dim=-1)
         pieces.append(torch.logsumexp(rows, dim=-1) - (probs * rows).sum(dim=-1))
-    out = torch.cat(pieces) if pieces else flat.new_zeros(0, dtype=torch.float32)
+    out = torch.cat(pieces) if pieces else flat[:, 0].float()  # empty, in the graph
     return out.reshape(logits.shape[:-1])

@@ -70,6 +70,15 @@ class _Recipe(Section):
         return False
 
     @property
+    def shared_prefix(self) -> bool:
+        """Whether the RL forwards and backwards compute each group's prompt once
+        (`train.shared_prefix`; by default on for rlvr, where a group is rollout.group_size
+        samples of one prompt, and off for agentic and megatron)."""
+        if self.train.shared_prefix is not None:
+            return self.train.shared_prefix
+        return self.pipeline == "rlvr" and self.train.strategy != "megatron"
+
+    @property
     def reference_role(self) -> Literal["reference", "actor_train"] | None:
         """The role that computes the reference policy's log-probs (the KL penalty of rlvr
         and agentic, DPO's reference), None when none is needed: a `reference` worker
@@ -166,6 +175,12 @@ class _OfflineRecipe(_Recipe):
 
     @model_validator(mode="after")
     def _no_mini_batch(self) -> Self:
+        if self.train.shared_prefix:
+            raise ValueError(
+                f"train.shared_prefix applies to the RL pipelines (rlvr, agentic), whose "
+                f"rows are prompt + response; {self.pipeline} has no groups of samples "
+                "sharing a prompt, so remove it"
+            )
         if self.train.mini_batch_size is not None:
             pipeline = self.pipeline
             raise ValueError(

@@ -161,6 +161,18 @@ class TrainConfig(Section):
     gradient_checkpointing: bool = False
     num_workers: PositiveInt = 1
     lora: LoraConfig | None = None
+    # each group's prompt computed once in the log-prob, value and training forwards and
+    # backwards, with the same numbers (docs/performance.md); null: on for rlvr, else off
+    shared_prefix: bool | None = None
+
+    @model_validator(mode="after")
+    def _shared_prefix_strategy(self) -> TrainConfig:
+        if self.shared_prefix and self.strategy == "megatron":
+            raise ValueError(
+                "train.shared_prefix runs on train.strategy hf or deepspeed, not megatron; "
+                "set train.shared_prefix=false"
+            )
+        return self
 
 
 class CriticConfig(Section):

@@ -258,7 +258,12 @@ class RLVRPipeline(ControlledPipeline):
         if self.clusters.critic is not None:
             batch.set(
                 "values",
-                self.clusters.critic.dispatch("compute_values", batch, micro_batch_size=mb),
+                self.clusters.critic.dispatch(
+                    "compute_values",
+                    batch,
+                    micro_batch_size=mb,
+                    shared_prefix=self.update_args.shared_prefix,
+                ),
             )
         metrics["time/forward_s"] = time.perf_counter() - t0
 
@@ -287,6 +292,7 @@ class RLVRPipeline(ControlledPipeline):
                 micro_batch_size=mb,
                 mini_batch_size=cfg.train.mini_batch_size,
                 epochs=cfg.algorithm.ppo_epochs,
+                shared_prefix=self.update_args.shared_prefix,
             )[0]
             metrics.update({f"critic/{k}": v for k, v in critic.items()})
         metrics["time/train_s"] = time.perf_counter() - t0

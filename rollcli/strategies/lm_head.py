@@ -66,7 +66,8 @@ def head_logprobs(
         logprobs.append(lp)
         entropies.append(ent)
     if not logprobs:
-        empty = hidden.new_zeros(0, dtype=torch.float32)
+        # no positions, but in the graph: a micro-batch of empty responses backpropagates
+        empty = hidden[:, 0].float()
         return empty, (empty if with_entropy else None)
     return torch.cat(logprobs), (torch.cat(entropies) if with_entropy else None)
 

@@ -32,6 +32,7 @@ from rollcli.algorithms.off_policy import truncated_is_weights
 from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
+from rollcli.data.shared_prefix import shared_prefix_micro_batches
 from rollcli.distributed import data_parallel, stores
 from rollcli.distributed.weight_sync import WeightSender
 from rollcli.models.loading import node_model_folder
@@ -39,6 +40,7 @@ from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies import lora as lora_adapters
 from rollcli.strategies.device import batch_to, device_slot, pick_device, to_cpu
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.hf_shared_prefix import shared_prefix_logprobs
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import make_trainer
@@ -49,6 +51,14 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "prompt_width")
 
 def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
     return {k: batch.tensors[k] for k in MODEL_INPUTS}
+
+
+def logprob_forward(shared_prefix: bool):  # noqa: ANN201
+    """`(micro-batcher, log-prob forward)`: the plain rows, length-sorted, or the
+    shared-prefix layout (`rollcli.data.shared_prefix`), whose results are the same."""
+    if shared_prefix:
+        return shared_prefix_micro_batches, shared_prefix_logprobs
+    return length_sorted_micro_batches, response_logprobs
 
 
 def _tis_weights(
@@ -170,12 +180,20 @@ class ActorTrainWorker:
         micro_batch_size: int = 8,
         temperature: float = 1.0,
         max_tokens: int | None = None,
+        shared_prefix: bool = False,
     ) -> torch.Tensor:
-        """Log-probs of the response tokens under the current policy (PPO's old log-probs)."""
+        """Log-probs of the response tokens under the current policy (PPO's old log-probs);
+        `shared_prefix`: each group's prompt computed once (the same numbers)."""
         self.model.eval()
         with self._compute():
             return forward_response_logprobs(
-                self.model, batch, micro_batch_size, temperature, self.device, max_tokens
+                self.model,
+                batch,
+                micro_batch_size,
+                temperature,
+                self.device,
+                max_tokens,
+                shared_prefix=shared_prefix,
             )
 
     def _compute(self):  # noqa: ANN202
@@ -190,12 +208,15 @@ class ActorTrainWorker:
         micro_batch_size: int = 8,
         temperature: float = 1.0,
         max_tokens: int | None = None,
+        shared_prefix: bool = False,
     ) -> torch.Tensor:
         """The reference policy's log-probs with LoRA: this model with its adapters off."""
         if not self.lora:
             raise RuntimeError("compute_ref_logprobs needs LoRA; without it a reference runs")
         with lora_adapters.adapters_off(self.model):
-            return self.compute_logprobs(batch, micro_batch_size, temperature, max_tokens)
+            return self.compute_logprobs(
+                batch, micro_batch_size, temperature, max_tokens, shared_prefix
+            )
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
         """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
@@ -206,6 +227,7 @@ class ActorTrainWorker:
         (`aggregation.micro_batch_share`); `norm_len` defaults to the batch's padded
         response width, the same in every micro-batch and on every rank."""
         norm_len = args.norm_len or batch["response_mask"].shape[1]
+        micro_batcher, forward = logprob_forward(args.shared_prefix)
 
         def normalisers(mini_batch: Batch) -> torch.Tensor:
             mask = mini_batch["response_mask"]
@@ -223,7 +245,7 @@ class ActorTrainWorker:
             agg_mask = aggregation_mask(args.policy_loss, mask, micro["advantages"])
             pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
             token_share = micro_batch_share("token-mean", mask, totals[3:])
-            logprobs, entropy = response_logprobs(
+            logprobs, entropy = forward(
                 self.model, model_inputs(micro), temperature=args.temperature, with_entropy=True
             )
             # On-policy (one optimizer step per batch) the rollout policy is the current one,
@@ -269,7 +291,7 @@ class ActorTrainWorker:
             mini_batch_size=mini // self.world_size if mini else None,
             micro_batch_size=args.micro_batch_size,
             epochs=args.epochs,
-            micro_batches=functools.partial(length_sorted_micro_batches, max_tokens=budget),
+            micro_batches=functools.partial(micro_batcher, max_tokens=budget),
             normalisers=normalisers,
         )
         return to_cpu(metrics)
@@ -379,13 +401,17 @@ def forward_response_logprobs(
     temperature: float,
     device: torch.device | None = None,
     max_tokens: int | None = None,
+    *,
+    shared_prefix: bool = False,
 ) -> torch.Tensor:
-    """`[B, R]` log-probs of the response tokens, computed on length-sorted, trimmed
-    micro-batches moved to `device` (the model's); the result is on the CPU."""
+    """`[B, R]` log-probs of the response tokens, computed on trimmed micro-batches moved
+    to `device` (the model's): length-sorted plain rows, or with `shared_prefix` the
+    shared-prefix layout; the result is on the CPU."""
     device = device or torch.device("cpu")
+    micro_batcher, forward = logprob_forward(shared_prefix)
     parts = []
-    for idx, micro in length_sorted_micro_batches(batch, micro_batch_size, max_tokens):
+    for idx, micro in micro_batcher(batch, micro_batch_size, max_tokens):
         inputs = model_inputs(batch_to(micro, device))
-        logprobs = response_logprobs(model, inputs, temperature=temperature)[0]
+        logprobs = forward(model, inputs, temperature=temperature)[0]
         parts.append((idx, logprobs.cpu()))
     return scatter_rows(parts, len(batch), batch["response_mask"].shape[1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -10,9 +11,11 @@ from rollcli.algorithms.aggregation import loss_normalisers, micro_batch_share
 from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
+from rollcli.data.shared_prefix import shared_prefix_micro_batches
 from rollcli.models.loading import node_model_folder
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies.device import batch_to, pick_device, to_cpu
+from rollcli.strategies.hf_shared_prefix import shared_prefix_values
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.actor_train import model_inputs
@@ -43,6 +46,14 @@ def _values(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Te
     return out.logits[:, width - 1 : -1, 0]
 
 
+def _value_forward(shared_prefix: bool):  # noqa: ANN202
+    """`(micro-batcher, values forward)`: plain rows, or the shared-prefix layout
+    (`rollcli.data.shared_prefix`: the same values on every response token)."""
+    if shared_prefix:
+        return shared_prefix_micro_batches, shared_prefix_values
+    return length_sorted_micro_batches, _values
+
+
 class CriticWorker:
     def __init__(
         self,
@@ -62,11 +73,14 @@ class CriticWorker:
         self.trainer = HFTrainer(self.model, lr=lr, grad_clip=grad_clip)
 
     @torch.no_grad()
-    def compute_values(self, batch: Batch, micro_batch_size: int = 8) -> torch.Tensor:
+    def compute_values(
+        self, batch: Batch, micro_batch_size: int = 8, shared_prefix: bool = False
+    ) -> torch.Tensor:
         self.model.eval()
+        micro_batcher, forward = _value_forward(shared_prefix)
         parts = [
-            (idx, _values(self.model, model_inputs(batch_to(m, self.device))).cpu())
-            for idx, m in length_sorted_micro_batches(batch, micro_batch_size)
+            (idx, forward(self.model, model_inputs(batch_to(m, self.device))).cpu())
+            for idx, m in micro_batcher(batch, micro_batch_size)
         ]
         return scatter_rows(parts, len(batch), batch["response_mask"].shape[1])
 
@@ -78,7 +92,10 @@ class CriticWorker:
         micro_batch_size: int,
         mini_batch_size: int | None,
         epochs: int = 1,
+        shared_prefix: bool = False,
     ) -> dict[str, float]:
+        micro_batcher, forward = _value_forward(shared_prefix)
+
         def normalisers(mini_batch: Batch) -> torch.Tensor:
             return loss_normalisers(mini_batch["response_mask"])
 
@@ -87,7 +104,7 @@ class CriticWorker:
             does not depend on how rows are split into micro-batches."""
             micro = batch_to(micro, self.device)
             mask = micro["response_mask"]
-            values = _values(self.model, model_inputs(micro))
+            values = forward(self.model, model_inputs(micro))
             loss, metrics = value_loss(
                 values, micro["values"], micro["returns"], mask, clip=value_clip
             )
@@ -99,6 +116,7 @@ class CriticWorker:
             mini_batch_size=mini_batch_size,
             micro_batch_size=micro_batch_size,
             epochs=epochs,
+            micro_batches=functools.partial(micro_batcher, max_tokens=None),
             normalisers=normalisers,
         )
         return to_cpu(metrics)

@@ -28,6 +28,7 @@ class PolicyUpdateArgs:
     temperature: float = 1.0
     norm_len: int | None = None
     tis_cap: float | None = None  # truncated importance sampling against the sampler's log-probs
+    shared_prefix: bool = False  # each group's prompt computed once (rollcli.data.shared_prefix)
 
     @classmethod
     def from_recipe(cls, cfg: RecipeConfig) -> PolicyUpdateArgs:
@@ -52,6 +53,7 @@ class PolicyUpdateArgs:
             norm_len=alg.loss_norm_len
             or (cfg.rollout.max_new_tokens if cfg.pipeline == "rlvr" else None),
             temperature=cfg.rollout.temperature or 1.0,
+            shared_prefix=cfg.shared_prefix,
         )
 
     def forward_sizes(self) -> dict[str, Any]:
@@ -60,4 +62,5 @@ class PolicyUpdateArgs:
             "micro_batch_size": self.micro_batch_size,
             "temperature": self.temperature,
             "max_tokens": self.micro_batch_tokens,
+            "shared_prefix": self.shared_prefix,
         }

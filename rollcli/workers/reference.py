@@ -37,7 +37,14 @@ class ReferenceWorker:
         micro_batch_size: int = 8,
         temperature: float = 1.0,
         max_tokens: int | None = None,
+        shared_prefix: bool = False,
     ) -> torch.Tensor:
         return forward_response_logprobs(
-            self.model, batch, micro_batch_size, temperature, self.device, max_tokens
+            self.model,
+            batch,
+            micro_batch_size,
+            temperature,
+            self.device,
+            max_tokens,
+            shared_prefix=shared_prefix,
         )

@@ -1,0 +1,116 @@
+"""Forward passes over the shared-prefix layout (`rollcli.data.shared_prefix`): response
+log-probs for the actor and reference, values for the critic.
+
+The layout's attention is handed to the model as a 4-D mask, which transformers passes to
+the attention kernel as it is: a bool mask for `sdpa`, an additive float mask for `eager`.
+Other attention implementations (flash attention reads no 4-D mask) are refused.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
+from rollcli.data.shared_prefix import SharedPrefixLayout, shared_prefix_layout
+from rollcli.strategies.lm_head import head_logprobs, plain_head
+
+MASKED_ATTENTION = ("sdpa", "eager")
+
+
+def _module(model) -> torch.nn.Module:  # noqa: ANN001
+    """The Hugging Face module behind a DeepSpeed engine (or the model itself)."""
+    return getattr(model, "module", model)
+
+
+def attention_mask(model, layout: SharedPrefixLayout) -> torch.Tensor:  # noqa: ANN001
+    """The layout's attention in the form `model`'s attention implementation reads."""
+    module = _module(model)
+    config = module.config
+    impl = getattr(config, "_attn_implementation", None)
+    allowed = layout.attention()
+    if impl == "sdpa":
+        return allowed
+    if impl == "eager":
+        dtype = module.get_input_embeddings().weight.dtype
+        additive = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+        return additive.masked_fill(~allowed, torch.finfo(dtype).min)
+    raise ValueError(
+        f"train.shared_prefix needs the model's attention to be one of {MASKED_ATTENTION} "
+        f"(it reads a 4-D mask); this model runs {impl!r}: set train.shared_prefix=false"
+    )
+
+
+def check_window(model, layout: SharedPrefixLayout) -> None:  # noqa: ANN001
+    """A sliding window cuts by column distance, which the packed rows change; it cuts
+    nothing while a packed row fits in it (a plain row is never longer)."""
+    window = getattr(_module(model).config, "sliding_window", None)
+    if window is not None and layout.input_ids.shape[1] > window:
+        raise ValueError(
+            f"train.shared_prefix: a packed row of {layout.input_ids.shape[1]} tokens is "
+            f"longer than the model's sliding window ({window}); set train.shared_prefix=false "
+            "or a smaller train.micro_batch_tokens"
+        )
+
+
+def _layout(model, inputs: dict[str, torch.Tensor]) -> tuple[SharedPrefixLayout, torch.Tensor]:  # noqa: ANN001
+    layout = shared_prefix_layout(
+        inputs["input_ids"],
+        inputs["attention_mask"],
+        inputs["position_ids"],
+        int(inputs["prompt_width"][0]),
+    )
+    check_window(model, layout)
+    return layout, attention_mask(model, layout)
+
+
+def shared_prefix_logprobs(
+    model,  # noqa: ANN001
+    batch_tensors: dict[str, torch.Tensor],
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`response_logprobs` (same inputs, same `[B, R]` outputs) computed on the
+    shared-prefix layout: each distinct prompt of the micro-batch runs once."""
+    layout, mask = _layout(model, batch_tensors)
+    head = plain_head(model)
+    if head is None:  # the model computes its logits (scaled heads, a DeepSpeed engine)
+        first = int(layout.source[:, 1].min()) if len(layout.source) else 0
+        keep = layout.input_ids.shape[1] - first
+        logits = model(
+            input_ids=layout.input_ids,
+            attention_mask=mask,
+            position_ids=layout.position_ids,
+            use_cache=False,
+            logits_to_keep=keep,
+        ).logits
+        shifted = layout.source - torch.tensor([0, first], device=layout.source.device)
+        picked = logits[shifted[:, 0], shifted[:, 1]]
+        if temperature != 1.0:
+            picked = picked / temperature
+        logprobs = layout.scatter(logprobs_from_logits(picked, layout.labels))
+        if not with_entropy:
+            return logprobs, None
+        return logprobs, layout.scatter(entropy_from_logits(picked))
+    hidden = model.get_decoder()(
+        input_ids=layout.input_ids,
+        attention_mask=mask,
+        position_ids=layout.position_ids,
+        use_cache=False,
+    ).last_hidden_state
+    logprobs, entropy = head_logprobs(
+        head,
+        layout.pick(hidden),
+        layout.labels,
+        temperature=temperature,
+        with_entropy=with_entropy,
+    )
+    return layout.scatter(logprobs), (layout.scatter(entropy) if with_entropy else None)
+
+
+def shared_prefix_values(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:  # noqa: ANN001
+    """A value model's V(s_t) for each response token t (read at the position before it),
+    `[B, R]` with 0 past a row's end, computed on the shared-prefix layout."""
+    layout, mask = _layout(model, inputs)
+    out = model(input_ids=layout.input_ids, attention_mask=mask, position_ids=layout.position_ids)
+    return layout.scatter(layout.pick(out.logits[..., 0]))
