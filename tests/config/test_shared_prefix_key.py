@@ -16,7 +16,6 @@ from rollcli.workers.policy_loss_args import PolicyUpdateArgs
         ("rlvr-math", [], True),
         ("rlvr-math", ["train.shared_prefix=false"], False),
         ("rlvr-math", ["train.strategy=deepspeed"], True),
-        ("rlvr-math", ["train.strategy=megatron"], False),
         ("agentic-sokoban", [], False),
         ("agentic-sokoban", ["train.shared_prefix=true"], True),
     ],
