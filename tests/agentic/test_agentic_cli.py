@@ -76,6 +76,7 @@ def test_sokoban_trains_two_steps(tmp_path, tiny_model) -> None:
     _check_run(_train("agentic-sokoban", tmp_path), "sokoban")
 
 
+@pytest.mark.slow  # ~40 s; the pipeline runs by default in the frozenlake test, webshop's env in tests/webshop
 def test_webshop_trains_two_steps(tmp_path, tiny_model) -> None:
     run = _train("webshop", tmp_path, "agentic.env_kwargs.num_products=200")
     _check_run(run, "webshop")

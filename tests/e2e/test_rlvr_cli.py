@@ -176,6 +176,7 @@ def test_runs_ls_shows_the_finished_run(grpo_run: Path) -> None:
     assert "finished" in row and "2/2" in row
 
 
+@pytest.mark.slow  # ~40 s; the ppo preset's critic runs by default in tests/e2e/test_presets.py
 def test_ppo_trains_a_critic_with_kl_in_the_reward(tmp_path: Path, tiny_model) -> None:
     result = roll(
         "train",
