@@ -77,8 +77,9 @@ def eval_cmd(
     ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
-    """Evaluate a model on an environment (episodes) or an rlvr recipe's held-out problems,
-    with 95% intervals, per-item outcomes, and a paired comparison with --compare."""
+    """Evaluate a model on env episodes or an rlvr recipe's held-out problems (95% CIs).
+
+    Per-item outcomes with --json, a paired comparison (exact McNemar) with --compare."""
     from rollcli.cli.eval_target import resolve_eval_target
     from rollcli.config.errors import ConfigError
 
