@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.optim.optimizer import register_optimizer_step_pre_hook
+from policy_step_reference import ENTROPY, KL, full_batch_step, policy_batch
 
-from rollcli.algorithms.aggregation import LOSS_AGG_MODES, aggregate_loss
-from rollcli.algorithms.kl import kl_estimate
-from rollcli.algorithms.policy_loss import compute_policy_loss
+from rollcli.algorithms.aggregation import LOSS_AGG_MODES
 from rollcli.data.batch import Batch
-from rollcli.data.padding import rollout_tensors
-from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
+from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
@@ -24,58 +21,16 @@ ADVANTAGES = [1.0, -1.0, 0.5, -0.5, 2.0, -2.0]
 # (micro_batch_size, micro_batch_tokens): one row each, uneven pairs, 4 + 2 rows, and a
 # token budget that groups rows by their padded length
 SPLITS = [(1, None), (2, None), (4, None), (6, 14)]
-ENTROPY, KL = 0.01, 0.1
 
 
 def _batch(pad_id: int) -> Batch:
-    batch = Batch(rollout_tensors(PROMPTS, RESPONSES, pad_id))
-    mask = batch["response_mask"]
-    noise = torch.Generator().manual_seed(0)
-    batch.set("advantages", torch.tensor(ADVANTAGES)[:, None] * mask)
-    # old and reference log-probs off the current ones, so ratios clip and the KL is not 0
-    batch.set("old_logprobs", -2.0 + 0.3 * torch.randn(mask.shape, generator=noise))
-    batch.set("ref_logprobs", -2.0 + 0.3 * torch.randn(mask.shape, generator=noise))
-    return batch
-
-
-def _full_batch(model, batch: Batch, args: PolicyUpdateArgs, norm_len: int):
-    """The loss and gradients of one forward/backward over the whole untrimmed batch."""
-    model.zero_grad(set_to_none=True)
-    mask = batch["response_mask"]
-    logprobs, entropy = response_logprobs(model, model_inputs(batch), with_entropy=True)
-    loss, _ = compute_policy_loss(
-        args.policy_loss,
-        logprobs=logprobs,
-        old_logprobs=batch["old_logprobs"],
-        advantages=batch["advantages"],
-        mask=mask,
-        agg=args.loss_agg,
-        norm_len=norm_len,
-    )
-    loss = loss - ENTROPY * aggregate_loss(entropy, mask, "token-mean")
-    kl = kl_estimate(logprobs, batch["ref_logprobs"], args.kl_estimator)
-    loss = loss + KL * aggregate_loss(kl, mask, "token-mean")
-    loss.backward()
-    return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}
+    return policy_batch(PROMPTS, RESPONSES, ADVANTAGES, pad_id)
 
 
 @pytest.fixture(scope="module")
 def reference(tiny_model):
     torch.manual_seed(0)
     return load_causal_lm(str(tiny_model), train=True)
-
-
-@pytest.fixture
-def captured_grads():
-    """The gradients each optimizer step is about to apply (torch's global step hook)."""
-    steps: list[list[torch.Tensor]] = []
-
-    def hook(optimizer, args, kwargs) -> None:  # noqa: ANN001
-        steps.append([p.grad.clone() for g in optimizer.param_groups for p in g["params"]])
-
-    handle = register_optimizer_step_pre_hook(hook)
-    yield steps
-    handle.remove()
 
 
 def _worker(tiny_model, strategy: str = "hf", **options) -> ActorTrainWorker:
@@ -104,7 +59,7 @@ def _check(worker, reference, captured_grads, mode: str, policy_loss: str = "ppo
             kl_loss_coef=KL,
         )
         width = batch["response_mask"].shape[1]
-        loss, grads = _full_batch(reference, batch, args, norm_len=width)
+        loss, grads = full_batch_step(reference, batch, args, norm_len=width)
         captured_grads.clear()
         metrics = worker.train_step(batch, args)
         assert metrics["loss"] == pytest.approx(loss, rel=1e-5), (mode, micro, tokens)

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.optim.optimizer import register_optimizer_step_pre_hook
+from policy_step_reference import ENTROPY, KL, full_batch_step, policy_batch
 
-from rollcli.algorithms.aggregation import aggregate_loss
-from rollcli.algorithms.kl import kl_estimate
-from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.data.batch import Batch
-from rollcli.data.padding import rollout_tensors
-from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
+from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
@@ -26,56 +22,15 @@ ADVANTAGES = [1.0, -1.0, 0.5, -0.5, 2.0, -2.0]
 # (micro_batch_size, micro_batch_tokens): a row each, groups split over micro-batches,
 # everything at once, a packed-token budget
 SPLITS = [(1, None), (2, None), (6, None), (6, 12)]
-ENTROPY, KL = 0.01, 0.1
 
 
 def _batch() -> Batch:
-    batch = Batch(rollout_tensors(PROMPTS, RESPONSES, pad_id=0))
-    mask = batch["response_mask"]
-    noise = torch.Generator().manual_seed(0)
-    batch.set("advantages", torch.tensor(ADVANTAGES)[:, None] * mask)
-    batch.set("old_logprobs", -2.0 + 0.3 * torch.randn(mask.shape, generator=noise))
-    batch.set("ref_logprobs", -2.0 + 0.3 * torch.randn(mask.shape, generator=noise))
-    return batch
-
-
-def _plain_step(model, batch: Batch, args: PolicyUpdateArgs, norm_len: int):
-    """Loss and gradients of one plain forward/backward over the whole untrimmed batch."""
-    model.zero_grad(set_to_none=True)
-    mask = batch["response_mask"]
-    logprobs, entropy = response_logprobs(model, model_inputs(batch), with_entropy=True)
-    loss, _ = compute_policy_loss(
-        args.policy_loss,
-        logprobs=logprobs,
-        old_logprobs=batch["old_logprobs"],
-        advantages=batch["advantages"],
-        mask=mask,
-        agg=args.loss_agg,
-        norm_len=norm_len,
-    )
-    loss = loss - ENTROPY * aggregate_loss(entropy, mask, "token-mean")
-    kl = kl_estimate(logprobs, batch["ref_logprobs"], args.kl_estimator)
-    loss = loss + KL * aggregate_loss(kl, mask, "token-mean")
-    loss.backward()
-    return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}
+    return policy_batch(PROMPTS, RESPONSES, ADVANTAGES, pad_id=0)
 
 
 @pytest.fixture(scope="module")
 def reference(tiny_model):
     return load_causal_lm(str(tiny_model), train=True)
-
-
-@pytest.fixture
-def captured_grads():
-    """The gradients each optimizer step is about to apply (torch's global step hook)."""
-    steps: list[list[torch.Tensor]] = []
-
-    def hook(optimizer, args, kwargs) -> None:  # noqa: ANN001
-        steps.append([p.grad.clone() for g in optimizer.param_groups for p in g["params"]])
-
-    handle = register_optimizer_step_pre_hook(hook)
-    yield steps
-    handle.remove()
 
 
 def _check(worker, reference, captured_grads, mode: str) -> None:
@@ -90,7 +45,9 @@ def _check(worker, reference, captured_grads, mode: str) -> None:
             kl_loss_coef=KL,
             shared_prefix=True,
         )
-        loss, grads = _plain_step(reference, batch, args, norm_len=batch["response_mask"].shape[1])
+        loss, grads = full_batch_step(
+            reference, batch, args, norm_len=batch["response_mask"].shape[1]
+        )
         captured_grads.clear()
         metrics = worker.train_step(batch, args)
         assert metrics["loss"] == pytest.approx(loss, rel=1e-5), (mode, micro, tokens)
