@@ -45,15 +45,9 @@ def resolve_eval_model(
                 "needs a model (registry name, folder or run id)"
             )
         return None, str(resolve_model(recipe_model))
-    run = runs_dir / model
-    if (run / "recipe.yaml").is_file() or (Path(model) / "recipe.yaml").is_file():
-        from rollcli.runs.checkpoint import latest_checkpoint
+    from rollcli.runs.checkpoint import run_checkpoint
 
-        folder = run if (run / "recipe.yaml").is_file() else Path(model)
-        checkpoint = latest_checkpoint(folder / "checkpoints")
-        if checkpoint is None:
-            raise ConfigError(
-                f"run {model!r} has no checkpoint yet; evaluate it after one is written"
-            )
+    checkpoint = run_checkpoint(model, runs_dir)  # a run id or run folder: its checkpoint
+    if checkpoint is not None:
         return str(checkpoint), None
     return str(resolve_model(model)), None
