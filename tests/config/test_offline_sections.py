@@ -55,3 +55,11 @@ def test_distill_takes_a_ready_student_or_a_layer_count_not_both() -> None:
 def test_conservative_dpo_with_its_smoothing_is_accepted() -> None:
     cfg, _ = load_recipe("dpo", ["dpo.loss=cdpo", "dpo.label_smoothing=0.1"])
     assert cfg.dpo.loss == "cdpo" and cfg.dpo.label_smoothing == 0.1
+
+
+def test_on_policy_distillation_uses_rlvr_maths_problems() -> None:
+    """The recipe distils an rlvr-math run: its problems and held-out split must be that
+    run's, or the student is scored on a set the teacher never trained for."""
+    distill, _ = load_recipe("distill-on-policy")
+    rlvr, _ = load_recipe("rlvr-math")
+    assert distill.data == rlvr.data
