@@ -79,8 +79,9 @@ class RichDisplay:
             parts.append(f"reward {self.latest['reward/mean']:.3f}")
         if "response_length/mean" in self.latest:
             parts.append(f"length {self.latest['response_length/mean']:.1f}")
-        if "time/step_s" in self.latest:
-            parts.append(f"{self.latest['time/step_s']:.1f} s/step")
+        if "time/step_s" in self.latest:  # the training step, without its validation
+            step_s = self.latest["time/step_s"] - self.latest.get("time/validate_s", 0.0)
+            parts.append(f"{step_s:.1f} s/step")
         if self.val is not None:
             parts.append(f"val acc {val_accuracy_text(self.val, short=True)}")
         self.status = Text("  " + " · ".join(parts))
