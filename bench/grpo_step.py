@@ -287,6 +287,10 @@ def main() -> None:
         f"train.lr={args.lr}",
         f"train.micro_batch_size={args.micro_batch}",
         "data.val_size=8",  # roll validates at start and end (not timed): keep it short
+        # the one-digit problems every earlier figure of this bench used (rlvr-math's
+        # default is two digits since 2026-11-23)
+        "data.task_args.min_digits=1",
+        "data.task_args.max_digits=1",
         *args.roll_overrides,
     ]
     cfg, _ = load_recipe("rlvr-math", overrides, {"model": args.model})
