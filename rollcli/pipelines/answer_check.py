@@ -7,6 +7,7 @@ from typing import Any
 
 from rollcli.data.chat import ChatExample
 from rollcli.distributed.cluster import Cluster
+from rollcli.evaluation.stats import wilson_interval
 from rollcli.rewards.registry import load_reward_fn
 from rollcli.rewards.runner import score_samples
 from rollcli.strategies.hf_infer import SamplingParams
@@ -22,7 +23,8 @@ def answer_accuracy(
     reward_options: dict[str, Any],
     timeout_s: float,
 ) -> dict[str, float]:
-    """`accuracy` (the reward's `correct`, else score >= 1) and `response_length`."""
+    """`accuracy` (the reward's `correct`, else score >= 1) with its 95% Wilson interval
+    (`accuracy_ci_low`, `accuracy_ci_high`) and `n`, and `response_length`."""
     params = SamplingParams(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
     gens = cluster.call_rank(0, "generate", prompt_ids, params)
     samples = [
@@ -34,8 +36,12 @@ def answer_accuracy(
         for g in gens
     ]
     results = score_samples(load_reward_fn(reward_fn), samples, reward_options, timeout_s)
-    correct = [float(r.get("correct", r["score"] >= 1.0)) for r in results]
+    right = sum(float(r.get("correct", r["score"] >= 1.0)) for r in results)
+    low, high = wilson_interval(round(right), len(results))
     return {
-        "accuracy": sum(correct) / len(correct),
+        "accuracy": right / len(results),
+        "accuracy_ci_low": low,
+        "accuracy_ci_high": high,
+        "n": float(len(results)),
         "response_length": sum(len(g["token_ids"]) for g in gens) / len(gens),
     }

@@ -49,7 +49,16 @@ COMMON = [
     "train.lr=1e-3",
 ]
 REQUIRED = {
-    "sft": {"actor/loss", "actor/grad_norm", "val/loss", "val/perplexity", "val/accuracy"},
+    "sft": {
+        "actor/loss",
+        "actor/grad_norm",
+        "val/loss",
+        "val/perplexity",
+        "val/accuracy",
+        "val/accuracy_ci_low",
+        "val/accuracy_ci_high",
+        "val/n",
+    },
     "dpo": {
         "actor/loss",
         "rewards/chosen",
@@ -72,6 +81,9 @@ REQUIRED = {
         "val/kl",
         "val/loss",
         "val/accuracy",
+        "val/accuracy_ci_low",
+        "val/accuracy_ci_high",
+        "val/n",
     },
 }
 UNTIMED = ("time/", "per_s")
