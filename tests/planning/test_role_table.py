@@ -152,3 +152,13 @@ def test_a_devices_key_of_a_role_the_recipe_does_not_run_is_refused() -> None:
     assert plan_recipe(cfg).placements["teacher"] == "cpu"
     cfg, _ = load_recipe("agentic-frozenlake", ["devices.env.device_mapping=cpu"])
     assert plan_recipe(cfg).placements["env_val"] == "cpu"  # validation envs: devices.env
+
+
+def test_doctests_of_the_table_and_the_fault_map() -> None:
+    import doctest
+
+    import rollcli.planning.role_table
+    import rollcli.runs.faults
+
+    for module in (rollcli.planning.role_table, rollcli.runs.faults):
+        assert doctest.testmod(module).failed == 0
