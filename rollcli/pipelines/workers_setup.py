@@ -18,7 +18,7 @@ actor_train with more than one rank joins a data-parallel process group here.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rollcli.distributed import data_parallel
@@ -83,13 +83,16 @@ class Clusters(dict[str, Cluster]):
 ROLE_NAMES = {role.name for role in TABLE}
 
 
-@dataclass
-class _Context:
+@dataclass(frozen=True)
+class BuildContext:
+    """What `worker_args` reads: the recipe, the plan's worker arguments (`role_args`), the
+    models (distill: the teacher and the student) and each role's workers (`plan.workers`)."""
+
     cfg: RecipeConfig
     args: dict[str, dict[str, Any]]
     model_path: str
     student_path: str | None
-    sizes: dict[str, Workers] = field(default_factory=dict)
+    sizes: dict[str, Workers]
 
 
 def build_clusters(
@@ -104,7 +107,7 @@ def build_clusters(
     `model_path`: the recipe's model; `student_path`: distill's student, which actor_train
     trains (the recipe's model is then the teacher)."""
     sizes = {w.role: w for w in placement.plan.workers}
-    ctx = _Context(cfg, placement.args, model_path, student_path, sizes)
+    ctx = BuildContext(cfg, placement.args, model_path, student_path, sizes)
     heavy = [r.name for r in roles if not r.light]
     clusters = Clusters()
     for role in roles:
@@ -139,7 +142,7 @@ def worker_class(path: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def worker_args(ctx: _Context, role: Role, rank: int) -> dict[str, Any]:
+def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
     """The constructor arguments of `role`'s worker `rank`."""
     cfg, size = ctx.cfg, ctx.sizes[role.name]
     if role.name == "reward":
