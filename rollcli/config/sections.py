@@ -519,7 +519,9 @@ class DevicesConfig(Section):
     GPUs come from `resources.gpus` (`--gpus`); `nodes` and `num_gpus_per_node` (0: gpus /
     nodes) give their layout; `gpu_kind` (h100-80g, a100-40g, ...) or `gpu_mem_gib` their
     memory. `async_mode`: rollout overlaps training, so actor_train and actor_infer need
-    disjoint GPUs (implied on GPUs by `rollout.max_staleness > 0`).
+    disjoint GPUs (implied on GPUs by `rollout.max_staleness > 0`). A role's key applies
+    only where the recipe runs that role (`planning.role_table.roles_for`); agentic's
+    validation environments are placed with `env`.
     """
 
     nodes: PositiveInt = 1
@@ -531,5 +533,6 @@ class DevicesConfig(Section):
     actor_infer: RolePlacement = Field(default_factory=RolePlacement)
     reference: RolePlacement = Field(default_factory=RolePlacement)
     critic: RolePlacement = Field(default_factory=RolePlacement)
+    teacher: RolePlacement = Field(default_factory=RolePlacement)  # distill's teacher
     reward: RolePlacement = Field(default_factory=RolePlacement)
     env: RolePlacement = Field(default_factory=RolePlacement)

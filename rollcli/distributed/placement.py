@@ -125,7 +125,7 @@ class NodePlacement:
 
     node_id: str
     num_cpus: float
-    num_gpus: float = 0.0  # a CPU rank: `create_clusters` reads it like a GPU slot's share
+    num_gpus: float = 0.0  # a CPU rank (a GPU slot has its share)
 
     def actor_options(self) -> dict[str, Any]:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -19,7 +19,7 @@ from typing import Any
 from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.recipe import RecipeConfig
 from rollcli.distributed import weight_sync
-from rollcli.distributed.cluster import Cluster, WorkerResources
+from rollcli.distributed.cluster import Cluster
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.advantage_stage import make_kl_controller
 from rollcli.pipelines.agentic_batch import (
@@ -40,18 +40,14 @@ from rollcli.pipelines.agentic_setup import (
 )
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.workers_setup import Placement, build_clusters
+from rollcli.planning.role_table import roles_for
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
-from rollcli.strategies.lora import LoraSpec
-from rollcli.workers.actor_infer import ActorInferWorker
-from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.env_worker import EnvWorker, build_env, system_prompt
+from rollcli.workers.env_worker import build_env, system_prompt
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
-from rollcli.workers.reference import ReferenceWorker
-
-ENV_CPUS = 0.05  # env workers are light: they share the cores of the model roles
 
 
 class AgenticPipeline(ControlledPipeline):
@@ -62,10 +58,7 @@ class AgenticPipeline(ControlledPipeline):
         self.run = run
         self.run_id = run_id
         self.model_path = model_path
-        # fault injection (`kill-worker@generate`, ...) kills the worker a phase runs on
-        forward = cfg.reference_role or "actor_train"
-        roles = {"generate": "actor_infer", "validate": "actor_infer", "forward": forward}
-        self.ctl = RunControl(cfg, run, display, fault_roles=roles)
+        self.ctl = RunControl(cfg, run, display)
         self.clusters: list[Cluster] | None = None
         self.engine = resolve_engine(cfg.rollout.engine)
 
@@ -101,80 +94,14 @@ class AgenticPipeline(ControlledPipeline):
         self.running = RunningMeanStd() if alg.norm_mode == "running" else None
 
     def _start_workers(self) -> None:
-        cfg, ag, train = self.cfg, self.cfg.agentic, self.cfg.train
         self.ctl.ui.phase("starting workers")
-        # the model roles run in turns and share every core; env workers take a sliver each
-        heavy = 2 + int(cfg.reference_role == "reference")
-        cores = cfg.resources.num_cpus or _cores()
-        env_cpus = ENV_CPUS * 2 * ag.num_env_workers  # training and validation env workers
-        heavy_cpus = round(max(cores - env_cpus, 0.1) / heavy, 3)
-        heavy_res = WorkerResources(num_cpus=heavy_cpus)
-        threads = max(1, int(cores))
-        self.actor = Cluster(
-            "actor_train",
-            ActorTrainWorker,
-            1,
-            heavy_res,
-            {
-                "model_path": self.model_path,
-                "num_threads": threads,
-                "seed": cfg.seed,
-                "lr": train.lr,
-                "betas": train.betas,
-                "weight_decay": train.weight_decay,
-                "warmup_steps": train.warmup_steps,
-                "grad_clip": train.grad_clip,
-                "gradient_checkpointing": train.gradient_checkpointing,
-                "lora": LoraSpec.from_section(train.lora),
-            },
+        clusters = build_clusters(
+            self.cfg, roles_for(self.cfg), Placement.build(self.cfg), model_path=self.model_path
         )
-        workers = cfg.rollout.num_workers
-        self.infer = Cluster(
-            "actor_infer",
-            ActorInferWorker,
-            workers,
-            WorkerResources(num_cpus=heavy_cpus / workers, max_concurrency=2),
-            lambda rank: {
-                "model_path": self.model_path,
-                "num_threads": max(1, threads // workers),
-                "seed": cfg.seed + rank,
-                "rank": rank,
-                "engine": self.engine,
-                "engine_kwargs": dict(
-                    dtype="float32" if cfg.rollout.vllm_dtype == "auto" else cfg.rollout.vllm_dtype,
-                    kv_cache_gib=cfg.rollout.vllm_kv_cache_gib,
-                )
-                if self.engine == "vllm"
-                else None,
-            },
-        )
-        env_res = WorkerResources(num_cpus=ENV_CPUS)
-        self.envs = Cluster(
-            "env",
-            EnvWorker,
-            ag.num_env_workers,
-            env_res,
-            {"env": ag.env, "env_kwargs": env_kwargs(ag)},
-        )
-        self.val_envs = Cluster(
-            "env_val",
-            EnvWorker,
-            ag.num_env_workers,
-            env_res,
-            {"env": ag.env, "env_kwargs": env_kwargs(ag, validation=True)},
-        )
-        self.reference = None
-        if cfg.reference_role == "reference":
-            self.reference = Cluster(
-                "reference",
-                ReferenceWorker,
-                1,
-                heavy_res,
-                {"model_path": self.model_path, "num_threads": threads},
-            )
-        self.clusters = [self.actor, self.infer, self.envs, self.val_envs]
-        if self.reference is not None:
-            self.clusters.append(self.reference)
+        self.actor, self.infer = clusters["actor_train"], clusters["actor_infer"]
+        self.envs, self.val_envs = clusters["env"], clusters["env_val"]
+        self.reference = clusters.reference
+        self.clusters = clusters.all()
         self.ctl.started(self.clusters)
         weight_sync.link(self.actor, self.infer)
 
@@ -343,12 +270,6 @@ class AgenticPipeline(ControlledPipeline):
             self.running.load_state_dict(state["running_norm"])
         self.sync_weights()
         return int(state["step"])
-
-
-def _cores() -> float:
-    import os
-
-    return float(os.cpu_count() or 1)
 
 
 def _build_checked(env: str, kwargs: dict[str, Any], where: str = "agentic.env_kwargs") -> Any:

@@ -39,12 +39,13 @@ from rollcli.pipelines.offline_data import (
     tokenize_chats,
     with_answers,
 )
-from rollcli.pipelines.offline_workers import heavy_resources, trainer_kwargs
 from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.workers_setup import Placement, build_clusters
+from rollcli.planning.role_table import roles_for
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
-from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
+from rollcli.workers.distill import DistillArgs
 
 
 class DistillPipeline(ControlledPipeline):
@@ -121,22 +122,15 @@ class DistillPipeline(ControlledPipeline):
 
     def _start_workers(self) -> None:
         self.ctl.ui.phase("starting workers")
-        resources, threads = heavy_resources(self.cfg, 2)
-        self.student = Cluster(
-            "actor_train",
-            StudentWorker,
-            1,
-            resources,
-            trainer_kwargs(self.cfg, self.student_path, threads),
+        clusters = build_clusters(
+            self.cfg,
+            roles_for(self.cfg),
+            Placement.build(self.cfg),
+            model_path=self.teacher_path,
+            student_path=self.student_path,
         )
-        self.teacher = Cluster(
-            "teacher",
-            TeacherWorker,
-            1,
-            resources,
-            {"model_path": self.teacher_path, "num_threads": threads},
-        )
-        self.clusters = [self.student, self.teacher]
+        self.student, self.teacher = clusters["actor_train"], clusters["teacher"]
+        self.clusters = clusters.all()
         self.ctl.started(self.clusters)
 
     # ---- the loop --------------------------------------------------------------------

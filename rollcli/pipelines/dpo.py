@@ -27,12 +27,12 @@ from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
-from rollcli.pipelines.offline_workers import heavy_resources, trainer_kwargs
 from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.workers_setup import Placement, build_clusters
+from rollcli.planning.role_table import roles_for
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_model import load_tokenizer
-from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker, pair_scores
-from rollcli.workers.reference import ReferenceWorker
+from rollcli.workers.dpo_train import DPOArgs, pair_scores
 
 
 class DPOPipeline(ControlledPipeline):
@@ -79,27 +79,13 @@ class DPOPipeline(ControlledPipeline):
 
     def _start_workers(self) -> None:
         self.ctl.ui.phase("starting workers")
-        separate = self.cfg.reference_role == "reference"
-        resources, threads = heavy_resources(self.cfg, 2 if separate else 1)
-        actor = Cluster(
-            "actor_train",
-            DPOTrainWorker,
-            1,
-            resources,
-            trainer_kwargs(self.cfg, self.model_path, threads),
+        clusters = build_clusters(
+            self.cfg, roles_for(self.cfg), Placement.build(self.cfg), model_path=self.model_path
         )
-        self.actor, self.clusters = actor, [actor]
-        self.reference, self.ref_method = actor, "compute_ref_logprobs"  # LoRA: adapters off
-        if separate:
-            self.reference = Cluster(
-                "reference",
-                ReferenceWorker,
-                1,
-                resources,
-                {"model_path": self.model_path, "num_threads": threads},
-            )
-            self.ref_method = "compute_logprobs"
-            self.clusters.append(self.reference)
+        self.actor, self.clusters = clusters["actor_train"], clusters.all()
+        self.reference, self.ref_method = self.actor, "compute_ref_logprobs"  # LoRA: adapters off
+        if clusters.reference is not None:
+            self.reference, self.ref_method = clusters.reference, "compute_logprobs"
         self.ctl.started(self.clusters)
 
     # ---- the loop --------------------------------------------------------------------

@@ -33,7 +33,6 @@ from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.reward_health import check_reward_errors
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
-from rollcli.pipelines.role_args import role_args
 from rollcli.pipelines.rollout import RolloutResult
 from rollcli.pipelines.rollout_scheduler import (
     PendingRollout,
@@ -42,23 +41,16 @@ from rollcli.pipelines.rollout_scheduler import (
     sample_fields,
 )
 from rollcli.pipelines.run_control import ControlledPipeline, RunControl
-from rollcli.pipelines.workers_setup import create_clusters
+from rollcli.pipelines.workers_setup import Placement, build_clusters
+from rollcli.planning.role_table import roles_for
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
-from rollcli.strategies.lora import LoraSpec
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
-# `kill-worker@POINT` fault injection: the role whose process runs POINT (else actor_train).
-FAULT_ROLES = {
-    "generate": "actor_infer",
-    "validate": "actor_infer",
-    "reward": "reward",
-    "forward": "reference",
-}
 
 
 class RLVRPipeline(ControlledPipeline):
@@ -70,10 +62,9 @@ class RLVRPipeline(ControlledPipeline):
         self.run_id = run_id
         self.model_path = model_path
         self.ui = display
-        self.ctl = RunControl(cfg, run, display, fault_roles=FAULT_ROLES)
+        self.ctl = RunControl(cfg, run, display)
         self.clusters = None
-        self.placement = None  # GPU plans: the placement groups of the run's plan
-        self.spread = None  # CPU runs on a Ray cluster of several nodes: the nodes' order
+        self.placement: Placement | None = None  # the run's plan and where workers go
         # the engine sleeps while training runs on the GPU it shares (set by the plan)
         self.engine_sleeps = False
         self.engine = resolve_engine(cfg.rollout.engine)
@@ -100,8 +91,9 @@ class RLVRPipeline(ControlledPipeline):
                 f"async rollout (rollout.max_staleness={cfg.rollout.max_staleness}) without "
                 "algorithm.tis_cap: samples from older weights are not reweighted"
             )
+        threads = max(w.threads or 1 for w in self.placement.plan.workers)
         self.run.log_event(
-            f"workers ready: engine={self.engine}, {self.cpu.heavy_threads} threads per colocated role, "
+            f"workers ready: engine={self.engine}, {threads} threads per colocated role, "
             f"{len(self.train_prompts)} train / {len(self.val_prompts)} validation prompts"
         )
 
@@ -112,64 +104,28 @@ class RLVRPipeline(ControlledPipeline):
         self.running = RunningMeanStd() if cfg.algorithm.norm_mode == "running" else None
 
     def _place(self) -> None:
-        """The run's plan (the one `roll plan` prints and `roll train` checked) as worker
-        arguments (`role_args`), and its placement groups on GPUs; a CPU run on a Ray cluster
-        of several nodes spreads its ranks over them. Made again when workers restart."""
-        from rollcli.distributed.placement import DevicePlacement, NodeSpread
-        from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
-
+        """The run's plan (the one `roll plan` prints and `roll train` checked), its worker
+        arguments and, on GPUs, its placement groups. Made again when workers restart."""
         if self.placement is not None:
             self.placement.remove()
-        plan = plan_recipe(self.cfg)
-        self.role_kwargs = role_args(self.cfg, recipe_plan_input(self.cfg), plan)
-        infer = self.role_kwargs["actor_infer"]
+        self.placement = Placement.build(self.cfg)
+        infer = self.placement.args["actor_infer"]
         self.engine = infer["engine"]
         # the engine sleeps while training runs on the GPU it shares
         self.engine_sleeps = bool((infer["engine_kwargs"] or {}).get("sleep_mode"))
-        if self.cfg.resources.gpus > 0:  # a CPU run's plan is the CPU plan: nothing to place
-            self.placement = DevicePlacement.build(plan)
-        else:
-            self.spread = NodeSpread.build()
 
     def _start_workers(self) -> None:
-        cfg, train = self.cfg, self.cfg.train
         self.ui.phase("starting workers")
         self._place()
-        self.clusters, self.cpu = create_clusters(
-            model_path=self.model_path,
-            seed=cfg.seed,
-            cores=cfg.resources.num_cpus or 0,
-            infer_workers=cfg.rollout.num_workers,
-            reward_workers=cfg.reward.num_workers,
-            train_kwargs=dict(
-                lr=train.lr,
-                betas=train.betas,
-                weight_decay=train.weight_decay,
-                warmup_steps=train.warmup_steps,
-                grad_clip=train.grad_clip,
-                gradient_checkpointing=train.gradient_checkpointing,
-                lora=LoraSpec.from_section(train.lora),
-            ),
-            reward_kwargs=dict(
-                fn=cfg.reward.fn,
-                options=cfg.reward.worker_options,
-                timeout_s=cfg.reward.timeout_s,
-            ),
-            reference=cfg.reference_role == "reference",
-            critic_kwargs=dict(lr=cfg.critic.lr, grad_clip=cfg.critic.grad_clip)
-            if cfg.needs_critic
-            else None,
-            role_kwargs=self.role_kwargs,
-            train_workers=train.num_workers,
-            placement=self.placement,
-            spread=self.spread,
+        self.clusters = build_clusters(
+            self.cfg, roles_for(self.cfg), self.placement, model_path=self.model_path
         )
         backend, address = weight_sync.link(self.clusters.actor_train, self.clusters.actor_infer)
-        where = " (placement from the run's GPU plan)" if self.placement is not None else ""
+        where = " (placement from the run's GPU plan)" if self.placement.devices is not None else ""
         self.run.log_event(f"weight sync over {backend} at {address}{where}")
         if self.clusters.train_group:
             self.run.log_event(f"data-parallel actor_train group at {self.clusters.train_group}")
-        if self.spread is not None:
+        if self.placement.spread is not None:
             self.run.log_event(f"worker nodes: {self._worker_nodes()}")
         self.ctl.started(self.clusters.all())
         self.scheduler = RolloutScheduler(

@@ -26,13 +26,14 @@ from rollcli.distributed.cluster import (
     worker_lost_errors,
 )
 from rollcli.pipelines.display_protocol import Display
+from rollcli.planning.role_table import roles_for
 from rollcli.runs.checkpoint import (
     latest_checkpoint,
     load_tensors_file,
     read_state,
     write_checkpoint,
 )
-from rollcli.runs.faults import FaultInjector
+from rollcli.runs.faults import FaultInjector, fault_roles
 from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
 
@@ -57,12 +58,10 @@ class RunControl:
         cfg: RecipeConfig,
         run: RunDir,
         display: Display,
-        fault_roles: dict[str, str] | None = None,
     ) -> None:
-        """`fault_roles` maps a fault point (`generate`, `forward`, ...) to the role whose
-        process `kill-worker@POINT` kills, where that is not the trained one."""
         self.cfg = cfg
-        self.fault_roles = fault_roles or {}
+        # `kill-worker@POINT` kills a worker of the role that runs POINT (the role table's)
+        self.fault_roles = fault_roles(roles_for(cfg))
         self.run = run
         self.ui = display
         self.tracker: Any = None  # a tracking.fanout.Trackers, set by the launcher
@@ -94,14 +93,8 @@ class RunControl:
             c.kill()
 
     def _kill_worker(self, point: str) -> None:
-        """Fault injection: SIGKILL the worker that `point` runs on (from `fault_roles`;
-        else `forward`: the frozen model, when there is one; anything else: the trained one)."""
-        role = self.fault_roles.get(point)
-        if role is None and point == "forward" and len(self.clusters) > 1:
-            role = self.clusters[1].name
-        if role not in self.worker_pids:
-            role = self.clusters[0].name
-        os.kill(self.worker_pids[role][0], signal.SIGKILL)
+        """Fault injection: SIGKILL the first worker of the role that `point` runs on."""
+        os.kill(self.worker_pids[self.fault_roles[point]][0], signal.SIGKILL)
 
     # ---- the loop's rules ----------------------------------------------------------------
     def start_display(self, run_id: str, start_step: int, engine: str = "hf") -> float:

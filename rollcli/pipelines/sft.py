@@ -21,11 +21,11 @@ from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.answer_check import answer_accuracy
 from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.offline_data import generation_prompts, load_chat_sets, tokenize_chats
-from rollcli.pipelines.offline_workers import heavy_resources, trainer_kwargs
 from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.workers_setup import Placement, build_clusters
+from rollcli.planning.role_table import roles_for
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_model import load_tokenizer
-from rollcli.workers.sft_train import SFTTrainWorker
 
 
 class SFTPipeline(ControlledPipeline):
@@ -65,10 +65,10 @@ class SFTPipeline(ControlledPipeline):
 
     def _start_workers(self) -> None:
         self.ctl.ui.phase("starting workers")
-        resources, threads = heavy_resources(self.cfg, 1)
-        kwargs = trainer_kwargs(self.cfg, self.model_path, threads)
-        self.actor = Cluster("actor_train", SFTTrainWorker, 1, resources, kwargs)
-        self.clusters = [self.actor]
+        clusters = build_clusters(
+            self.cfg, roles_for(self.cfg), Placement.build(self.cfg), model_path=self.model_path
+        )
+        self.actor, self.clusters = clusters["actor_train"], clusters.all()
         self.ctl.started(self.clusters)
 
     # ---- the loop --------------------------------------------------------------------

@@ -1,190 +1,189 @@
-"""Create the worker clusters of an RL pipeline and plan their CPU threads.
+"""Build any pipeline's worker clusters: the role table (`planning.role_table.roles_for`) and
+the run's plan in, one `Cluster` per role out. The one place that gives workers their
+arguments and their CPUs.
 
-On CPU the heavy roles (actor_train, actor_infer, reference, critic) are colocated: they
-run in alternating phases of the loop, so each gets the threads of all the cores it shares
-(never more), while Ray's fractional `num_cpus` only keeps the bookkeeping consistent.
-Reward workers are light and get one thread each.
-
-On GPUs a `DevicePlacement` (built from the run's plan) places the model roles: each role
-has as many ranks as the plan gives it and each rank sits in its GPU's bundle, with its
-share of that GPU passed to the worker as `num_gpus` (the worker then puts its model on
-the GPU: `rollcli.strategies.device.pick_device`). A CPU run on a Ray cluster of several
-nodes pins the heavy roles' ranks to nodes (`NodeSpread`). The plan's decisions (training
-strategy and precision, engine, dtypes: `role_args.role_args`) are passed in by the
-pipeline as `role_kwargs`; actor_train with more than one rank joins a data-parallel
-process group here.
+What each worker gets:
+- its share of the machine from the plan (`plan.workers`, what `roll plan` prints): the
+  model roles colocated on CPU get the threads of every core they share (split between a
+  role's own ranks) and an equal part of the cores for Ray's bookkeeping; light roles
+  (reward, env) a sliver each. On GPUs each rank sits in its GPU's placement-group bundle
+  with its share of that GPU (`DevicePlacement`); a CPU run on a Ray cluster of several
+  nodes pins the model roles' ranks to nodes (`NodeSpread`).
+- the plan's decisions (training strategy and precision, engine, dtypes:
+  `role_args.role_args`), and the recipe's trainer settings (`train.*`, `critic.*`),
+  reward function and environments.
+actor_train with more than one rank joins a data-parallel process group here.
 """
 
 from __future__ import annotations
 
-import os
+import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
-from rollcli.distributed.placement import DevicePlacement, NodeSpread
-from rollcli.workers.actor_infer import ActorInferWorker
-from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.critic import CriticWorker
-from rollcli.workers.reference import ReferenceWorker
-from rollcli.workers.reward import RewardWorker
+from rollcli.pipelines.role_args import role_args
+from rollcli.planning.role_table import TABLE, Role, Workers
+from rollcli.strategies.lora import LoraSpec
 
-REWARD_CPUS = 0.1
-SPREAD_ROLES = ("actor_train", "actor_infer", "reference", "critic")  # spread_nodes' order
-
-
-@dataclass(frozen=True)
-class CpuPlan:
-    cores: float
-    heavy_threads: int
-    heavy_cpus: float
-
-
-def plan_cpu(total_cores: float, heavy_roles: int, reward_workers: int) -> CpuPlan:
-    spare = max(total_cores - REWARD_CPUS * reward_workers, 0.1)
-    return CpuPlan(total_cores, max(1, int(total_cores)), round(spare / heavy_roles, 3))
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
+    from rollcli.distributed.placement import DevicePlacement, NodeSpread
+    from rollcli.planning.planner import Plan
 
 
 @dataclass
-class Clusters:
-    actor_train: Cluster
-    actor_infer: Cluster
-    reward: Cluster
-    reference: Cluster | None = None
-    critic: Cluster | None = None
-    train_group: str | None = None  # data parallel: the host:port the ranks met at
+class Placement:
+    """Where a run's workers go: its plan (the one `roll plan` prints and `roll train`
+    checked) with the plan's decisions as worker arguments (`args`), a GPU plan's placement
+    groups (`devices`), or a CPU run's nodes on a Ray cluster of several (`spread`)."""
+
+    plan: Plan
+    args: dict[str, dict[str, Any]]
+    devices: DevicePlacement | None = None
+    spread: NodeSpread | None = None
+
+    @classmethod
+    def build(cls, cfg: RecipeConfig) -> Placement:
+        """Plan `cfg` and reserve its GPUs (a GPU run) or find its nodes (a CPU run)."""
+        from rollcli.distributed.placement import DevicePlacement, NodeSpread
+        from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
+
+        plan = plan_recipe(cfg)
+        args = role_args(cfg, recipe_plan_input(cfg), plan)
+        if cfg.resources.gpus > 0:  # a CPU run's plan is the CPU plan: nothing to place
+            return cls(plan, args, devices=DevicePlacement.build(plan))
+        return cls(plan, args, spread=NodeSpread.build())
+
+    def remove(self) -> None:
+        if self.devices is not None:
+            self.devices.remove()
+
+
+class Clusters(dict[str, Cluster]):
+    """A run's clusters by role, in the role table's order (actor_train, the trained one,
+    first); `clusters.critic` is None where the recipe runs no critic."""
+
+    train_group: str | None = None  # data parallel: the host:port actor_train's ranks met at
+
+    def __getattr__(self, name: str) -> Cluster | None:
+        if name in ROLE_NAMES:
+            return self.get(name)
+        raise AttributeError(name)
 
     def all(self) -> list[Cluster]:
-        return [
-            c
-            for c in (self.actor_train, self.actor_infer, self.reward, self.reference, self.critic)
-            if c
-        ]
+        return list(self.values())
 
     def kill(self) -> None:
-        for c in self.all():
-            c.kill()
+        for cluster in self.values():
+            cluster.kill()
 
 
-def create_clusters(
+ROLE_NAMES = {role.name for role in TABLE}
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What `worker_args` reads: the recipe, the plan's worker arguments (`role_args`), the
+    models (distill: the teacher and the student) and each role's workers (`plan.workers`)."""
+
+    cfg: RecipeConfig
+    args: dict[str, dict[str, Any]]
+    model_path: str
+    student_path: str | None
+    sizes: dict[str, Workers]
+
+
+def build_clusters(
+    cfg: RecipeConfig,
+    roles: list[Role],
+    placement: Placement,
     *,
     model_path: str,
-    seed: int,
-    cores: float,
-    infer_workers: int,
-    reward_workers: int,
-    train_kwargs: dict,
-    reward_kwargs: dict,
-    reference: bool,
-    critic_kwargs: dict | None,
-    role_kwargs: dict[str, dict] | None = None,
-    train_workers: int = 1,
-    placement: DevicePlacement | None = None,
-    spread: NodeSpread | None = None,
-) -> tuple[Clusters, CpuPlan]:
-    """`role_kwargs`: per role, the plan's decisions as worker arguments (strategy, dtype,
-    engine: `role_args.role_args`; default: plain hf in fp32); `train_workers`: actor_train's
-    data-parallel ranks on CPU; `placement`: a GPU plan's placement, which then sets every
-    model role's ranks (None: the CPU run); `spread`: a CPU run's nodes when the Ray
-    cluster has several (each heavy role's ranks pinned by `spread_nodes`)."""
-
-    def where(role: str) -> list | None:
-        if placement is not None:
-            return placement.for_role(role)
-        if spread is not None and role in SPREAD_ROLES:
-            counts = {"actor_train": train_workers, "actor_infer": infer_workers}
-            return spread.ranks(SPREAD_ROLES.index(role), counts.get(role, 1), cpu.heavy_cpus)
-        return None
-
-    def ranks(role: str, default: int) -> int:
-        return len(where(role) or []) or default
-
-    def gpus(role: str, rank: int) -> float:
-        """The GPU share of `role`'s rank `rank` (0: a CPU worker)."""
-        slots = where(role)
-        return slots[rank].num_gpus if slots else 0.0
-
-    if placement is not None:
-        train_workers = ranks("actor_train", train_workers)
-        infer_workers = ranks("actor_infer", infer_workers)
-    heavy = 1 + int(reference) + int(critic_kwargs is not None) + infer_workers + train_workers - 1
-    cpu = plan_cpu(cores or float(os.cpu_count() or 1), heavy, reward_workers)
-    heavy_res = WorkerResources(num_cpus=cpu.heavy_cpus)
-    threads = cpu.heavy_threads
-    planned = role_kwargs or {}
-    # the plan's train.strategy, devices.actor_train (deepspeed ZeRO stage, ...), precision
-    train_kwargs = {**planned.get("actor_train", {}), **train_kwargs}
-    infer_kwargs = planned.get("actor_infer", {"engine": "hf"})
-    clusters = Clusters(
-        actor_train=Cluster(
-            "actor_train",
-            ActorTrainWorker,
-            train_workers,
-            heavy_res,
-            lambda rank: {
-                "model_path": model_path,
-                "num_threads": max(1, threads // train_workers),
-                "seed": seed,  # the same initial weights on every rank
-                "rank": rank,
-                "world_size": train_workers,
-                "num_gpus": gpus("actor_train", rank),
-                **train_kwargs,
-            },
-            placement=where("actor_train"),
-        ),
-        actor_infer=Cluster(
-            "actor_infer",
-            ActorInferWorker,
-            infer_workers,
-            WorkerResources(num_cpus=cpu.heavy_cpus, monitor=True),
-            lambda rank: {
-                "model_path": model_path,
-                "num_threads": max(1, threads // infer_workers),
-                "seed": seed + rank,
-                "rank": rank,
-                "num_gpus": gpus("actor_infer", rank),
-                **infer_kwargs,  # engine, engine_kwargs, dtype
-            },
-            placement=where("actor_infer"),
-        ),
-        reward=Cluster(
-            "reward",
-            RewardWorker,
-            reward_workers,
-            WorkerResources(num_cpus=REWARD_CPUS),
-            reward_kwargs,
-        ),
-    )
-    if reference:
-        clusters.reference = Cluster(
-            "reference",
-            ReferenceWorker,
-            ranks("reference", 1),  # forward only: any number of ranks share a batch
-            heavy_res,
-            lambda rank: {
-                "model_path": model_path,
-                "num_threads": threads,
-                "num_gpus": gpus("reference", rank),
-                **planned.get("reference", {}),  # dtype
-            },
-            placement=where("reference"),
+    student_path: str | None = None,
+) -> Clusters:
+    """A cluster per role of `roles` (`roles_for(cfg)`), sized as `placement.plan` says.
+    `model_path`: the recipe's model; `student_path`: distill's student, which actor_train
+    trains (the recipe's model is then the teacher)."""
+    sizes = {w.role: w for w in placement.plan.workers}
+    ctx = BuildContext(cfg, placement.args, model_path, student_path, sizes)
+    heavy = [r.name for r in roles if not r.light]
+    clusters = Clusters()
+    for role in roles:
+        size = sizes[role.name]
+        clusters[role.name] = Cluster(
+            role.name,
+            worker_class(role.worker),
+            size.ranks,
+            WorkerResources(num_cpus=size.num_cpus[0], monitor=role.name == "actor_infer"),
+            lambda rank, role=role: worker_args(ctx, role, rank),
+            placement=_where(placement, role, size, heavy),
         )
-    if critic_kwargs is not None:
-        clusters.critic = Cluster(
-            "critic",
-            CriticWorker,
-            1,
-            heavy_res,
-            {
-                "model_path": model_path,
-                "num_threads": threads,
-                "seed": seed,
-                "num_gpus": gpus("critic", 0),
-                **critic_kwargs,
-            },
-            # one critic rank (its update is not data parallel yet): its first GPU's slot
-            placement=(where("critic") or [])[:1] or None,
-        )
-    if train_workers > 1:
-        clusters.train_group = data_parallel.connect(clusters.actor_train)
-    return clusters, cpu
+    if clusters["actor_train"].world_size > 1:
+        clusters.train_group = data_parallel.connect(clusters["actor_train"])
+    return clusters
+
+
+def _where(placement: Placement, role: Role, size: Workers, heavy: list[str]) -> list | None:
+    """Each rank's placement: its GPU bundle, or its node in a CPU run over several nodes
+    (None: Ray schedules the ranks by their CPUs)."""
+    if placement.devices is not None:
+        slots = placement.devices.for_role(role.name)
+        return slots[: size.ranks] if slots else None
+    if placement.spread is not None and not role.light:
+        return placement.spread.ranks(heavy.index(role.name), size.ranks, size.num_cpus[0])
+    return None
+
+
+def worker_class(path: str) -> type:
+    """`"module:Class"` → the class."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
+    """The constructor arguments of `role`'s worker `rank`."""
+    cfg, size = ctx.cfg, ctx.sizes[role.name]
+    if role.name == "reward":
+        reward = cfg.reward
+        return {"fn": reward.fn, "options": reward.worker_options, "timeout_s": reward.timeout_s}
+    if role.name in ("env", "env_val"):
+        from rollcli.pipelines.agentic_setup import env_kwargs
+
+        validation = role.name == "env_val"
+        return {"env": cfg.agentic.env, "env_kwargs": env_kwargs(cfg.agentic, validation)}
+    model = {"model_path": ctx.model_path, "num_threads": size.threads}
+    if role.name == "teacher":  # the recipe's model, forward only, on the CPU
+        return model
+    model["num_gpus"] = size.gpus[rank]
+    if role.name == "actor_train":
+        return {
+            **model,
+            **trainer_args(cfg),
+            "model_path": ctx.student_path or ctx.model_path,
+            "seed": cfg.seed,  # the same initial weights on every rank
+            "rank": rank,
+            "world_size": size.ranks,
+            **ctx.args["actor_train"],  # strategy, ZeRO stage, precision
+        }
+    if role.name == "actor_infer":
+        return {**model, "seed": cfg.seed + rank, "rank": rank, **ctx.args["actor_infer"]}
+    if role.name == "critic":
+        critic = cfg.critic
+        return {**model, "seed": cfg.seed, "lr": critic.lr, "grad_clip": critic.grad_clip}
+    return {**model, **ctx.args.get(role.name, {})}  # reference: its dtype
+
+
+def trainer_args(cfg: RecipeConfig) -> dict[str, Any]:
+    """The recipe's optimizer settings of actor_train (any pipeline's trainer)."""
+    train = cfg.train
+    return {
+        "lr": train.lr,
+        "betas": train.betas,
+        "weight_decay": train.weight_decay,
+        "warmup_steps": train.warmup_steps,
+        "grad_clip": train.grad_clip,
+        "gradient_checkpointing": train.gradient_checkpointing,
+        "lora": LoraSpec.from_section(train.lora),
+    }

@@ -164,7 +164,7 @@ def _lora(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
         if req.role != "actor_train" or req.lora_params or req.resolved_strategy != "hf":
             continue
         params = lora_param_count(inp.model, r=LORA_RANK, target_modules=LORA_TARGETS)
-        drop = inp.reference_is_policy and any(r.role == "reference" for r in inp.roles)
+        drop = any(r.role == "reference" for r in inp.roles)  # a copy of the policy
         roles = [
             replace(r, lora_params=params) if r.role == req.role else r
             for r in inp.roles

@@ -16,13 +16,14 @@ from rollcli.config.sections import DataConfig
 from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
 from rollcli.planning.devices import PlanError, gpu_memory
 from rollcli.planning.request import PlanInput, RoleRequest
+from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
     from rollcli.config.sections import RolePlacement
     from rollcli.planning.planner import Plan
 
-MODEL_ROLES = ("actor_train", "actor_infer", "reference", "critic")
+ROLE_KEYS = tuple(dict.fromkeys(role.devices for role in TABLE))  # devices.<key> of a role
 
 
 def host_memory_bytes() -> int | None:
@@ -71,19 +72,19 @@ def spec_from_config(c: dict, *, name: str) -> ModelSpec:
     )
 
 
-def _roles(cfg: RecipeConfig) -> list[str]:
-    if cfg.pipeline == "sft":
-        return ["actor_train"]
-    # the reference runs in actor_train with train.lora (adapters off): no reference role
-    reference = ["reference"] if cfg.reference_role == "reference" else []
-    if cfg.pipeline == "distill":  # the teacher runs as reference
-        return ["actor_train", "reference"]
-    if cfg.pipeline == "dpo":
-        return ["actor_train", *reference]
-    roles = ["actor_train", "actor_infer", *reference]
-    roles += ["critic"] if cfg.needs_critic else []
-    roles += ["env"] if cfg.pipeline == "agentic" else []
-    return roles
+def _check_devices(cfg: RecipeConfig, roles: list[Role]) -> None:
+    """A `devices.<role>` placement set (other than its defaults) for a role this recipe
+    does not run is refused. A saved run's recipe.yaml writes every key out at its default."""
+    from rollcli.config.sections import RolePlacement
+
+    placed = {role.devices for role in roles}
+    for key in ROLE_KEYS:
+        if key not in placed and getattr(cfg.devices, key) != RolePlacement():
+            runs = ", ".join(r.name for r in roles)
+            raise ConfigError(
+                f"devices.{key}: the {cfg.pipeline} recipe {cfg.name!r} runs no {key} role "
+                f"(its roles: {runs}); remove devices.{key}"
+            )
 
 
 def _seq_len(cfg: RecipeConfig) -> int:
@@ -101,12 +102,12 @@ def _seq_len(cfg: RecipeConfig) -> int:
     return cfg.data.max_prompt_tokens + cfg.rollout.max_new_tokens
 
 
-def _default_mapping(role: str, gpus: int, async_mode: bool) -> str:
-    if gpus == 0 or role not in MODEL_ROLES:
+def _default_mapping(role: Role, gpus: int, async_mode: bool) -> str:
+    if gpus == 0 or role.light:
         return "cpu"
     if async_mode and gpus > 1:  # rollout beside training: split the GPUs
         half = gpus // 2
-        return f"0-{half - 1}" if role != "actor_infer" else f"{half}-{gpus - 1}"
+        return f"0-{half - 1}" if role.name != "actor_infer" else f"{half}-{gpus - 1}"
     return f"0-{gpus - 1}"
 
 
@@ -129,15 +130,15 @@ def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: boo
     return 4 if on_cpu or role == "critic" else 2
 
 
-def _idle_offload(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> bool:
+def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: bool) -> bool:
     """`devices.<role>.offload_when_idle` (unset: true for actor_infer, false for the
     others); true where nothing can leave the GPU is refused in a GPU run."""
-    value = getattr(cfg.devices, role).offload_when_idle
+    value = getattr(cfg.devices, role.devices).offload_when_idle
     if value is None:
-        return role == "actor_infer"
-    if value and not on_cpu and (role != "actor_infer" or strategy == "hf"):
+        return role.name == "actor_infer"
+    if value and not on_cpu and (role.name != "actor_infer" or strategy == "hf"):
         raise ConfigError(
-            f"devices.{role}.offload_when_idle: only actor_infer's vllm or sglang engine "
+            f"devices.{role.devices}.offload_when_idle: only actor_infer's vllm or sglang engine "
             "leaves its GPU when idle in this build; remove the key (the plan counts this "
             "role's states on its GPUs)"
         )
@@ -167,8 +168,8 @@ def _lora_params(cfg: RecipeConfig, model: ModelSpec) -> int:
         raise ConfigError(f"train.lora.target_modules: {err}") from None
 
 
-def _request(cfg: RecipeConfig, role: str, gpus: int, lora_params: int = 0) -> RoleRequest:
-    place: RolePlacement = getattr(cfg.devices, role)
+def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> RoleRequest:
+    place: RolePlacement = getattr(cfg.devices, role.devices)
     on_cpu = gpus == 0
     mapping = place.device_mapping
     if mapping is None:
@@ -177,17 +178,17 @@ def _request(cfg: RecipeConfig, role: str, gpus: int, lora_params: int = 0) -> R
     micro_batch = cfg.train.micro_batch_size
     grad_ckpt = cfg.train.gradient_checkpointing
     max_num_seqs = place.max_num_seqs
-    if role == "actor_train":
+    if role.name == "actor_train":
         strategy = cfg.train.strategy
-    elif role == "critic":
+    elif role.name == "critic":
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
-    elif role == "actor_infer":
+    elif role.name == "actor_infer":
         strategy = _infer_strategy(cfg.rollout.engine)
         if on_cpu:  # the hf engine generates a worker's whole share of the batch at once
             workers = cfg.rollout.num_workers
             max_num_seqs = -(-cfg.rollout.batch_size // workers)
     return RoleRequest(
-        role=role,
+        role=role.name,
         device_mapping=mapping,
         strategy=strategy,
         tp=place.tp,
@@ -200,9 +201,9 @@ def _request(cfg: RecipeConfig, role: str, gpus: int, lora_params: int = 0) -> R
         grad_checkpointing=grad_ckpt,
         gpu_memory_utilization=place.gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
-        param_bytes=_param_bytes(cfg, role, strategy, on_cpu),
+        param_bytes=_param_bytes(cfg, role.name, strategy, on_cpu),
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
-        lora_params=lora_params if role == "actor_train" else 0,
+        lora_params=lora_params if role.name == "actor_train" else 0,
     )
 
 
@@ -224,29 +225,46 @@ def recipe_plan_input(
         raise ConfigError(f"devices.gpu_kind: {err}") from None
     model = model_spec(cfg.model)
     lora_params = _lora_params(cfg, model)
+    roles = roles_for(cfg)
+    _check_devices(cfg, roles)
     return PlanInput(
         model=model,
         num_gpus=num_gpus,
         num_nodes=num_nodes,
         gpus_per_node=cfg.devices.num_gpus_per_node,
         gpu_memory_bytes=capacity,
-        roles=[_request(cfg, role, num_gpus, lora_params) for role in _roles(cfg)],
+        roles=[_request(cfg, role, num_gpus, lora_params) for role in roles],
         async_mode=_async(cfg, num_gpus),
         # A CPU run is judged against this machine; a GPU cluster's nodes are not this one.
         host_memory_bytes=host_memory_bytes() if num_gpus == 0 else None,
-        reference_is_policy=cfg.pipeline != "distill",
     )
 
 
 def plan_recipe(cfg: RecipeConfig, **flags: object) -> Plan:
-    """`make_plan` of the recipe; a request that cannot work is a ConfigError naming the key."""
+    """`make_plan` of the recipe, with the workers each role starts (`plan.workers`: what
+    the cluster builder creates); a request that cannot work is a ConfigError naming the key."""
+    from dataclasses import replace
+
     from rollcli.planning.planner import make_plan
 
     inp = recipe_plan_input(cfg, **flags)  # type: ignore[arg-type]
     try:
-        return make_plan(inp)
+        plan = make_plan(inp)
     except PlanError as err:
         raise ConfigError(f"devices: {err}") from None
+    return replace(plan, workers=recipe_workers(cfg, plan))
+
+
+def recipe_workers(cfg: RecipeConfig, plan: Plan) -> list[Workers]:
+    """Each role's workers: `role_table.size_workers` on `resources.num_cpus` (default: this
+    machine's cores), with a GPU plan's ranks."""
+    from rollcli.planning.ranks import rank_slots
+
+    shares: dict[str, list[float]] = {}
+    for slot in rank_slots(plan):
+        shares.setdefault(slot.role, []).append(slot.gpu_share)
+    cores = cfg.resources.num_cpus or float(os.cpu_count() or 1)
+    return size_workers(roles_for(cfg), cores, shares)
 
 
 def check_plan(cfg: RecipeConfig) -> Plan:

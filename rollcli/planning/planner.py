@@ -21,12 +21,14 @@ from typing import Literal
 from rollcli.planning.devices import PlanError, format_indices, parse_device_mapping
 from rollcli.planning.memory import MemoryBreakdown
 from rollcli.planning.request import (
+    HOST_ROLES,
     INFER_ROLES,
     ROLES,
     TRAIN_ROLES,
     PlanInput,
     RoleRequest,
 )
+from rollcli.planning.role_table import Workers
 from rollcli.planning.roles import RoleMemory, estimate_role
 from rollcli.planning.validate import validate_input, validate_role
 
@@ -79,6 +81,7 @@ class Plan:
     model_name: str = ""
     tp: dict[str, int] = field(default_factory=dict)  # each role's tensor-parallel size
     node_size: int = 1  # GPUs per node: GPU i is on node i // node_size
+    workers: list[Workers] = field(default_factory=list)  # a recipe's (`plan_recipe`)
 
     @property
     def peak_device(self) -> DevicePlan | None:
@@ -93,6 +96,7 @@ class Plan:
             "mode": self.mode,
             "fits": self.fits,
             "devices": [d.to_json() for d in self.devices],
+            "workers": [w.to_json() for w in self.workers],
             "advice": list(self.advice),
         }
 
@@ -282,7 +286,7 @@ def _layout(req: RoleRequest, where: Placement) -> str:
     strategy = req.resolved_strategy
     if req.role not in TRAIN_ROLES and req.role not in INFER_ROLES and strategy == "hf":
         strategy = "forward"
-    if req.role == "env":
+    if req.role in HOST_ROLES:
         return "-"
     parts = [strategy]
     if req.role in TRAIN_ROLES and req.zero_stage:

@@ -22,7 +22,9 @@ def render_plan(plan: Plan) -> Group:
     GPUs with the same roles and memory share one row ("GPU 0-7"); memory is GiB per
     device at its peak phase.
     """
-    parts: list = [_table(plan), _roles_table(plan), _verdict(plan)]
+    parts: list = [_table(plan), _roles_table(plan)]
+    parts += [_workers_table(plan)] if plan.workers else []
+    parts += [_verdict(plan)]
     parts += _section("problems", merge_gpu_lines(plan.problems), "red")
     parts += _section("advice", plan.advice, "yellow", numbered=True)
     parts += _section("notes", plan.notes, "dim")
@@ -88,13 +90,7 @@ def merge_gpu_lines(lines: list[str]) -> list[str]:
 
 def _roles_table(plan: Plan) -> Table:
     """Per role, one rank's memory while it computes and what it leaves while idle."""
-    table = Table(
-        title="per rank, by role (GiB)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    table = _titled("per rank, by role (GiB)")
     for name in ("role", "devices", "layout", *_COLUMNS[:-1], "active", "idle"):
         text = name in ("role", "devices", "layout")
         table.add_column(
@@ -116,6 +112,33 @@ def _roles_table(plan: Plan) -> Table:
             *cells,
             _gib(mem.active.total),
             idle,
+        )
+    return table
+
+
+def _titled(title: str) -> Table:
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+
+
+def _workers_table(plan: Plan) -> Table:
+    """The workers each role starts: the clusters `roll train` builds (role_table.py)."""
+    table = _titled("workers (Ray CPUs and torch threads each)")
+    for name in ("role", "class", "workers", "cpus", "threads"):
+        table.add_column(name, justify="left" if name in ("role", "class") else "right")
+    for w in plan.workers:
+        cpus = sorted(set(w.num_cpus))
+        table.add_row(
+            w.role,
+            w.worker.rpartition(":")[2],
+            str(w.ranks),
+            "/".join(f"{c:g}" for c in cpus),
+            "-" if w.threads is None else str(w.threads),
         )
     return table
 

@@ -1,7 +1,7 @@
 """What a plan is asked for: the model, the cluster and each role's parallel layout.
 
 These are flat, typed arguments: the config layer builds them from a recipe, so nothing
-here reads YAML. Role names follow the pipeline's worker clusters.
+here reads YAML. Role names are the role table's (`role_table.py`): the worker clusters'.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 
 from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB
+from rollcli.planning.role_table import names
 
-TRAIN_ROLES = ("actor_train", "critic")  # weights + grads + optimizer + activations
-INFER_ROLES = ("actor_infer",)  # weights + KV cache
-FORWARD_ROLES = ("reference", "reward")  # weights + forward activations
-HOST_ROLES = ("env",)  # no model: environments and rule rewards
+TRAIN_ROLES = names("train")  # weights + grads + optimizer + activations
+INFER_ROLES = names("infer")  # weights + KV cache
+FORWARD_ROLES = names("forward")  # weights + forward activations
+HOST_ROLES = names("none")  # no model: environments and rule rewards
 ROLES = TRAIN_ROLES + INFER_ROLES + FORWARD_ROLES + HOST_ROLES
 
 TRAIN_STRATEGIES = ("deepspeed", "megatron", "hf")
@@ -78,9 +79,6 @@ class PlanInput:
     host_memory_bytes: host RAM, the capacity in a CPU plan (None: not judged).
     async_mode: rollout runs alongside training, so actor_train and actor_infer need
         their own GPUs.
-    reference_is_policy: the `reference` role is a frozen copy of the policy (rlvr,
-        agentic, dpo), which LoRA replaces by the policy with its adapters off; False
-        where it is another model (distill's teacher).
     """
 
     model: ModelSpec
@@ -91,7 +89,6 @@ class PlanInput:
     roles: list[RoleRequest] = field(default_factory=list)
     async_mode: bool = False
     host_memory_bytes: int | None = None
-    reference_is_policy: bool = True
 
     @property
     def node_size(self) -> int:

@@ -6,9 +6,11 @@
     ROLL_INJECT_FAULT="kill-worker@generate:2+0.3" SIGKILL an actor_infer process mid-generation
 
 Several faults are comma-separated. Points: generate, reward, forward, train, sync, validate,
-checkpoint (the files are written, the folder not yet renamed). `kill-worker` at `generate`
-or `validate` kills actor_infer, at `reward` the reward worker, at `forward` the reference
-(or actor_train), at `train`, `sync` or `checkpoint` actor_train. Each fault fires once per
+checkpoint (the files are written, the folder not yet renamed). `kill-worker@POINT` kills the
+first worker of the role that runs POINT, as the role table says (`Role.faults`,
+`fault_roles`): at `generate` or `validate` actor_infer, at `reward` the reward worker, at
+`forward` the reference or distill's teacher; a point no role of the run claims (`train`,
+`sync`, `checkpoint`; `forward` with LoRA, ...) kills actor_train. Each fault fires once per
 process. Nothing here runs unless the variable is set.
 """
 
@@ -20,11 +22,27 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rollcli.planning.role_table import Role
 
 ENV_VAR = "ROLL_INJECT_FAULT"
 POINTS = ("generate", "reward", "forward", "train", "sync", "validate", "checkpoint")
 ACTIONS = ("kill", "kill-worker")
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<point>[a-z]+):(?P<step>\d+)(?:\+(?P<delay>[\d.]+))?$")
+
+
+def fault_roles(roles: list[Role]) -> dict[str, str]:
+    """Each point → the role whose first worker `kill-worker@POINT` kills: the role of
+    `roles` that claims the point (`Role.faults`), else actor_train (the trained one).
+
+    >>> from rollcli.planning.role_table import ACTOR_TRAIN, REWARD
+    >>> fault_roles([ACTOR_TRAIN, REWARD])["reward"], fault_roles([ACTOR_TRAIN])["reward"]
+    ('reward', 'actor_train')
+    """
+    claimed = {point: role.name for role in roles for point in role.faults}
+    return {point: claimed.get(point, "actor_train") for point in POINTS}
 
 
 class FaultSpecError(ValueError):

@@ -2,7 +2,7 @@
 
 `TrainStrategy` holds the flat arguments the recipe's `train.strategy` and
 `devices.actor_train.*` keys give a worker; the pipeline builds it from the recipe and
-passes it to `create_clusters`. `make_trainer` builds the trainer, importing an optional
+passes it to `build_clusters`. `make_trainer` builds the trainer, importing an optional
 backend only when it is chosen.
 """
 

@@ -52,9 +52,12 @@ def test_json_schema_and_zero3_numbers() -> None:
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
-    assert set(plan) == {"mode", "fits", "devices", "advice"}
+    assert set(plan) == {"mode", "fits", "devices", "workers", "advice"}
     assert plan["mode"] == "colocated" and plan["fits"] is True and plan["advice"] == []
-    assert len(plan["devices"]) == 8
+    assert len(plan["devices"]) == 9 and plan["devices"][8]["roles"] == ["reward"]  # the host
+    assert [(w["role"], w["ranks"]) for w in plan["workers"]] == [
+        ("actor_train", 8), ("actor_infer", 8), ("reference", 8), ("reward", 1),
+    ]  # fmt: skip
     dev = plan["devices"][0]
     assert set(dev) == {"id", "roles", "memory_bytes", "capacity_bytes"}
     assert set(dev["memory_bytes"]) == {
@@ -89,7 +92,7 @@ def test_cpu_plan_without_flags_is_the_run_roll_train_starts() -> None:
     assert plan["mode"] == "cpu" and plan["fits"] is True
     (host,) = plan["devices"]
     assert host["id"] == "cpu"
-    assert set(host["roles"]) == {"actor_train", "actor_infer", "reference"}
+    assert set(host["roles"]) == {"actor_train", "actor_infer", "reference", "reward"}
     # fp32 on CPU: the trainer's weights alone are 4 bytes x 135M params
     assert host["memory_bytes"]["weights"] >= 3 * 4 * 134_000_000
 

@@ -59,7 +59,7 @@ def test_a_lora_recipe_plans_no_reference_role_and_fits_a_7b_on_one_80gb_gpu() -
     lora, _ = load_recipe("rlvr-math-lora", ["model=qwen2.5-7b"])
     assert full.reference_role == "reference" and lora.reference_role == "actor_train"
     roles = [r.role for r in recipe_plan_input(lora, gpus=1, gpu_mem_gib=80).roles]
-    assert roles == ["actor_train", "actor_infer"]
+    assert roles == ["actor_train", "actor_infer", "reward"]
     assert plan_recipe(lora, gpus=1, gpu_mem_gib=80).fits
     plan = plan_recipe(full, gpus=1, gpu_mem_gib=80)
     assert not plan.fits
@@ -72,7 +72,7 @@ def test_dpo_with_lora_has_no_reference_and_distill_keeps_its_teacher() -> None:
     assert [r.role for r in recipe_plan_input(dpo).roles] == ["actor_train"]
     distill, _ = load_recipe("distill", ["train.lora.r=8"])
     assert distill.reference_role is None
-    assert [r.role for r in recipe_plan_input(distill).roles] == ["actor_train", "reference"]
+    assert [r.role for r in recipe_plan_input(distill).roles] == ["actor_train", "teacher"]
 
 
 def test_lora_config_errors_name_the_key() -> None:

@@ -130,7 +130,8 @@ def test_to_json_keys():
         PlanInput(get_model_spec("qwen2.5-7b"), 8, gpu_memory_bytes=H100, roles=rlvr_roles())
     )
     data = plan.to_json()
-    assert set(data) == {"mode", "fits", "devices", "advice"}
+    assert set(data) == {"mode", "fits", "devices", "workers", "advice"}
+    assert data["workers"] == []  # a recipe's plan lists them (`plan_recipe`)
     for device in data["devices"]:
         assert set(device) == {"id", "roles", "memory_bytes", "capacity_bytes"}
         keys = {"weights", "grads", "optimizer", "activations", "kv_cache", "total"}

@@ -1,0 +1,177 @@
+"""The role table: which worker roles each pipeline runs, read by the planner (`roll plan`),
+the launcher's pre-check (`roll train`), the cluster builder and fault injection.
+
+A `Role` says what a role's workers are: their worker class, what they hold (a model to
+train, a model behind an inference engine, a frozen model for forwards, or no model), the
+`devices.<key>` that places them, how many there are and which fault points kill them.
+`roles_for(cfg)` is the list a recipe runs:
+
+| role        | pipelines                  | when                                   | worker class           |
+| ----------- | -------------------------- | -------------------------------------- | ---------------------- |
+| actor_train | all                        | always                                 | the pipeline's trainer |
+| actor_infer | rlvr, agentic              | always                                 | ActorInferWorker       |
+| reference   | rlvr, agentic, dpo         | KL on (dpo: always), without train.lora | ReferenceWorker       |
+| critic      | rlvr                       | a GAE estimator (agentic refuses GAE)  | CriticWorker           |
+| teacher     | distill                    | always (the recipe's model)            | TeacherWorker          |
+| reward      | rlvr                       | always                                 | RewardWorker           |
+| env         | agentic                    | always                                 | EnvWorker              |
+| env_val     | agentic                    | always (validation environments)       | EnvWorker              |
+
+`size_workers` gives each role's workers their Ray CPUs and torch threads: the light roles
+(no model) take a fixed sliver per worker; the model roles run in alternating phases of the
+loop on CPU, so each of their workers gets an equal share of the remaining cores for Ray's
+bookkeeping and the threads of every core (split between a role's own ranks). A GPU plan's
+ranks take `CPUS_PER_GPU` times their GPU share instead (the placement groups' bundles).
+
+Pure: imports neither torch nor Ray.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
+
+Holds = Literal["train", "infer", "forward", "none"]
+CPUS_PER_GPU = 1.0  # the CPUs of a GPU's placement-group bundle
+MIN_SHARE = 0.1  # Ray CPUs the model roles share at the least (a machine full of light roles)
+
+
+@dataclass(frozen=True)
+class Role:
+    """One worker role. `holds`: train (weights, gradients, optimizer), infer (weights and an
+    engine's KV cache), forward (frozen weights), none (no model: rule rewards, environments).
+    `cpus`: Ray CPUs per worker of a light role (0: a model role, sized by `size_workers`).
+    `devices`: its `devices.<key>` placement. `faults`: the `kill-worker@POINT` points that
+    kill its first worker (`runs.faults.fault_roles`). `single`: one worker whatever a GPU
+    plan maps (the critic: its update is not data parallel yet). `ranks`: its workers in a
+    CPU run (a GPU plan's mapping decides the model roles' there)."""
+
+    name: str
+    worker: str  # "module:Class", imported where the clusters are built
+    holds: Holds
+    devices: str
+    faults: tuple[str, ...] = ()
+    cpus: float = 0.0
+    single: bool = False
+    ranks: int = 1
+
+    @property
+    def light(self) -> bool:
+        return self.holds == "none"
+
+
+W = "rollcli.workers."
+ACTOR_TRAIN = Role(
+    "actor_train", W + "actor_train:ActorTrainWorker", "train", "actor_train",
+    faults=("train", "sync", "checkpoint"),
+)  # fmt: skip
+ACTOR_INFER = Role(
+    "actor_infer", W + "actor_infer:ActorInferWorker", "infer", "actor_infer",
+    faults=("generate", "validate"),
+)  # fmt: skip
+REFERENCE = Role("reference", W + "reference:ReferenceWorker", "forward", "reference", ("forward",))
+CRITIC = Role("critic", W + "critic:CriticWorker", "train", "critic", single=True)
+TEACHER = Role("teacher", W + "distill:TeacherWorker", "forward", "teacher", ("forward",))
+REWARD = Role("reward", W + "reward:RewardWorker", "none", "reward", ("reward",), cpus=0.1)
+ENV = Role("env", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
+ENV_VAL = Role("env_val", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
+TABLE = (ACTOR_TRAIN, ACTOR_INFER, REFERENCE, CRITIC, TEACHER, REWARD, ENV, ENV_VAL)
+# actor_train's worker class in each pipeline
+TRAINERS = {
+    "rlvr": ACTOR_TRAIN.worker,
+    "agentic": ACTOR_TRAIN.worker,
+    "dpo": W + "dpo_train:DPOTrainWorker",
+    "sft": W + "sft_train:SFTTrainWorker",
+    "distill": W + "distill:StudentWorker",
+}
+
+
+def names(holds: Holds) -> tuple[str, ...]:
+    """The table's roles that hold `holds`.
+
+    >>> names("train"), names("forward")
+    (('actor_train', 'critic'), ('reference', 'teacher'))
+    """
+    return tuple(r.name for r in TABLE if r.holds == holds)
+
+
+def roles_for(cfg: RecipeConfig) -> list[Role]:
+    """The roles `cfg` runs, in the table's order, with their workers of a CPU run."""
+    pipeline = cfg.pipeline
+    roles = [replace(ACTOR_TRAIN, worker=TRAINERS[pipeline], ranks=cfg.train.num_workers)]
+    if pipeline in ("rlvr", "agentic"):
+        roles.append(replace(ACTOR_INFER, ranks=cfg.rollout.num_workers))
+    if cfg.reference_role == "reference":  # with train.lora: actor_train, adapters off
+        roles.append(REFERENCE)
+    if cfg.needs_critic:
+        roles.append(CRITIC)
+    if pipeline == "distill":
+        roles.append(TEACHER)
+    if pipeline == "rlvr":
+        roles.append(replace(REWARD, ranks=cfg.reward.num_workers))
+    if pipeline == "agentic":
+        n = cfg.agentic.num_env_workers
+        roles += [replace(ENV, ranks=n), replace(ENV_VAL, ranks=n)]
+    return roles
+
+
+@dataclass(frozen=True)
+class Workers:
+    """How a role's workers start: Ray CPUs, torch threads (None: a light role sets none)
+    and GPU share (0: the CPU) of each rank."""
+
+    role: str
+    worker: str
+    num_cpus: tuple[float, ...]
+    threads: int | None
+    gpus: tuple[float, ...]
+
+    @property
+    def ranks(self) -> int:
+        return len(self.num_cpus)
+
+    def to_json(self) -> dict:
+        return {
+            "role": self.role,
+            "worker": self.worker,
+            "ranks": self.ranks,
+            "num_cpus": list(self.num_cpus),
+            "threads": self.threads,
+            "num_gpus": list(self.gpus),
+        }
+
+
+def size_workers(
+    roles: list[Role], cores: float, gpu_shares: dict[str, list[float]] | None = None
+) -> list[Workers]:
+    """Each role's workers on `cores` CPUs; `gpu_shares`: a GPU plan's ranks of each role
+    (their share of a GPU each: `planning.ranks.rank_slots`), which then set its workers.
+
+    >>> [(w.role, w.num_cpus, w.threads) for w in size_workers(
+    ...     [replace(ACTOR_TRAIN, ranks=2), ACTOR_INFER, replace(REWARD, ranks=2)], 2.0)]
+    [('actor_train', (0.6, 0.6), 1), ('actor_infer', (0.6,), 2), ('reward', (0.1, 0.1), None)]
+    """
+    shares = gpu_shares or {}
+
+    def gpus(role: Role) -> list[float]:
+        placed = shares.get(role.name, [])
+        return placed[:1] if role.single else placed
+
+    ranks = {r.name: len(gpus(r)) or r.ranks for r in roles}
+    light = sum(r.cpus * ranks[r.name] for r in roles if r.light)
+    heavy = sum(ranks[r.name] for r in roles if not r.light)
+    share = round(max(cores - light, MIN_SHARE) / max(heavy, 1), 3)
+    threads = max(1, int(cores))
+    out = []
+    for role in roles:
+        n, placed = ranks[role.name], gpus(role)
+        if role.light:
+            cpus, each = (role.cpus,) * n, None
+        else:
+            cpus = tuple(round(CPUS_PER_GPU * g, 4) for g in placed) or (share,) * n
+            each = max(1, threads // n)
+        out.append(Workers(role.name, role.worker, cpus, each, tuple(placed) or (0.0,) * n))
+    return out
