@@ -12,7 +12,8 @@ at load, `rollcli.config.agentic_algorithm`). The agentic inputs are explicit: a
 the episodes sharing an env seed (contiguous rows), and `agentic.mode: gigpo` adds the
 step-level term. An episode whose env crashed, or that never got a reply, is not trained
 on (see `Episode.trainable`), and neither is the rest of its group: the stage compares
-groups of equal size.
+groups of equal size. `agentic.keep_top_groups` then keeps the groups with the largest
+spread of returns (`keep_informative_groups`, StarPO-S).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Hashable, Sequence
 import torch
 
 from rollcli.algorithms.gigpo import gigpo_step_advantages, turn_token_values
+from rollcli.algorithms.group_filter import MIN_STD, group_reward_std, top_variance_groups
 from rollcli.algorithms.kl import AdaptiveKLController, FixedKLController
 from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.algorithm import AlgorithmConfig
@@ -78,6 +80,23 @@ def contiguous_group_size(groups: Sequence[Hashable]) -> int:
     if not runs or len(set(runs)) != 1:
         raise ValueError(f"groups of unequal sizes {runs}: the advantage stage needs equal ones")
     return runs[0]
+
+
+def keep_informative_groups(batch: Batch, keep_frac: float) -> tuple[Batch | None, dict]:
+    """The batch's groups that `top_variance_groups` keeps (None: not one), and the metrics
+    `agentic/informative_groups` (the fraction of groups whose returns differ, before
+    filtering) and `agentic/kept_groups` (how many groups are trained on)."""
+    size = contiguous_group_size(batch["group"])
+    informative = group_reward_std(batch["scores"], size) > MIN_STD
+    keep = top_variance_groups(batch["scores"], size, keep_frac)
+    metrics = {
+        "agentic/informative_groups": float(informative.float().mean()),
+        "agentic/kept_groups": float(keep.sum()),
+    }
+    if not keep.any():
+        return None, metrics
+    rows = keep.repeat_interleave(size).nonzero().squeeze(1)
+    return (batch if keep.all() else batch.select(rows)), metrics
 
 
 def gigpo_step_tokens(batch: Batch, step_gamma: float, norm_std: bool) -> torch.Tensor:
