@@ -30,7 +30,7 @@ from rollcli.pipelines.agentic_batch import (
 )
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
-from rollcli.pipelines.agentic_metrics import episode_metrics, summary_line
+from rollcli.pipelines.agentic_metrics import action_fractions, episode_metrics, summary_line
 from rollcli.pipelines.agentic_rollout import ModelPolicy, play_episodes
 from rollcli.pipelines.agentic_setup import (
     env_kwargs,
@@ -223,7 +223,8 @@ class AgenticPipeline(ControlledPipeline):
         metrics.update(episode_metrics(episodes, "env"))
         metrics["reward/mean"] = metrics["env/return_mean"]
         metrics.update({f"rollout/{k}": v for k, v in sched.items()})
-        batch = episodes_to_batch(episodes, self.pad_id)
+        metrics.update(action_fractions(episodes))
+        batch = episodes_to_batch(episodes, self.pad_id, self.fmt)
         model_tokens = batch["response_mask"].sum(dim=1)
         metrics["response_length/mean"] = float(model_tokens.mean())
         metrics["rollout/context_tokens_mean"] = float(
@@ -273,6 +274,8 @@ class AgenticPipeline(ControlledPipeline):
         self.ctl.phase("train")
         t0 = time.perf_counter()
         actor = self.actor.call("train_step", batch, self.update_args)[0]
+        if "action_entropy" in actor:  # the sampling policy's, on-policy
+            metrics["agentic/first_action_entropy"] = actor.pop("action_entropy")
         metrics.update({f"actor/{k}": v for k, v in actor.items()})
         metrics["time/train_s"] = time.perf_counter() - t0
 
