@@ -453,6 +453,9 @@ class AgenticConfig(Section):
     mode: Literal["starpo", "gigpo"] = "starpo"
     step_advantage_weight: Annotated[float, Field(ge=0)] = 1.0  # GiGPO's omega
     step_gamma: Annotated[float, Field(ge=0, le=1)] = 0.95  # GiGPO's discount of step returns
+    # StarPO-S: train on this fraction of the step's groups, those whose returns spread most;
+    # below 1 a group whose episodes all scored the same is never trained on (1 = keep all)
+    keep_top_groups: Annotated[float, Field(gt=0, le=1)] = 1.0
     format_penalty: Annotated[float, Field(le=0)] = -0.1  # reward of an unparsable reply
     # text that opens every assistant turn (part of the prompt, never trained), e.g.
     # "<answer>": a small model then only has to name the action; the env parses prefix + reply

@@ -20,6 +20,7 @@ RESPONSE_KEYS = (
     "ref_logprobs",
     "values",
     "behaviour_logprobs",
+    "action_mask",
 )
 
 

@@ -1,7 +1,7 @@
 """The agentic pipeline: multi-turn RL on text environments (StarPO / GiGPO).
 
-play episodes (env workers + actor_infer, asynchronously) → episodes to a batch →
-reference / old log-probs → advantages (episode, and step-level for GiGPO) → train →
+play episodes (env workers + actor_infer, asynchronously) → episodes to a batch → the
+groups worth training on (`agentic.keep_top_groups`) → reference / old log-probs → advantages (episode, and step-level for GiGPO) → train →
 sync weights → validate → log → checkpoint
 
 Bookkeeping around the loop (stop rules, checkpoints with every process's RNG, restarting
@@ -26,10 +26,11 @@ from rollcli.pipelines.agentic_batch import (
     DRIVER_FIELDS,
     add_agentic_advantages,
     episodes_to_batch,
+    keep_informative_groups,
 )
 from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
-from rollcli.pipelines.agentic_metrics import episode_metrics, summary_line
+from rollcli.pipelines.agentic_metrics import action_fractions, episode_metrics, summary_line
 from rollcli.pipelines.agentic_rollout import ModelPolicy, play_episodes
 from rollcli.pipelines.agentic_setup import (
     env_kwargs,
@@ -135,7 +136,7 @@ class AgenticPipeline(ControlledPipeline):
         return last
 
     def step(self, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """play → batch → log-probs → advantages → update → sync."""
+        """play → batch (→ the informative groups) → log-probs → advantages → update → sync."""
         cfg, ag = self.cfg, self.cfg.agentic
         self.ctl.current_step = step
         metrics: dict[str, Any] = {"step": step}
@@ -149,7 +150,8 @@ class AgenticPipeline(ControlledPipeline):
         metrics.update(episode_metrics(episodes, "env"))
         metrics["reward/mean"] = metrics["env/return_mean"]
         metrics.update({f"rollout/{k}": v for k, v in sched.items()})
-        batch = episodes_to_batch(episodes, self.pad_id)
+        metrics.update(action_fractions(episodes))
+        batch = episodes_to_batch(episodes, self.pad_id, self.fmt)
         model_tokens = batch["response_mask"].sum(dim=1)
         metrics["response_length/mean"] = float(model_tokens.mean())
         metrics["rollout/context_tokens_mean"] = float(
@@ -158,6 +160,14 @@ class AgenticPipeline(ControlledPipeline):
         metrics["rollout/tokens_per_s"] = float(model_tokens.sum()) / max(
             metrics["time/rollout_s"], 1e-9
         )
+        # keep the groups worth training on (agentic.keep_top_groups, StarPO-S)
+        batch, kept = keep_informative_groups(batch, ag.keep_top_groups)
+        metrics.update(kept)
+        trained = set(batch["group"]) if batch is not None else set()
+        rows = [ep.record(ag.env) | {"trained": ep.spec.group in trained} for ep in episodes]
+        if batch is None:
+            self.run.log_event(f"step {step}: every group's episodes scored alike; no update")
+            return metrics, rows
 
         # 2. reference and old log-probs
         self.ctl.phase("forward")
@@ -191,13 +201,15 @@ class AgenticPipeline(ControlledPipeline):
         self.ctl.phase("train")
         t0 = time.perf_counter()
         actor = self.actor.call("train_step", batch, self.update_args)[0]
+        if "action_entropy" in actor:  # the sampling policy's, on-policy
+            metrics["agentic/first_action_entropy"] = actor.pop("action_entropy")
         metrics.update({f"actor/{k}": v for k, v in actor.items()})
         metrics["time/train_s"] = time.perf_counter() - t0
 
         # 5. new weights to the inference engine
         self.ctl.phase("sync")
         metrics["time/weight_sync_s"] = self.sync_weights()
-        return metrics, [ep.record(ag.env) for ep in episodes]
+        return metrics, rows
 
     def play(
         self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams

@@ -4,7 +4,9 @@ One row per episode in the rollout layout of `rollcli.data.padding`: the first p
 (system + first observation) left-padded, then the rest of the conversation as the
 "response". `response_mask` is the episode's loss mask: 1 on the model's tokens, 0 on the
 environment's turns in between (and on padding). `scores` is the episode return, placed
-on its last model token by the token-level estimators (StarPO's placement).
+on its last model token by the token-level estimators (StarPO's placement). Given the
+tokenizer, `action_mask` is 1 on the first token of each reply's action (`first_action_token`):
+the actor takes the entropy bonus there and reports that token's entropy.
 
 Advantages go through `rollcli.pipelines.advantage_stage.add_advantages`, the stage rlvr
 uses, so every `algorithm:` key means the same here (the keys that cannot apply are refused
@@ -12,31 +14,36 @@ at load, `rollcli.config.agentic_algorithm`). The agentic inputs are explicit: a
 the episodes sharing an env seed (contiguous rows), and `agentic.mode: gigpo` adds the
 step-level term. An episode whose env crashed, or that never got a reply, is not trained
 on (see `Episode.trainable`), and neither is the rest of its group: the stage compares
-groups of equal size.
+groups of equal size. `agentic.keep_top_groups` then keeps the groups with the largest
+spread of returns (`keep_informative_groups`, StarPO-S).
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Hashable, Sequence
 
 import torch
 
 from rollcli.algorithms.gigpo import gigpo_step_advantages, turn_token_values
+from rollcli.algorithms.group_filter import MIN_STD, group_reward_std, top_variance_groups
 from rollcli.algorithms.kl import AdaptiveKLController, FixedKLController
 from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
 from rollcli.data.padding import pad_right, rollout_tensors
 from rollcli.pipelines.advantage_stage import add_advantages
+from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode
 
 DRIVER_FIELDS = ("group", "turn_spans", "step_rewards", "state_keys")  # the trainer's not
 
 
-def episodes_to_batch(episodes: list[Episode], pad_id: int) -> Batch:
+def episodes_to_batch(episodes: list[Episode], pad_id: int, fmt: TurnFormat | None = None) -> Batch:
     """The trainable groups' episodes as one batch: tensors for the model, fields for
     advantages. `finished` is False for an episode cut by the context limit (what
-    `algorithm.mask_truncated` drops)."""
+    `algorithm.mask_truncated` drops). With the turn format `fmt`, `action_mask` too."""
     broken = {e.spec.group for e in episodes if not e.trainable}
     rows = [e for e in episodes if e.spec.group not in broken]
     if not rows:
@@ -49,6 +56,11 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int) -> Batch:
     tensors["response_mask"] = loss_mask.float()
     tensors["scores"] = torch.tensor([e.episode_return for e in rows], dtype=torch.float32)
     tensors["finished"] = torch.tensor([e.end != "context" for e in rows], dtype=torch.bool)
+    if fmt is not None:
+        starts = [first_action_positions(e, fmt) for e in rows]
+        tensors["action_mask"] = torch.zeros_like(loss_mask, dtype=torch.float32)
+        for row, positions in enumerate(starts):
+            tensors["action_mask"][row, positions] = 1.0
     fields = {
         "group": [e.spec.group for e in rows],
         "turn_spans": [list(e.turn_spans) for e in rows],
@@ -56,6 +68,34 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int) -> Batch:
         "state_keys": [list(e.state_keys) for e in rows],
     }
     return Batch(tensors, fields)
+
+
+_ACTION_START = re.compile(r"<answer>\s*[^\s<]")  # the action's first character
+
+
+def first_action_token(reply_ids: Sequence[int], fmt: TurnFormat) -> int | None:
+    """Index in `reply_ids` of the token that holds the first character of the action: the
+    first non-space character after `<answer>` in the assistant turn (`fmt.reply_prefix` +
+    the reply). None: the reply names no action there.
+
+    Tokens are decoded one by one, so the offsets are those of the decoded pieces."""
+    pieces = [fmt.tokenizer.decode([t]) for t in reply_ids]
+    match = _ACTION_START.search(fmt.reply_prefix + "".join(pieces))
+    if match is None or match.end() - 1 < len(fmt.reply_prefix):
+        return None
+    offset = match.end() - 1 - len(fmt.reply_prefix)
+    ends = itertools.accumulate(len(p) for p in pieces)
+    return next(k for k, end in enumerate(ends) if end > offset)
+
+
+def first_action_positions(episode: Episode, fmt: TurnFormat) -> list[int]:
+    """Where each reply's first action token sits in `episode.response_ids`."""
+    out = []
+    for start, stop in episode.turn_spans:
+        k = first_action_token(episode.response_ids[start:stop], fmt)
+        if k is not None:
+            out.append(start + k)
+    return out
 
 
 def contiguous_group_size(groups: Sequence[Hashable]) -> int:
@@ -78,6 +118,23 @@ def contiguous_group_size(groups: Sequence[Hashable]) -> int:
     if not runs or len(set(runs)) != 1:
         raise ValueError(f"groups of unequal sizes {runs}: the advantage stage needs equal ones")
     return runs[0]
+
+
+def keep_informative_groups(batch: Batch, keep_frac: float) -> tuple[Batch | None, dict]:
+    """The batch's groups that `top_variance_groups` keeps (None: not one), and the metrics
+    `agentic/informative_groups` (the fraction of groups whose returns differ, before
+    filtering) and `agentic/kept_groups` (how many groups are trained on)."""
+    size = contiguous_group_size(batch["group"])
+    informative = group_reward_std(batch["scores"], size) > MIN_STD
+    keep = top_variance_groups(batch["scores"], size, keep_frac)
+    metrics = {
+        "agentic/informative_groups": float(informative.float().mean()),
+        "agentic/kept_groups": float(keep.sum()),
+    }
+    if not keep.any():
+        return None, metrics
+    rows = keep.repeat_interleave(size).nonzero().squeeze(1)
+    return (batch if keep.all() else batch.select(rows)), metrics
 
 
 def gigpo_step_tokens(batch: Batch, step_gamma: float, norm_std: bool) -> torch.Tensor:

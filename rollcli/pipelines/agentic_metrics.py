@@ -15,11 +15,17 @@ validation):
 ``env_errors``             episodes ended by an exception in the env (count)
 ``cut_frac``               episodes ended by the turn or context limit
 =========================  ==========================================================
+
+Training steps also log (no prefix choice) what a collapse looks like:
+``agentic/action_frac/<Action>`` (`action_fractions`), ``agentic/informative_groups`` and
+``agentic/kept_groups`` (`agentic_batch.keep_informative_groups`) and
+``agentic/first_action_entropy`` (the actor's entropy on each reply's first action token).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from rollcli.pipelines.agentic_episode import Episode
 
@@ -53,3 +59,23 @@ def summary_line(metrics: dict[str, float], prefix: str) -> str:
         f" · effective {m.get('effective_action_rate', 0):.2f}"
         f" · steps {m.get('mean_steps', 0):.1f} · return {m.get('return_mean', 0):.2f}"
     )
+
+
+def action_fractions(episodes: list[Episode]) -> dict[str, float]:
+    """`agentic/action_frac/<Action>`: the share of all turns that took each action; a reply
+    that named no legal action counts as `invalid`. WebShop's `search[...]` / `click[...]`
+    count by their verb.
+
+    >>> from rollcli.pipelines.agentic_episode import EpisodeSpec
+    >>> ep = Episode(EpisodeSpec(0, 0, 0), infos=[{"action": "Left"}, {"action": None},
+    ...     {"action": "Left"}, {"action": "click[buy now]"}])
+    >>> action_fractions([ep])
+    {'agentic/action_frac/Left': 0.5, 'agentic/action_frac/invalid': 0.25, 'agentic/action_frac/click': 0.25}
+    """
+    names = [
+        str(info["action"]).split("[")[0] if info.get("action") else "invalid"
+        for ep in episodes
+        for info in ep.infos
+    ]
+    counts = Counter(names)
+    return {f"agentic/action_frac/{a}": c / len(names) for a, c in counts.items()}

@@ -26,6 +26,7 @@ from rollcli.runs.run_dir import RunDir
 LIVE_STATUSES = ("starting", "running")
 # events a step logs before its own metrics row
 STEP_EVENTS = ("validation:", "time limit")
+ACTION_FRAC = "agentic/action_frac/"  # agentic: the share of turns that took each action
 _EVENT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)  (.*)$")
 
 
@@ -52,6 +53,9 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     'step  3/10  reward 0.500  kl 0.0012  41.2 s'
     >>> format_step({"step": 0, "val/accuracy": 0.296875}, 10)
     'step  0/10  val acc 0.297  (before training)'
+    >>> format_step({"step": 4, "agentic/informative_groups": 0.5,
+    ...     "agentic/action_frac/Left": 0.75, "agentic/action_frac/Up": 0.25})
+    'step 4  informative 0.50  top Left 0.75'
     """
     step = row.get("step", "?")
     if total_steps:
@@ -65,11 +69,17 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
         ("actor/kl", "kl", "{:.4f}"),
         ("actor/entropy", "entropy", "{:.3f}"),
         ("response_length/mean", "len", "{:.1f}"),
+        ("agentic/informative_groups", "informative", "{:.2f}"),
+        ("agentic/first_action_entropy", "action H", "{:.2f}"),
     )
     for key, label, fmt in fields:
         value = row.get(key)
         if isinstance(value, (int, float)):
             parts.append(f"{label} {fmt.format(value)}")
+    actions = {k.rsplit("/", 1)[1]: v for k, v in row.items() if k.startswith(ACTION_FRAC)}
+    if actions:  # the agentic policy's most frequent action: a collapse shows as 1.00
+        top = max(actions, key=actions.__getitem__)
+        parts.append(f"top {top} {actions[top]:.2f}")
     if isinstance(row.get("time/step_s"), (int, float)):
         parts.append(f"{row['time/step_s']:.1f} s")
     if row.get("step") == 0 and "reward/mean" not in row:

@@ -107,7 +107,15 @@ def _draw_kl(ax: Any, rows: list[Row], key: str) -> str:
 
 
 def _draw_entropy(ax: Any, rows: list[Row], key: str) -> str:
-    return _draw_curve(ax, rows, key, "{:.3f}")
+    """Every token's entropy; an agentic run's first action token's too (its collapse to one
+    move shows there first)."""
+    label = _draw_curve(ax, rows, key, "{:.3f}", label="all tokens")
+    steps, values = series(rows, "agentic/first_action_entropy")
+    if values:
+        ax.plot(steps, values, color="tab:orange", marker="o", markersize=3, label="first action")
+        ax.legend(fontsize=9, loc="best")
+        label += f", action {values[-1]:.3f}"
+    return label
 
 
 def _draw_validation(ax: Any, rows: list[Row], key: str) -> str:

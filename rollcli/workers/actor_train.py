@@ -61,6 +61,13 @@ def logprob_forward(shared_prefix: bool):  # noqa: ANN201
     return length_sorted_micro_batches, response_logprobs
 
 
+def _entropy_mask(batch: Batch) -> torch.Tensor:
+    """The tokens the entropy bonus covers: `action_mask` within the loss mask where the batch
+    has one, else the loss mask itself."""
+    mask = batch["response_mask"]
+    return batch["action_mask"] * mask if "action_mask" in batch else mask
+
+
 def _tis_weights(
     cap: float | None, old: torch.Tensor, micro: Batch, mask: torch.Tensor
 ) -> tuple[torch.Tensor, dict[str, float]] | None:
@@ -220,7 +227,9 @@ class ActorTrainWorker:
 
     def train_step(self, batch: Batch, args: PolicyUpdateArgs) -> dict[str, float]:
         """One policy update over the batch (`advantages`, `response_mask`, and `old_logprobs`
-        unless the update is on-policy: one epoch, one mini-batch).
+        unless the update is on-policy: one epoch, one mini-batch). With an `action_mask`
+        (agentic: each reply's first action token) the entropy bonus is taken over those
+        tokens only and their mean entropy is reported as `action_entropy`.
 
         Every micro-batch's loss is its share of the whole mini-batch's (over all ranks),
         so the step does not depend on how rows are split into micro-batches
@@ -232,7 +241,8 @@ class ActorTrainWorker:
         def normalisers(mini_batch: Batch) -> torch.Tensor:
             mask = mini_batch["response_mask"]
             agg_mask = aggregation_mask(args.policy_loss, mask, mini_batch["advantages"])
-            return torch.cat([loss_normalisers(agg_mask), loss_normalisers(mask)])
+            ent_mask = _entropy_mask(mini_batch)
+            return torch.cat([loss_normalisers(m) for m in (agg_mask, mask, ent_mask)])
 
         def loss_fn(micro: Batch, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             with self._compute():
@@ -268,8 +278,14 @@ class ActorTrainWorker:
             loss = loss * pg_share
             ent = aggregate_loss(entropy, mask, "token-mean")
             metrics = {**metrics, "entropy": float(ent.detach()), **(tis[1] if tis else {})}
+            ent_mask, bonus = _entropy_mask(micro), ent
+            if "action_mask" in micro:
+                bonus = aggregate_loss(entropy, ent_mask, "token-mean")
+                if ent_mask.sum() > 0:  # the mean over micro-batches that have such tokens
+                    metrics["action_entropy"] = float(bonus.detach())
             if args.entropy_coef:
-                loss = loss - args.entropy_coef * ent * token_share
+                ent_share = micro_batch_share("token-mean", ent_mask, totals[6:])
+                loss = loss - args.entropy_coef * bonus * ent_share
             if "ref_logprobs" in micro:
                 kl = aggregate_loss(
                     kl_estimate(logprobs, micro["ref_logprobs"], args.kl_estimator),

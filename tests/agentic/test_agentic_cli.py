@@ -4,6 +4,7 @@ model workers, 2 steps each (frozenlake and webshop in the default tier, sokoban
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -18,6 +19,9 @@ SMALL = [
     "agentic.num_env_workers=2",
     "rollout.max_new_tokens=4",
     "train.micro_batch_size=2",
+    # tiny-random's episodes all score alike, so the recipes' keep_top_groups would skip every
+    # update; keep every group (the filter's own path: test_an_update_is_skipped_...)
+    "agentic.keep_top_groups=1.0",
 ]
 STEP_KEYS = {
     "env/success_rate",
@@ -31,6 +35,8 @@ STEP_KEYS = {
     "actor/grad_norm",
     "time/rollout_s",
     "rollout/gen_batch_mean",
+    "agentic/informative_groups",
+    "agentic/kept_groups",
 }
 
 
@@ -51,6 +57,9 @@ def _check_run(run: Path, env: str, max_turns: int = 2) -> None:
         assert m.keys() >= STEP_KEYS, STEP_KEYS - m.keys()
         assert 1.0 <= m["env/mean_steps"] <= max_turns
         assert m["env/env_errors"] == 0.0
+        fractions = {k: v for k, v in m.items() if k.startswith("agentic/action_frac/")}
+        assert fractions and sum(fractions.values()) == pytest.approx(1.0)
+        assert 0.0 <= m["agentic/informative_groups"] <= 1.0 and m["agentic/kept_groups"] == 2
     assert "val/success_rate" in metrics[2]
     samples = [json.loads(x) for x in (run / "samples" / "step-2.jsonl").read_text().splitlines()]
     assert len(samples) == 4 and all(s["env"] == env for s in samples)
@@ -61,7 +70,15 @@ def _check_run(run: Path, env: str, max_turns: int = 2) -> None:
 
 
 def test_frozenlake_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_model) -> None:
-    _check_run(_train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo"), "frozenlake")
+    run = _train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo")
+    _check_run(run, "frozenlake")
+    # the first action token's entropy (after the recipe's "<answer>"): a random model's is
+    # high, and never above log(vocabulary)
+    vocab = json.loads((Path(tiny_model) / "config.json").read_text())["vocab_size"]
+    for m in [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][1:]:
+        assert 0.5 * math.log(vocab) < m["agentic/first_action_entropy"] <= math.log(vocab)
+    logs = roll("logs", "t", "--runs-dir", str(tmp_path), cwd=tmp_path, timeout=120)
+    assert logs.returncode == 0 and "informative " in logs.stdout and "action H " in logs.stdout
     # roll eval on the run id plays its newest checkpoint
     result = roll(
         "eval", "frozenlake", "--model", "t", "--runs-dir", str(tmp_path), "--n", "2", "--json",
@@ -92,3 +109,24 @@ def test_a_dead_model_worker_mid_episode_restarts_from_the_checkpoint(tmp_path, 
     events = (run / "events.log").read_text()
     assert "a worker died during step 2" in events and "retrying from step 2" in events
     _check_run(run, "frozenlake")
+
+
+@pytest.mark.slow  # ~1 min: one step with the recipe's keep_top_groups
+def test_an_update_is_skipped_when_no_group_has_spread(tmp_path, tiny_model) -> None:
+    small = [x for x in SMALL if not x.startswith("agentic.keep_top_groups")]
+    result = roll(
+        "train", "agentic-frozenlake", "--model", "tiny-random", "--steps", "1",
+        "--runs-dir", str(tmp_path), "--run-id", "t", *small, cwd=tmp_path, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = tmp_path / "t"
+    step = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][1]
+    samples = [json.loads(x) for x in (run / "samples" / "step-1.jsonl").read_text().splitlines()]
+    returns = [s["return"] for s in samples]
+    assert returns[0] == returns[1] and returns[2] == returns[3]  # every reply invalid
+    assert step["agentic/informative_groups"] == 0.0 and step["agentic/kept_groups"] == 0.0
+    assert not any(k.startswith("actor/") for k in step)  # no update
+    assert not any(s["trained"] for s in samples)
+    assert (
+        "step 1: every group's episodes scored alike; no update" in (run / "events.log").read_text()
+    )

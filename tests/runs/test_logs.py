@@ -90,6 +90,9 @@ def test_format_step_shows_what_the_row_has() -> None:
         "step   2/200  reward 0.500  val acc 0.500  kl 0.0100  entropy 0.650  len 12.0  30.0 s"
     )
     assert format_step({"step": 4, "reward/mean": 1.0}) == "step 4  reward 1.000"
+    agentic = {"step": 3, "agentic/informative_groups": 0.25, "agentic/first_action_entropy": 0.4}
+    agentic |= {"agentic/action_frac/Left": 0.2, "agentic/action_frac/Down": 0.7}
+    assert format_step(agentic) == "step 3  informative 0.25  action H 0.40  top Down 0.70"
 
 
 def test_logs_merges_events_and_steps_in_time_order(finished_run: RunDir) -> None:

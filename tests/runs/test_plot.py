@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from matplotlib.image import imread
 from typer.testing import CliRunner
 
@@ -110,3 +111,12 @@ def test_plot_errors(tmp_path: Path) -> None:
     _run(tmp_path, [_row(1)], "run-one")
     jpg = runner.invoke(app, ["plot", "run-one", "-o", "x.jpg", "--runs-dir", str(tmp_path)])
     assert jpg.exit_code == 2 and "is not a .png file" in jpg.stderr
+
+
+def test_agentic_first_action_entropy_joins_the_entropy_panel() -> None:
+    rows = [_row(k, **{"agentic/first_action_entropy": 1.2 - 0.3 * k}) for k in range(1, 4)]
+    fig = draw_run(rows, title="run a")
+    entropy = fig.axes[3]
+    assert entropy.get_title() == "entropy  (last 0.670, action 0.300)"
+    lines = {line.get_label(): list(line.get_ydata()) for line in entropy.get_lines()}
+    assert lines["first action"] == pytest.approx([0.9, 0.6, 0.3])
