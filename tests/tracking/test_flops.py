@@ -3,6 +3,7 @@ and the run's matmul peak."""
 
 from __future__ import annotations
 
+import doctest
 import json
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+import rollcli.tracking.flops as flops_module
+import rollcli.tracking.step_perf as step_perf_module
 from rollcli.models.registry import get_model_spec
 from rollcli.models.spec import ModelSpec
 from rollcli.pipelines.rollout import build_batch
@@ -179,3 +182,8 @@ def test_the_peak_is_measured_once_per_run_folder(tmp_path: Path) -> None:
 def test_matmul_peak_times_a_real_matmul() -> None:
     peak = matmul_peak("cpu", size=256, seconds=0.05)
     assert 1e8 < peak < 1e14  # 0.1 GFLOP/s to 100 TFLOP/s: a CPU's range
+
+
+@pytest.mark.parametrize("module", [flops_module, step_perf_module])
+def test_docstring_examples(module) -> None:  # noqa: ANN001
+    assert doctest.testmod(module).failed == 0
