@@ -49,7 +49,16 @@ COMMON = [
     "train.lr=1e-3",
 ]
 REQUIRED = {
-    "sft": {"actor/loss", "actor/grad_norm", "val/loss", "val/perplexity", "val/accuracy"},
+    "sft": {
+        "actor/loss",
+        "actor/grad_norm",
+        "val/loss",
+        "val/perplexity",
+        "val/accuracy",
+        "perf/train_mfu",
+        "perf/train_gflop",
+        "perf/peak_gflops",
+    },
     "dpo": {
         "actor/loss",
         "rewards/chosen",
@@ -74,7 +83,7 @@ REQUIRED = {
         "val/accuracy",
     },
 }
-UNTIMED = ("time/", "per_s")
+UNTIMED = ("time/", "per_s", "_mfu", "perf/peak_gflops")  # perf/*: over the measured peak
 FAULTS = {
     "sft": "kill@train:2",
     "dpo": "kill@train:2",
