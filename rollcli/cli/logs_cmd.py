@@ -31,7 +31,7 @@ def logs(
     """Tail a run: its events and one line per step, in time order.
 
     A step line shows step k/N, reward, validation accuracy (when the step validated), KL,
-    entropy, response length and step time. With -f it follows the run until it stops."""
+    entropy, response length, each phase's share of the matmul peak (mfu) and step time. With -f it follows the run until it stops."""
     from rollcli.runs.log_tail import RunTail
     from rollcli.runs.log_tail import follow as follow_run
     from rollcli.runs.run_dir import RunDir

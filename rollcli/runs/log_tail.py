@@ -52,6 +52,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     'step  3/10  reward 0.500  kl 0.0012  41.2 s'
     >>> format_step({"step": 0, "val/accuracy": 0.296875}, 10)
     'step  0/10  val acc 0.297  (before training)'
+    >>> format_step({"step": 2, "perf/generate_mfu": 0.0312, "perf/train_mfu": 0.254})
+    'step 2  mfu gen 3.1% train 25.4%'
     """
     step = row.get("step", "?")
     if total_steps:
@@ -70,6 +72,17 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
         value = row.get(key)
         if isinstance(value, (int, float)):
             parts.append(f"{label} {fmt.format(value)}")
+    mfu = [
+        f"{label} {100 * row[key]:.1f}%"
+        for key, label in (
+            ("perf/generate_mfu", "gen"),
+            ("perf/forward_mfu", "fwd"),
+            ("perf/train_mfu", "train"),
+        )
+        if isinstance(row.get(key), (int, float))
+    ]
+    if mfu:
+        parts.append("mfu " + " ".join(mfu))
     if isinstance(row.get("time/step_s"), (int, float)):
         parts.append(f"{row['time/step_s']:.1f} s")
     if row.get("step") == 0 and "reward/mean" not in row:
