@@ -240,7 +240,7 @@ class RLVRPipeline(ControlledPipeline):
 
     def step(self, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """generate → reward → reference / old log-probs / values → advantages → update →
-        sync; returns the step's metrics and its sample rows."""
+        sync → FLOP account; returns the step's metrics and its sample rows."""
         cfg = self.cfg
         self.ctl.current_step = step
         metrics: dict[str, Any] = {"step": step}
