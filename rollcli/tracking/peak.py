@@ -23,7 +23,7 @@ def matmul_peak(
     device: Any = "cpu", dtype: Any = None, *, size: int = 1024, seconds: float = 1.0
 ) -> float:
     """FLOP/s of a `size` x `size` matmul on `device` in `dtype` (default float32), the best
-    of repeated runs over `seconds`."""
+    of repeated runs over `seconds` (and of at least three, for a busy machine)."""
     import torch
 
     dtype = dtype or torch.float32
@@ -32,8 +32,9 @@ def matmul_peak(
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     a @ b  # warm up
     sync()
-    best, deadline = float("inf"), time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
+    best, runs, deadline = float("inf"), 0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline or runs < 3:
+        runs += 1
         start = time.perf_counter()
         a @ b
         sync()
