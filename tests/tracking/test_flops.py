@@ -14,6 +14,8 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 import rollcli.tracking.flops as flops_module
 import rollcli.tracking.step_perf as step_perf_module
+from rollcli.config.errors import ConfigError
+from rollcli.config.loader import load_recipe
 from rollcli.models.registry import get_model_spec
 from rollcli.models.spec import ModelSpec
 from rollcli.pipelines.rollout import build_batch
@@ -187,3 +189,14 @@ def test_matmul_peak_times_a_real_matmul() -> None:
 @pytest.mark.parametrize("module", [flops_module, step_perf_module])
 def test_docstring_examples(module) -> None:  # noqa: ANN001
     assert doctest.testmod(module).failed == 0
+
+
+def test_run_peak_flops_is_taken_where_perf_is_logged_and_refused_elsewhere() -> None:
+    assert load_recipe("rlvr-math", ["run.peak_flops=2e11"])[0].run.peak_flops == 2e11
+    assert load_recipe("sft", ["run.peak_flops=2e11"])[0].run.peak_flops == 2e11
+    with pytest.raises(ConfigError) as err:
+        load_recipe("dpo", ["run.peak_flops=2e11"])
+    assert "the dpo pipeline does not log yet" in str(err.value)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="run.peak_flops"):
+        load_recipe("rlvr-math", ["run.peak_flops=0"])
