@@ -7,7 +7,8 @@ Same model, same chat prompts (one sample each, temperature 1), every sample exa
 `--new-tokens` long (EOS does not stop it), so every engine does the same work. The vllm
 rows run when vllm is installed (`make vllm`), once per `--vllm-dtypes`. The compute-bound
 limit is the float32 matrix-multiply FLOP/s measured in this run over 2 x parameters FLOPs
-per generated token. Engine start-up (vLLM compiles) is not timed.
+per generated token (`rollcli.tracking.peak.matmul_peak`, the peak `perf/*_mfu` divide by
+in a run). Engine start-up (vLLM compiles) is not timed.
 """
 
 from __future__ import annotations
@@ -27,18 +28,7 @@ from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
 from rollcli.strategies.infer_engines import vllm_available
 from rollcli.strategies.threads import set_threads
-
-
-def matmul_flops(dtype: torch.dtype, size: int = 1024, seconds: float = 1.0) -> float:
-    """FLOP/s of a square matrix multiply, best of repeated runs over `seconds`."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    a @ b  # warm up
-    best, deadline = float("inf"), time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
+from rollcli.tracking.peak import matmul_peak
 
 
 def chat_prompts(tokenizer, count: int) -> list[list[int]]:
@@ -133,7 +123,7 @@ def main() -> None:
     for _, run in runs:
         run(prompts[:2])  # warm up
     # No AVX-512/AMX here: bf16 matmuls compute in fp32, so fp32 FLOP/s bounds every dtype.
-    flops = matmul_flops(torch.float32)
+    flops = matmul_peak("cpu", torch.float32)
     best: dict[tuple[str, int], float] = {}
     # engines take turns within a round, so a slow spell of a shared machine hits all of them
     for _ in range(args.rounds):
@@ -145,7 +135,7 @@ def main() -> None:
                     f"{label:>18} batch {batch:>3}: {tokens / seconds:7.1f} tokens/s",
                     file=sys.stderr,
                 )
-    flops = max(flops, matmul_flops(torch.float32))
+    flops = max(flops, matmul_peak("cpu", torch.float32))
 
     table = Table(
         title=f"{args.model}: tokens/s, {args.new_tokens} new tokens per sample, "

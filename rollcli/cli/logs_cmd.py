@@ -31,9 +31,9 @@ def logs(
     """Tail a run: its events and one line per step, in time order.
 
     A step line shows step k/N, reward, validation accuracy (when the step validated), KL,
-    entropy, response length and step time (agentic runs: the share of informative groups,
-    the first action token's entropy and the most frequent action). With -f it follows the
-    run until it stops."""
+    entropy, response length, each phase's share of the matmul peak (mfu) and step time
+    (agentic runs: the share of informative groups, the first action token's entropy and
+    the most frequent action). With -f it follows the run until it stops."""
     from rollcli.runs.log_tail import RunTail
     from rollcli.runs.log_tail import follow as follow_run
     from rollcli.runs.run_dir import RunDir

@@ -19,8 +19,8 @@ def plot(
 ) -> None:
     """Plot a run's curves into one PNG.
 
-    Panels: train reward, validation accuracy, KL, entropy, response length and step time
-    against the step; a metric the run did not log leaves its panel saying so."""
+    Panels: train reward, validation accuracy, KL, entropy, response length, step time and
+    each phase's share of the matmul peak (MFU) against the step; a metric the run did not log leaves its panel saying so."""
     from rollcli.runs.plot import plot_run
     from rollcli.runs.run_dir import RunDir
 

@@ -35,6 +35,9 @@ GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
 OFFLINE_PIPELINES = ("sft", "dpo", "distill")
 
 
+PERF_PIPELINES = ("rlvr", "sft")  # the pipelines that log perf/* (a FLOP account per step)
+
+
 class _Recipe(Section):
     """What every recipe has; each pipeline's recipe adds the sections it reads."""
 
@@ -58,6 +61,17 @@ class _Recipe(Section):
                 f"devices.nodes = {nodes} (--nodes) spreads GPUs over nodes, but "
                 "resources.gpus is 0 (a CPU run on this host); give the cluster's GPUs, e.g. "
                 f"--gpus {8 * nodes} --nodes {nodes}, or drop --nodes"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _peak_where_perf_is_logged(self) -> Self:
+        """Only rlvr and sft log `perf/*` (docs/performance.md): elsewhere the key does nothing."""
+        if self.run.peak_flops is not None and self.pipeline not in PERF_PIPELINES:
+            raise ValueError(
+                f"run.peak_flops sets the peak that perf/*_mfu divide by, which the "
+                f"{self.pipeline} pipeline does not log yet (only {', '.join(PERF_PIPELINES)}); "
+                "remove it"
             )
         return self
 

@@ -288,6 +288,8 @@ class RunConfig(Section):
     tracker_project: str = "roll"  # the online project (swanlab, wandb)
     save_samples: bool = True
     max_restarts: NonNegInt = 3  # workers that die are restarted from the newest checkpoint
+    # FLOP/s of one device that perf/*_mfu divides by; None: measured (docs/performance.md)
+    peak_flops: PositiveFloat | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -48,6 +48,7 @@ from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
+from rollcli.tracking.step_perf import RLStepWork, RunPerf, rollout_groups
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
@@ -92,6 +93,24 @@ class RLVRPipeline(ControlledPipeline):
                 "algorithm.tis_cap: samples from older weights are not reweighted"
             )
         threads = max(w.threads or 1 for w in self.placement.plan.workers)
+        self.perf = RunPerf.start(
+            self.run, self.model_path, cfg.run.peak_flops, self.clusters.actor_train
+        )
+        if cfg.resources.gpus > 0:
+            train_gpus = self.clusters.actor_train.world_size
+            self.perf.devices = {
+                "generate": self.clusters.actor_infer.world_size,
+                "forward": train_gpus,
+                "train": train_gpus,
+            }
+        self.work = RLStepWork(
+            reference=cfg.reference_role in ("reference", "actor_train"),
+            old_logprobs=self.needs_old_logprobs,
+            critic=cfg.needs_critic,
+            epochs=alg.ppo_epochs,
+            shared_prefix=self.update_args.shared_prefix,
+            lora=train.lora is not None,
+        )
         self.run.log_event(
             f"workers ready: engine={self.engine}, {threads} threads per colocated role, "
             f"{len(self.train_prompts)} train / {len(self.val_prompts)} validation prompts"
@@ -177,7 +196,7 @@ class RLVRPipeline(ControlledPipeline):
 
     def step(self, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """generate → reward → reference / old log-probs / values → advantages → update →
-        sync; returns the step's metrics and its sample rows."""
+        sync → FLOP account; returns the step's metrics and its sample rows."""
         cfg = self.cfg
         self.ctl.current_step = step
         metrics: dict[str, Any] = {"step": step}
@@ -260,6 +279,10 @@ class RLVRPipeline(ControlledPipeline):
             self.clusters.actor_infer.call("wake")
             metrics["time/engine_wake_s"] = time.perf_counter() - t0
         metrics["time/weight_sync_s"] = self.sync_weights(version=step)
+
+        # 6. the FLOP account: each phase's useful FLOPs over its time x the peak (perf/*)
+        flops = self.work.flops(self.perf.model, rollout_groups(batch))
+        metrics.update(self.perf.step_metrics(flops, metrics))
         return metrics, rollout.rows
 
     # ---- pieces of a step ------------------------------------------------------------

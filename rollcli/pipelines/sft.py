@@ -26,6 +26,8 @@ from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import roles_for
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.tracking.flops import train_factor
+from rollcli.tracking.step_perf import RunPerf
 
 
 class SFTPipeline(ControlledPipeline):
@@ -54,6 +56,7 @@ class SFTPipeline(ControlledPipeline):
         )
         self.sampler = PromptSampler(len(self.train_samples), cfg.seed)
         self._start_workers()
+        self.perf = RunPerf.start(self.run, self.model_path, cfg.run.peak_flops, self.actor)
         self.run.log_event(
             f"workers ready: {len(train)} train / {len(val)} validation conversations"
             + (
@@ -108,7 +111,7 @@ class SFTPipeline(ControlledPipeline):
         t0 = time.perf_counter()
         out = self.actor.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)[0]
         real = int(batch["length"].sum())
-        return {
+        metrics = {
             "step": step,
             **{f"actor/{k}": v for k, v in out.items()},
             "data/rows": float(len(batch)),
@@ -116,6 +119,13 @@ class SFTPipeline(ControlledPipeline):
             "data/padding_frac": 1 - real / batch["input_ids"].numel(),
             "time/train_s": time.perf_counter() - t0,
         }
+        # the FLOP account (perf/*): forward + backward over the samples' tokens
+        forward = self.perf.model.sequences(
+            [len(ids) for ids, _ in samples], head_tokens=batch.meta["targets"]
+        )
+        lora = cfg.train.lora is not None
+        flops = {"train": train_factor(frozen_weights=lora) * forward}
+        return {**metrics, **self.perf.step_metrics(flops, metrics)}
 
     def validate(self) -> dict[str, float]:
         cfg = self.cfg

@@ -56,6 +56,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     >>> format_step({"step": 4, "agentic/informative_groups": 0.5,
     ...     "agentic/action_frac/Left": 0.75, "agentic/action_frac/Up": 0.25})
     'step 4  informative 0.50  top Left 0.75'
+    >>> format_step({"step": 2, "perf/generate_mfu": 0.0312, "perf/train_mfu": 0.254})
+    'step 2  mfu gen 3.1% train 25.4%'
     """
     step = row.get("step", "?")
     if total_steps:
@@ -80,6 +82,17 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     if actions:  # the agentic policy's most frequent action: a collapse shows as 1.00
         top = max(actions, key=actions.__getitem__)
         parts.append(f"top {top} {actions[top]:.2f}")
+    mfu = [
+        f"{label} {100 * row[key]:.1f}%"
+        for key, label in (
+            ("perf/generate_mfu", "gen"),
+            ("perf/forward_mfu", "fwd"),
+            ("perf/train_mfu", "train"),
+        )
+        if isinstance(row.get(key), (int, float))
+    ]
+    if mfu:
+        parts.append("mfu " + " ".join(mfu))
     if isinstance(row.get("time/step_s"), (int, float)):
         parts.append(f"{row['time/step_s']:.1f} s")
     if row.get("step") == 0 and "reward/mean" not in row:

@@ -1,5 +1,6 @@
-"""One PNG of a run's curves: train reward, validation accuracy, KL, entropy, response length
-and step time against the step. A panel whose metric the run did not log says so.
+"""One PNG of a run's curves: train reward, validation accuracy, KL, entropy, response length,
+step time and each phase's share of the matmul peak (`perf/*_mfu`) against the step. A panel
+whose metric the run did not log says so.
 
 Drawn with matplotlib's object API on the Agg canvas: no pyplot, no global backend switch.
 """
@@ -26,6 +27,13 @@ STEP_PHASES = (
     ("time/train_s", "train"),
     ("time/weight_sync_s", "weight sync"),
     ("time/validate_s", "validate"),
+)
+
+# the phases whose useful FLOPs over time x peak `perf/<phase>_mfu` logs
+MFU_PHASES = (
+    ("generate", "generate", "gen"),
+    ("forward", "ref/old log-probs", "fwd"),
+    ("train", "train", "train"),
 )
 
 
@@ -165,6 +173,21 @@ def _draw_step_time(ax: Any, rows: list[Row], key: str) -> str:
     return f"mean {sum(total) / len(total):.1f} s"
 
 
+def _draw_mfu(ax: Any, rows: list[Row], key: str) -> str:
+    """One line per phase, in percent of the measured matmul peak."""
+    last = []
+    for phase, label, short in MFU_PHASES:
+        steps, values = series(rows, f"perf/{phase}_mfu")
+        if values:
+            percent = [100 * v for v in values]
+            marker = "o" if len(steps) <= 30 else None
+            ax.plot(steps, percent, marker=marker, markersize=3, label=label)
+            last.append(f"{short} {percent[-1]:.1f}%")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=9, loc="best")
+    return " ".join(last)
+
+
 PANELS = (
     Panel(
         "train reward", "reward/mean", "mean reward", _draw_reward, "no rollout steps logged yet"
@@ -198,6 +221,13 @@ PANELS = (
         "not logged by this run",
     ),
     Panel("step time", "time/step_s", "seconds", _draw_step_time, "no training step finished yet"),
+    Panel(
+        "MFU",
+        "perf/train_mfu",
+        "% of measured matmul peak",
+        _draw_mfu,
+        "logged by runs since perf/* (docs/performance.md)",
+    ),
 )
 
 
@@ -222,18 +252,21 @@ def _say_missing(ax: Any, panel: Panel) -> None:
 
 
 def draw_run(rows: list[Row], *, title: str, subtitle: str = "") -> Figure:
-    """The figure of `rows` (metrics.jsonl): six panels in two rows, 1600 x 900 pixels."""
+    """The figure of `rows` (metrics.jsonl): seven panels in two rows of four, 2000 x 900
+    pixels (the eighth place left empty)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(16, 9), dpi=100, layout="constrained")
+    fig = Figure(figsize=(20, 9), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     fig.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=15)
-    axes = fig.subplots(2, 3)
+    axes = fig.subplots(2, 4)
+    for ax in axes.flat[len(PANELS) :]:
+        fig.delaxes(ax)
     all_steps = [row["step"] for row in rows if isinstance(row.get("step"), int)]
     xlim = (min(all_steps) - 0.5, max(all_steps) + 0.5) if all_steps else None
-    for ax, panel in zip(axes.flat, PANELS, strict=True):
+    for ax, panel in zip(axes.flat, PANELS, strict=False):
         ax.tick_params(labelsize=10)
         if not series(rows, panel.key)[1]:
             _say_missing(ax, panel)

@@ -44,6 +44,7 @@ from rollcli.strategies.hf_shared_prefix import shared_prefix_logprobs
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import make_trainer
+from rollcli.tracking.peak import matmul_peak
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "prompt_width")
@@ -311,6 +312,13 @@ class ActorTrainWorker:
             normalisers=normalisers,
         )
         return to_cpu(metrics)
+
+    def matmul_peak(self, seconds: float = 1.0) -> dict[str, Any]:
+        """This rank's matmul FLOP/s on its device in its compute dtype (`tracking/peak.py`):
+        `{"flops", "device", "dtype"}`."""
+        dtype = torch.bfloat16 if self.precision == "bf16-mixed" else torch.float32
+        flops = matmul_peak(self.device, dtype, seconds=seconds)
+        return {"flops": flops, "device": str(self.device), "dtype": str(dtype).split(".")[-1]}
 
     # ---- weight sync -------------------------------------------------------------------
     def device_slot(self) -> dict:

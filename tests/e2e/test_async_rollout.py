@@ -49,7 +49,9 @@ def _untimed(run: Path) -> list[dict]:
         {
             k: v
             for k, v in r.items()
-            if k != "time" and not k.startswith("time/") and "per_s" not in k
+            if k != "time"
+            and not k.startswith("time/")
+            and not any(t in k for t in ("per_s", "_mfu", "perf/peak_gflops"))
         }
         for r in _rows(run)
     ]

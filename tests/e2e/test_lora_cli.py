@@ -33,7 +33,7 @@ SMALL = {
                            "agentic.val_episodes=2", "agentic.max_turns=2",
                            "rollout.max_new_tokens=8", "algorithm.kl_coef=0.01"],
 }  # fmt: skip
-UNTIMED = ("time/", "per_s")
+UNTIMED = ("time/", "per_s", "_mfu", "perf/peak_gflops")  # perf/*: over the measured peak
 
 
 def train(recipe: str, run_id: str, runs: Path, fault: str = "") -> Path:

@@ -58,6 +58,9 @@ REQUIRED = {
         "val/accuracy_ci_low",
         "val/accuracy_ci_high",
         "val/n",
+        "perf/train_mfu",
+        "perf/train_gflop",
+        "perf/peak_gflops",
     },
     "dpo": {
         "actor/loss",
@@ -86,7 +89,7 @@ REQUIRED = {
         "val/n",
     },
 }
-UNTIMED = ("time/", "per_s")
+UNTIMED = ("time/", "per_s", "_mfu", "perf/peak_gflops")  # perf/*: over the measured peak
 FAULTS = {
     "sft": "kill@train:2",
     "dpo": "kill@train:2",

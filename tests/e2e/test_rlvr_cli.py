@@ -34,6 +34,10 @@ REQUIRED_STEP_METRICS = {
     "time/train_s",
     "time/weight_sync_s",
     "rollout/tokens_per_s",
+    "perf/generate_mfu",
+    "perf/forward_mfu",
+    "perf/train_mfu",
+    "perf/peak_gflops",
 }
 SMALL = [
     "rollout.batch_size=8",
@@ -95,6 +99,32 @@ def test_metrics_have_every_required_key_each_step(grpo_run: Path) -> None:
         assert all(
             isinstance(v, (int, float)) and v == v for v in row.values()
         )  # finite numbers, no NaN
+
+
+def test_perf_metrics_are_the_flop_model_over_time_and_peak(grpo_run: Path) -> None:
+    from rollcli.models.registry import TINY_RANDOM
+    from rollcli.tracking.flops import FlopModel
+
+    peak = json.loads((grpo_run / "perf_peak.json").read_text())  # measured once, on actor_train
+    assert (peak["source"], peak["device"], peak["dtype"]) == ("measured", "cpu", "float32")
+    assert "perf: matmul peak" in (grpo_run / "events.log").read_text()
+    model = FlopModel.from_spec(TINY_RANDOM)
+    per_token = 2 * (model.params_per_token + model.hidden * model.vocab)  # + attention
+    for row in _metrics(grpo_run)[1:]:
+        assert row["perf/peak_gflops"] == peak["flops"] / 1e9
+        for phase in ("generate", "forward", "train"):
+            mfu, gflop = row[f"perf/{phase}_mfu"], row[f"perf/{phase}_gflop"]
+            assert mfu > 0  # no upper bound: the peak and the phase are timed apart (load)
+            assert mfu == pytest.approx(gflop / (row[f"time/{phase}_s"] * peak["flops"] / 1e9))
+        # grpo, kl in the loss, one epoch on-policy: the forward is the reference's only, and
+        # training is forward + backward (3 forwards) over the same tokens
+        assert row["perf/train_gflop"] == pytest.approx(3 * row["perf/forward_gflop"])
+        # the log-prob forward computes every response token (8 rows) and each group's
+        # prompt once (shared prefix): more than the response tokens' matmuls alone
+        responses = 8 * row["response_length/mean"]
+        assert row["perf/forward_gflop"] > per_token * responses / 1e9
+        # generation feeds back all but each response's last token
+        assert row["perf/generate_gflop"] > per_token * (responses - 8) / 1e9
 
 
 @pytest.mark.parametrize("tracker", ["swanlab", "wandb"])

@@ -1,4 +1,4 @@
-"""`roll plot`: one PNG with six panels, read back pixel by pixel."""
+"""`roll plot`: one PNG with seven panels, read back pixel by pixel."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def _row(step: int, **extra: float) -> dict[str, float]:
         "time/generate_s": 10.0,
         "time/train_s": 20.0,
         "time/step_s": 32.0,
+        "perf/generate_mfu": 0.01 * step,
+        "perf/forward_mfu": 0.2,
+        "perf/train_mfu": 0.25,
         **extra,
     }
 
@@ -40,11 +43,12 @@ def _run(runs_dir: Path, rows: list[dict], run_id: str = "run-p") -> RunDir:
 
 
 def _panels(png: Path) -> list[np.ndarray]:
-    """The six panel areas of the 1600 x 900 figure (below the two title lines)."""
+    """The seven panel areas of the 2000 x 900 figure (below the two title lines)."""
     image = imread(png)
     body = image[80:, :, :3]
-    h, w = body.shape[0] // 2, body.shape[1] // 3
-    return [body[r * h : (r + 1) * h, c * w : (c + 1) * w] for r in range(2) for c in range(3)]
+    h, w = body.shape[0] // 2, body.shape[1] // 4
+    areas = [body[r * h : (r + 1) * h, c * w : (c + 1) * w] for r in range(2) for c in range(4)]
+    return areas[: len(PANELS)]
 
 
 def test_plot_writes_a_png_with_every_panel_drawn(tmp_path: Path) -> None:
@@ -57,7 +61,7 @@ def test_plot_writes_a_png_with_every_panel_drawn(tmp_path: Path) -> None:
     assert result.stdout.strip() == str(png)
 
     image = imread(png)
-    assert image.shape == (900, 1600, 4)
+    assert image.shape == (900, 2000, 4)
     for panel in _panels(png):
         colored = (panel.max(axis=2) - panel.min(axis=2)) > 0.2  # curves and bars, not grey text
         assert colored.mean() > 0.002
@@ -76,6 +80,7 @@ def test_titles_carry_the_run_and_the_latest_values() -> None:
         "entropy  (last 0.670)",
         "response length  (last 17.0)",
         "step time  (mean 32.0 s)",
+        "MFU  (gen 3.0% fwd 20.0% train 25.0%)",
     ]
     assert fig.get_suptitle() == "run run-p\nrlvr-math · tiny-random · finished"
     assert all(ax.get_xlabel() == "step" for ax in fig.axes)
@@ -85,11 +90,12 @@ def test_missing_metrics_leave_a_panel_that_says_so(tmp_path: Path) -> None:
     rows = [{"step": k, "reward/mean": 0.1 * k, "actor/entropy": 0.5} for k in range(1, 4)]
     fig = draw_run(rows, title="run run-q")
     texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig.axes}
-    assert len(texts) == len(PANELS) == 6
+    assert len(texts) == len(PANELS) == 7
     assert texts["validation accuracy"] == ["no 'val/accuracy' in metrics", "(no validation ran)"]
     assert texts["KL to reference"][0] == "no 'actor/kl' in metrics"
     assert texts["response length"][0] == "no 'response_length/mean' in metrics"
     assert texts["step time"][0] == "no 'time/step_s' in metrics"
+    assert texts["MFU"][0] == "no 'perf/train_mfu' in metrics"
 
     _run(tmp_path, rows, "run-q")
     with (tmp_path / "run-q" / "metrics.jsonl").open("a") as fh:
@@ -98,10 +104,10 @@ def test_missing_metrics_leave_a_panel_that_says_so(tmp_path: Path) -> None:
     result = runner.invoke(app, ["plot", "run-q", "-o", str(out), "--runs-dir", str(tmp_path)])
     assert result.exit_code == 0, result.stderr
     panels = _panels(out)
-    assert imread(out).shape == (900, 1600, 4)
+    assert imread(out).shape == (900, 2000, 4)
     colored = [((p.max(axis=2) - p.min(axis=2)) > 0.2).mean() for p in panels]
     assert colored[0] > 0.002 and colored[3] > 0.002  # reward and entropy drawn
-    assert max(colored[1], colored[2], colored[4], colored[5]) < 0.0005  # text only
+    assert max(colored[1], colored[2], colored[4], colored[5], colored[6]) < 0.0005  # text only
 
 
 def test_plot_errors(tmp_path: Path) -> None:

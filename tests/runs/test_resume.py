@@ -42,7 +42,7 @@ ARGS = [
     "reward.timeout_s=0.5",
 ]
 # Values that measure time, not the run.
-UNTIMED = ("time/", "per_s")
+UNTIMED = ("time/", "per_s", "_mfu", "perf/peak_gflops")  # perf/*: over the measured peak
 
 
 def roll(*args: str, runs: Path, fault: str = "", ctrl_c_after: tuple[str, int] | None = None):

@@ -1,0 +1,112 @@
+"""A step's FLOP account: the useful FLOPs of each phase and `perf/*` metrics.
+
+`perf/<phase>_gflop` is what the FLOP model (`tracking/flops.py`) counts for the tokens the
+phase computed for the batch the step trains on; `perf/<phase>_mfu` is that over
+`time/<phase>_s x perf/peak_gflops x devices` (the share of the machine's measured matmul
+peak the phase reached: 1.0 is every device multiplying at its peak the whole time).
+Samples that generated but were not trained on (groups dynamic sampling dropped, requests
+it aborted) are not useful work: they lower `generate_mfu`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rollcli.tracking.flops import FlopModel, Group, train_factor
+from rollcli.tracking.peak import run_peak
+
+if TYPE_CHECKING:
+    from rollcli.data.batch import Batch
+    from rollcli.distributed.cluster import Cluster
+    from rollcli.runs.run_dir import RunDir
+
+PHASES = ("generate", "forward", "train")
+
+
+def rollout_groups(batch: Batch) -> list[Group]:
+    """The batch's rows grouped by identical prompt tokens (a GRPO group), with each
+    row's real prompt and response lengths (padding is not counted)."""
+    width = int(batch["prompt_width"][0])
+    prompt_lens = batch["attention_mask"][:, :width].sum(dim=1).tolist()
+    response_lens = batch["response_mask"].sum(dim=1).long().tolist()
+    ids = batch["input_ids"][:, :width]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for row, (p, r) in enumerate(zip(prompt_lens, response_lens, strict=True)):
+        groups.setdefault(tuple(ids[row, width - p :].tolist()), []).append(r)
+    return [Group(len(prompt), tuple(rs)) for prompt, rs in groups.items()]
+
+
+@dataclass(frozen=True)
+class RLStepWork:
+    """What an RL step runs, beyond its tokens: the forward passes of phase 2 and the
+    training passes of phase 4."""
+
+    reference: bool  # ref log-probs (a reference worker, or actor_train with adapters off)
+    old_logprobs: bool
+    critic: bool
+    epochs: int
+    shared_prefix: bool
+    lora: bool
+
+    def flops(self, model: FlopModel, groups: list[Group]) -> dict[str, float]:
+        """Useful FLOPs of the generate, forward and train phases."""
+        actor = model.logprobs(groups, shared_prefix=self.shared_prefix)
+        critic = model.logprobs(groups, shared_prefix=self.shared_prefix, head=False)
+        forward = actor * (self.reference + self.old_logprobs) + critic * self.critic
+        train = self.epochs * train_factor(frozen_weights=self.lora) * actor
+        train += self.epochs * train_factor(frozen_weights=False) * critic * self.critic
+        return {"generate": model.generate(groups), "forward": forward, "train": train}
+
+
+def perf_metrics(
+    flops: dict[str, float],
+    seconds: dict[str, float],
+    peak_flops: float,
+    devices: dict[str, int] | None = None,
+) -> dict[str, float]:
+    """`perf/peak_gflops`, and per phase `perf/<phase>_gflop` and `perf/<phase>_mfu`
+    (useful FLOPs / (seconds x peak x devices)); a phase without a time logs no MFU.
+
+    >>> perf_metrics({"train": 6e9}, {"train": 2.0}, peak_flops=10e9)
+    {'perf/peak_gflops': 10.0, 'perf/train_gflop': 6.0, 'perf/train_mfu': 0.3}
+    """
+    out = {"perf/peak_gflops": peak_flops / 1e9}
+    for phase, count in flops.items():
+        out[f"perf/{phase}_gflop"] = count / 1e9
+        t = seconds.get(phase)
+        if t:
+            out[f"perf/{phase}_mfu"] = count / (t * peak_flops * (devices or {}).get(phase, 1))
+    return out
+
+
+@dataclass
+class RunPerf:
+    """A run's FLOP model and peak; `step_metrics` turns a step's FLOPs and times into
+    `perf/*`. `devices`: GPUs per phase (one device, the machine, on a CPU run)."""
+
+    model: FlopModel
+    peak_flops: float
+    devices: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls, run: RunDir, model_path: str, configured: float | None, trainer: Cluster
+    ) -> RunPerf:
+        """The model's FLOP numbers (its config.json) and the run's peak: `configured`
+        (run.peak_flops), the run folder's, or measured on actor_train's rank 0."""
+        from rollcli.planning.from_recipe import model_spec
+
+        peak = run_peak(run.root, configured, lambda: trainer.call_rank(0, "matmul_peak"))
+        where = f" ({peak['device']}, {peak['dtype']})" if "device" in peak else ""
+        run.log_event(
+            f"perf: matmul peak {peak['flops'] / 1e9:.1f} GFLOP/s per device, {peak['source']}"
+            f"{where}; perf/*_mfu divide by it"
+        )
+        return cls(FlopModel.from_spec(model_spec(model_path)), float(peak["flops"]))
+
+    def step_metrics(self, flops: dict[str, float], metrics: Mapping[str, Any]) -> dict[str, float]:
+        """`perf_metrics` with each phase's time read from the step's `time/<phase>_s`."""
+        seconds = {p: metrics.get(f"time/{p}_s") or 0.0 for p in flops}
+        return perf_metrics(flops, seconds, self.peak_flops, self.devices)
