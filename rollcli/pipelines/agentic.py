@@ -68,6 +68,15 @@ class AgenticPipeline(ControlledPipeline):
         self.ctl = RunControl(cfg, run, display, fault_roles=roles)
         self.clusters: list[Cluster] | None = None
         self.engine = resolve_engine(cfg.rollout.engine)
+        if self.engine != "hf" and "turn_cache_mib" in cfg.agentic.model_fields_set:
+            from rollcli.config.errors import ConfigError
+
+            raise ConfigError(
+                f"agentic.turn_cache_mib applies to the hf engine; {self.engine} caches "
+                "prefixes by itself: leave agentic.turn_cache_mib unset"
+            )
+        # the hf engine keeps each episode's KV between its turns
+        self.turn_cache_mib = cfg.agentic.turn_cache_mib if self.engine == "hf" else 0.0
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -140,6 +149,7 @@ class AgenticPipeline(ControlledPipeline):
                 "seed": cfg.seed + rank,
                 "rank": rank,
                 "engine": self.engine,
+                "session_mib": self.turn_cache_mib,
                 "engine_kwargs": dict(
                     dtype="float32" if cfg.rollout.vllm_dtype == "auto" else cfg.rollout.vllm_dtype,
                     kv_cache_gib=cfg.rollout.vllm_kv_cache_gib,
@@ -277,7 +287,7 @@ class AgenticPipeline(ControlledPipeline):
     ) -> tuple[list[Episode], dict[str, float]]:
         return play_episodes(
             envs.workers,
-            ModelPolicy(self.infer.workers, params),
+            ModelPolicy(self.infer.workers, params, sessions=self.turn_cache_mib > 0),
             specs,
             self.fmt,
             self.limits,

@@ -95,12 +95,18 @@ def evaluate(
         from rollcli.workers.actor_infer import ActorInferWorker
 
         assert model_path is not None
-        worker = ActorInferWorker(model_path, num_threads=num_threads, seed=seed, engine="hf")
+        worker = ActorInferWorker(
+            model_path,
+            num_threads=num_threads,
+            seed=seed,
+            engine="hf",
+            session_mib=agentic.turn_cache_mib,
+        )
         tokenizer = worker.tokenizer
         params = SamplingParams(
             n=1, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
         )
-        policy = ModelPolicy([worker], params)
+        policy = ModelPolicy([worker], params, sessions=agentic.turn_cache_mib > 0)
     fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix, agentic.user_suffix)
     episodes, _ = play_episodes(
         hosts,
