@@ -36,6 +36,7 @@ from rollcli.pipelines.agentic_setup import (
     limits,
     model_context,
     train_specs,
+    turn_cache_mib,
     val_specs,
 )
 from rollcli.pipelines.display_protocol import Display
@@ -68,15 +69,7 @@ class AgenticPipeline(ControlledPipeline):
         self.ctl = RunControl(cfg, run, display, fault_roles=roles)
         self.clusters: list[Cluster] | None = None
         self.engine = resolve_engine(cfg.rollout.engine)
-        if self.engine != "hf" and "turn_cache_mib" in cfg.agentic.model_fields_set:
-            from rollcli.config.errors import ConfigError
-
-            raise ConfigError(
-                f"agentic.turn_cache_mib applies to the hf engine; {self.engine} caches "
-                "prefixes by itself: leave agentic.turn_cache_mib unset"
-            )
-        # the hf engine keeps each episode's KV between its turns
-        self.turn_cache_mib = cfg.agentic.turn_cache_mib if self.engine == "hf" else 0.0
+        self.turn_cache_mib = turn_cache_mib(cfg.agentic, self.engine)
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:

@@ -17,7 +17,13 @@ from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode
 from rollcli.pipelines.agentic_metrics import episode_metrics
 from rollcli.pipelines.agentic_rollout import ModelPolicy, RandomPolicy, play_episodes
-from rollcli.pipelines.agentic_setup import env_kwargs, limits, model_context, val_specs
+from rollcli.pipelines.agentic_setup import (
+    env_kwargs,
+    limits,
+    model_context,
+    turn_cache_mib,
+    val_specs,
+)
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 
@@ -100,13 +106,13 @@ def evaluate(
             num_threads=num_threads,
             seed=seed,
             engine="hf",
-            session_mib=agentic.turn_cache_mib,
+            session_mib=turn_cache_mib(agentic, "hf"),
         )
         tokenizer = worker.tokenizer
         params = SamplingParams(
             n=1, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
         )
-        policy = ModelPolicy([worker], params, sessions=agentic.turn_cache_mib > 0)
+        policy = ModelPolicy([worker], params, sessions=turn_cache_mib(agentic, "hf") > 0)
     fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix, agentic.user_suffix)
     episodes, _ = play_episodes(
         hosts,
