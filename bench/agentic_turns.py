@@ -106,7 +106,7 @@ def main() -> None:
                 f"{rate / base:.2f}",
             )
         speedups.append(f"{env} {best[True]['turns'] / best[True]['seconds'] / base:.2f}x")
-    Console().print(table)
+    Console(width=160).print(table)
     print("turns/s with sessions / without: " + ", ".join(speedups))
 
 
