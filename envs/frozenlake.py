@@ -78,6 +78,12 @@ the goal ends it with reward 1.{slippery} At most {max_steps} moves.
 Answer with exactly one move inside answer tags, for example <answer>Right</answer>.
 Valid moves: Left, Down, Right, Up."""
 
+# `compact_instructions=True`: the same rules in about half the tokens
+_COMPACT = """\
+FrozenLake: reach the goal, avoid holes ({legend}). Edges block moves.{slippery} \
+At most {max_steps} moves.
+Reply with one move, e.g. <answer>Right</answer>; moves: Left, Down, Right, Up."""
+
 _SLIPPERY_NOTE = (
     " The ice is slippery: you move in the intended direction only one time in three,"
     " otherwise to one of its two sides."
@@ -124,6 +130,7 @@ class FrozenLakeEnv(TextEnv):
         symbols: a `FrozenLakeSymbols` or a mapping of overrides.
         format_penalty: reward added for a reply that does not parse to a move.
         answer_pattern: regex locating the answer in a reply (see `parse_action`).
+        compact_instructions: a shorter system prompt with the same rules.
         shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: see
             `TextEnv` (progress shaping, feedback on moves without effect, split layouts).
     """
@@ -146,6 +153,7 @@ class FrozenLakeEnv(TextEnv):
         no_effect_feedback: bool = False,
         no_effect_penalty: float = 0.0,
         layouts: str = "all",
+        compact_instructions: bool = False,
     ) -> None:
         super().__init__(
             max_steps=max_steps,
@@ -165,6 +173,7 @@ class FrozenLakeEnv(TextEnv):
         self.size = len(desc) if desc is not None else int(size)
         self.p = float(p)
         self.is_slippery = bool(is_slippery)
+        self.compact_instructions = bool(compact_instructions)
         self.fixed_desc = list(desc) if desc is not None else None
         self.symbols = FrozenLakeSymbols.coerce(symbols)
         rows, cols = self.size, len(desc[0]) if desc is not None else self.size
@@ -177,6 +186,14 @@ class FrozenLakeEnv(TextEnv):
 
     @property
     def instructions(self) -> str:
+        if self.compact_instructions:
+            return _COMPACT.format(
+                legend=", ".join(self.symbols.legend().splitlines()),
+                slippery=" Slippery: a move goes sideways 2 times in 3."
+                if self.is_slippery
+                else "",
+                max_steps=self.max_steps,
+            )
         return _INSTRUCTIONS.format(
             legend=self.symbols.legend(),
             slippery=_SLIPPERY_NOTE if self.is_slippery else "",

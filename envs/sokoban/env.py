@@ -61,6 +61,13 @@ off a target, +{success_reward:g} when solved. At most {max_steps} moves.
 Answer with exactly one move inside answer tags, for example <answer>Left</answer>.
 Valid moves: Up, Down, Left, Right."""
 
+# `compact_instructions=True`: the same rules in about half the tokens
+_COMPACT = """\
+Sokoban: push every box onto a target ({legend}). Walking into a box pushes it if the \
+cell behind is free; boxes cannot be pulled. Rewards: {step_penalty:g} per move, +1 box \
+on target, -1 box off, +{success_reward:g} solved. At most {max_steps} moves.
+Reply with one move, e.g. <answer>Left</answer>; moves: Up, Down, Left, Right."""
+
 
 @register_env("sokoban", description="push boxes onto targets in a random solvable room")
 class SokobanEnv(TextEnv):
@@ -77,6 +84,7 @@ class SokobanEnv(TextEnv):
         format_penalty: reward added for a reply that does not parse to a move.
         answer_pattern: regex locating the answer in a reply (see `parse_action`).
         reverse_steps: reverse moves the generator plays per attempt.
+        compact_instructions: a shorter system prompt with the same rules.
         shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: see
             `TextEnv` (progress shaping, feedback on moves without effect, split layouts).
     """
@@ -101,6 +109,7 @@ class SokobanEnv(TextEnv):
         no_effect_feedback: bool = False,
         no_effect_penalty: float = 0.0,
         layouts: str = "all",
+        compact_instructions: bool = False,
     ) -> None:
         super().__init__(
             max_steps=max_steps,
@@ -122,6 +131,7 @@ class SokobanEnv(TextEnv):
         self.step_penalty = float(step_penalty)
         self.success_reward = float(success_reward)
         self.reverse_steps = reverse_steps
+        self.compact_instructions = bool(compact_instructions)
         rows, cols = self.dim_room
         charset = "".join(vars(self.symbols).values()) + "\n"
         self.observation_space = spaces.Text(rows * cols + rows - 1, charset=charset)
@@ -131,8 +141,10 @@ class SokobanEnv(TextEnv):
 
     @property
     def instructions(self) -> str:
-        return _INSTRUCTIONS.format(
-            legend=self.symbols.legend(),
+        template = _COMPACT if self.compact_instructions else _INSTRUCTIONS
+        legend = self.symbols.legend()
+        return template.format(
+            legend=", ".join(legend.splitlines()) if self.compact_instructions else legend,
             step_penalty=self.step_penalty,
             success_reward=self.success_reward,
             max_steps=self.max_steps,

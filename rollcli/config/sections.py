@@ -471,6 +471,10 @@ class AgenticConfig(Section):
     shaping: Literal["none", "progress"] = "none"
     no_effect_feedback: bool = False
     no_effect_penalty: Annotated[float, Field(le=0)] = 0.0
+    # the hf engine keeps each episode's KV between its turns, so a turn prefills only its
+    # new tokens; this bounds that memory (least recently used dropped first; 0: every turn
+    # prefills the whole conversation). vllm and sglang cache prefixes by themselves.
+    turn_cache_mib: Annotated[float, Field(ge=0)] = 1024.0
 
     @model_validator(mode="after")
     def _known_env(self) -> AgenticConfig:

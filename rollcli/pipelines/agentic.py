@@ -37,6 +37,7 @@ from rollcli.pipelines.agentic_setup import (
     limits,
     model_context,
     train_specs,
+    turn_cache_mib,
     val_specs,
 )
 from rollcli.pipelines.display_protocol import Display
@@ -62,6 +63,7 @@ class AgenticPipeline(ControlledPipeline):
         self.ctl = RunControl(cfg, run, display)
         self.clusters: list[Cluster] | None = None
         self.engine = resolve_engine(cfg.rollout.engine)
+        self.turn_cache_mib = turn_cache_mib(cfg.agentic, self.engine)
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -216,7 +218,7 @@ class AgenticPipeline(ControlledPipeline):
     ) -> tuple[list[Episode], dict[str, float]]:
         return play_episodes(
             envs.workers,
-            ModelPolicy(self.infer.workers, params),
+            ModelPolicy(self.infer.workers, params, sessions=self.turn_cache_mib > 0),
             specs,
             self.fmt,
             self.limits,

@@ -17,7 +17,13 @@ from rollcli.pipelines.agentic_chat import TurnFormat
 from rollcli.pipelines.agentic_episode import Episode
 from rollcli.pipelines.agentic_metrics import episode_metrics
 from rollcli.pipelines.agentic_rollout import ModelPolicy, RandomPolicy, play_episodes
-from rollcli.pipelines.agentic_setup import env_kwargs, limits, model_context, val_specs
+from rollcli.pipelines.agentic_setup import (
+    env_kwargs,
+    limits,
+    model_context,
+    turn_cache_mib,
+    val_specs,
+)
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 
@@ -95,12 +101,18 @@ def evaluate(
         from rollcli.workers.actor_infer import ActorInferWorker
 
         assert model_path is not None
-        worker = ActorInferWorker(model_path, num_threads=num_threads, seed=seed, engine="hf")
+        worker = ActorInferWorker(
+            model_path,
+            num_threads=num_threads,
+            seed=seed,
+            engine="hf",
+            session_mib=turn_cache_mib(agentic, "hf"),
+        )
         tokenizer = worker.tokenizer
         params = SamplingParams(
             n=1, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
         )
-        policy = ModelPolicy([worker], params)
+        policy = ModelPolicy([worker], params, sessions=turn_cache_mib(agentic, "hf") > 0)
     fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix, agentic.user_suffix)
     episodes, _ = play_episodes(
         hosts,

@@ -15,6 +15,7 @@ exactly as training does.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -66,13 +67,21 @@ def get(handle: Any) -> Any:
 # ---- policies --------------------------------------------------------------------------------
 class ModelPolicy:
     """Replies from actor_infer workers (Ray handles or plain `ActorInferWorker`s); each
-    generation call goes to a free worker, so `len(workers)` calls run at once."""
+    generation call goes to a free worker, so `len(workers)` calls run at once.
 
-    def __init__(self, workers: list[Any], params: SamplingParams) -> None:
+    `sessions=True` (the hf engine built with `session_mib`): each episode is a session of
+    the engine, so a turn prefills only what it adds to the episode's last turn. An ended
+    episode's session is freed with the next call to each worker (a turn may have gone to
+    any of them), and by `close` at the end."""
+
+    def __init__(self, workers: list[Any], params: SamplingParams, sessions: bool = False) -> None:
         self.workers = list(workers)
         self.params = params
         self.busy: set[int] = set()
         self.calls = 0
+        self.sessions = sessions
+        self.tag = uuid.uuid4().hex[:12]  # session ids unique to this set of episodes
+        self.ended: list[list[str]] = [[] for _ in self.workers]  # to free, per worker
 
     @property
     def free(self) -> bool:
@@ -84,11 +93,33 @@ class ModelPolicy:
         params = replace(self.params, n=1, seed=self.params.seed + 7919 * self.calls)
         self.calls += 1
         prompts = [ep.context_ids() for ep in episodes]
-        return rank, call(self.workers[rank], "generate", prompts, params=params)
+        kwargs = {}
+        if self.sessions:
+            kwargs = {
+                "sessions": [self._id(ep) for ep in episodes],
+                "end_sessions": self.ended[rank],
+            }
+            self.ended[rank] = []
+        return rank, call(self.workers[rank], "generate", prompts, params=params, **kwargs)
 
     def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
         self.busy.discard(rank)
         return sorted(get(handle), key=lambda g: g["prompt_index"])
+
+    def end(self, episode: Episode) -> None:
+        if self.sessions:
+            for pending in self.ended:
+                pending.append(self._id(episode))
+
+    def close(self) -> None:
+        """Free the sessions of the episodes that ended since each worker's last call."""
+        for rank, ids in enumerate(self.ended):
+            if ids:
+                get(call(self.workers[rank], "end_sessions", ids))
+        self.ended = [[] for _ in self.workers]
+
+    def _id(self, episode: Episode) -> str:
+        return f"{self.tag}/{episode.spec.index}"
 
 
 class RandomPolicy:
@@ -110,6 +141,12 @@ class RandomPolicy:
     def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
         return get(handle)
 
+    def end(self, episode: Episode) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
 
 # ---- the scheduler -----------------------------------------------------------------------------
 def play_episodes(
@@ -123,7 +160,10 @@ def play_episodes(
     gather_s: float = 0.05,
 ) -> tuple[list[Episode], dict[str, float]]:
     """Play every episode of `specs` to its end; returns them (in `specs` order) and the
-    scheduler's counters (generation calls, mean batch size).
+    scheduler's counters: generation calls, mean batch size, prompt tokens prefilled and
+    reused from the episode's earlier turns (`prefix_hit_tokens`), and with sessions the
+    turns that prefilled more than their new tokens (`turn_cache_misses`: evicted, dropped
+    by a weight update, or a prompt that does not extend the last turn).
 
     Before a generation starts, env calls that finish within `gather_s` seconds still join
     its batch (env steps take milliseconds, a generation seconds)."""
@@ -136,7 +176,8 @@ def play_episodes(
         if items:
             pending[call(host, "reset", items)] = ("env", None)
     ready: list[int] = []
-    counts = {"finished": 0, "gen_calls": 0, "gen_rows": 0}
+    counts = {"finished": 0, "gen_calls": 0, "gen_rows": 0, "prefill": 0, "hit": 0, "miss": 0}
+    held: dict[int, int] = {}  # per episode: the prompt tokens its session should hold
 
     def finish(handle: Any) -> None:
         kind, what = pending.pop(handle)
@@ -149,6 +190,7 @@ def play_episodes(
                     ep.observe(result, fmt, limits, user_turn(result))
                 if ep.done:
                     counts["finished"] += 1
+                    policy.end(ep)
                 else:
                     ready.append(index)
             if on_progress is not None:
@@ -158,6 +200,12 @@ def play_episodes(
         per_host: dict[int, dict[int, str]] = {}
         for index, reply in zip(batch, policy.collect(rank, handle), strict=True):
             reply = {**reply, "text": fmt.reply_prefix + reply["text"]}
+            context = len(by_index[index].context_ids())
+            cached = int(reply.get("cached_tokens", 0))
+            counts["prefill"] += context - cached
+            counts["hit"] += cached
+            counts["miss"] += cached < held.get(index, 0)
+            held[index] = context + len(reply["token_ids"]) - 1  # its last token never fed
             by_index[index].add_reply(reply)
             per_host.setdefault(host_of[index], {})[index] = reply["text"]
         for h, texts in per_host.items():
@@ -178,8 +226,14 @@ def play_episodes(
             for handle in wait_any(list(pending)):
                 finish(handle)
     _release_unfinished(hosts, episodes, host_of)
+    policy.close()
     calls = counts["gen_calls"]
     stats = {"gen_calls": float(calls), "gen_batch_mean": counts["gen_rows"] / max(calls, 1)}
+    if isinstance(policy, ModelPolicy):
+        stats["prefill_tokens"] = float(counts["prefill"])
+        stats["prefix_hit_tokens"] = float(counts["hit"])
+    if isinstance(policy, ModelPolicy) and policy.sessions:
+        stats["turn_cache_misses"] = float(counts["miss"])
     return episodes, stats
 
 

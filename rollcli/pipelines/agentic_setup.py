@@ -41,6 +41,19 @@ def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, An
     return kwargs
 
 
+def turn_cache_mib(agentic: AgenticConfig, engine: str) -> float:
+    """The hf engine's memory for episodes' KV kept between turns; 0 for vllm and sglang,
+    which cache prefixes by themselves (setting the key for them is an error)."""
+    if engine == "hf":
+        return agentic.turn_cache_mib
+    if "turn_cache_mib" in agentic.model_fields_set:
+        raise ConfigError(
+            f"agentic.turn_cache_mib applies to the hf engine; the {engine} engine caches "
+            "prefixes by itself: leave agentic.turn_cache_mib unset"
+        )
+    return 0.0
+
+
 def shaping_gamma(agentic: AgenticConfig) -> float:
     """The discount of progress shaping: the run's discount of step rewards, 1 under starpo
     (an episode's return is the plain sum) and `agentic.step_gamma` under gigpo."""

@@ -168,7 +168,12 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
             **ctx.args["actor_train"],  # strategy, ZeRO stage, precision
         }
     if role.name == "actor_infer":
-        return {**model, "seed": cfg.seed + rank, "rank": rank, **ctx.args["actor_infer"]}
+        args = {**model, "seed": cfg.seed + rank, "rank": rank, **ctx.args["actor_infer"]}
+        if cfg.pipeline == "agentic":  # episodes keep their KV between turns (hf engine)
+            from rollcli.pipelines.agentic_setup import turn_cache_mib
+
+            args["session_mib"] = turn_cache_mib(cfg.agentic, args["engine"])
+        return args
     if role.name == "critic":
         critic = cfg.critic
         return {**model, "seed": cfg.seed, "lr": critic.lr, "grad_clip": critic.grad_clip}

@@ -7,6 +7,10 @@ EOS (or stop token) kept when the sample finished, whether it finished before
 drawn from (after temperature, top-k and top-p). `SamplingParams` and `Generation` are
 shared with the `vllm` engine.
 
+Multi-turn callers name a session per prompt (one per episode): the engine keeps each
+session's KV across calls and prefills only the tokens a prompt adds to it (see
+hf_turn_cache.py); `drop_sessions` on every weight update.
+
 Sampling uses only `SamplingParams`: the temperature / top-k / top-p warpers are built
 here, so defaults in a model's `generation_config.json` (e.g. top_k 50) never leak in.
 """
@@ -17,10 +21,12 @@ import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from rollcli.data.padding import pad_left, position_ids_from_mask
+from rollcli.strategies.hf_turn_cache import Session, TurnCache, batched_past
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Generation:
     # log-prob of each sampled token under the sampling distribution (the behaviour policy)
     logprobs: list[float] | None = None
     sample: int = 0  # which of the prompt's `n` samples this is
+    cached_tokens: int = 0  # leading prompt tokens whose KV came from the prompt's session
 
 
 OnSample = Callable[[Generation], None]  # hears of each sample the moment it ends
@@ -74,7 +81,14 @@ class HFInferEngine:
     decode step for all live samples at a time. A sample leaves the batch (and its KV cache
     rows are dropped) the step it ends, and `on_sample` hears of it then."""
 
-    def __init__(self, model: torch.nn.Module, eos_token_ids: list[int], pad_token_id: int) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        eos_token_ids: list[int],
+        pad_token_id: int,
+        session_mib: float = 0.0,
+    ) -> None:
+        """`session_mib`: memory for the sessions' KV (0: sessions are refused)."""
         self.model = model
         self.eos = set(eos_token_ids)
         self.pad_token_id = pad_token_id
@@ -82,6 +96,7 @@ class HFInferEngine:
         params = inspect.signature(model.forward).parameters
         # the prefill needs the logits of each prompt's last position only
         self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        self.sessions = TurnCache(session_mib) if session_mib > 0 else None
 
     @torch.no_grad()
     def generate(
@@ -90,6 +105,7 @@ class HFInferEngine:
         params: SamplingParams,
         batch_size: int = 64,
         on_sample: OnSample | None = None,
+        sessions: list[str] | None = None,
     ) -> list[Generation]:
         """`params.n` samples of every prompt, in prompt order (samples of a prompt adjacent).
 
@@ -98,8 +114,16 @@ class HFInferEngine:
         are decoded `batch_size // n` at a time. `on_sample(generation)` is called as each
         sample ends, in the order they end. Setting `progress.stop` ends the call at the
         next token: the samples so far are returned unfinished.
+
+        `sessions[i]` names prompt `i`'s session (one sample per prompt): the prompt reuses
+        the KV its session holds and the session then holds the prompt and the reply.
         """
         n = params.n
+        if sessions is not None:
+            if self.sessions is None:
+                raise ValueError("this hf engine keeps no sessions: build it with session_mib > 0")
+            if n != 1 or len(sessions) != len(prompts):
+                raise ValueError("sessions need one sample per prompt and one session per prompt")
         eos = self.eos | set(params.stop_token_ids)
         self.progress.reset(len(prompts) * n * params.max_new_tokens)
         per_chunk = max(1, batch_size // n)
@@ -107,7 +131,8 @@ class HFInferEngine:
         try:
             for start in range(0, len(prompts), per_chunk):
                 chunk = prompts[start : start + per_chunk]
-                out += self._decode(chunk, start, params, eos, on_sample or (lambda g: None))
+                names = sessions[start : start + per_chunk] if sessions else None
+                out += self._decode(chunk, start, params, eos, on_sample or (lambda g: None), names)
         finally:
             self.progress.reset(0)
         return out
@@ -119,22 +144,36 @@ class HFInferEngine:
         params: SamplingParams,
         eos: set[int],
         on_sample: OnSample,
+        sessions: list[str] | None = None,
     ) -> list[Generation]:
+        from transformers import DynamicCache
+
         n = params.n
+        reuse: list[tuple[Session | None, int]] = [(None, 0)] * len(prompts)
+        if sessions is not None:
+            reuse = [self.sessions.reusable(s, p) for s, p in zip(sessions, prompts, strict=True)]
         gens = [
-            Generation(offset + j // n, [], False, [], sample=j % n)
+            Generation(offset + j // n, [], False, [], j % n, cached_tokens=reuse[j // n][1])
             for j in range(len(prompts) * n)
         ]
         if self.progress.stop.is_set():
             return gens
         device = next(self.model.parameters()).device
-        ids, mask = pad_left(prompts, self.pad_token_id)
-        ids, mask = ids.to(device), mask.to(device)  # the model's: CPU, or its GPU
-        positions = position_ids_from_mask(mask)
+        # each row: [its reused KV, left-padded to the longest][its new tokens, left-padded]
+        past, past_mask = batched_past(reuse)
+        new = [p[k:] for p, (_, k) in zip(prompts, reuse, strict=True)]
+        ids, mask = pad_left(new, self.pad_token_id)
+        positions = position_ids_from_mask(mask) + past_mask.sum(1, keepdim=True)
+        mask = torch.cat([past_mask, mask], dim=1)
+        # the model's device: CPU, or its GPU
+        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+        if past is not None:
+            past = DynamicCache([(k.to(device), v.to(device)) for k, v in past])
         out = self.model(
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
+            past_key_values=past,
             use_cache=True,
             **self._last_logits,
         )
@@ -166,13 +205,14 @@ class HFInferEngine:
                 gen = gens[j]
                 gen.token_ids.append(tok)
                 gen.logprobs.append(lp)
-                if tok in eos:
-                    gen.finished = True
-                    on_sample(gen)
-                elif len(gen.token_ids) == params.max_new_tokens or stop:
-                    on_sample(gen)
-                else:
+                if tok not in eos and len(gen.token_ids) < params.max_new_tokens and not stop:
                     keep.append(row)
+                    continue
+                gen.finished = tok in eos
+                if sessions is not None:  # before its rows leave the cache
+                    ids = prompts[j] + gen.token_ids[:-1]  # the last token was never fed
+                    self._keep_session(sessions[j], ids, cache, mask, row)
+                on_sample(gen)
             if not keep:
                 break
             if len(keep) < len(alive):  # drop the ended samples from the batch and cache
@@ -191,6 +231,31 @@ class HFInferEngine:
             logits = out.logits[:, -1]
             next_position = next_position + 1
         return gens
+
+    def _keep_session(
+        self,
+        session_id: str,
+        ids: list[int],
+        cache: Any,
+        mask: torch.Tensor,
+        row: int,
+    ) -> None:
+        """Row `row` of the running cache (its unpadded positions) becomes the session."""
+        real = mask[row].bool()
+        layers = [(layer.keys[row][:, real], layer.values[row][:, real]) for layer in cache.layers]
+        if any(k.shape[1] != len(ids) for k, _ in layers):  # a sliding-window layer: not kept
+            return
+        self.sessions.store(session_id, Session(ids, layers))
+
+    def end_sessions(self, session_ids: list[str]) -> None:
+        """Free the sessions of episodes that ended."""
+        if self.sessions is not None:
+            self.sessions.end(session_ids)
+
+    def drop_sessions(self) -> None:
+        """Forget every session: their KV came from weights that just changed."""
+        if self.sessions is not None:
+            self.sessions.clear()
 
 
 def _warpers(params: SamplingParams) -> list:

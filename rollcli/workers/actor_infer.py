@@ -44,12 +44,15 @@ class ActorInferWorker:
         engine_kwargs: dict | None = None,
         num_gpus: float = 0.0,
         dtype: str = "float32",
+        session_mib: float = 0.0,
     ) -> None:
         """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...);
         `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU). The hf
         engine's model goes on that device; vllm and sglang place themselves on the GPU Ray
         made visible, and the layout model here stays on the meta device. `dtype`: of the
-        weights (the plan's: bfloat16 on GPUs), the hf engine's model and the layout."""
+        weights (the plan's: bfloat16 on GPUs), the hf engine's model and the layout.
+        `session_mib`: the hf engine's memory for multi-turn sessions (`generate`'s
+        `sessions`; 0: none); vllm and sglang cache prefixes themselves."""
         model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         self.engine_name = resolve_engine(engine)
         set_threads(num_threads)  # before a vllm engine, which then pins torch's threads
@@ -68,7 +71,9 @@ class ActorInferWorker:
                 model_path, train=False, device=self.device, dtype=torch_dtype(dtype)
             )
             eos = eos_token_ids(self.model, self.tokenizer)
-            self.engine = HFInferEngine(self.model, eos, self.tokenizer.pad_token_id)
+            self.engine = HFInferEngine(
+                self.model, eos, self.tokenizer.pad_token_id, session_mib=session_mib
+            )
         self.receiver: WeightReceiver | None = None
         self.aborted: set[str] = set()
         self.running: str | None = None
@@ -79,10 +84,21 @@ class ActorInferWorker:
         prompts: list[list[int]],
         params: SamplingParams,
         on_row: Callable[[int, dict], None] | None = None,
+        sessions: list[str] | None = None,
+        end_sessions: list[str] | None = None,
     ) -> list[dict]:
         """Responses for token-id prompts: `{prompt_index, token_ids, text, finished}` each,
         and `logprobs` (of each sampled token) when the engine returns them. `on_row(i, row)`
-        hears of row `i` (its place in the returned list) the moment its sample ends."""
+        hears of row `i` (its place in the returned list) the moment its sample ends.
+
+        Multi-turn: `sessions[i]` names prompt `i`'s episode, so the hf engine prefills only
+        what the prompt adds to that episode's last turn (each row then has `cached_tokens`,
+        the prompt tokens it did not prefill); `end_sessions` are episodes that ended, freed
+        first. Other engines ignore both (vllm caches prefixes by itself)."""
+        if self.engine_name in ENGINE_CLASSES:
+            sessions = end_sessions = None
+        if end_sessions:
+            self.engine.end_sessions(end_sessions)
         rows: dict[int, dict] = {}
 
         def ended(gen: Generation) -> None:
@@ -91,7 +107,8 @@ class ActorInferWorker:
             if on_row is not None:
                 on_row(i, rows[i])
 
-        gens: list[Generation] = self.engine.generate(prompts, params, on_sample=ended)
+        kwargs = {"sessions": sessions} if sessions is not None else {}
+        gens: list[Generation] = self.engine.generate(prompts, params, on_sample=ended, **kwargs)
         # a stopped call returns samples that never ended: they get their rows here
         return [rows.get(i) or generation_row(g, self.tokenizer) for i, g in enumerate(gens)]
 
@@ -178,8 +195,16 @@ class ActorInferWorker:
     ) -> None:
         self.receiver = WeightReceiver(host, port, rank, world_size, backend=backend)
 
+    def end_sessions(self, session_ids: list[str]) -> None:
+        """Free the hf engine's sessions of episodes that ended."""
+        if self.engine_name not in ENGINE_CLASSES:
+            self.engine.end_sessions(session_ids)
+
     def receive_weights(self) -> float:
         assert self.receiver is not None, "init_weight_sync was not called"
-        if self.engine_name in ENGINE_CLASSES:
+        if self.engine_name in ENGINE_CLASSES:  # they drop their cached prefixes themselves
             return self.receiver.receive(self.model, load=self.engine.load_weights)
-        return self.receiver.receive(self.model)
+        self.engine.drop_sessions()  # KV of the old weights (and any stored while they arrive)
+        took = self.receiver.receive(self.model)
+        self.engine.drop_sessions()
+        return took

@@ -27,6 +27,8 @@ def generation_row(gen: Generation, tokenizer) -> dict:  # noqa: ANN001
     }
     if gen.logprobs is not None:
         row["logprobs"] = gen.logprobs
+    if gen.cached_tokens:
+        row["cached_tokens"] = gen.cached_tokens
     return row
 
 

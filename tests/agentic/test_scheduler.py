@@ -96,3 +96,31 @@ def test_model_policy_replies_are_model_tokens(tokenizer, tiny_model) -> None:
         assert sum(ep.loss_mask) == sum(b - a for a, b in ep.turn_spans)
         assert 2 <= sum(ep.loss_mask) <= 8
     assert stats["gen_batch_mean"] == 2.0  # both episodes ready together: one batch per turn
+
+
+def test_turns_reuse_the_episode_kv_and_play_the_same_episodes(tokenizer, tiny_model) -> None:
+    """The agentic chat builds each turn as an exact extension of the last, so with sessions
+    every later turn prefills only its new tokens (no cache misses) and the greedy episodes
+    are those of full re-prefills; the sessions are freed when the episodes end."""
+    from rollcli.workers.actor_infer import ActorInferWorker
+
+    worker = ActorInferWorker(str(tiny_model), session_mib=64)
+    hosts = [EnvWorker("frozenlake", {"max_steps": 3, "size": 3})]
+    fmt = TurnFormat(tokenizer, hosts[0].instructions(), "<answer>")
+    specs = [EpisodeSpec(i, 0, 7 + i) for i in range(3)]
+    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    played = {}
+    for sessions in (False, True):
+        policy = ModelPolicy([worker], params, sessions=sessions)
+        played[sessions] = play_episodes(hosts, policy, specs, fmt, Limits(3, 4096, 6))
+    (plain, plain_stats), (cached, stats) = played[False], played[True]
+    assert [ep.response_ids for ep in cached] == [ep.response_ids for ep in plain]
+    assert sum(ep.turns for ep in cached) > len(cached)  # later turns were played
+    assert stats["turn_cache_misses"] == 0 and "turn_cache_misses" not in plain_stats
+    assert plain_stats["prefix_hit_tokens"] == 0
+    total = plain_stats["prefill_tokens"]
+    assert stats["prefill_tokens"] + stats["prefix_hit_tokens"] == total
+    # each later turn reused the last turn's prompt and reply but the reply's last token
+    reused = sum(len(ep.prompt_ids) + end - 1 for ep in cached for _, end in ep.turn_spans[:-1])
+    assert stats["prefix_hit_tokens"] == reused
+    assert not worker.engine.sessions.sessions  # freed when the episodes ended

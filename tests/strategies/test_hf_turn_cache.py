@@ -1,0 +1,148 @@
+"""Multi-turn sessions of the hf engine: a turn that reuses its episode's KV gives the same
+tokens and log-probs as prefilling the whole conversation, in a batch of episodes of
+different lengths and when a prompt does not extend its session; sessions are freed when
+episodes end, bounded in memory, and never outlive a weight update."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from rollcli.distributed.weight_sync import WeightSender
+from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
+from rollcli.workers.actor_infer import ActorInferWorker
+
+# every 7th token id ends a reply: tiny-random's replies end after a few to tens of tokens
+STOPS = tuple(range(0, 49152, 7))
+GREEDY = SamplingParams(n=1, max_new_tokens=12, temperature=0.0, stop_token_ids=STOPS)
+FIRST = [[1, 17, 42, 99, 7, 300, 301], [1, 5, 6], [3, 8, 200, 11, 12]]
+# the environment's turns: different lengths per episode and turn
+ENV_TURNS = [[[50, 51, 52], [60, 61]], [[70], [80, 81, 82, 83, 84]], [[90, 91], [92]]]
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_model) -> tuple[HFInferEngine, HFInferEngine]:
+    """Two engines on one model: with sessions and without."""
+    torch.manual_seed(0)
+    model = load_causal_lm(str(tiny_model), train=False)
+    tok = load_tokenizer(str(tiny_model))
+    cached = HFInferEngine(model, [tok.eos_token_id], tok.pad_token_id, session_mib=64)
+    plain = HFInferEngine(model, [tok.eos_token_id], tok.pad_token_id)
+    return cached, plain
+
+
+def play(engine: HFInferEngine, sessions: list[str] | None, edit_turn: int = -1) -> tuple:
+    """Three turns of the three episodes in one batch each; each prompt is the last prompt
+    + the reply + the env's turn. At `edit_turn` episode 0's prompt changes an early token
+    (it no longer extends its session). Returns every turn's generations and prompts."""
+    prompts = [list(p) for p in FIRST]
+    turns, asked = [], []
+    for turn in range(3):
+        if turn == edit_turn:
+            prompts[0][2] = 43
+        kwargs = {"sessions": sessions} if sessions else {}
+        gens = engine.generate(prompts, GREEDY, **kwargs)
+        turns.append(gens)
+        asked.append(prompts)
+        if turn < 2:
+            prompts = [
+                p + g.token_ids + env[turn]
+                for p, g, env in zip(prompts, gens, ENV_TURNS, strict=True)
+            ]
+    return turns, asked
+
+
+def assert_same(cached_turns: list, plain_turns: list) -> None:
+    for cached, plain in zip(cached_turns, plain_turns, strict=True):
+        for c, p in zip(cached, plain, strict=True):
+            assert c.token_ids == p.token_ids
+            assert c.logprobs == pytest.approx(p.logprobs, abs=1e-5)
+            assert c.finished == p.finished
+
+
+def test_reused_turns_equal_full_prefills(engines) -> None:
+    cached, plain = engines
+    ids = ["a", "b", "c"]
+    (with_sessions, prompts), (without, _) = play(cached, ids), play(plain, None)
+    assert_same(with_sessions, without)
+    lengths = {len(g.token_ids) for turn in without for g in turn}
+    assert len(lengths) > 1  # replies of different lengths: rows padded differently
+    assert [g.cached_tokens for g in with_sessions[0]] == [0, 0, 0]
+    for turn in (1, 2):  # all but the last prompt's reply's last token and the env's turn
+        held = [
+            len(p) + len(g.token_ids) - 1
+            for p, g in zip(prompts[turn - 1], with_sessions[turn - 1], strict=True)
+        ]
+        assert [g.cached_tokens for g in with_sessions[turn]] == held
+    cached.end_sessions(ids)
+
+
+def test_a_prompt_that_does_not_extend_its_session_falls_back(engines) -> None:
+    cached, plain = engines
+    ids = ["d", "e", "f"]
+    (with_sessions, _), (without, _) = play(cached, ids, 2), play(plain, None, 2)
+    assert_same(with_sessions, without)
+    # episode 0 reuses only the two tokens before the edit; the others their whole past
+    assert with_sessions[2][0].cached_tokens == 2
+    assert all(g.cached_tokens > 2 for g in with_sessions[2][1:])
+    cached.end_sessions(ids)
+
+
+def test_sessions_are_freed_and_bounded(engines, tiny_model) -> None:
+    cached, _ = engines
+    play(cached, ["g", "h", "i"])
+    store = cached.sessions
+    assert set(store.sessions) >= {"g", "h", "i"}
+    per_token = store.sessions["g"].nbytes / len(store.sessions["g"].ids)
+    cached.end_sessions(["g", "h", "i"])
+    assert not {"g", "h", "i"} & set(store.sessions) and store.nbytes == 0
+    # a budget of ~1.5 sessions keeps only the most recently stored one
+    model, tok = cached.model, load_tokenizer(str(tiny_model))
+    small = HFInferEngine(model, [tok.eos_token_id], tok.pad_token_id, session_mib=1e-9)
+    small.sessions.max_bytes = int(per_token * 40)
+    small.generate([[1] * 20], GREEDY, sessions=["x"])
+    small.generate([[2] * 20], GREEDY, sessions=["y"])
+    assert list(small.sessions.sessions) == ["y"]
+    assert small.sessions.nbytes == small.sessions.sessions["y"].nbytes <= per_token * 40
+
+
+def test_sessions_need_one_sample_per_prompt(engines) -> None:
+    cached, plain = engines
+    with pytest.raises(ValueError, match="one sample per prompt"):
+        cached.generate([[1, 2]], SamplingParams(n=2), sessions=["a"])
+    with pytest.raises(ValueError, match="session_mib"):
+        plain.generate([[1, 2]], GREEDY, sessions=["a"])
+
+
+def test_a_weight_update_drops_every_session(tiny_model) -> None:
+    """After a real weight sync the next turn prefills its whole prompt with the new
+    weights: its tokens and log-probs equal a fresh engine's on those weights."""
+    infer = ActorInferWorker(str(tiny_model), num_threads=1, session_mib=64)
+    prompt = FIRST[0]
+    first = infer.generate([prompt], GREEDY, sessions=["ep"])[0]
+    assert "ep" in infer.engine.sessions.sessions
+    trained = load_causal_lm(str(tiny_model), train=False)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    sender = WeightSender("127.0.0.1", 2)
+    t = threading.Thread(target=infer.init_weight_sync, args=("127.0.0.1", sender.port, 1, 2))
+    t.start()
+    sender.connect()
+    t.join()
+    t = threading.Thread(target=infer.receive_weights)
+    t.start()
+    sender.send(trained)
+    t.join()
+    assert not infer.engine.sessions.sessions
+    nxt = prompt + first["token_ids"] + [50, 51]
+    second = infer.generate([nxt], GREEDY, sessions=["ep"])[0]
+    assert "cached_tokens" not in second  # nothing reused
+    tok = load_tokenizer(str(tiny_model))
+    fresh = HFInferEngine(trained, [tok.eos_token_id], tok.pad_token_id)
+    ref = fresh.generate([nxt], GREEDY)[0]
+    assert second["token_ids"] == ref.token_ids
+    assert second["logprobs"] == pytest.approx(ref.logprobs, abs=1e-5)
