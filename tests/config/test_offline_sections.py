@@ -57,9 +57,9 @@ def test_conservative_dpo_with_its_smoothing_is_accepted() -> None:
     assert cfg.dpo.loss == "cdpo" and cfg.dpo.label_smoothing == 0.1
 
 
-def test_on_policy_distillation_uses_rlvr_maths_problems() -> None:
-    """The recipe distils an rlvr-math run: its problems and held-out split must be that
-    run's, or the student is scored on a set the teacher never trained for."""
-    distill, _ = load_recipe("distill-on-policy")
-    rlvr, _ = load_recipe("rlvr-math")
-    assert distill.data == rlvr.data
+@pytest.mark.parametrize("name", ["distill-on-policy", "rlvr-math-lora"])
+def test_recipes_built_on_rlvr_math_use_its_problems(name) -> None:
+    """distill-on-policy distils an rlvr-math run and rlvr-math-lora is rlvr-math with
+    adapters: their problems and held-out split must be rlvr-math's, or the student is
+    scored on a set the teacher never trained for and LoRA is compared on another task."""
+    assert load_recipe(name)[0].data == load_recipe("rlvr-math")[0].data
