@@ -56,6 +56,12 @@ class ExpertPolicy:
     def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
         return get(handle)
 
+    def end(self, episode: Episode) -> None:
+        pass  # no model, no per-episode state to free
+
+    def close(self) -> None:
+        pass
+
 
 def scripted_episodes(
     agentic: AgenticConfig,

@@ -93,7 +93,7 @@ def test_bad_flags_are_one_line_errors() -> None:
         (["--model", "random"], "environments' random-action baseline"),
         (["--temperature", "0.5"], "--temperature applies to the --k samples"),
         (["--k", "0"], "--k 0"),
-        (["--n", "300"], "only 200 distinct problems"),
+        (["--n", "300", "data.task_args.min_digits=1", "data.task_args.max_digits=1"], "only 200"),
     ]
     for args, message in cases:
         result = runner.invoke(app, ["eval", "rlvr-math", *args])
