@@ -57,7 +57,7 @@ from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
 from rollcli.envs.registry import register_env
-from rollcli.envs.symbols import SymbolSet
+from rollcli.envs.symbols import SymbolSet, grid_text, grid_text_length
 from rollcli.envs.text_env import TextEnv, Transition
 
 # Our action names in gymnasium's order: its action i is ACTION_NAMES[i].
@@ -131,6 +131,7 @@ class FrozenLakeEnv(TextEnv):
         format_penalty: reward added for a reply that does not parse to a move.
         answer_pattern: regex locating the answer in a reply (see `parse_action`).
         compact_instructions: a shorter system prompt with the same rules.
+        spaced_cells: a space between the cells of a row (one token per cell).
         shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: see
             `TextEnv` (progress shaping, feedback on moves without effect, split layouts).
     """
@@ -154,6 +155,7 @@ class FrozenLakeEnv(TextEnv):
         no_effect_penalty: float = 0.0,
         layouts: str = "all",
         compact_instructions: bool = False,
+        spaced_cells: bool = False,
     ) -> None:
         super().__init__(
             max_steps=max_steps,
@@ -174,11 +176,13 @@ class FrozenLakeEnv(TextEnv):
         self.p = float(p)
         self.is_slippery = bool(is_slippery)
         self.compact_instructions = bool(compact_instructions)
+        self.spaced_cells = bool(spaced_cells)
         self.fixed_desc = list(desc) if desc is not None else None
         self.symbols = FrozenLakeSymbols.coerce(symbols)
         rows, cols = self.size, len(desc[0]) if desc is not None else self.size
-        charset = "".join(vars(self.symbols).values()) + "\n"
-        self.observation_space = spaces.Text(rows * cols + rows - 1, charset=charset)
+        charset = "".join(vars(self.symbols).values()) + "\n "
+        length = grid_text_length(rows, cols, self.spaced_cells)
+        self.observation_space = spaces.Text(length, charset=charset)
         self.desc: list[str] | None = None
         self._lake: GymFrozenLake | None = None
         self._position = 0
@@ -218,7 +222,7 @@ class FrozenLakeEnv(TextEnv):
                 else:
                     chars.append({"H": s.hole, "G": s.goal}.get(tile, s.frozen))
             lines.append("".join(chars))
-        return "\n".join(lines)
+        return grid_text(lines, self.spaced_cells)
 
     def _start(self, options: dict[str, Any]) -> None:
         map_seed, lake_seed = (int(n) for n in self.np_random.integers(2**31, size=2))

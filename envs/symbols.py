@@ -36,3 +36,18 @@ class SymbolSet:
             names = ", ".join(f.name for f in fields(cls))
             raise ValueError(f"unknown {cls.env_name} symbol(s) {sorted(unknown)}; known: {names}")
         return replace(cls(), **dict(value))
+
+
+def grid_text(lines: list[str], spaced: bool) -> str:
+    """Rows of single-character cells as text; `spaced` puts a space between cells, so a
+    BPE tokenizer gives one token per cell instead of merging runs such as ``___``.
+
+    >>> grid_text(["P_O", "__G"], spaced=True)
+    'P _ O\n_ _ G'
+    """
+    return "\n".join(" ".join(line) if spaced else line for line in lines)
+
+
+def grid_text_length(rows: int, cols: int, spaced: bool) -> int:
+    """Characters of a `grid_text` of `rows` x `cols` cells."""
+    return rows * (2 * cols - 1 if spaced else cols) + rows - 1

@@ -38,6 +38,7 @@ from rollcli.envs.registry import register_env
 from rollcli.envs.sokoban.generator import generate_level
 from rollcli.envs.sokoban.level import DIRECTIONS, SokobanState, SokobanSymbols
 from rollcli.envs.sokoban.solver import solve
+from rollcli.envs.symbols import grid_text, grid_text_length
 from rollcli.envs.text_env import TextEnv, Transition
 
 WALL_NOTE = "Nothing happened: there is a wall {where}."
@@ -85,6 +86,7 @@ class SokobanEnv(TextEnv):
         answer_pattern: regex locating the answer in a reply (see `parse_action`).
         reverse_steps: reverse moves the generator plays per attempt.
         compact_instructions: a shorter system prompt with the same rules.
+        spaced_cells: a space between the cells of a row (one token per cell).
         shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: see
             `TextEnv` (progress shaping, feedback on moves without effect, split layouts).
     """
@@ -110,6 +112,7 @@ class SokobanEnv(TextEnv):
         no_effect_penalty: float = 0.0,
         layouts: str = "all",
         compact_instructions: bool = False,
+        spaced_cells: bool = False,
     ) -> None:
         super().__init__(
             max_steps=max_steps,
@@ -132,9 +135,11 @@ class SokobanEnv(TextEnv):
         self.success_reward = float(success_reward)
         self.reverse_steps = reverse_steps
         self.compact_instructions = bool(compact_instructions)
+        self.spaced_cells = bool(spaced_cells)
         rows, cols = self.dim_room
-        charset = "".join(vars(self.symbols).values()) + "\n"
-        self.observation_space = spaces.Text(rows * cols + rows - 1, charset=charset)
+        charset = "".join(vars(self.symbols).values()) + "\n "
+        length = grid_text_length(rows, cols, self.spaced_cells)
+        self.observation_space = spaces.Text(length, charset=charset)
         self.state: SokobanState | None = None
         self.solution: tuple[str, ...] | None = None
         """Moves that solve the current generated level from its start (None for a layout)."""
@@ -157,7 +162,7 @@ class SokobanEnv(TextEnv):
     def render_text(self) -> str:
         if self.state is None:
             raise RuntimeError("call reset() first")
-        return self.state.render(self.symbols)
+        return grid_text(self.state.render(self.symbols).split("\n"), self.spaced_cells)
 
     def _start(self, options: dict[str, Any]) -> None:
         if self.fixed_state is not None:

@@ -56,6 +56,9 @@ class RichDisplay:
     ) -> None:
         self.console.print(f"[bold]roll[/] run [cyan]{run_id}[/] → {run_dir}  (engine: {engine})")
         self._ensure_live()
+        if self.step_task is not None:  # a second run on this display (a recipe's warm-up)
+            self.steps.remove_task(self.step_task)
+            self.latest, self.val = {}, None
         self.step_task = self.steps.add_task("train", total=total_steps, completed=start_step)
 
     def phase(self, text: str) -> None:

@@ -28,6 +28,7 @@ from rollcli.config.sections import (
     SFTConfig,
     TrainConfig,
 )
+from rollcli.config.warmup import WarmupConfig
 
 # Advantage estimators that compare samples of the same prompt need at least two of them.
 GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
@@ -175,6 +176,7 @@ class AgenticRecipe(_RLRecipe):
 
     pipeline: Literal["agentic"]
     agentic: AgenticConfig = Field(default_factory=AgenticConfig)
+    warmup: WarmupConfig | None = None  # SFT on scripted episodes before RL
 
     @model_validator(mode="after")
     def _agentic(self) -> AgenticRecipe:
@@ -291,9 +293,32 @@ def _check_agentic(cfg: AgenticRecipe) -> None:
             "agentic.group_size = 1: episode advantages compare the episodes of a group, "
             "so it needs agentic.group_size >= 2"
         )
+    _check_warmup(cfg)
     mini = cfg.train.mini_batch_size
     if mini is not None and cfg.agentic.episodes_per_step % mini:
         raise ValueError(
             f"train.mini_batch_size = {mini} does not divide the episodes per step "
             f"(agentic.group_size x agentic.groups_per_step = {cfg.agentic.episodes_per_step})"
+        )
+
+
+def _check_warmup(cfg: AgenticRecipe) -> None:
+    warmup = cfg.warmup
+    if warmup is None:
+        return
+    if warmup.val_episodes >= warmup.episodes:
+        raise ValueError(
+            f"warmup.val_episodes = {warmup.val_episodes} leaves no training episodes of "
+            f"warmup.episodes = {warmup.episodes}; lower it or raise warmup.episodes"
+        )
+    if warmup.episodes > cfg.agentic.val_seed:
+        raise ValueError(
+            f"warmup.episodes = {warmup.episodes} would reach the validation seeds "
+            f"(agentic.val_seed = {cfg.agentic.val_seed}); lower it"
+        )
+    if cfg.train.lora is not None:
+        raise ValueError(
+            "warmup: with train.lora the warm-up would train adapters the RL run does not "
+            "load; run it as its own `roll train sft` on `roll data episodes` and pass "
+            "--model SFT_RUN_ID instead (docs/agentic.md)"
         )

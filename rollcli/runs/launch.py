@@ -116,6 +116,7 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
         started=time.time(),
     )
     run.log_event(f"run {run_id} started: recipe {cfg.name}, model {cfg.model} ({model_path})")
+    model_path = _warm_up(cfg, run, display) or model_path
     return _drive(cfg, run, run_id, model_path, display, None, start)
 
 
@@ -167,6 +168,7 @@ def resume_training(
         f"resuming from {where} (the last process ended {previous})"
         + (f"; recipe changes: {', '.join(changes)}" if changes else "")
     )
+    model_path = _warm_up(cfg, run, display) or model_path
     return _drive(cfg, run, run_id, model_path, display, checkpoint or "start", start)
 
 
@@ -196,6 +198,26 @@ def _prepare_model(cfg: RecipeConfig, display: Display) -> str:
     except BaseException:
         display.close()
         raise
+
+
+def _warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
+    """The recipe's warm-up (`rollcli.runs.warmup`), if it has one: the model RL starts
+    from. A warm-up stopped or failed marks the RL run interrupted or failed."""
+    from rollcli.runs.warmup import warm_up
+
+    heartbeat = run.start_heartbeat()  # the RL run is alive while its warm-up runs
+    try:
+        return warm_up(cfg, run, display)
+    except KeyboardInterrupt:
+        run.write_status("interrupted")
+        run.log_event("interrupted during the warm-up; `roll resume` finishes it")
+        raise
+    except BaseException as exc:
+        run.write_status("failed", error=f"warm-up: {type(exc).__name__}: {exc}")
+        run.log_event(f"failed in the warm-up: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        heartbeat.set()
 
 
 def _drive(

@@ -3,6 +3,7 @@ model workers, 2 steps each (frozenlake and webshop in the default tier, sokoban
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -69,9 +70,40 @@ def _check_run(run: Path, env: str, max_turns: int = 2) -> None:
     assert (run / "checkpoints" / "step-2" / "model.safetensors").exists()
 
 
-def test_frozenlake_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_model) -> None:
-    run = _train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo")
+WARMUP = [
+    "warmup.episodes=6",
+    "warmup.val_episodes=2",
+    "warmup.steps=1",
+    "warmup.batch_size=4",
+    "agentic.env_kwargs.spaced_cells=true",
+]
+
+
+def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_model) -> None:
+    run = _train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo", *WARMUP)
     _check_run(run, "frozenlake")
+    # the warm-up: 6 expert episodes in the RL chat format, one sft step, RL from its checkpoint
+    warm = run / "warmup"
+    rows = [json.loads(x) for x in (warm / "episodes.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and rows[0]["messages"][1]["content"].startswith("P _ _")
+    assert [json.loads(x)["step"] for x in (warm / "metrics.jsonl").read_text().splitlines()] == [0, 1]
+    assert json.loads((warm / "status.json").read_text())["status"] == "finished"
+    checkpoint = (warm / "checkpoints" / "step-1").resolve()
+    events = (run / "events.log").read_text()
+    assert f"warm-up done: RL starts from {checkpoint}" in events
+    # a second call (a resume) reuses the finished warm-up: nothing is played or trained again
+    from rich.console import Console
+
+    from rollcli.cli.display import RichDisplay
+    from rollcli.config.loader import load_recipe
+    from rollcli.runs.run_dir import RunDir
+    from rollcli.runs.warmup import warm_up
+
+    cfg, _ = load_recipe(str(run / "recipe.yaml"), [], saved_run=True)
+    stamp = (warm / "episodes.jsonl").stat().st_mtime_ns
+    assert warm_up(cfg, RunDir(run), RichDisplay(Console(file=io.StringIO()))) == str(checkpoint)
+    assert (warm / "episodes.jsonl").stat().st_mtime_ns == stamp
+    assert (run / "events.log").read_text().count("warm-up: sft for") == 1
     # the first action token's entropy (after the recipe's "<answer>"): a random model's is
     # high, and never above log(vocabulary)
     vocab = json.loads((Path(tiny_model) / "config.json").read_text())["vocab_size"]

@@ -1,0 +1,117 @@
+"""An agentic run's warm-up: SFT on scripted episodes, then RL from the SFT model.
+
+With `warmup:` in an agentic recipe, `roll train` first plays `warmup.episodes` episodes
+of `warmup.policy` on training seeds (exactly what `roll data episodes` writes, in the RL
+chat format), then runs the sft pipeline on them as a sub-run in `RUN/warmup/` (its own
+recipe, metrics, events and checkpoints, as `roll train sft data.source=file` would), and
+starts RL from the sub-run's final checkpoint. A resumed run finishes an unfinished warm-up
+first and reuses a finished one; the episodes file is written once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rollcli.config.recipe import AgenticRecipe, RecipeConfig, SFTRecipe
+from rollcli.pipelines.display_protocol import Display
+from rollcli.runs.checkpoint import latest_checkpoint
+from rollcli.runs.run_dir import RunDir
+
+WARMUP_RUN = "warmup"  # the sub-run's folder inside the RL run's folder
+EPISODES_FILE = "episodes.jsonl"
+
+
+def warmup_recipe(cfg: AgenticRecipe, episodes: Path) -> SFTRecipe:
+    """The sft recipe of `cfg`'s warm-up, training on the conversations in `episodes`."""
+    warmup = cfg.warmup
+    assert warmup is not None
+    return SFTRecipe.model_validate(
+        {
+            "name": f"{cfg.name}-warmup",
+            "description": f"warm-up of {cfg.name}: SFT on {warmup.policy} episodes",
+            "pipeline": "sft",
+            "model": cfg.model,
+            "seed": cfg.seed,
+            "data": {"source": "file", "train_path": str(episodes), "val_size": warmup.val_episodes},
+            "sft": {
+                "batch_size": warmup.batch_size,
+                # an episode never outgrows the RL run's context
+                "max_tokens": cfg.agentic.max_context_tokens,
+                "packing": True,
+                "val_generate": False,  # no reward fn for conversations; validation is the loss
+            },
+            "train": {
+                "steps": warmup.steps,
+                "lr": warmup.lr,
+                "micro_batch_size": warmup.micro_batch_size,
+                "strategy": cfg.train.strategy,
+                "gradient_checkpointing": cfg.train.gradient_checkpointing,
+            },
+            "resources": cfg.resources.model_dump(),
+            "run": {
+                "runs_dir": "",  # set by the caller: the RL run's folder
+                "run_id": WARMUP_RUN,
+                "eval_every": 0,  # validate at the start and the end
+                "save_every": 0,
+                "trackers": list(cfg.run.trackers),
+            },
+        }
+    )
+
+
+def warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
+    """Run (or finish) `cfg`'s warm-up in `run`'s folder; the model path RL starts from,
+    or None when the recipe has no warm-up."""
+    if not isinstance(cfg, AgenticRecipe) or cfg.warmup is None:
+        return None
+    from rollcli.runs.launch import launch_training, resume_training, run_exists
+
+    folder = run.root / WARMUP_RUN
+    sub = RunDir(folder)
+    if sub.read_status().get("status") != "finished":
+        episodes = folder / EPISODES_FILE
+        if not episodes.exists():
+            display.phase(f"warm-up: playing {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
+            _write_episodes(cfg, episodes)
+            run.log_event(f"warm-up: wrote {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
+        recipe = warmup_recipe(cfg, episodes)
+        recipe = recipe.model_copy(
+            update={"run": recipe.run.model_copy(update={"runs_dir": str(run.root)})}
+        )
+        run.log_event(f"warm-up: sft for {cfg.warmup.steps} steps in {folder}")
+        if run_exists(run.root, WARMUP_RUN):
+            resume_training(run.root, WARMUP_RUN, [], display)
+        else:
+            launch_training(recipe, display, run_id=WARMUP_RUN)
+        if RunDir(folder).read_status().get("status") != "finished":
+            raise KeyboardInterrupt  # stopped during the warm-up: `roll resume` finishes it
+    checkpoint = latest_checkpoint(folder / "checkpoints")
+    if checkpoint is None:  # a finished sft run always saves its last step
+        raise RuntimeError(f"the warm-up in {folder} finished without a checkpoint")
+    run.log_event(f"warm-up done: RL starts from {checkpoint}")
+    return str(checkpoint.resolve())
+
+
+def _write_episodes(cfg: AgenticRecipe, path: Path) -> None:
+    """The episodes file, written whole or not at all."""
+    from rollcli.data.from_run import write_jsonl
+    from rollcli.models.loading import resolve_model
+    from rollcli.pipelines.scripted_episodes import scripted_episodes, sft_rows
+    from rollcli.strategies.hf_model import load_tokenizer
+
+    warmup = cfg.warmup
+    assert warmup is not None
+    tokenizer = load_tokenizer(resolve_model(cfg.model))
+    played = scripted_episodes(
+        cfg.agentic,
+        tokenizer,
+        policy=warmup.policy,
+        n=warmup.episodes,
+        seed=0,
+        max_new_tokens=cfg.rollout.max_new_tokens,
+    )
+    rows: list[dict[str, Any]] = sft_rows(played, cfg.agentic.env)
+    partial = path.with_suffix(".partial")
+    write_jsonl(rows, partial)
+    partial.replace(path)
