@@ -67,6 +67,12 @@ def plan(
     from rollcli.planning.render import render_plan
 
     out.print(render_plan(result))
+    warmup = getattr(cfg, "warmup", None)
+    if warmup is not None:  # the sft sub-run fits where RL's trainer does (one model, no engine)
+        out.print(
+            f"warm-up first: sft on {warmup.episodes} {warmup.policy} episodes, {warmup.steps} "
+            f"steps of {warmup.batch_size} (RUN/warmup); RL starts from its checkpoint"
+        )
     if result.mode != "cpu" and not gpu_kind and not gpu_mem and not cfg.devices.gpu_mem_gib:
         out.print(
             f"[dim]GPU memory from devices.gpu_kind={cfg.devices.gpu_kind}; "

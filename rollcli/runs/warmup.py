@@ -55,6 +55,7 @@ def warmup_recipe(cfg: AgenticRecipe, episodes: Path) -> SFTRecipe:
                 "eval_every": 0,  # validate at the start and the end
                 "save_every": 0,
                 "trackers": list(cfg.run.trackers),
+                "peak_flops": cfg.run.peak_flops,
             },
         }
     )
