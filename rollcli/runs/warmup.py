@@ -33,7 +33,11 @@ def warmup_recipe(cfg: AgenticRecipe, episodes: Path) -> SFTRecipe:
             "pipeline": "sft",
             "model": cfg.model,
             "seed": cfg.seed,
-            "data": {"source": "file", "train_path": str(episodes), "val_size": warmup.val_episodes},
+            "data": {
+                "source": "file",
+                "train_path": str(episodes),
+                "val_size": warmup.val_episodes,
+            },
             "sft": {
                 "batch_size": warmup.batch_size,
                 # an episode never outgrows the RL run's context

@@ -86,7 +86,10 @@ def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, 
     warm = run / "warmup"
     rows = [json.loads(x) for x in (warm / "episodes.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and rows[0]["messages"][1]["content"].startswith("P _ _")
-    assert [json.loads(x)["step"] for x in (warm / "metrics.jsonl").read_text().splitlines()] == [0, 1]
+    assert [json.loads(x)["step"] for x in (warm / "metrics.jsonl").read_text().splitlines()] == [
+        0,
+        1,
+    ]
     assert json.loads((warm / "status.json").read_text())["status"] == "finished"
     checkpoint = (warm / "checkpoints" / "step-1").resolve()
     events = (run / "events.log").read_text()
