@@ -2,7 +2,7 @@
 
 play episodes (env workers + actor_infer, asynchronously) → episodes to a batch → the
 groups worth training on (`agentic.keep_top_groups`) → reference / old log-probs → advantages (episode, and step-level for GiGPO) → train →
-sync weights → validate → log → checkpoint
+sync weights; the driver loop (`driver.drive`) validates, logs and checkpoints.
 
 Bookkeeping around the loop (stop rules, checkpoints with every process's RNG, restarting
 dead workers) is `RunControl`'s. Training seeds are a function of the run seed and the step,
@@ -40,11 +40,10 @@ from rollcli.pipelines.agentic_setup import (
     turn_cache_mib,
     val_specs,
 )
-from rollcli.pipelines.display_protocol import Display
-from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.protocol import StepResult
+from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import roles_for
-from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
@@ -52,16 +51,12 @@ from rollcli.workers.env_worker import build_env, system_prompt
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 
-class AgenticPipeline(ControlledPipeline):
-    def __init__(
-        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
-    ) -> None:
+class AgenticPipeline:
+    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
-        self.run = run
-        self.run_id = run_id
+        self.ctl = ctl
+        self.run = ctl.run
         self.model_path = model_path
-        self.ctl = RunControl(cfg, run, display)
-        self.clusters: list[Cluster] | None = None
         self.engine = resolve_engine(cfg.rollout.engine)
         self.turn_cache_mib = turn_cache_mib(cfg.agentic, self.engine)
 
@@ -75,7 +70,7 @@ class AgenticPipeline(ControlledPipeline):
         self.pad_id = tokenizer.pad_token_id
         self.fmt = TurnFormat(tokenizer, system_prompt(probe), ag.reply_prefix, ag.user_suffix)
         self.limits = limits(ag, cfg.rollout.max_new_tokens, model_context(self.model_path))
-        self._start_workers()
+        self.start_workers()
         alg = cfg.algorithm
         self.update_args = PolicyUpdateArgs.from_recipe(cfg)
         on_policy = alg.ppo_epochs == 1 and cfg.train.mini_batch_size in (
@@ -96,7 +91,7 @@ class AgenticPipeline(ControlledPipeline):
         self.kl_ctl = make_kl_controller(alg)
         self.running = RunningMeanStd() if alg.norm_mode == "running" else None
 
-    def _start_workers(self) -> None:
+    def start_workers(self) -> None:
         self.ctl.ui.phase("starting workers")
         clusters = build_clusters(
             self.cfg, roles_for(self.cfg), Placement.build(self.cfg), model_path=self.model_path
@@ -104,43 +99,17 @@ class AgenticPipeline(ControlledPipeline):
         self.actor, self.infer = clusters["actor_train"], clusters["actor_infer"]
         self.envs, self.val_envs = clusters["env"], clusters["env_val"]
         self.reference = clusters.reference
-        self.clusters = clusters.all()
-        self.ctl.started(self.clusters)
+        self.ctl.started(clusters.all())
         weight_sync.link(self.actor, self.infer)
 
-    # ---- the loop --------------------------------------------------------------------
-    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
-        cfg, ctl = self.cfg, self.ctl
-        last: dict[str, Any] = {}
-        if step == 0:  # the baseline every later validation is compared with
-            ctl.current_step = 0
-            last = {"step": 0, **self.validate()}
-            ctl.log(last)
-        if ctl.stop_here(step, saved=True, checkpoint=self.checkpoint):
-            return last
-        while step < cfg.train.steps:
-            step += 1
-            t_step = time.perf_counter()
-            metrics, rows = self.step(step)
-            final = ctl.final(step, deadline)
-            if final or ctl.due(step, cfg.run.eval_every):
-                metrics.update(self.validate())
-            metrics["time/step_s"] = time.perf_counter() - t_step
-            ctl.log_samples(step, rows)
-            ctl.log(metrics)
-            ctl.ui.message(f"  step {step}: {summary_line(metrics, 'env')}")
-            saved = final or ctl.due(step, cfg.run.save_every)
-            if saved:
-                self.checkpoint(step)
-            last = metrics
-            if final or ctl.stop_here(step, saved, self.checkpoint):
-                break
-        return last
+    # ---- the step (the loop is driver.drive) ------------------------------------------
+    def baseline(self) -> dict[str, float]:
+        return self.validate()
 
-    def step(self, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """play → batch (→ the informative groups) → log-probs → advantages → update → sync."""
+    def step(self, step: int) -> StepResult:
+        """1. play → batch (→ the informative groups) → 2. log-probs → 3. advantages →
+        4. update → 5. sync; with no informative group, no update (stages 2-5 skipped)."""
         cfg, ag = self.cfg, self.cfg.agentic
-        self.ctl.current_step = step
         metrics: dict[str, Any] = {"step": step}
 
         # 1. play the step's episodes (groups share a seed)
@@ -169,7 +138,7 @@ class AgenticPipeline(ControlledPipeline):
         rows = [ep.record(ag.env) | {"trained": ep.spec.group in trained} for ep in episodes]
         if batch is None:
             self.run.log_event(f"step {step}: every group's episodes scored alike; no update")
-            return metrics, rows
+            return StepResult(metrics, rows, summary_line(metrics, "env"))
 
         # 2. reference and old log-probs
         self.ctl.phase("forward")
@@ -211,7 +180,7 @@ class AgenticPipeline(ControlledPipeline):
         # 5. new weights to the inference engine
         self.ctl.phase("sync")
         metrics["time/weight_sync_s"] = self.sync_weights()
-        return metrics, rows
+        return StepResult(metrics, rows, summary_line(metrics, "env"))
 
     def play(
         self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams

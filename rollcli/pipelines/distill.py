@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.recipe import RecipeConfig
@@ -31,7 +30,6 @@ from rollcli.data.packing import response_sample, sequence_batch
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.answer_check import answer_accuracy
-from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.offline_data import (
     generation_prompts,
     load_chat_sets,
@@ -39,25 +37,23 @@ from rollcli.pipelines.offline_data import (
     tokenize_chats,
     with_answers,
 )
-from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.protocol import StepResult
+from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import roles_for
-from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.distill import DistillArgs
 
 
-class DistillPipeline(ControlledPipeline):
-    def __init__(
-        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
-    ) -> None:
+class DistillPipeline:
+    engine = "hf"  # no inference engine: the student and the teacher generate themselves
+
+    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
-        self.run = run
-        self.run_id = run_id
+        self.ctl = ctl
+        self.run = ctl.run
         self.teacher_path = model_path
-        self.ctl = RunControl(cfg, run, display)
-        self.clusters: list[Cluster] | None = None
         self.val_teacher: list[dict] | None = None  # the teacher never changes: score it once
         self.val_batch: Batch | None = None
 
@@ -99,7 +95,7 @@ class DistillPipeline(ControlledPipeline):
             sft_weight=d.sft_weight,
             micro_batch_size=cfg.train.micro_batch_size,
         )
-        self._start_workers()
+        self.start_workers()
         self.run.log_event(
             f"workers ready: {MODE_NAMES[self.mode]}, student {self.student_path}, "
             f"{len(train)} train / {len(val)} validation conversations"
@@ -120,7 +116,7 @@ class DistillPipeline(ControlledPipeline):
         except ValueError as exc:
             raise ConfigError(f"distill.student_layers: {exc}") from None
 
-    def _start_workers(self) -> None:
+    def start_workers(self) -> None:
         self.ctl.ui.phase("starting workers")
         clusters = build_clusters(
             self.cfg,
@@ -130,69 +126,53 @@ class DistillPipeline(ControlledPipeline):
             student_path=self.student_path,
         )
         self.student, self.teacher = clusters["actor_train"], clusters["teacher"]
-        self.clusters = clusters.all()
-        self.ctl.started(self.clusters)
+        self.ctl.started(clusters.all())
 
-    # ---- the loop --------------------------------------------------------------------
-    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
-        cfg, ctl = self.cfg, self.ctl
-        last: dict[str, Any] = {}
-        if step == 0:  # the baseline every later validation is compared with
-            ctl.current_step = 0
-            last = {"step": 0, **self.validate(), **self.teacher_baseline()}
-            ctl.log(last)
-        if ctl.stop_here(step, saved=True, checkpoint=self.checkpoint):
-            return last
-        while step < cfg.train.steps:
-            step += 1
-            t_step = time.perf_counter()
-            metrics = self.step(step)
-            final = ctl.final(step, deadline)
-            if final or ctl.due(step, cfg.run.eval_every):
-                metrics.update(self.validate())
-            metrics["time/step_s"] = time.perf_counter() - t_step
-            ctl.log(metrics)
-            saved = final or ctl.due(step, cfg.run.save_every)
-            if saved:
-                self.checkpoint(step)
-            last = metrics
-            if final or ctl.stop_here(step, saved, self.checkpoint):
-                break
-        return last
+    # ---- the step (the loop is driver.drive) ------------------------------------------
+    def baseline(self) -> dict[str, float]:
+        """The untrained student's validation and the teacher's numbers it aims for."""
+        return {**self.validate(), **self.teacher_baseline()}
 
-    def step(self, step: int) -> dict[str, Any]:
-        """Draw `distill.batch_size` samples, get the teacher's logits (or answers), train
-        the student."""
+    def step(self, step: int) -> StepResult:
+        """Logit mode: 1. draw `distill.batch_size` samples and pack them → 2. the teacher's
+        logits at the assistant tokens → 3. train the student. (On-policy and sequence
+        mode: `_on_policy_step`, `_sequence_step`.)"""
         cfg = self.cfg
-        self.ctl.current_step = step
         if self.mode == "sequence":
             return self._sequence_step(step)
         if self.mode == "on_policy":
             return self._on_policy_step(step)
+        # 1. the step's samples, packed into rows
         samples = [self.train_samples[i] for i in self.sampler.next_indices(cfg.distill.batch_size)]
         batch = sequence_batch(samples, self.pad_id, cfg.distill.max_tokens, cfg.distill.packing)
 
+        # 2. the teacher's logits (top-k or full)
         self.ctl.phase("forward")
         t0 = time.perf_counter()
         batch.set("teacher", self._teacher_logits(batch, cfg.distill.top_k))
         forward_s = time.perf_counter() - t0
 
+        # 3. one optimizer step of the student on the divergence
         self.ctl.phase("train")
         t0 = time.perf_counter()
         out = self.student.call("distill_step", batch, self.args)[0]
-        return {
-            "step": step,
-            **{f"actor/{k}": v for k, v in out.items()},
-            "data/rows": float(len(batch)),
-            "data/loss_tokens": float(batch.meta["targets"]),
-            "time/forward_s": forward_s,
-            "time/train_s": time.perf_counter() - t0,
-        }
+        return StepResult(
+            {
+                "step": step,
+                **{f"actor/{k}": v for k, v in out.items()},
+                "data/rows": float(len(batch)),
+                "data/loss_tokens": float(batch.meta["targets"]),
+                "time/forward_s": forward_s,
+                "time/train_s": time.perf_counter() - t0,
+            }
+        )
 
-    def _on_policy_step(self, step: int) -> dict[str, Any]:
-        """The student answers `distill.batch_size` prompts with its current weights, the
-        teacher scores every answer token, the student steps on the divergence there."""
+    def _on_policy_step(self, step: int) -> StepResult:
+        """1. the student answers `distill.batch_size` prompts with its current weights →
+        2. the teacher scores every answer token → 3. the student steps on the divergence
+        there."""
         cfg, d, r = self.cfg, self.cfg.distill, self.cfg.rollout
+        # 1. the student's answers
         indices = self.sampler.next_indices(d.batch_size)
         prompts = [self.train_prompt_ids[i] for i in indices]
         self.ctl.phase("generate")
@@ -210,28 +190,17 @@ class DistillPipeline(ControlledPipeline):
         samples = [response_sample(p, g["token_ids"]) for p, g in zip(prompts, gens, strict=True)]
         batch = sequence_batch(samples, self.pad_id, d.max_tokens, d.packing)
 
+        # 2. the teacher's logits at every sampled token
         self.ctl.phase("forward")
         t0 = time.perf_counter()
         batch.set("teacher", self._teacher_logits(batch, d.top_k))
         forward_s = time.perf_counter() - t0
 
+        # 3. one optimizer step of the student on the per-token divergence
         self.ctl.phase("train")
         t0 = time.perf_counter()
         out = self.student.call("distill_step", batch, self.args)[0]
-        self.ctl.log_samples(
-            step,
-            [
-                {
-                    "id": self.train_examples[i].id,
-                    "prompt": self.train_examples[i].prompt_messages[-1]["content"],
-                    "response": g["text"],
-                    "token_ids": g["token_ids"],
-                    "finished": g["finished"],
-                }
-                for i, g in zip(indices, gens, strict=True)
-            ],
-        )
-        return {
+        metrics = {
             "step": step,
             **{f"actor/{k}": v for k, v in out.items()},
             "data/rows": float(len(batch)),
@@ -242,9 +211,23 @@ class DistillPipeline(ControlledPipeline):
             "time/forward_s": forward_s,
             "time/train_s": time.perf_counter() - t0,
         }
+        samples = [
+            {
+                "id": self.train_examples[i].id,
+                "prompt": self.train_examples[i].prompt_messages[-1]["content"],
+                "response": g["text"],
+                "token_ids": g["token_ids"],
+                "finished": g["finished"],
+            }
+            for i, g in zip(indices, gens, strict=True)
+        ]
+        return StepResult(metrics, samples)
 
-    def _sequence_step(self, step: int) -> dict[str, Any]:
+    def _sequence_step(self, step: int) -> StepResult:
+        """1. the teacher answers `distill.batch_size` prompts → 2. SFT the student on the
+        answers, in its own tokens."""
         cfg, d = self.cfg, self.cfg.distill
+        # 1. the teacher's answers
         indices = self.sampler.next_indices(d.batch_size)
         self.ctl.phase("generate")
         t0 = time.perf_counter()
@@ -255,21 +238,11 @@ class DistillPipeline(ControlledPipeline):
         generate_s = time.perf_counter() - t0
         batch = self._answer_batch(examples, [g["text"] for g in gens])
 
+        # 2. one SFT step of the student on the teacher's answers
         self.ctl.phase("train")
         t0 = time.perf_counter()
         out = self.student.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)
-        self.ctl.log_samples(
-            step,
-            [
-                {
-                    "id": ex.id,
-                    "prompt": ex.prompt_messages[-1]["content"],
-                    "response": g["text"],
-                }
-                for ex, g in zip(examples, gens, strict=True)
-            ],
-        )
-        return {
+        metrics = {
             "step": step,
             **{f"actor/{k}": v for k, v in out[0].items()},
             "data/rows": float(len(batch)),
@@ -278,6 +251,11 @@ class DistillPipeline(ControlledPipeline):
             "time/generate_s": generate_s,
             "time/train_s": time.perf_counter() - t0,
         }
+        samples = [
+            {"id": ex.id, "prompt": ex.prompt_messages[-1]["content"], "response": g["text"]}
+            for ex, g in zip(examples, gens, strict=True)
+        ]
+        return StepResult(metrics, samples)
 
     def _teacher_answers(self, prompts: list[list[int]], temperature: float, step: int) -> list:
         params = SamplingParams(

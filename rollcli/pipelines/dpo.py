@@ -1,7 +1,8 @@
 """The DPO pipeline: direct preference optimisation against a frozen reference.
 
 draw pairs → reference log-probs (reference worker) → train (one optimizer step on the
-preference loss) → validate (held-out pairs) → log → checkpoint
+preference loss); the driver loop (`driver.drive`) validates (held-out pairs), logs and
+checkpoints.
 
 With `train.lora` no reference worker runs: the reference is actor_train's model with its
 adapters off (`compute_ref_logprobs`).
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -25,26 +25,23 @@ from rollcli.config.recipe import RecipeConfig
 from rollcli.data.pairs import pair_batch
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
-from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
-from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.protocol import StepResult
+from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import roles_for
-from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.dpo_train import DPOArgs, pair_scores
 
 
-class DPOPipeline(ControlledPipeline):
-    def __init__(
-        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
-    ) -> None:
+class DPOPipeline:
+    engine = "hf"  # no inference engine
+
+    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
-        self.run = run
-        self.run_id = run_id
+        self.ctl = ctl
+        self.run = ctl.run
         self.model_path = model_path
-        self.ctl = RunControl(cfg, run, display)
-        self.clusters: list[Cluster] | None = None
         self.val_ref: torch.Tensor | None = None  # the reference never changes: score it once
 
     # ---- setup -----------------------------------------------------------------------
@@ -65,7 +62,7 @@ class DPOPipeline(ControlledPipeline):
             label_smoothing=dpo.label_smoothing,
             micro_batch_size=cfg.train.micro_batch_size,
         )
-        self._start_workers()
+        self.start_workers()
         dropped = long_train + long_val
         self.run.log_event(
             f"workers ready: {len(self.train_pairs)} train / {len(val_pairs)} validation pairs"
@@ -77,69 +74,50 @@ class DPOPipeline(ControlledPipeline):
             )
         )
 
-    def _start_workers(self) -> None:
+    def start_workers(self) -> None:
         self.ctl.ui.phase("starting workers")
         clusters = build_clusters(
             self.cfg, roles_for(self.cfg), Placement.build(self.cfg), model_path=self.model_path
         )
-        self.actor, self.clusters = clusters["actor_train"], clusters.all()
+        self.actor = clusters["actor_train"]
         self.reference, self.ref_method = self.actor, "compute_ref_logprobs"  # LoRA: adapters off
         if clusters.reference is not None:
             self.reference, self.ref_method = clusters.reference, "compute_logprobs"
-        self.ctl.started(self.clusters)
+        self.ctl.started(clusters.all())
 
-    # ---- the loop --------------------------------------------------------------------
-    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
-        cfg, ctl = self.cfg, self.ctl
-        last: dict[str, Any] = {}
-        if step == 0:  # the baseline every later validation is compared with
-            ctl.current_step = 0
-            last = {"step": 0, **self.validate()}
-            ctl.log(last)
-        if ctl.stop_here(step, saved=True, checkpoint=self.checkpoint):
-            return last
-        while step < cfg.train.steps:
-            step += 1
-            t_step = time.perf_counter()
-            metrics = self.step(step)
-            final = ctl.final(step, deadline)
-            if final or ctl.due(step, cfg.run.eval_every):
-                metrics.update(self.validate())
-            metrics["time/step_s"] = time.perf_counter() - t_step
-            ctl.log(metrics)
-            saved = final or ctl.due(step, cfg.run.save_every)
-            if saved:
-                self.checkpoint(step)
-            last = metrics
-            if final or ctl.stop_here(step, saved, self.checkpoint):
-                break
-        return last
+    # ---- the step (the loop is driver.drive) ------------------------------------------
+    def baseline(self) -> dict[str, float]:
+        return self.validate()
 
-    def step(self, step: int) -> dict[str, Any]:
-        """Draw `dpo.batch_size` pairs, score them with the reference, take one step."""
+    def step(self, step: int) -> StepResult:
+        """1. draw `dpo.batch_size` pairs → 2. reference log-probs → 3. one optimizer step."""
         cfg = self.cfg
-        self.ctl.current_step = step
+        # 1. the step's pairs
         pairs = [self.train_pairs[i] for i in self.sampler.next_indices(cfg.dpo.batch_size)]
         batch = pair_batch(pairs, self.pad_id)
 
+        # 2. the reference's log-probs of chosen and rejected
         self.ctl.phase("forward")
         t0 = time.perf_counter()
         batch.set("ref_logprobs", self._logprobs(self.reference, batch, self.ref_method))
         forward_s = time.perf_counter() - t0
 
+        # 3. one optimizer step on the preference loss
         self.ctl.phase("train")
         t0 = time.perf_counter()
         out = self.actor.call("dpo_step", batch, self.args)[0]
-        return {
-            "step": step,
-            **{
-                k if k.startswith(("rewards/", "logps/")) else f"actor/{k}": v
-                for k, v in out.items()
-            },
-            "data/response_length": float(batch["response_mask"].sum(dim=1).mean()),
-            "time/forward_s": forward_s,
-            "time/train_s": time.perf_counter() - t0,
-        }
+        return StepResult(
+            {
+                "step": step,
+                **{
+                    k if k.startswith(("rewards/", "logps/")) else f"actor/{k}": v
+                    for k, v in out.items()
+                },
+                "data/response_length": float(batch["response_mask"].sum(dim=1).mean()),
+                "time/forward_s": forward_s,
+                "time/train_s": time.perf_counter() - t0,
+            }
+        )
 
     def _logprobs(
         self,

@@ -1,7 +1,8 @@
-"""The RLVR pipeline: one readable loop over steps.
+"""The RLVR pipeline: one readable step.
 
 generate → reward → reference / old log-probs / values → advantages → train actor
-(and critic) → sync weights → validate → log → checkpoint
+(and critic) → sync weights; the driver loop (`driver.drive`) validates, logs and
+checkpoints.
 
 Generation and reward go through the rollout scheduler (`rollout_scheduler.py`). With
 `rollout.max_staleness = k > 0` the rollouts of the next k steps are already running while
@@ -30,7 +31,7 @@ from rollcli.distributed import data_parallel, weight_sync
 from rollcli.evaluation.rlvr_eval import is_correct
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
-from rollcli.pipelines.display_protocol import Display
+from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.reward_health import check_reward_errors
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
 from rollcli.pipelines.rollout import RolloutResult
@@ -40,11 +41,10 @@ from rollcli.pipelines.rollout_scheduler import (
     SchedulerOptions,
     sample_fields,
 )
-from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import roles_for
 from rollcli.runs.checkpoint import load_tensors_file
-from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
@@ -54,16 +54,13 @@ from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
 
 
-class RLVRPipeline(ControlledPipeline):
-    def __init__(
-        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
-    ) -> None:
+class RLVRPipeline:
+    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
-        self.run = run
-        self.run_id = run_id
+        self.ctl = ctl
+        self.run = ctl.run
+        self.ui = ctl.ui
         self.model_path = model_path
-        self.ui = display
-        self.ctl = RunControl(cfg, run, display)
         self.clusters = None
         self.placement: Placement | None = None  # the run's plan and where workers go
         # the engine sleeps while training runs on the GPU it shares (set by the plan)
@@ -82,7 +79,7 @@ class RLVRPipeline(ControlledPipeline):
         self.train_ids = tokenize_prompts(tokenizer, self.train_prompts, cfg.data.max_prompt_tokens)
         self.val_ids = tokenize_prompts(tokenizer, self.val_prompts, cfg.data.max_prompt_tokens)
         self._fresh_driver_state()
-        self._start_workers()
+        self.start_workers()
         alg, train = cfg.algorithm, cfg.train
         self.update_args = replace(PolicyUpdateArgs.from_recipe(cfg), tis_cap=alg.tis_cap)
         on_policy = alg.ppo_epochs == 1 and train.mini_batch_size in (None, cfg.rollout.batch_size)
@@ -133,7 +130,7 @@ class RLVRPipeline(ControlledPipeline):
         # the engine sleeps while training runs on the GPU it shares
         self.engine_sleeps = bool((infer["engine_kwargs"] or {}).get("sleep_mode"))
 
-    def _start_workers(self) -> None:
+    def start_workers(self) -> None:
         self.ui.phase("starting workers")
         self._place()
         self.clusters = build_clusters(
@@ -162,43 +159,14 @@ class RLVRPipeline(ControlledPipeline):
                 parts.append(f"{c.name}: " + ", ".join(f"{n['ip']}/{n['id'][:8]}" for n in nodes))
         return "; ".join(parts)
 
-    # ---- the loop --------------------------------------------------------------------
-    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
-        cfg, ctl = self.cfg, self.ctl
-        last: dict[str, Any] = {}
-        if step == 0:  # the baseline every later validation is compared with
-            ctl.current_step = 0
-            last = {"step": 0, **self.validate()}
-            ctl.log(last)
-        if ctl.stop_here(
-            step, saved=True, checkpoint=self.checkpoint
-        ):  # Ctrl-C during the baseline: nothing new to save
-            return last
-        while step < cfg.train.steps:
-            step += 1
-            t_step = time.perf_counter()
-            metrics, rows = self.step(step)
+    # ---- the step (the loop is driver.drive) ------------------------------------------
+    def baseline(self) -> dict[str, float]:
+        return self.validate()
 
-            # validate, log, checkpoint (the last step, or the last one the time limit allows)
-            final = ctl.final(step, deadline)
-            if final or ctl.due(step, cfg.run.eval_every):
-                metrics.update(self.validate())
-            metrics["time/step_s"] = time.perf_counter() - t_step
-            ctl.log_samples(step, rows)
-            ctl.log(metrics)
-            saved = final or ctl.due(step, cfg.run.save_every)
-            if saved:
-                self.checkpoint(step)
-            last = metrics
-            if final or ctl.stop_here(step, saved, checkpoint=self.checkpoint):
-                break
-        return last
-
-    def step(self, step: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """generate → reward → reference / old log-probs / values → advantages → update →
-        sync → FLOP account; returns the step's metrics and its sample rows."""
+    def step(self, step: int) -> StepResult:
+        """1. generate and reward → 2. reference / old log-probs / values → 3. advantages →
+        4. update → 5. sync → 6. FLOP account; returns the step's metrics and its samples."""
         cfg = self.cfg
-        self.ctl.current_step = step
         metrics: dict[str, Any] = {"step": step}
 
         # 1. generate n samples per prompt and score them
@@ -283,7 +251,7 @@ class RLVRPipeline(ControlledPipeline):
         # 6. the FLOP account: each phase's useful FLOPs over its time x the peak (perf/*)
         flops = self.work.flops(self.perf.model, rollout_groups(batch))
         metrics.update(self.perf.step_metrics(flops, metrics))
-        return metrics, rollout.rows
+        return StepResult(metrics, rollout.rows)
 
     # ---- pieces of a step ------------------------------------------------------------
     def even_batch(self, batch: Batch) -> Batch:

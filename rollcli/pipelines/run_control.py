@@ -1,6 +1,6 @@
-"""The bookkeeping around a pipeline's loop (rlvr, sft, dpo, distill, ...): logging, the
-stop and time-limit rules, checkpoints with every process's RNG, restore, and restarting
-workers that died. Each pipeline keeps its own visible loop and calls these.
+"""The bookkeeping of a run, shared by the driver loop (`driver.drive`) and the pipeline it
+runs: logging, the stop and time-limit rules, checkpoints with every process's RNG, restore,
+and restarting workers that died. The launcher makes one per run and hands it to both.
 
 The rules: validation at step 0, a checkpoint at the last step (and every `run.save_every`),
 the first Ctrl-C finishes the step and checkpoints, a dead worker sends the run back to its
@@ -19,12 +19,7 @@ from typing import Any
 import torch
 
 from rollcli.config.recipe import RecipeConfig
-from rollcli.distributed.cluster import (
-    Cluster,
-    out_of_memory_error,
-    out_of_memory_message,
-    worker_lost_errors,
-)
+from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.display_protocol import Display
 from rollcli.planning.role_table import roles_for
 from rollcli.runs.checkpoint import (
@@ -57,9 +52,11 @@ class RunControl:
         self,
         cfg: RecipeConfig,
         run: RunDir,
+        run_id: str,
         display: Display,
     ) -> None:
         self.cfg = cfg
+        self.run_id = run_id
         # `kill-worker@POINT` kills a worker of the role that runs POINT (the role table's)
         self.fault_roles = fault_roles(roles_for(cfg))
         self.run = run
@@ -92,15 +89,21 @@ class RunControl:
         for c in self.clusters:
             c.kill()
 
+    def shutdown(self) -> None:
+        """Kill the workers, close the tracker."""
+        self.kill_workers()
+        if self.tracker is not None:
+            self.tracker.close()
+
     def _kill_worker(self, point: str) -> None:
         """Fault injection: SIGKILL the first worker of the role that `point` runs on."""
         os.kill(self.worker_pids[self.fault_roles[point]][0], signal.SIGKILL)
 
     # ---- the loop's rules ----------------------------------------------------------------
-    def start_display(self, run_id: str, start_step: int, engine: str = "hf") -> float:
+    def start_display(self, start_step: int, engine: str) -> float:
         """Show the run; returns the time-limit deadline (`perf_counter` seconds)."""
         self.ui.start(
-            run_id=run_id,
+            run_id=self.run_id,
             run_dir=str(self.run.root),
             total_steps=self.cfg.train.steps,
             start_step=start_step,
@@ -256,62 +259,3 @@ class RunControl:
         where = f"checkpoint {checkpoint.name}" if checkpoint else "the start"
         self.run.log_event(f"workers restarted; retrying from step {start + 1} ({where})")
         return start
-
-
-class WorkerOutOfMemoryError(RuntimeError):
-    """Ray killed a worker because the machine ran low on memory."""
-
-
-class ControlledPipeline:
-    """What the launcher asks of every pipeline, kept by its `RunControl` (`self.ctl`):
-    `tracker`, `stopped_early`, `request_stop`, `shutdown`, and `train`, which runs the
-    pipeline's `_steps` and, when a worker dies, restarts the workers (`_start_workers`)
-    and `restore`s the newest checkpoint."""
-
-    ctl: RunControl
-    run_id: str
-    engine: str = "hf"  # shown by the display
-
-    @property
-    def tracker(self) -> Any:
-        return self.ctl.tracker
-
-    @tracker.setter
-    def tracker(self, value: Any) -> None:
-        self.ctl.tracker = value
-
-    @property
-    def stopped_early(self) -> bool:
-        return self.ctl.stopped_early
-
-    def train(self, start_step: int = 0) -> dict[str, Any]:
-        """Steps `start_step + 1 ..`; a worker that dies sends the run back to its newest
-        checkpoint with fresh workers (at most `run.max_restarts` times)."""
-        deadline = self.ctl.start_display(self.run_id, start_step, engine=self.engine)
-        step = start_step
-        while True:
-            try:
-                return self._steps(step, deadline)
-            except out_of_memory_error() as exc:  # the same step would run out again
-                raise WorkerOutOfMemoryError(
-                    out_of_memory_message(exc, self.ctl.current_step)
-                ) from None
-            except worker_lost_errors() as exc:
-                step = self.ctl.recover(exc, self._start_workers, self.restore)
-
-    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _start_workers(self) -> None:
-        raise NotImplementedError
-
-    def restore(self, checkpoint: Path | None) -> int:
-        raise NotImplementedError
-
-    def request_stop(self) -> None:
-        self.ctl.request_stop()
-
-    def shutdown(self) -> None:
-        self.ctl.kill_workers()
-        if self.ctl.tracker is not None:
-            self.ctl.tracker.close()

@@ -1,7 +1,8 @@
 """The SFT pipeline: supervised fine-tuning on conversations, loss on assistant tokens.
 
-draw samples → pack into rows → train (one optimizer step) → validate (held-out loss, and
-greedy answers scored by the reward when the data has answers) → log → checkpoint
+draw samples → pack into rows → train (one optimizer step); the driver loop
+(`driver.drive`) validates (held-out loss, and greedy answers scored by the reward when the
+data has answers), logs and checkpoints.
 
 The cold start before RL: `roll data sft-from-run` turns an RL run's verified samples
 into a data file for it (rejection sampling).
@@ -12,34 +13,29 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
 
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.packing import sequence_batch
 from rollcli.data.sampler import PromptSampler
-from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.answer_check import answer_accuracy
-from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.offline_data import generation_prompts, load_chat_sets, tokenize_chats
-from rollcli.pipelines.run_control import ControlledPipeline, RunControl
+from rollcli.pipelines.protocol import StepResult
+from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import roles_for
-from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.tracking.flops import train_factor
 from rollcli.tracking.step_perf import RunPerf
 
 
-class SFTPipeline(ControlledPipeline):
-    def __init__(
-        self, cfg: RecipeConfig, run: RunDir, run_id: str, model_path: str, display: Display
-    ) -> None:
+class SFTPipeline:
+    engine = "hf"  # no inference engine: greedy validation answers come from actor_train
+
+    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
-        self.run = run
-        self.run_id = run_id
+        self.ctl = ctl
+        self.run = ctl.run
         self.model_path = model_path
-        self.ctl = RunControl(cfg, run, display)
-        self.clusters: list[Cluster] | None = None
 
     # ---- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -55,7 +51,7 @@ class SFTPipeline(ControlledPipeline):
             generation_prompts(tokenizer, val) if sft.val_generate else ([], [])
         )
         self.sampler = PromptSampler(len(self.train_samples), cfg.seed)
-        self._start_workers()
+        self.start_workers()
         self.perf = RunPerf.start(self.run, self.model_path, cfg.run.peak_flops, self.actor)
         self.run.log_event(
             f"workers ready: {len(train)} train / {len(val)} validation conversations"
@@ -66,47 +62,27 @@ class SFTPipeline(ControlledPipeline):
             )
         )
 
-    def _start_workers(self) -> None:
+    def start_workers(self) -> None:
         self.ctl.ui.phase("starting workers")
         clusters = build_clusters(
             self.cfg, roles_for(self.cfg), Placement.build(self.cfg), model_path=self.model_path
         )
-        self.actor, self.clusters = clusters["actor_train"], clusters.all()
-        self.ctl.started(self.clusters)
+        self.actor = clusters["actor_train"]
+        self.ctl.started(clusters.all())
 
-    # ---- the loop --------------------------------------------------------------------
-    def _steps(self, step: int, deadline: float) -> dict[str, Any]:
-        cfg, ctl = self.cfg, self.ctl
-        last: dict[str, Any] = {}
-        if step == 0:  # the baseline every later validation is compared with
-            ctl.current_step = 0
-            last = {"step": 0, **self.validate()}
-            ctl.log(last)
-        if ctl.stop_here(step, saved=True, checkpoint=self.checkpoint):
-            return last
-        while step < cfg.train.steps:
-            step += 1
-            t_step = time.perf_counter()
-            metrics = self.step(step)
-            final = ctl.final(step, deadline)
-            if final or ctl.due(step, cfg.run.eval_every):
-                metrics.update(self.validate())
-            metrics["time/step_s"] = time.perf_counter() - t_step
-            ctl.log(metrics)
-            saved = final or ctl.due(step, cfg.run.save_every)
-            if saved:
-                self.checkpoint(step)
-            last = metrics
-            if final or ctl.stop_here(step, saved, self.checkpoint):
-                break
-        return last
+    # ---- the step (the loop is driver.drive) ------------------------------------------
+    def baseline(self) -> dict[str, float]:
+        return self.validate()
 
-    def step(self, step: int) -> dict[str, Any]:
-        """Draw `sft.batch_size` samples, pack them, take one optimizer step."""
+    def step(self, step: int) -> StepResult:
+        """1. draw `sft.batch_size` samples and pack them → 2. one optimizer step → 3. the
+        FLOP account."""
         cfg = self.cfg
-        self.ctl.current_step = step
+        # 1. the step's samples, packed into rows
         samples = [self.train_samples[i] for i in self.sampler.next_indices(cfg.sft.batch_size)]
         batch = sequence_batch(samples, self.pad_id, cfg.sft.max_tokens, cfg.sft.packing)
+
+        # 2. one optimizer step on the assistant tokens
         self.ctl.phase("train")
         t0 = time.perf_counter()
         out = self.actor.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)[0]
@@ -119,13 +95,13 @@ class SFTPipeline(ControlledPipeline):
             "data/padding_frac": 1 - real / batch["input_ids"].numel(),
             "time/train_s": time.perf_counter() - t0,
         }
-        # the FLOP account (perf/*): forward + backward over the samples' tokens
+        # 3. the FLOP account (perf/*): forward + backward over the samples' tokens
         forward = self.perf.model.sequences(
             [len(ids) for ids, _ in samples], head_tokens=batch.meta["targets"]
         )
         lora = cfg.train.lora is not None
         flops = {"train": train_factor(frozen_weights=lora) * forward}
-        return {**metrics, **self.perf.step_metrics(flops, metrics)}
+        return StepResult({**metrics, **self.perf.step_metrics(flops, metrics)})
 
     def validate(self) -> dict[str, float]:
         cfg = self.cfg

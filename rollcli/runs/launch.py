@@ -11,11 +11,11 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollcli.config.capabilities import ENGINE_PIPELINES
 from rollcli.config.errors import ConfigError
@@ -25,6 +25,9 @@ from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.registry import PIPELINES, pipeline_class
 from rollcli.runs.checkpoint import latest_checkpoint, read_state, run_checkpoint
 from rollcli.runs.run_dir import RunDir, new_run_id
+
+if TYPE_CHECKING:  # run_control imports torch
+    from rollcli.pipelines.run_control import RunControl
 
 
 class PipelineNotBuiltError(ValueError):
@@ -229,20 +232,22 @@ def _drive(
     resume_from: Path | str | None,
     start: float,
 ) -> RunResult:
-    """Ray, the pipeline and the status around them; `resume_from` a checkpoint, "start"
-    (resume a run that has none) or None (a new run)."""
+    """Ray, the pipeline, the driver loop and the status around them; `resume_from` a
+    checkpoint, "start" (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
+    from rollcli.pipelines.driver import drive
+    from rollcli.pipelines.run_control import RunControl
     from rollcli.tracking.fanout import make_trackers
 
-    pipeline = None
+    ctl = None
     heartbeat = run.start_heartbeat()
     start_step = 0
     try:
-        with graceful_stop(lambda: pipeline, display):
+        with graceful_stop(lambda: ctl, display):
             display.phase("starting Ray")
             start_ray(cfg.resources.ray_address, cfg.resources.num_cpus, cfg.resources.gpus)
-            pipeline = pipeline_class(cfg.pipeline)(cfg, run, run_id, model_path, display)
-            pipeline.tracker = make_trackers(
+            ctl = RunControl(cfg, run, run_id, display)
+            ctl.tracker = make_trackers(
                 list(cfg.run.trackers),
                 run.root,
                 cfg.model_dump(mode="json"),
@@ -250,11 +255,12 @@ def _drive(
                 mode=cfg.run.tracker_mode,
                 project=cfg.run.tracker_project,
             )
+            pipeline = pipeline_class(cfg.pipeline)(cfg, ctl, model_path)
             pipeline.setup()
             if resume_from is not None:
                 start_step = pipeline.restore(None if resume_from == "start" else resume_from)
             run.write_status("running", step=start_step)
-            final = pipeline.train(start_step)
+            final = drive(pipeline, ctl, start_step)
     except KeyboardInterrupt:
         run.write_status("interrupted")
         run.log_event("interrupted by the user")
@@ -265,10 +271,10 @@ def _drive(
         raise
     finally:
         heartbeat.set()
-        if pipeline is not None:
-            pipeline.shutdown()
+        if ctl is not None:
+            ctl.shutdown()
         display.close()
-    status = "interrupted" if pipeline.stopped_early else "finished"
+    status = "interrupted" if ctl.stopped_early else "finished"
     run.write_status(status, finished=time.time())
     run.log_event(
         "stopped after a checkpoint; `roll resume` continues it"
@@ -292,9 +298,9 @@ def _drive(
 
 
 @contextmanager
-def graceful_stop(pipeline: Any, display: Display) -> Iterator[None]:
-    """First Ctrl-C (or SIGTERM): ask `pipeline()` to stop after this step and a checkpoint;
-    the second, or one before the pipeline exists, interrupts at once."""
+def graceful_stop(control: Callable[[], RunControl | None], display: Display) -> Iterator[None]:
+    """First Ctrl-C (or SIGTERM): ask the run's `control()` to stop after this step and a
+    checkpoint; the second, or one before any worker started, interrupts at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -302,11 +308,11 @@ def graceful_stop(pipeline: Any, display: Display) -> Iterator[None]:
 
     def handler(signum: int, frame: Any) -> None:
         nonlocal asked
-        current = pipeline()
-        if asked or current is None or getattr(current, "clusters", None) is None:
+        ctl = control()
+        if asked or ctl is None or not ctl.clusters:
             raise KeyboardInterrupt
         asked = True
-        current.request_stop()
+        ctl.request_stop()
         display.message(
             "stopping after this step and a checkpoint; press Ctrl-C again to stop at once"
         )

@@ -155,7 +155,7 @@ def test_two_steps_log_every_metric_and_leave_a_loadable_checkpoint(reference) -
         assert {"val/teacher_loss", "val/teacher_accuracy"} <= set(rows[0])
 
 
-# The kill-and-resume path is RunControl's, shared by the three: sft's runs by default,
+# The kill-and-resume path is the driver loop's, shared by the three: sft's runs by default,
 # dpo's and distill's with -m slow (suite time).
 @pytest.mark.parametrize(
     "pipeline",

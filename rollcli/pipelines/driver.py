@@ -1,0 +1,80 @@
+"""The one loop that runs every pipeline (rlvr, agentic, sft, dpo, distill).
+
+    baseline validation (step 0)
+    for each step: step(n) → validate (every `run.eval_every` steps and at the last one)
+                   → log the samples and the metrics line → checkpoint (every
+                   `run.save_every` steps and at the last one) → stop if asked (Ctrl-C)
+
+The last step is `train.steps`, or the first one to end past `run.time_limit_min`. The first
+Ctrl-C (`RunControl.request_stop`) finishes the step and checkpoints it, unvalidated, so the
+metrics stay those of the uninterrupted run. A worker that dies sends the run back to its
+newest checkpoint with fresh workers (at most `run.max_restarts` times); a worker that runs
+out of memory ends the run with what to lower.
+
+`time/step_s` is the whole step's wall time, its validation included (`time/validate_s`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rollcli.distributed.cluster import (
+    out_of_memory_error,
+    out_of_memory_message,
+    worker_lost_errors,
+)
+from rollcli.pipelines.protocol import Pipeline
+from rollcli.pipelines.run_control import RunControl
+
+
+class WorkerOutOfMemoryError(RuntimeError):
+    """Ray killed a worker because the machine ran low on memory."""
+
+
+def drive(pipeline: Pipeline, ctl: RunControl, start_step: int = 0) -> dict[str, Any]:
+    """Run steps `start_step + 1 ..`; return the last metrics line written."""
+    deadline = ctl.start_display(start_step, engine=pipeline.engine)
+    step = start_step
+    while True:
+        try:
+            return _steps(pipeline, ctl, step, deadline)
+        except out_of_memory_error() as exc:  # the same step would run out again
+            raise WorkerOutOfMemoryError(out_of_memory_message(exc, ctl.current_step)) from None
+        except worker_lost_errors() as exc:
+            step = ctl.recover(exc, pipeline.start_workers, pipeline.restore)
+
+
+def _steps(pipeline: Pipeline, ctl: RunControl, step: int, deadline: float) -> dict[str, Any]:
+    cfg = ctl.cfg
+    last: dict[str, Any] = {}
+    if step == 0:  # the baseline every later validation is compared with
+        ctl.current_step = 0
+        last = {"step": 0, **pipeline.baseline()}
+        ctl.log(last)
+    if ctl.stop_here(step, saved=True, checkpoint=pipeline.checkpoint):
+        return last  # Ctrl-C before this step: nothing new to save
+    while step < cfg.train.steps:
+        step += 1
+        ctl.current_step = step
+        t_step = time.perf_counter()
+        result = pipeline.step(step)
+        metrics = result.metrics
+
+        final = ctl.final(step, deadline)  # the last step, or the last the time limit allows
+        if final or ctl.due(step, cfg.run.eval_every):
+            metrics.update(pipeline.validate())
+        metrics["time/step_s"] = time.perf_counter() - t_step
+        if result.samples is not None:
+            ctl.log_samples(step, result.samples)
+        ctl.log(metrics)
+        if result.summary is not None:
+            ctl.ui.message(f"  step {step}: {result.summary}")
+
+        saved = final or ctl.due(step, cfg.run.save_every)
+        if saved:
+            pipeline.checkpoint(step)
+        last = metrics
+        if final or ctl.stop_here(step, saved, pipeline.checkpoint):
+            break
+    return last
