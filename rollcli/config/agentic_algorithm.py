@@ -5,8 +5,9 @@ The agentic pipeline computes advantages through rlvr's stage
 arguments, so every other key means the same as in rlvr (docs/agentic.md has the table).
 The refused ones need a part the agentic pipeline does not have: a critic (GAE), rlvr's
 prompt re-sampling (dynamic sampling), a single reply to shape by length (overlong), an
-async rollout to correct (truncated IS). A key that only tunes a refused or absent feature
-is refused with it, so no key is silently ignored. Pure: imports only the config.
+async rollout to correct (truncated IS). A key that only tunes a feature that is off (lam
+without GAE, max_resample_rounds without dynamic sampling, ...) is refused for every
+pipeline by `AlgorithmConfig`, so no key is silently ignored. Pure: imports only the config.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 from rollcli.config.algorithm import AlgorithmConfig
 
 AGENTIC_ESTIMATORS = ("grpo", "rloo", "reinforce", "reinforce_pp", "reinforce_pp_baseline")
-_DEFAULT = AlgorithmConfig()
 
 
 def agentic_algorithm_refusal(alg: AlgorithmConfig) -> str | None:
@@ -22,8 +22,8 @@ def agentic_algorithm_refusal(alg: AlgorithmConfig) -> str | None:
 
     >>> agentic_algorithm_refusal(AlgorithmConfig(name="rloo", advantage="rloo")) is None
     True
-    >>> agentic_algorithm_refusal(AlgorithmConfig(lam=0.9)).split(":")[0]
-    'algorithm.lam = 0.9'
+    >>> agentic_algorithm_refusal(AlgorithmConfig(advantage="gae")).split(":")[0]
+    "algorithm.advantage = 'gae'"
     """
     preset = f" (set by algorithm.name = {alg.name})" if alg.name != "grpo" else ""
     if alg.advantage not in AGENTIC_ESTIMATORS:
@@ -31,41 +31,19 @@ def agentic_algorithm_refusal(alg: AlgorithmConfig) -> str | None:
             f"algorithm.advantage = {alg.advantage!r}{preset}: GAE needs a critic, and the "
             f"agentic pipeline trains none; use one of {', '.join(AGENTIC_ESTIMATORS)}"
         )
-    if alg.lam != _DEFAULT.lam:
-        return (
-            f"algorithm.lam = {alg.lam}: GAE's lambda, and the agentic pipeline has no critic "
-            "(advantage gae is refused); remove algorithm.lam"
-        )
     if alg.dynamic_sampling:
         return (
             f"algorithm.dynamic_sampling{preset}: re-sampling prompts whose group has one score "
             "is rlvr's; the agentic pipeline plays a fixed set of episodes per step, so remove it"
         )
-    if alg.max_resample_rounds != _DEFAULT.max_resample_rounds:
+    if alg.overlong_buffer > 0:
         return (
-            "algorithm.max_resample_rounds tunes dynamic sampling, which the agentic pipeline "
-            "does not do; remove it"
-        )
-    if alg.overlong_buffer > 0 or alg.overlong_penalty != _DEFAULT.overlong_penalty:
-        return (
-            f"algorithm.overlong_buffer / overlong_penalty{preset}: the penalty shapes one reply "
-            "against rollout.max_new_tokens, and an agentic episode is many replies; remove them"
+            f"algorithm.overlong_buffer{preset}: the overlong penalty shapes one reply against "
+            "rollout.max_new_tokens, and an agentic episode is many replies; remove it"
         )
     if alg.tis_cap is not None:
         return (
             "algorithm.tis_cap corrects rlvr's async rollout (rollout.max_staleness); the "
             "agentic pipeline plays on the current weights, so remove algorithm.tis_cap"
-        )
-    if alg.kl_controller == "adaptive" and alg.kl_in == "loss":
-        return (
-            "algorithm.kl_controller = adaptive sets the coefficient of a KL in the reward; "
-            "with kl_in: loss it would stay algorithm.kl_coef, so set kl_in: reward or remove it"
-        )
-    if alg.kl_controller == "fixed" and (
-        alg.kl_target != _DEFAULT.kl_target or alg.kl_horizon != _DEFAULT.kl_horizon
-    ):
-        return (
-            "algorithm.kl_target / kl_horizon tune kl_controller: adaptive, and this recipe's "
-            "controller is fixed; set kl_controller: adaptive or remove them"
         )
     return None

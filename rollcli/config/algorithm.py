@@ -90,6 +90,11 @@ class AlgorithmConfig(BaseModel):
             )
         if self.value_clip is not None and self.advantage != "gae":
             raise ValueError("value_clip needs a critic: set advantage: gae or drop value_clip")
+        if self.lam != _default("lam") and self.advantage != "gae":
+            raise ValueError(
+                f"algorithm.lam = {self.lam} is GAE's lambda, and advantage "
+                f"{self.advantage!r} has none; set advantage: gae or remove algorithm.lam"
+            )
         if self.tis_cap is not None and self.policy_loss in ("pg", "topr"):
             raise ValueError(
                 f"tis_cap reweights the ppo, raftpp and gspo losses, not {self.policy_loss!r}; "
@@ -97,6 +102,32 @@ class AlgorithmConfig(BaseModel):
             )
         if self.kl_controller == "adaptive" and self.kl_coef == 0:
             raise ValueError("kl_controller: adaptive needs kl_coef > 0 as its starting value")
+        if self.kl_controller == "adaptive" and self.kl_in == "loss":
+            raise ValueError(
+                "algorithm.kl_controller = adaptive sets the coefficient of a KL in the reward; "
+                "with kl_in: loss it would stay algorithm.kl_coef, so set kl_in: reward or "
+                "remove it"
+            )
+        if self.kl_controller == "fixed" and (
+            self.kl_target != _default("kl_target") or self.kl_horizon != _default("kl_horizon")
+        ):
+            raise ValueError(
+                "algorithm.kl_target / kl_horizon tune kl_controller: adaptive, and this "
+                "recipe's controller is fixed; set kl_controller: adaptive or remove them"
+            )
+        if not self.dynamic_sampling and self.max_resample_rounds != _default(
+            "max_resample_rounds"
+        ):
+            raise ValueError(
+                "algorithm.max_resample_rounds tunes dynamic sampling, which is off; set "
+                "algorithm.dynamic_sampling: true or remove algorithm.max_resample_rounds"
+            )
+        if self.overlong_buffer == 0 and self.overlong_penalty != _default("overlong_penalty"):
+            raise ValueError(
+                f"algorithm.overlong_penalty = {self.overlong_penalty} applies within "
+                "algorithm.overlong_buffer, which is 0 (off); set overlong_buffer > 0 or remove "
+                "algorithm.overlong_penalty"
+            )
         return self
 
     @property
@@ -108,3 +139,8 @@ class AlgorithmConfig(BaseModel):
     def needs_reference(self) -> bool:
         """A reference model forward pass is needed only for a KL penalty."""
         return self.kl_coef > 0
+
+
+def _default(key: str) -> object:
+    """A knob's default: a knob left at it may sit beside a feature that is off."""
+    return AlgorithmConfig.model_fields[key].default

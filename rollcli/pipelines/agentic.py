@@ -5,9 +5,9 @@ groups worth training on (`agentic.keep_top_groups`) → reference / old log-pro
 sync weights; the driver loop (`driver.drive`) validates, logs and checkpoints.
 
 Bookkeeping around the loop (stop rules, checkpoints with every process's RNG, restarting
-dead workers) is `RunControl`'s. Training seeds are a function of the run seed and the step,
-so a resumed run plays the same levels; generation batches are formed from whichever
-episodes are ready, so the sampled replies may differ from the uninterrupted run's.
+dead workers) is `RunControl`'s. Training seeds and sampling seeds are a function of the
+run seed and the step, and episodes are generated for in lockstep rounds (`play_episodes`),
+so a resumed run plays the uninterrupted run's episodes and ends with its weights exactly.
 """
 
 from __future__ import annotations

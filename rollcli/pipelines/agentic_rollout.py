@@ -1,10 +1,15 @@
 """The multi-turn rollout scheduler: many episodes, env workers and the model at once.
 
-No lock-step barrier: every env-worker call and every generation call is a future. The
-loop waits for whichever finishes first; an env result makes its episodes ready for the
-model, and as soon as a policy worker is free it generates for every episode that is
-ready at that moment, while the other episodes are still being stepped. A generation's
-replies go straight back to their env workers, one call per worker.
+Every env-worker call and every generation call is a future; a generation's replies go
+straight back to their env workers, one call per worker, and env results make their
+episodes ready for the model. Which episodes share a generation batch is decided one of two
+ways. In lockstep (the default, and the pipeline's) the batches are rounds: once no call is
+running, every episode that waits for a reply is generated for, in episode order, so the
+batches and the sampled replies are a function of the episodes alone and a run repeats
+exactly (a row's logits change in their last bits with the batch it is in). Otherwise a
+free policy worker generates for whichever episodes are ready at that moment while the
+others are still being stepped: faster with slow environments and several policy workers,
+but the batches, and so the replies, depend on timing.
 
 The same code runs with Ray actors (the pipeline: env workers and actor_infer ranks are
 actor handles, calls return object refs) and with plain objects (`roll eval` and unit
@@ -87,6 +92,11 @@ class ModelPolicy:
     def free(self) -> bool:
         return len(self.busy) < len(self.workers)
 
+    @property
+    def width(self) -> int:
+        """How many generation calls run at once."""
+        return len(self.workers)
+
     def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
         rank = next(r for r in range(len(self.workers)) if r not in self.busy)
         self.busy.add(rank)
@@ -129,6 +139,7 @@ class RandomPolicy:
         self.rng = random.Random(seed)
         self.reply_prefix = reply_prefix  # the prompt already opens the answer
         self.free = True
+        self.width = 1
 
     def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
         replies = []
@@ -158,6 +169,7 @@ def play_episodes(
     on_progress: ProgressFn | None = None,
     max_batch: int = 256,
     gather_s: float = 0.05,
+    lockstep: bool = True,
 ) -> tuple[list[Episode], dict[str, float]]:
     """Play every episode of `specs` to its end; returns them (in `specs` order) and the
     scheduler's counters: generation calls, mean batch size, prompt tokens prefilled and
@@ -165,8 +177,14 @@ def play_episodes(
     turns that prefilled more than their new tokens (`turn_cache_misses`: evicted, dropped
     by a weight update, or a prompt that does not extend the last turn).
 
-    Before a generation starts, env calls that finish within `gather_s` seconds still join
-    its batch (env steps take milliseconds, a generation seconds)."""
+    `lockstep` (exact): generation batches are a function of the episodes alone, never of
+    timing. Once no env or generation call is running, every episode that waits for a reply
+    is generated for, in `specs` order, split evenly over the policy's free workers (at most
+    `max_batch` each). A row's logits depend on the batch it is in (padding, batch size) and
+    its sampled tokens on its place in the batch, so this is what makes a run repeatable.
+    Without it, a generation starts as soon as a worker is free and some episodes are ready;
+    env calls that finish within `gather_s` seconds still join its batch (env steps take
+    milliseconds, a generation seconds)."""
     episodes = [Episode(spec) for spec in specs]
     host_of = {ep.spec.index: i % len(hosts) for i, ep in enumerate(episodes)}
     by_index = {ep.spec.index: ep for ep in episodes}
@@ -211,17 +229,26 @@ def play_episodes(
         for h, texts in per_host.items():
             pending[call(hosts[h], "step", texts)] = ("env", None)
 
+    def submit(batch: list[int]) -> None:
+        rank, handle = policy.submit([by_index[i] for i in batch])
+        pending[handle] = ("gen", (rank, batch))
+        counts["gen_calls"] += 1
+        counts["gen_rows"] += len(batch)
+
     while pending or ready:
-        if ready and policy.free:  # generate for every episode that is ready now
+        if lockstep and ready and not pending:  # a round: every waiting episode, in order
+            ready.sort()
+            size = min(max_batch, -(-len(ready) // policy.width))
+            while ready and policy.free:
+                batch, ready[:] = ready[:size], ready[size:]
+                submit(batch)
+        elif not lockstep and ready and policy.free:  # every episode that is ready now
             env_calls = [h for h, (kind, _) in pending.items() if kind == "env"]
             if env_calls and gather_s > 0:  # env steps take milliseconds: let them join
                 for handle in wait_any(env_calls, timeout=gather_s):
                     finish(handle)
             batch, ready[:] = ready[:max_batch], ready[max_batch:]
-            rank, handle = policy.submit([by_index[i] for i in batch])
-            pending[handle] = ("gen", (rank, batch))
-            counts["gen_calls"] += 1
-            counts["gen_rows"] += len(batch)
+            submit(batch)
         if pending:
             for handle in wait_any(list(pending)):
                 finish(handle)

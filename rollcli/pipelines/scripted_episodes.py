@@ -44,6 +44,7 @@ class ExpertPolicy:
         self.hosts = hosts
         self.reply_prefix = reply_prefix  # the prompt already opens the answer
         self.free = True
+        self.width = 1
 
     def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
         replies = []

@@ -142,3 +142,47 @@ def test_agentic_refuses_the_async_rollout_correction() -> None:
         load_recipe("agentic-sokoban", ["algorithm.tis_cap=2.0"])
     assert "remove algorithm.tis_cap" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+# A knob that tunes a feature the recipe leaves off would be ignored: refused in every RL
+# pipeline, one line naming it.
+TUNES_WHAT_IS_OFF = [
+    (["algorithm.lam=0.9"], "algorithm.lam = 0.9 is GAE's lambda, and advantage 'grpo'"),
+    (["algorithm.value_clip=0.2"], "value_clip needs a critic"),
+    (
+        ["algorithm.kl_controller=adaptive", "algorithm.kl_in=loss", "algorithm.kl_coef=0.01"],
+        "algorithm.kl_controller = adaptive sets the coefficient of a KL in the reward",
+    ),
+    (["algorithm.kl_target=1.0"], "algorithm.kl_target / kl_horizon tune kl_controller"),
+    (["algorithm.kl_horizon=100"], "algorithm.kl_target / kl_horizon tune kl_controller"),
+    (["algorithm.max_resample_rounds=5"], "algorithm.max_resample_rounds tunes dynamic sampling"),
+    (["algorithm.overlong_penalty=0.5"], "algorithm.overlong_penalty = 0.5 applies within"),
+]
+
+
+@pytest.mark.parametrize("recipe", ["rlvr-math", "agentic-frozenlake"])
+@pytest.mark.parametrize(("overrides", "expected"), TUNES_WHAT_IS_OFF)
+def test_a_knob_of_a_feature_that_is_off_is_refused(recipe, overrides, expected) -> None:
+    with pytest.raises(ConfigError, match=f"^{recipe}: ") as err:
+        load_recipe(recipe, overrides)
+    assert expected in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_same_knobs_load_with_their_feature_on() -> None:
+    cfg, _ = load_recipe(
+        "rlvr-math",
+        [
+            "algorithm.kl_controller=adaptive",
+            "algorithm.kl_in=reward",
+            "algorithm.kl_target=1.0",
+            "algorithm.kl_horizon=100",
+            "algorithm.dynamic_sampling=true",
+            "algorithm.max_resample_rounds=5",
+            "algorithm.overlong_buffer=0.2",
+            "algorithm.overlong_penalty=0.5",
+        ],
+    )
+    alg = cfg.algorithm
+    assert (alg.kl_target, alg.kl_horizon, alg.max_resample_rounds) == (1.0, 100, 5)
+    assert alg.overlong_penalty == 0.5

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import shutil
 import signal
 from pathlib import Path
 
@@ -199,3 +200,76 @@ def test_resume_refuses_a_finished_run_and_a_changed_model(runs, reference):
     assert code == 2 and "model cannot change" in err
     code, err = roll("resume", "nope", "--runs-dir", str(runs), runs=runs)
     assert code == 2 and "no run 'nope'" in err
+
+
+# ---- agentic: episodes played by env workers and the model in lockstep rounds ------------
+AGENTIC_STEPS = 3
+AGENTIC_ARGS = [
+    "--model", "tiny-random", "--steps", str(AGENTIC_STEPS), "--save-every", "1",
+    "--eval-every", "2", "agentic.group_size=2", "agentic.groups_per_step=2",
+    "agentic.val_episodes=2", "agentic.max_turns=3", "agentic.num_env_workers=2",
+    "rollout.max_new_tokens=4", "train.micro_batch_size=2", "agentic.keep_top_groups=1.0",
+    "train.lr=1e-3",
+]  # fmt: skip
+
+
+def _agentic(run_id: str, runs: Path, fault: str = "") -> tuple[int, str]:
+    args = ["train", "agentic-frozenlake", "--runs-dir", str(runs), "--run-id", run_id]
+    return roll(*args, *AGENTIC_ARGS, runs=runs, fault=fault)
+
+
+def _agentic_digest(run: Path) -> str:
+    data = (run / "checkpoints" / f"step-{AGENTIC_STEPS}" / "model.safetensors").read_bytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _same_agentic_run(run: Path, ref: Path) -> None:
+    assert [m["step"] for m in _metrics(run)] == list(range(AGENTIC_STEPS + 1))
+    assert _metrics(run) == _metrics(ref)
+    for step in range(1, AGENTIC_STEPS + 1):
+        episodes = (run / "samples" / f"step-{step}.jsonl").read_text()
+        assert episodes == (ref / "samples" / f"step-{step}.jsonl").read_text()
+    assert _agentic_digest(run) == _agentic_digest(ref)
+
+
+def test_agentic_run_resumed_from_a_checkpoint_repeats_the_run(tmp_path, tiny_model) -> None:
+    """The fast check, in this process (one Ray session): a copy of a finished agentic run
+    cut back to its step-1 checkpoint and resumed ends as the run did, bit for bit."""
+    from typer.testing import CliRunner
+
+    from rollcli.cli.app import app
+    from rollcli.distributed.ray_session import stop_ray
+
+    runner, where = CliRunner(), ["--runs-dir", str(tmp_path)]
+    try:
+        args = ["train", "agentic-frozenlake", *where, "--run-id", "ref", *AGENTIC_ARGS]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output[-3000:]
+        shutil.copytree(tmp_path / "ref", tmp_path / "cut")
+        for step in range(2, AGENTIC_STEPS + 1):
+            shutil.rmtree(tmp_path / "cut" / "checkpoints" / f"step-{step}")
+        result = runner.invoke(app, ["resume", "cut", *where])
+        assert result.exit_code == 0, result.output[-3000:]
+    finally:
+        stop_ray()
+    assert "resuming from checkpoint step-1" in (tmp_path / "cut" / "events.log").read_text()
+    _same_agentic_run(tmp_path / "cut", tmp_path / "ref")
+
+
+@pytest.mark.slow  # ~2 min: three processes, each starting Ray and its workers; the default
+# suite keeps the resume from a checkpoint (above) and the lockstep rounds
+# (tests/agentic/test_lockstep_rollout.py)
+def test_sigkilled_agentic_run_resumes_exactly(runs) -> None:
+    """Killed while its step-2 episodes are being played, an agentic run resumes from
+    checkpoint 1 and ends with the uninterrupted run's weights, bit for bit, and its metrics
+    and episodes."""
+    code, err = _agentic("agentic-ref", runs)
+    assert code == 0, err[-3000:]
+    code, err = _agentic("agentic-killed", runs, fault="kill@generate:2+0.3")
+    assert code == -signal.SIGKILL, err[-2000:]
+    code, err = roll("resume", "agentic-killed", "--runs-dir", str(runs), runs=runs)
+    assert code == 0, err[-3000:]
+
+    ref, run = runs / "agentic-ref", runs / "agentic-killed"
+    assert "resuming from checkpoint step-1" in (run / "events.log").read_text()
+    _same_agentic_run(run, ref)
