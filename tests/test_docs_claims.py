@@ -40,6 +40,6 @@ def test_the_readme_claims_exact_resume_only_for_the_pipelines_that_have_it() ->
     text = _paragraph("`runs/<run-id>/` holds")
     exact = re.search(r"gives exactly the run that was not interrupted[^.]*\.", text)
     assert exact, text
-    assert "agentic" in exact.group(0)  # the sentence names agentic's exception
+    assert "agentic" in exact.group(0)  # the sentence names the pipelines, agentic among them
     runs_doc = (Path(__file__).parents[1] / "docs" / "runs.md").read_text()
     assert "agentic" in runs_doc.split("## Resume", 1)[1].split("\n## ", 1)[0]

@@ -24,7 +24,7 @@ COMMON = {"name", "pipeline", "description", "aliases", "model", "seed"}
 COMMON |= {"train", "resources", "devices", "run"}
 SECTIONS = {
     RLVRRecipe: {"algorithm", "rollout", "data", "critic", "reward"},
-    AgenticRecipe: {"algorithm", "rollout", "agentic"},
+    AgenticRecipe: {"algorithm", "rollout", "agentic", "warmup"},
     DPORecipe: {"data", "dpo"},
     SFTRecipe: {"data", "sft", "rollout", "reward"},
     DistillRecipe: {"data", "distill", "rollout", "reward"},

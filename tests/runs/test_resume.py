@@ -209,7 +209,7 @@ AGENTIC_ARGS = [
     "--eval-every", "2", "agentic.group_size=2", "agentic.groups_per_step=2",
     "agentic.val_episodes=2", "agentic.max_turns=3", "agentic.num_env_workers=2",
     "rollout.max_new_tokens=4", "train.micro_batch_size=2", "agentic.keep_top_groups=1.0",
-    "train.lr=1e-3",
+    "train.lr=1e-3", "run.keep_last=5",  # keep step-1: the fast test resumes from it
 ]  # fmt: skip
 
 
