@@ -76,17 +76,22 @@ def response_logprobs(
     *,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    head_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of every response token under `model` (and optionally the entropy), `[B, R]`.
 
-    Positions past a row's end (attention 0) are 0. With a plain LM head the logits are
-    built a chunk of real positions at a time (`rollcli.strategies.lm_head`); other models
-    go through their own forward.
+    Positions past a row's end (attention 0) are 0, and with `head_mask` (`[B, R]`, e.g. the
+    loss mask) so are the positions it leaves out: the LM head runs only where it is set (an
+    agentic row's environment turns are most of its response and need no log-probs). With a
+    plain LM head the logits are built a chunk of positions at a time
+    (`rollcli.strategies.lm_head`); other models go through their own forward.
     """
     width = int(batch_tensors["prompt_width"][0])
     input_ids = batch_tensors["input_ids"]
     labels = input_ids[:, width:]
     real = batch_tensors["attention_mask"][:, width:].bool()
+    if head_mask is not None:
+        real = real & head_mask.bool()
     head = plain_head(model)
     if head is None:
         logits = response_logits(

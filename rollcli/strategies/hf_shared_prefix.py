@@ -69,10 +69,13 @@ def shared_prefix_logprobs(
     *,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    head_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`response_logprobs` (same inputs, same `[B, R]` outputs) computed on the
-    shared-prefix layout: each distinct prompt of the micro-batch runs once."""
+    """`response_logprobs` (same inputs, same `[B, R]` outputs, `head_mask` too) computed
+    on the shared-prefix layout: each distinct prompt of the micro-batch runs once."""
     layout, mask = _layout(model, batch_tensors)
+    # of the layout's N response tokens, those whose log-probs are wanted
+    wanted = None if head_mask is None else head_mask.bool()[layout.real]
     head = plain_head(model)
     if head is None:  # the model computes its logits (scaled heads, a DeepSpeed engine)
         first = int(layout.source[:, 1].min()) if len(layout.source) else 0
@@ -88,24 +91,39 @@ def shared_prefix_logprobs(
         picked = logits[shifted[:, 0], shifted[:, 1]]
         if temperature != 1.0:
             picked = picked / temperature
-        logprobs = layout.scatter(logprobs_from_logits(picked, layout.labels))
+        logprobs = _keep(layout, logprobs_from_logits(picked, layout.labels), wanted)
         if not with_entropy:
             return logprobs, None
-        return logprobs, layout.scatter(entropy_from_logits(picked))
+        return logprobs, _keep(layout, entropy_from_logits(picked), wanted)
     hidden = model.get_decoder()(
         input_ids=layout.input_ids,
         attention_mask=mask,
         position_ids=layout.position_ids,
         use_cache=False,
     ).last_hidden_state
+    picked, labels = layout.pick(hidden), layout.labels
+    if wanted is not None:
+        picked, labels = picked[wanted], labels[wanted]
     logprobs, entropy = head_logprobs(
-        head,
-        layout.pick(hidden),
-        layout.labels,
-        temperature=temperature,
-        with_entropy=with_entropy,
+        head, picked, labels, temperature=temperature, with_entropy=with_entropy
     )
-    return layout.scatter(logprobs), (layout.scatter(entropy) if with_entropy else None)
+    logprobs = _spread(layout, logprobs, wanted)
+    return logprobs, (_spread(layout, entropy, wanted) if with_entropy else None)
+
+
+def _spread(layout, values: torch.Tensor, wanted: torch.Tensor | None) -> torch.Tensor:  # noqa: ANN001
+    """Values of the `wanted` response tokens (all N when None) in the plain `[B, R]`
+    layout, 0 elsewhere."""
+    if wanted is None:
+        return layout.scatter(values)
+    return layout.scatter(values.new_zeros(wanted.shape).masked_scatter(wanted, values))
+
+
+def _keep(layout, values: torch.Tensor, wanted: torch.Tensor | None) -> torch.Tensor:  # noqa: ANN001
+    """All N tokens' values in the plain layout, with the unwanted ones 0."""
+    if wanted is None:
+        return layout.scatter(values)
+    return layout.scatter(values.masked_fill(~wanted, 0.0))
 
 
 def shared_prefix_values(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:  # noqa: ANN001

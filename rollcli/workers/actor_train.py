@@ -257,7 +257,11 @@ class ActorTrainWorker:
             pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
             token_share = micro_batch_share("token-mean", mask, totals[3:])
             logprobs, entropy = forward(
-                self.model, model_inputs(micro), temperature=args.temperature, with_entropy=True
+                self.model,
+                model_inputs(micro),
+                temperature=args.temperature,
+                with_entropy=True,
+                head_mask=mask > 0,  # every term below is taken over the loss mask
             )
             # On-policy (one optimizer step per batch) the rollout policy is the current one,
             # so the old log-probs are this forward's, detached: no extra forward pass.

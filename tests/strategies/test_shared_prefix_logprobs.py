@@ -161,3 +161,38 @@ def test_lora_policy_and_reference_logprobs(tiny_model):
     torch.testing.assert_close(
         actor.compute_ref_logprobs(batch, 6, shared_prefix=True), ref, rtol=1e-5, atol=1e-5
     )
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("own_logits", [False, True])
+def test_a_head_mask_gives_the_same_values_and_gradients_where_it_is_set(
+    tiny_model, shared, own_logits
+):
+    """The training forward runs the LM head only on the loss mask (an agentic row's env
+    turns need no log-probs): there the log-probs, entropies and every parameter gradient of
+    a masked loss equal the unmasked forward's; elsewhere the values are 0."""
+    model = _model(tiny_model, "sdpa")
+    if own_logits:
+        model.config.logit_scale = 1.0  # the model's own logits path
+    forward = shared_prefix_logprobs if shared else response_logprobs
+    inputs = _inputs()
+    real = inputs["attention_mask"][:, 4:].bool()
+    head_mask = real.clone()
+    head_mask[0, 1] = head_mask[2, 0] = head_mask[2, 4] = head_mask[5, :] = False
+    assert head_mask.sum() < real.sum()
+
+    def run(mask):
+        model.zero_grad()
+        lp, ent = forward(model, inputs, with_entropy=True, head_mask=mask)
+        ((lp + 0.1 * ent) * head_mask).sum().backward()
+        return lp.detach(), ent.detach(), [p.grad.clone() for p in model.parameters()]
+
+    model.requires_grad_(True)
+    full_lp, full_ent, full_grads = run(None)
+    lp, ent, grads = run(head_mask)
+    torch.testing.assert_close(lp[head_mask], full_lp[head_mask], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ent[head_mask], full_ent[head_mask], rtol=1e-5, atol=1e-6)
+    assert (full_lp[real & ~head_mask] != 0).all()  # the unmasked forward had values there
+    assert (lp[~head_mask] == 0).all() and (ent[~head_mask] == 0).all()
+    for g, full in zip(grads, full_grads, strict=True):
+        torch.testing.assert_close(g, full, rtol=1e-4, atol=1e-6)
