@@ -94,10 +94,7 @@ def episodes(
     from rollcli.cli.eval_target import ENV_RECIPES
     from rollcli.config.errors import ConfigError
     from rollcli.config.loader import load_recipe
-    from rollcli.data.from_run import write_jsonl
-    from rollcli.models.loading import resolve_model
-    from rollcli.pipelines.scripted_episodes import scripted_episodes, sft_rows
-    from rollcli.strategies.hf_model import load_tokenizer
+    from rollcli.pipelines.scripted_episodes import write_episodes
 
     with user_errors(debug):
         cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides or [])
@@ -106,17 +103,8 @@ def episodes(
                 f"{source} is a {cfg.pipeline} recipe; roll data episodes plays environments: "
                 "give frozenlake, sokoban or an agentic recipe"
             )
-        tokenizer = load_tokenizer(resolve_model(cfg.model))
-        played = scripted_episodes(
-            cfg.agentic,
-            tokenizer,
-            policy=policy,
-            n=n,
-            seed=seed,
-            max_new_tokens=cfg.rollout.max_new_tokens,
-        )
-        rows = sft_rows(played, cfg.agentic.env)
-        write_jsonl(rows, out)
+        played = write_episodes(cfg, out, policy=policy, n=n, seed=seed)
+    rows = [ep for ep in played if ep.trainable]
     wins = sum(ep.success for ep in played)
     err_console.print(
         f"wrote {len(rows)} {policy} episodes of {cfg.agentic.env} ({source}, seeds {seed}-"

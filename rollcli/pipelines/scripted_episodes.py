@@ -1,4 +1,5 @@
-"""`roll data episodes`: episodes of a scripted policy, written as SFT conversations.
+"""`roll data episodes` and an agentic run's warm-up: episodes of a scripted policy,
+written as SFT conversations (`write_episodes`).
 
 The episodes are played by the agentic pipeline's own scheduler, env workers, prompts and
 parsing (`play_episodes`, plain objects in this process), so each conversation is exactly
@@ -23,7 +24,8 @@ training layouts, so no episode shows a validation map.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.sections import AgenticConfig
@@ -32,6 +34,9 @@ from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
 from rollcli.pipelines.agentic_rollout import Done, RandomPolicy, get, play_episodes
 from rollcli.pipelines.agentic_setup import env_kwargs, limits
 from rollcli.workers.env_worker import EnvWorker
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import AgenticRecipe
 
 POLICIES = ("expert", "random")
 
@@ -109,3 +114,27 @@ def sft_rows(episodes: list[Episode], env: str) -> list[dict[str, Any]]:
         for ep in episodes
         if ep.trainable
     ]
+
+
+def write_episodes(
+    cfg: AgenticRecipe, path: Path, *, policy: str, n: int, seed: int
+) -> list[Episode]:
+    """Play `n` episodes of `policy` on the agentic recipe `cfg` from env seed `seed` and
+    write them to `path` as `sft_rows`, whole or not at all (a `.partial` file renamed);
+    returns the episodes played."""
+    from rollcli.data.from_run import write_jsonl
+    from rollcli.models.loading import resolve_model
+    from rollcli.strategies.hf_model import load_tokenizer
+
+    played = scripted_episodes(
+        cfg.agentic,
+        load_tokenizer(resolve_model(cfg.model)),
+        policy=policy,
+        n=n,
+        seed=seed,
+        max_new_tokens=cfg.rollout.max_new_tokens,
+    )
+    partial = path.with_name(path.name + ".partial")
+    write_jsonl(sft_rows(played, cfg.agentic.env), partial)
+    partial.replace(path)
+    return played

@@ -11,7 +11,6 @@ first and reuses a finished one; the episodes file is written once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rollcli.config.recipe import AgenticRecipe, RecipeConfig, SFTRecipe
 from rollcli.pipelines.display_protocol import Display
@@ -77,8 +76,10 @@ def warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
     if sub.read_status().get("status") != "finished":
         episodes = folder / EPISODES_FILE
         if not episodes.exists():
+            from rollcli.pipelines.scripted_episodes import write_episodes
+
             display.phase(f"warm-up: playing {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
-            _write_episodes(cfg, episodes)
+            write_episodes(cfg, episodes, policy=cfg.warmup.policy, n=cfg.warmup.episodes, seed=0)
             run.log_event(f"warm-up: wrote {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
         recipe = warmup_recipe(cfg, episodes)
         recipe = recipe.model_copy(
@@ -96,27 +97,3 @@ def warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
         raise RuntimeError(f"the warm-up in {folder} finished without a checkpoint")
     run.log_event(f"warm-up done: RL starts from {checkpoint}")
     return str(checkpoint.resolve())
-
-
-def _write_episodes(cfg: AgenticRecipe, path: Path) -> None:
-    """The episodes file, written whole or not at all."""
-    from rollcli.data.from_run import write_jsonl
-    from rollcli.models.loading import resolve_model
-    from rollcli.pipelines.scripted_episodes import scripted_episodes, sft_rows
-    from rollcli.strategies.hf_model import load_tokenizer
-
-    warmup = cfg.warmup
-    assert warmup is not None
-    tokenizer = load_tokenizer(resolve_model(cfg.model))
-    played = scripted_episodes(
-        cfg.agentic,
-        tokenizer,
-        policy=warmup.policy,
-        n=warmup.episodes,
-        seed=0,
-        max_new_tokens=cfg.rollout.max_new_tokens,
-    )
-    rows: list[dict[str, Any]] = sft_rows(played, cfg.agentic.env)
-    partial = path.with_suffix(".partial")
-    write_jsonl(rows, partial)
-    partial.replace(path)
