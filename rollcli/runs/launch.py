@@ -208,19 +208,8 @@ def _warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
     from. A warm-up stopped or failed marks the RL run interrupted or failed."""
     from rollcli.runs.warmup import warm_up
 
-    heartbeat = run.start_heartbeat()  # the RL run is alive while its warm-up runs
-    try:
+    with recorded(run, "the warm-up", "`roll resume` finishes it"):
         return warm_up(cfg, run, display)
-    except KeyboardInterrupt:
-        run.write_status("interrupted")
-        run.log_event("interrupted during the warm-up; `roll resume` finishes it")
-        raise
-    except BaseException as exc:
-        run.write_status("failed", error=f"warm-up: {type(exc).__name__}: {exc}")
-        run.log_event(f"failed in the warm-up: {type(exc).__name__}: {exc}")
-        raise
-    finally:
-        heartbeat.set()
 
 
 def _drive(
@@ -240,10 +229,9 @@ def _drive(
     from rollcli.tracking.fanout import make_trackers
 
     ctl = None
-    heartbeat = run.start_heartbeat()
     start_step = 0
     try:
-        with graceful_stop(lambda: ctl, display):
+        with recorded(run), graceful_stop(lambda: ctl, display):
             display.phase("starting Ray")
             start_ray(cfg.resources.ray_address, cfg.resources.num_cpus, cfg.resources.gpus)
             ctl = RunControl(cfg, run, run_id, display)
@@ -261,16 +249,7 @@ def _drive(
                 start_step = pipeline.restore(None if resume_from == "start" else resume_from)
             run.write_status("running", step=start_step)
             final = drive(pipeline, ctl, start_step)
-    except KeyboardInterrupt:
-        run.write_status("interrupted")
-        run.log_event("interrupted by the user")
-        raise
-    except BaseException as exc:
-        run.write_status("failed", error=f"{type(exc).__name__}: {exc}")
-        run.log_event(f"failed: {type(exc).__name__}: {exc}")
-        raise
     finally:
-        heartbeat.set()
         if ctl is not None:
             ctl.shutdown()
         display.close()
@@ -295,6 +274,28 @@ def _drive(
         status,
         start_step if resume_from is not None else None,
     )
+
+
+@contextmanager
+def recorded(run: RunDir, stage: str = "", resume_hint: str = "") -> Iterator[None]:
+    """The run's heartbeat while the block runs, and its status and an event when the block
+    is interrupted (Ctrl-C) or fails; `stage` names the part of the run (e.g. "the
+    warm-up") in those lines."""
+    where = f" during {stage}" if stage else " by the user"
+    heartbeat = run.start_heartbeat()
+    try:
+        yield
+    except KeyboardInterrupt:
+        run.write_status("interrupted")
+        run.log_event(f"interrupted{where}" + (f"; {resume_hint}" if resume_hint else ""))
+        raise
+    except BaseException as exc:
+        prefix = f"{stage.removeprefix('the ')}: " if stage else ""
+        run.write_status("failed", error=f"{prefix}{type(exc).__name__}: {exc}")
+        run.log_event(f"failed{' in ' + stage if stage else ''}: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        heartbeat.set()
 
 
 @contextmanager
