@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -41,10 +40,10 @@ STEP_KEYS = {
 }
 
 
-def _train(recipe: str, tmp_path: Path, *extra: str) -> Path:
+def _train(recipe: str, tmp_path: Path, *extra: str, fault: str = "") -> Path:
     result = roll(
         "train", recipe, "--model", "tiny-random", "--steps", "2", "--runs-dir", str(tmp_path),
-        "--run-id", "t", *SMALL, *extra, cwd=tmp_path, timeout=900,
+        "--run-id", "t", *SMALL, *extra, cwd=tmp_path, timeout=900, fault=fault,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return tmp_path / "t"
@@ -136,11 +135,8 @@ def test_webshop_trains_two_steps(tmp_path, tiny_model) -> None:
 
 @pytest.mark.slow
 def test_a_dead_model_worker_mid_episode_restarts_from_the_checkpoint(tmp_path, tiny_model) -> None:
-    os.environ["ROLL_INJECT_FAULT"] = "kill-worker@generate:2+0.3"
-    try:
-        run = _train("agentic-frozenlake", tmp_path, "--save-every", "1")
-    finally:
-        del os.environ["ROLL_INJECT_FAULT"]
+    fault = "kill-worker@generate:2+0.3"
+    run = _train("agentic-frozenlake", tmp_path, "--save-every", "1", fault=fault)
     events = (run / "events.log").read_text()
     assert "a worker died during step 2" in events and "retrying from step 2" in events
     _check_run(run, "frozenlake")

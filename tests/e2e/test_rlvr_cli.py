@@ -233,6 +233,9 @@ def test_ppo_trains_a_critic_with_kl_in_the_reward(tmp_path: Path, tiny_model) -
     assert (tmp_path / "p" / "checkpoints" / "step-1" / "critic.pt").exists()
 
 
+@pytest.mark.slow  # ~40 s, a run of its own; the time limit is run_control's, shared by every
+# pipeline: the default suite keeps it in tests/pipelines/test_driver.py (the crossing step
+# validated and checkpointed, the same events line)
 def test_time_limit_stops_after_the_crossing_step_with_validation_and_checkpoint(
     tmp_path: Path, tiny_model
 ) -> None:
