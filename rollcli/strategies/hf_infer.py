@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from rollcli.data.padding import pad_left, position_ids_from_mask
+from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.hf_turn_cache import Session, TurnCache, batched_past
 
 
@@ -97,6 +98,7 @@ class HFInferEngine:
         # the prefill needs the logits of each prompt's last position only
         self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self.sessions = TurnCache(session_mib) if session_mib > 0 else None
+        use_gqa_attention(model)  # on CPU: no copies of the grouped key/value heads
 
     @torch.no_grad()
     def generate(
@@ -148,6 +150,8 @@ class HFInferEngine:
     ) -> list[Generation]:
         from transformers import DynamicCache
 
+        from rollcli.strategies.hf_kv_buffer import to_buffers
+
         n = params.n
         reuse: list[tuple[Session | None, int]] = [(None, 0)] * len(prompts)
         if sessions is not None:
@@ -180,6 +184,7 @@ class HFInferEngine:
         cache = out.past_key_values
         if n > 1:
             cache.batch_repeat_interleave(n)
+        to_buffers(cache, mask.shape[1] + params.max_new_tokens)  # decode writes in place
         logits = out.logits[:, -1].repeat_interleave(n, dim=0)
         mask = mask.repeat_interleave(n, dim=0)
         next_position = positions[:, -1].repeat_interleave(n) + 1
@@ -188,15 +193,7 @@ class HFInferEngine:
         sampling = params.temperature > 0
         alive = list(range(len(gens)))  # rows of the batch, as indices into `gens`
         for _ in range(params.max_new_tokens):
-            scores = logits.float()
-            for warp in warpers:
-                scores = warp(None, scores)
-            logprobs = torch.log_softmax(scores, dim=-1)
-            if sampling:
-                tokens = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(1)
-            else:  # greedy
-                tokens = scores.argmax(dim=-1)
-            picked = logprobs.gather(1, tokens[:, None]).squeeze(1)
+            tokens, picked = _sample(logits, warpers, generator if sampling else None)
             self.progress.add(len(alive))
             stop = self.progress.stop.is_set()
             keep = []
@@ -256,6 +253,34 @@ class HFInferEngine:
         """Forget every session: their KV came from weights that just changed."""
         if self.sessions is not None:
             self.sessions.clear()
+
+
+def _sample(
+    logits: torch.Tensor, warpers: list, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row and its log-prob under the warped distribution; greedy without a
+    `generator`.
+
+    Sampling inverts the CDF with one uniform per row (float64, so even the tail's
+    probabilities are kept): the same categorical distribution as `torch.multinomial`, which
+    draws an exponential per vocabulary entry (at batch 64 that cost more than the LM head's
+    softmax). No full log-softmax is materialised: log p = score - max - log(sum exp).
+    """
+    scores = logits.float()
+    for warp in warpers:
+        scores = warp(None, scores)
+    top = scores.amax(dim=-1, keepdim=True)
+    weights = (scores - top).exp_()  # 0 where a warper masked the score to -inf
+    if generator is None:
+        tokens = scores.argmax(dim=-1)
+    else:
+        cdf = weights.double().cumsum_(dim=-1)
+        total = cdf[:, -1:]
+        u = torch.rand(total.shape, dtype=total.dtype, device=total.device, generator=generator)
+        u = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+        tokens = torch.searchsorted(cdf, u, right=True).squeeze(1)  # first cdf > u: p > 0
+    picked = scores.gather(1, tokens[:, None]) - top - weights.sum(dim=-1, keepdim=True).log()
+    return tokens, picked.squeeze(1)
 
 
 def _warpers(params: SamplingParams) -> list:

@@ -70,3 +70,31 @@ def test_stop_ends_the_call_at_the_next_token(engine, stopped_once_under_way) ->
     assert len(gens) == 8 and len(heard) == 8
     assert all(len(g.token_ids) < 400 and not g.finished for g in gens)
     assert engine.progress.read() == (0, 0)
+
+
+def test_greedy_tokens_equal_transformers_generate(engine, tiny_model) -> None:
+    """Left padding, prompts of different lengths, stop tokens that end samples at different
+    steps (the batch shrinks, the in-place KV buffers drop rows): every sample's tokens are
+    `generate`'s (a fresh model with transformers' own attention and cache) up to its stop."""
+    from transformers import AutoModelForCausalLM
+
+    from rollcli.data.padding import pad_left
+
+    params = SamplingParams(n=2, max_new_tokens=24, temperature=0.0, stop_token_ids=STOPS)
+    gens = engine.generate(PROMPTS, params)
+    assert len({len(g.token_ids) for g in gens}) > 1  # samples ended at different steps
+    reference = AutoModelForCausalLM.from_pretrained(str(tiny_model)).eval()
+    assert reference.config._attn_implementation == "sdpa"
+    ids, mask = pad_left(PROMPTS, engine.pad_token_id)
+    out = reference.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=24,
+        do_sample=False,
+        pad_token_id=engine.pad_token_id,
+        eos_token_id=sorted(engine.eos | set(STOPS)),
+    )
+    for g in gens:
+        expected = out[g.prompt_index, ids.shape[1] :].tolist()
+        assert g.token_ids == expected[: len(g.token_ids)]
+        assert g.finished == (len(g.token_ids) < 24 or g.token_ids[-1] in STOPS)
