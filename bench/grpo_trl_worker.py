@@ -1,7 +1,9 @@
 """The TRL side of `bench/grpo_step.py`: a few GRPO steps of TRL's `GRPOTrainer`.
 
 Runs in the bench environment (`make bench-env`: `.venv-bench/`, with TRL), never in roll's
-own: it imports no `rollcli`. `bench/grpo_step.py` starts it as
+own. Of roll it loads only the reward file (`rewards/math_rule.py`, whose own imports of
+`rollcli` resolve to this tree through the `PYTHONPATH` shim `bench/grpo_step.py` sets;
+roll is not installed there). `bench/grpo_step.py` starts it as
 
     .venv-bench/bin/python bench/grpo_trl_worker.py SETTINGS.json
 
