@@ -100,8 +100,9 @@ class RolloutConfig(Section):
     top_k: NonNegInt = 0
     val_max_new_tokens: PositiveInt | None = None
     num_workers: PositiveInt = 1
-    # the rollout scheduler: groups per generation request (0: two requests per actor_infer
-    # rank), dynamic sampling's first-round over-sampling, async rollout's lead in steps
+    # the rollout scheduler: groups per generation request (0: one request per actor_infer
+    # rank, two with dynamic sampling), dynamic sampling's first-round over-sampling, async
+    # rollout's lead in steps
     request_groups: NonNegInt = 0
     oversample: Annotated[float, Field(ge=1, le=8)] = 1.0
     max_staleness: Annotated[int, Field(ge=0, le=4)] = 0

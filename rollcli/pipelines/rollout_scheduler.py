@@ -51,7 +51,10 @@ class _Request:
 class SchedulerOptions:
     group_size: int
     num_groups: int  # groups a step trains on
-    request_groups: int = 0  # groups per request; 0: two requests per actor_infer rank
+    # groups per request; 0: one request per actor_infer rank (an engine decodes a request as
+    # one batch, and a rank runs its requests one at a time), two with dynamic sampling (so
+    # the second can be aborted once the first holds enough informative groups)
+    request_groups: int = 0
     dynamic_sampling: bool = False
     oversample: float = 1.0  # dynamic sampling: groups drawn in the first round / num_groups
     max_resample_rounds: int = 3
@@ -221,8 +224,9 @@ class RolloutScheduler:
         """Draw `num_groups` prompts and send them as requests (generation, then reward)."""
         prompts, ids = self.draw(num_groups)
         opts = pending.opts
+        per_rank = 2 if opts.dynamic_sampling else 1
         per_request = opts.request_groups or max(
-            1, math.ceil(opts.num_groups / (2 * self.infer.world_size))
+            1, math.ceil(opts.num_groups / (per_rank * self.infer.world_size))
         )
         meta = [sample_fields(p) for p in prompts]
         for start in range(0, len(prompts), per_request):

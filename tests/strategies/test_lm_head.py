@@ -103,3 +103,34 @@ def test_heads_that_scale_their_logits_use_the_models_forward(model) -> None:
     finally:
         del model.config.logit_scale
     assert plain_head(torch.nn.Linear(2, 2)) is None  # a wrapper, not a transformers model
+
+
+@pytest.mark.parametrize("frozen_head", [False, True])
+def test_an_unused_entropy_or_a_frozen_head_takes_only_the_gradients_needed(
+    model, frozen_head
+) -> None:
+    """The fused chunk's backward with no gradient for the entropy (entropy_coef 0: it is a
+    metric) and with a frozen head (LoRA) equals autograd through `log_softmax`."""
+    torch.manual_seed(2)
+    head = plain_head(model)
+    hidden = torch.randn(7, model.config.hidden_size, requires_grad=True)
+    labels = torch.randint(0, model.config.vocab_size, (7,))
+    weights = torch.linspace(-1.0, 2.0, 7)
+    head.weight.requires_grad_(not frozen_head)
+    try:
+        model.zero_grad()
+        lp, ent = head_logprobs(head, hidden, labels, temperature=0.8, with_entropy=True)
+        (lp * weights).sum().backward()
+        got_hidden, got_weight = hidden.grad.clone(), head.weight.grad
+        hidden.grad = None
+        logp = torch.log_softmax(head(hidden).float() / 0.8, dim=-1)
+        model.zero_grad()
+        (logp.gather(-1, labels[:, None]).squeeze(-1) * weights).sum().backward()
+    finally:
+        head.weight.requires_grad_(True)
+    assert ent.shape == (7,) and torch.isfinite(ent).all()
+    assert torch.allclose(got_hidden, hidden.grad, atol=1e-5)
+    if frozen_head:
+        assert got_weight is None and head.weight.grad is None
+    else:
+        assert torch.allclose(got_weight, head.weight.grad, atol=1e-5)
