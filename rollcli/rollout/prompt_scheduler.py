@@ -1,4 +1,4 @@
-"""The rollout scheduler: a step's prompt groups as separate generation requests, each
+"""The prompt scheduler: a step's prompt groups as separate generation requests, each
 sample scored the moment it ends, while the other samples still generate.
 
     draw prompts → one request per `request_groups` groups, spread over the actor_infer ranks
@@ -28,7 +28,8 @@ import torch
 from rollcli.algorithms.dapo import groups_with_variance
 from rollcli.data.prompts import Prompt
 from rollcli.distributed.cluster import Cluster
-from rollcli.pipelines.rollout import PhaseFn, ProgressFn, RolloutResult, build_batch
+from rollcli.rollout.generate import PhaseFn, ProgressFn
+from rollcli.rollout.result import RolloutResult, build_batch
 from rollcli.strategies.hf_infer import SamplingParams
 
 DrawFn = Callable[[int], tuple[list[Prompt], list[list[int]]]]
