@@ -346,8 +346,7 @@ class RLVRPipeline:
         t0 = time.perf_counter()
         gens = generate(self.clusters.actor_infer, self.val_ids, params, self.ui.generation)
         samples = [
-            {**sample_fields(self.val_prompts[g["prompt_index"]]), "response": g["text"]}
-            for g in gens
+            {**sample_fields(self.val_prompts[g.prompt_index]), "response": g.text} for g in gens
         ]
         results = score(self.clusters.reward, samples)
         right = sum(is_correct(res) for res in results)
@@ -363,7 +362,7 @@ class RLVRPipeline:
             "val/accuracy_ci_high": high,
             "val/n": float(len(results)),
             "val/reward_mean": sum(res["score"] for res in results) / len(results),
-            "val/response_length": sum(len(g["token_ids"]) for g in gens) / len(gens),
+            "val/response_length": sum(len(g.token_ids) for g in gens) / len(gens),
             "time/validate_s": time.perf_counter() - t0,
         }
 

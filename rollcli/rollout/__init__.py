@@ -6,6 +6,7 @@ a recipe. Import from the module that holds each concept (nothing is re-exported
 | module | holds |
 | --- | --- |
 | `prompt_scheduler` | `RolloutScheduler`, `PendingRollout`: a step's prompt groups as generation requests, scored as they end, dynamic sampling, async steps |
+| `rows` | `GenerationRow`, `ScoredRequest`: what a request brings back from actor_infer, typed at the one place it arrives |
 | `result` | `RolloutResult` (a step's batch, rows and metrics), `build_batch` (the training layout) |
 | `generate` | plain generation on every actor_infer rank and scoring on reward (validation) |
 | `episode_scheduler` | `play_episodes` and its policies: many episodes, env workers and the model at once (Ray actors or plain objects) |

@@ -10,6 +10,7 @@ from typing import Any
 
 from rollcli.data.batch import chunk_bounds
 from rollcli.distributed.cluster import Cluster
+from rollcli.rollout.rows import GenerationRow
 from rollcli.strategies.hf_infer import SamplingParams
 
 ProgressFn = Callable[[int, int], None]
@@ -21,7 +22,7 @@ def generate(
     prompt_ids: list[list[int]],
     params: SamplingParams,
     on_progress: ProgressFn | None,
-) -> list[dict]:
+) -> list[GenerationRow]:
     """Generate on every actor_infer rank (prompts split across ranks), polling progress."""
     import ray
 
@@ -36,12 +37,11 @@ def generate(
             total = sum(p[1] for p in progress) or 1
             on_progress(done if pending else total, total)
     results = ray.get(refs)
-    out = []
-    for offset, part in zip(offsets, results, strict=True):
-        for gen in part:
-            gen["prompt_index"] += offset
-            out.append(gen)
-    return out
+    return [
+        GenerationRow.from_wire(row, offset)
+        for offset, part in zip(offsets, results, strict=True)
+        for row in part
+    ]
 
 
 def score(reward: Cluster, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
