@@ -18,7 +18,7 @@ from typing import Any
 from rollcli.config.recipe import RecipeConfig
 from rollcli.evaluation.stats import pass_at_k, wilson_interval
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
-from rollcli.pipelines.rollout_scheduler import sample_fields
+from rollcli.rollout.prompt_scheduler import sample_fields
 from rollcli.strategies.hf_infer import SamplingParams
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)

@@ -28,10 +28,7 @@ from rollcli.pipelines.agentic_batch import (
     episodes_to_batch,
     keep_informative_groups,
 )
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
 from rollcli.pipelines.agentic_metrics import action_fractions, episode_metrics, summary_line
-from rollcli.pipelines.agentic_rollout import ModelPolicy, play_episodes
 from rollcli.pipelines.agentic_setup import (
     env_kwargs,
     limits,
@@ -44,6 +41,9 @@ from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import roles_for
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec
+from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine

@@ -34,8 +34,8 @@ from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
 from rollcli.data.padding import pad_right, rollout_tensors
 from rollcli.pipelines.advantage_stage import add_advantages
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode
 
 DRIVER_FIELDS = ("group", "turn_spans", "step_rewards", "state_keys")  # the trainer's not
 

@@ -13,10 +13,7 @@ from typing import Any
 
 from rollcli.config.sections import AgenticConfig
 from rollcli.evaluation.stats import wilson_interval
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode
 from rollcli.pipelines.agentic_metrics import episode_metrics
-from rollcli.pipelines.agentic_rollout import ModelPolicy, RandomPolicy, play_episodes
 from rollcli.pipelines.agentic_setup import (
     env_kwargs,
     limits,
@@ -24,6 +21,9 @@ from rollcli.pipelines.agentic_setup import (
     turn_cache_mib,
     val_specs,
 )
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode
+from rollcli.rollout.episode_scheduler import ModelPolicy, RandomPolicy, play_episodes
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from rollcli.pipelines.agentic_episode import Episode
+from rollcli.rollout.episode import Episode
 
 
 def episode_metrics(episodes: list[Episode], prefix: str) -> dict[str, float]:
@@ -66,7 +66,7 @@ def action_fractions(episodes: list[Episode]) -> dict[str, float]:
     that named no legal action counts as `invalid`. WebShop's `search[...]` / `click[...]`
     count by their verb.
 
-    >>> from rollcli.pipelines.agentic_episode import EpisodeSpec
+    >>> from rollcli.rollout.episode import EpisodeSpec
     >>> ep = Episode(EpisodeSpec(0, 0, 0), infos=[{"action": "Left"}, {"action": None},
     ...     {"action": "Left"}, {"action": "click[buy now]"}])
     >>> action_fractions([ep])

@@ -8,7 +8,7 @@ from typing import Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.sections import AgenticConfig
-from rollcli.pipelines.agentic_episode import EpisodeSpec, Limits
+from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.workers.env_worker import env_factory
 
 

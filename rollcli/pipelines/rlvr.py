@@ -4,8 +4,8 @@ generate → reward → reference / old log-probs / values → advantages → tr
 (and critic) → sync weights; the driver loop (`driver.drive`) validates, logs and
 checkpoints.
 
-Generation and reward go through the rollout scheduler (`rollout_scheduler.py`). With
-`rollout.max_staleness = k > 0` the rollouts of the next k steps are already running while
+Generation and reward go through the prompt scheduler (`rollcli.rollout.prompt_scheduler`).
+With `rollout.max_staleness = k > 0` the rollouts of the next k steps are already running while
 a step trains (async mode): they use weights up to k steps old, which the truncated
 importance weights (`algorithm.tis_cap`) correct for.
 
@@ -34,16 +34,16 @@ from rollcli.pipelines.advantage_stage import add_advantages, make_kl_controller
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.reward_health import check_reward_errors
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
-from rollcli.pipelines.rollout import RolloutResult
-from rollcli.pipelines.rollout_scheduler import (
+from rollcli.pipelines.run_control import RunControl
+from rollcli.pipelines.workers_setup import Placement, build_clusters
+from rollcli.planning.role_table import roles_for
+from rollcli.rollout.prompt_scheduler import (
     PendingRollout,
     RolloutScheduler,
     SchedulerOptions,
     sample_fields,
 )
-from rollcli.pipelines.run_control import RunControl
-from rollcli.pipelines.workers_setup import Placement, build_clusters
-from rollcli.planning.role_table import roles_for
+from rollcli.rollout.result import RolloutResult
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
@@ -336,7 +336,7 @@ class RLVRPipeline:
         return time.perf_counter() - t0
 
     def validate(self) -> dict[str, float]:
-        from rollcli.pipelines.rollout import generate, score
+        from rollcli.rollout.generate import generate, score
 
         self.ctl.phase("validate")
         r = self.cfg.rollout
@@ -346,8 +346,7 @@ class RLVRPipeline:
         t0 = time.perf_counter()
         gens = generate(self.clusters.actor_infer, self.val_ids, params, self.ui.generation)
         samples = [
-            {**sample_fields(self.val_prompts[g["prompt_index"]]), "response": g["text"]}
-            for g in gens
+            {**sample_fields(self.val_prompts[g.prompt_index]), "response": g.text} for g in gens
         ]
         results = score(self.clusters.reward, samples)
         right = sum(is_correct(res) for res in results)
@@ -363,7 +362,7 @@ class RLVRPipeline:
             "val/accuracy_ci_high": high,
             "val/n": float(len(results)),
             "val/reward_mean": sum(res["score"] for res in results) / len(results),
-            "val/response_length": sum(len(g["token_ids"]) for g in gens) / len(gens),
+            "val/response_length": sum(len(g.token_ids) for g in gens) / len(gens),
             "time/validate_s": time.perf_counter() - t0,
         }
 

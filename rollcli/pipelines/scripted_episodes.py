@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.sections import AgenticConfig
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec
-from rollcli.pipelines.agentic_rollout import Done, RandomPolicy, get, play_episodes
 from rollcli.pipelines.agentic_setup import env_kwargs, limits
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec
+from rollcli.rollout.episode_scheduler import Done, RandomPolicy, get, play_episodes
 from rollcli.workers.env_worker import EnvWorker
 
 if TYPE_CHECKING:

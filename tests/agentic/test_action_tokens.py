@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rollcli.pipelines.agentic_batch import episodes_to_batch, first_action_token
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 
 
 @pytest.fixture(scope="module")

@@ -31,8 +31,8 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.loader import validate_recipe
 from rollcli.pipelines.advantage_stage import make_kl_controller
 from rollcli.pipelines.agentic_batch import DRIVER_FIELDS, add_agentic_advantages, episodes_to_batch
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 RETURNS = [1.0, 0.0, 3.0, 1.0]

@@ -14,8 +14,8 @@ from rollcli.pipelines.agentic_batch import (
     episodes_to_batch,
     keep_informative_groups,
 )
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 
 # 3 groups of 2 episodes: returns [1, 0] (std 0.5), [-0.1, -0.1] (none), [0.5, -0.1] (0.3)
 RETURNS = [[1.0, 0.0], [-0.1, -0.1], [0.5, -0.1]]

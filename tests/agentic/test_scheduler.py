@@ -6,10 +6,10 @@ import pytest
 
 from rollcli.envs.frozenlake import FrozenLakeEnv
 from rollcli.pipelines.agentic_batch import episodes_to_batch
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import EpisodeSpec, Limits
 from rollcli.pipelines.agentic_metrics import episode_metrics
-from rollcli.pipelines.agentic_rollout import ModelPolicy, RandomPolicy, play_episodes
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import EpisodeSpec, Limits
+from rollcli.rollout.episode_scheduler import ModelPolicy, RandomPolicy, play_episodes
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 

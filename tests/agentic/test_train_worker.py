@@ -9,8 +9,8 @@ import torch
 from rollcli.algorithms.kl import FixedKLController
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.pipelines.agentic_batch import DRIVER_FIELDS, add_agentic_advantages, episodes_to_batch
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs

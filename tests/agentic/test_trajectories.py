@@ -11,8 +11,8 @@ from rollcli.algorithms.token_rewards import token_rewards_from_scores
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.micro_batch import length_sorted_micro_batches
 from rollcli.pipelines.agentic_batch import add_agentic_advantages, episodes_to_batch
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 
 LIMITS = Limits(max_turns=5, max_context_tokens=4096, max_new_tokens=8)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rollcli.pipelines.rollout import build_batch
+from rollcli.rollout.result import build_batch
 
 
 def test_build_batch_repads_samples_of_different_widths() -> None:

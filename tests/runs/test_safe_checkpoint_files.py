@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rollcli.data.batch import Batch
-from rollcli.pipelines.rollout import RolloutResult
+from rollcli.rollout.result import RolloutResult
 from rollcli.runs.checkpoint import UnsafeCheckpointError, load_tensors_file
 from rollcli.runs.rng import capture_rng, restore_rng
 

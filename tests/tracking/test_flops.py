@@ -18,8 +18,8 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.models.registry import get_model_spec
 from rollcli.models.spec import ModelSpec
-from rollcli.pipelines.rollout import build_batch
 from rollcli.planning.from_recipe import model_spec
+from rollcli.rollout.result import build_batch
 from rollcli.tracking.flops import FlopModel, Group
 from rollcli.tracking.peak import PEAK_FILE, matmul_peak, run_peak
 from rollcli.tracking.step_perf import RLStepWork, perf_metrics, rollout_groups

@@ -1,4 +1,4 @@
-"""The rollout scheduler: a step's prompt groups as separate generation requests, each
+"""The prompt scheduler: a step's prompt groups as separate generation requests, each
 sample scored the moment it ends, while the other samples still generate.
 
     draw prompts → one request per `request_groups` groups, spread over the actor_infer ranks
@@ -26,9 +26,12 @@ from typing import Any
 import torch
 
 from rollcli.algorithms.dapo import groups_with_variance
+from rollcli.data.batch import Batch
 from rollcli.data.prompts import Prompt
 from rollcli.distributed.cluster import Cluster
-from rollcli.pipelines.rollout import PhaseFn, ProgressFn, RolloutResult, build_batch
+from rollcli.rollout.generate import PhaseFn, ProgressFn
+from rollcli.rollout.result import RolloutResult, build_batch
+from rollcli.rollout.rows import GenerationRow, ScoredRequest
 from rollcli.strategies.hf_infer import SamplingParams
 
 DrawFn = Callable[[int], tuple[list[Prompt], list[list[int]]]]
@@ -43,7 +46,7 @@ class _Request:
     version: int
     ref: Any  # the generation request's ref; its samples' score refs come inside it
     request_id: str = ""
-    done: dict | None = None
+    done: ScoredRequest | None = None
     aborted: bool = False
 
 
@@ -90,7 +93,7 @@ class PendingRollout:
             req = self.requests[i]
             self._wait(req, on_progress)
             if opts.dynamic_sampling:
-                scores = [r["score"] for r in req.done["results"]]
+                scores = [r["score"] for r in req.done.results]
                 keep = groups_with_variance(torch.tensor(scores), n).tolist()
             else:
                 keep = [True] * len(req.prompts)
@@ -134,45 +137,43 @@ class PendingRollout:
         if req.done is not None:
             return
         done = ray.get(req.ref)
-        if not done["aborted"]:
-            scored = ray.get(done.pop("scores"))
-            done["results"] = [s["result"] for s in scored]
-            done["reward_spans"] = [(s["start"], s["end"]) for s in scored]
-        req.done = done
+        scored = None if done["aborted"] else ray.get(done["scores"])
+        req.done = ScoredRequest.from_wire(done, scored)
 
-    def _done(self) -> list[dict]:
+    def _done(self) -> list[ScoredRequest]:
         """The requests that ran to the end (aborted ones are collected, not counted)."""
         for req in self.requests:
             if req.aborted:
                 self._collect(req)
-        return [r.done for r in self.requests if r.done and not r.done.get("aborted")]
+        return [r.done for r in self.requests if r.done and not r.done.aborted]
 
     def _assemble(
         self, kept: list[tuple[_Request, int]], dropped: int, aborted: int
     ) -> RolloutResult:
         n = self.opts.group_size
-        gens, prompt_ids, results, prompts, versions = [], [], [], [], []
+        gens: list[GenerationRow] = []
+        prompt_ids, results, prompts, versions = [], [], [], []
         for req, g in kept:
             for j in range(g * n, (g + 1) * n):
-                gen, res = req.done["gens"][j], req.done["results"][j]
-                prompt = req.prompts[gen["prompt_index"]]
+                gen, res = req.done.gens[j], req.done.results[j]
+                prompt = req.prompts[gen.prompt_index]
                 gens.append(gen)
-                prompt_ids.append(req.prompt_ids[gen["prompt_index"]])
+                prompt_ids.append(req.prompt_ids[gen.prompt_index])
                 results.append(res)
                 prompts.append(prompt)
                 versions.append(req.version)
         batch = build_batch(
             prompt_ids,
-            [g["token_ids"] for g in gens],
+            [g.token_ids for g in gens],
             [r["score"] for r in results],
-            [g["finished"] for g in gens],
+            [g.finished for g in gens],
             self.scheduler.pad_id,
             {
                 "tag": [p.tag for p in prompts],
                 "prompt_id": [p.id for p in prompts],
                 **(
-                    {"behaviour_logprobs": [g["logprobs"] for g in gens]}
-                    if all("logprobs" in g for g in gens)
+                    {"behaviour_logprobs": [g.logprobs for g in gens]}
+                    if all(g.logprobs is not None for g in gens)
                     else {}
                 ),
             },
@@ -186,13 +187,13 @@ class PendingRollout:
                 metrics[f"reward/{key}"] = sum(values) / len(values)
         rows = [
             {
-                "response": g["text"],
+                "response": g.text,
                 "answer": p.answer,
                 "tag": p.tag,
                 "prompt": p.messages[-1]["content"],
                 "reward": r["score"],
                 **{k: v for k, v in r.items() if k != "score"},
-                "finished": g["finished"],
+                "finished": g.finished,
                 "policy_version": v,
             }
             for g, r, p, v in zip(gens, results, prompts, versions, strict=True)
@@ -250,14 +251,19 @@ def sample_fields(prompt: Prompt) -> dict[str, Any]:
 
 
 def _metrics(
-    batch, results: list[dict], done: list[dict], dropped: int, aborted: int, rounds: int
-) -> dict[str, float]:  # noqa: ANN001
+    batch: Batch,
+    results: list[dict],
+    done: list[ScoredRequest],
+    dropped: int,
+    aborted: int,
+    rounds: int,
+) -> dict[str, float]:
     scores, lengths = batch["scores"], batch["response_mask"].sum(dim=1)
-    gen_start = min(d["gen_start"] for d in done)
-    gen_end = max(d["gen_end"] for d in done)
+    gen_start = min(d.gen_start for d in done)
+    gen_end = max(d.gen_end for d in done)
     gen_s = max(gen_end - gen_start, 1e-9)
-    tokens = sum(len(g["token_ids"]) for d in done for g in d["gens"])
-    spans = [span for d in done for span in d["reward_spans"]]
+    tokens = sum(len(g.token_ids) for d in done for g in d.gens)
+    spans = [span for d in done for span in d.reward_spans]
     reward_s = sum(end - start for start, end in spans)
     overlap = sum(max(0.0, min(end, gen_end) - max(start, gen_start)) for start, end in spans)
     return {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollcli.pipelines.agentic_chat import TurnFormat
+from rollcli.rollout.chat_turns import TurnFormat
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,18 @@
-"""Rollout pieces: generation on actor_infer (with progress), scoring on reward, and the
-training layout of scored samples (see `rollcli.data.padding`). A training step's rollout
-is scheduled by `rollout_scheduler.py`.
+"""A training step's rollout as the pipeline gets it (`RolloutResult`: the batch, the
+samples' rows, the rollout metrics) and the training layout of scored samples
+(`build_batch`, see `rollcli.data.padding`). The prompt scheduler (`prompt_scheduler.py`)
+builds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from rollcli.data.batch import Batch, chunk_bounds
+from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
-from rollcli.distributed.cluster import Cluster
-from rollcli.strategies.hf_infer import SamplingParams
-
-ProgressFn = Callable[[int, int], None]
-PhaseFn = Callable[[str], None]
 
 
 @dataclass
@@ -36,38 +31,6 @@ class RolloutResult:
     def from_plain(cls, state: dict[str, Any]) -> RolloutResult:
         batch = Batch(state["tensors"], state["fields"], state["meta"])
         return cls(batch, state["rows"], state["metrics"])
-
-
-def generate(
-    infer: Cluster,
-    prompt_ids: list[list[int]],
-    params: SamplingParams,
-    on_progress: ProgressFn | None,
-) -> list[dict]:
-    """Generate on every actor_infer rank (prompts split across ranks), polling progress."""
-    import ray
-
-    refs = infer.dispatch_async("generate", prompt_ids, params=params)
-    offsets = [start for start, _ in chunk_bounds(len(prompt_ids), infer.world_size)]
-    pending = list(refs)
-    while pending:
-        _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
-        if on_progress is not None:
-            progress = infer.poll("progress")
-            done = sum(p[0] for p in progress)
-            total = sum(p[1] for p in progress) or 1
-            on_progress(done if pending else total, total)
-    results = ray.get(refs)
-    out = []
-    for offset, part in zip(offsets, results, strict=True):
-        for gen in part:
-            gen["prompt_index"] += offset
-            out.append(gen)
-    return out
-
-
-def score(reward: Cluster, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return reward.dispatch("score", samples)
 
 
 def build_batch(

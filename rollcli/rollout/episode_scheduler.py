@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rollcli.pipelines.agentic_chat import TurnFormat
-from rollcli.pipelines.agentic_episode import Episode, EpisodeSpec, Limits, user_turn
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec, Limits, user_turn
 from rollcli.strategies.hf_infer import SamplingParams
 
 ProgressFn = Callable[[int, int], None]
