@@ -5,6 +5,11 @@
 `world_size > 1` (data parallel; the caller has joined the default process group) each
 rank accumulates over its share of every mini-batch and the ranks average their gradients
 with one all-reduce per dtype before clipping, so every rank makes the same step.
+
+AdamW is torch's fused kernel (one pass over each parameter, on CPU as on GPU): the
+default multi-tensor version allocates temporaries the size of the model on every step,
+0.5-1.3 s per step for smollm2-135m on 2 cores against 0.14 s fused (`getrusage` showed
+~120k page faults per foreach step, none fused).
 """
 
 from __future__ import annotations
@@ -64,6 +69,14 @@ def micro_batch_losses(
     return share
 
 
+def _fusable(params: list[torch.nn.Parameter]) -> bool:
+    """Whether torch's fused AdamW takes these parameters: floating point, one device type
+    that has the kernel."""
+    kinds = {p.device.type for p in params}
+    floating = all(p.dtype in (torch.float16, torch.bfloat16, torch.float32) for p in params)
+    return floating and len(kinds) == 1 and kinds <= {"cpu", "cuda"}
+
+
 def _warmup_constant(warmup_steps: int) -> Callable[[int], float]:
     def factor(step: int) -> float:
         return min(1.0, (step + 1) / warmup_steps) if warmup_steps > 0 else 1.0
@@ -87,7 +100,9 @@ class HFTrainer:
         self.grad_clip = grad_clip
         self.world_size = world_size
         params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            params, lr=lr, betas=betas, weight_decay=weight_decay, fused=_fusable(params)
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, _warmup_constant(warmup_steps)
         )

@@ -7,13 +7,22 @@ them. Here the decoder's hidden states (`[N, H]`, 576 floats per token) are the 
 per-token tensor kept for the whole sequence; each chunk's logits are built, reduced to a
 log-prob and an entropy per token, and dropped. Under autograd each chunk is checkpointed:
 the backward pass rebuilds that chunk's logits from its hidden states (one more head
-matmul per chunk) instead of storing them. For a plain `nn.Linear` head the chunk is one
-autograd function (`_FusedHeadChunk`) with the softmax passes fused and the logits'
-gradient written in place: on smollm2-135m's rlvr-math batch the head's elementwise work
-fell from ~9 s to ~2 s of a 35 s forward+backward (`torch.profiler`, 2 threads).
+matmul per chunk) instead of storing them. For a plain `nn.Linear` head all chunks are one
+autograd function (`_FusedHead`) with the softmax passes fused, the logits' gradient
+written in place and the head's weight gradient accumulated in one tensor: on
+smollm2-135m's rlvr-math batch the head's elementwise work fell from ~9 s to ~2 s of a 35 s
+forward+backward (`torch.profiler`, 2 threads).
+
+Fresh tensors of 50-113 MB (a chunk's logits, a chunk's `[V, H]` weight gradient) are above
+glibc's mmap threshold: each is mapped, zero-filled a 4 KiB page at a time and unmapped
+on every use; an rlvr-math training step made ~1M such page faults (5-11 s of kernel time,
+`getrusage`). So on CPU a chunk's `[n, V]` float32 tensors go into scratch buffers kept
+between calls (`_Scratch`), and the weight gradient is one buffer per backward.
 """
 
 from __future__ import annotations
+
+import threading
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -60,27 +69,28 @@ def head_logprobs(
         hidden.requires_grad or any(p.requires_grad for p in head.parameters())
     )
     fused = type(head) is torch.nn.Linear  # else (e.g. an adapter on the head): autograd
+    if hidden.shape[0] == 0:
+        # no positions, but in the graph: a micro-batch of empty responses backpropagates
+        empty = hidden[:, 0].float()
+        return empty, (empty if with_entropy else None)
+    if fused:
+        args = (hidden, labels, head.weight, head.bias, temperature, with_entropy, chunk_tokens)
+        if recompute:
+            logprobs, entropy = _FusedHead.apply(*args)
+        else:
+            logprobs, entropy, _ = _FusedHead.forward_only(*args)
+        return logprobs, (entropy if with_entropy else None)
     logprobs, entropies = [], []
     for start in range(0, hidden.shape[0], chunk_tokens):
         args = (hidden[start : start + chunk_tokens], labels[start : start + chunk_tokens])
-        if recompute and fused:
-            lp, ent = _FusedHeadChunk.apply(
-                *args, head.weight, head.bias, temperature, with_entropy
-            )
-        elif recompute:
+        if recompute:
             lp, ent = checkpoint(
                 _chunk, head, *args, temperature, with_entropy, use_reentrant=False
             )
-        elif fused:
-            lp, ent, _ = _fused_forward(*args, head.weight, head.bias, temperature, with_entropy)
         else:
             lp, ent = _chunk(head, *args, temperature, with_entropy)
         logprobs.append(lp)
         entropies.append(ent)
-    if not logprobs:
-        # no positions, but in the graph: a micro-batch of empty responses backpropagates
-        empty = hidden[:, 0].float()
-        return empty, (empty if with_entropy else None)
     return torch.cat(logprobs), (torch.cat(entropies) if with_entropy else None)
 
 
@@ -101,11 +111,46 @@ def _chunk(
     return logprobs, entropy_from_logits(logits, chunk_size=n)
 
 
+class _Scratch(threading.local):
+    """Float32 `[n, V]` buffers reused from chunk to chunk, one set per thread; slot 0
+    holds the logits, slot 1 what is computed from them. Only on CPU (CUDA's caching
+    allocator already reuses its blocks) and for float32 heads."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, torch.Tensor] = {}
+
+    def get(self, slot: int, rows: int, cols: int, like: torch.Tensor) -> torch.Tensor | None:
+        """Rows `[:rows]` of slot `slot`'s `[>= rows, cols]` buffer; None off CPU float32."""
+        if like.device.type != "cpu" or like.dtype != torch.float32:
+            return None
+        buffer = self.buffers.get(slot)
+        if buffer is None or buffer.shape[0] < rows or buffer.shape[1] != cols:
+            buffer = self.buffers[slot] = torch.empty(max(rows, HEAD_CHUNK_TOKENS), cols)
+        return buffer[:rows]
+
+
+_scratch = _Scratch()
+
+
+def _like(slot: int, z: torch.Tensor) -> torch.Tensor:
+    """An uninitialised tensor shaped like the logits `z`: a scratch buffer on CPU."""
+    buffer = _scratch.get(slot, *z.shape, z) if z.is_contiguous() else None
+    return torch.empty_like(z) if buffer is None else buffer
+
+
 def _shifted_logits(
     hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
 ) -> torch.Tensor:
-    """`head(h) / temperature` in float32, a fresh tensor the caller may overwrite."""
-    z = torch.nn.functional.linear(hidden, weight, bias).float()
+    """`head(h) / temperature` in float32, which the caller may overwrite until the next
+    chunk (on CPU it is scratch slot 0)."""
+    same = hidden.dtype == weight.dtype
+    out = _scratch.get(0, hidden.shape[0], weight.shape[0], weight) if same else None
+    if out is None:
+        z = torch.nn.functional.linear(hidden, weight, bias).float()
+    else:
+        z = torch.mm(hidden, weight.t(), out=out)
+        if bias is not None:
+            z.add_(bias)
     return z.div_(temperature) if temperature != 1.0 else z
 
 
@@ -124,7 +169,7 @@ def _fused_forward(
     z = _shifted_logits(hidden, weight, bias, temperature)
     top = z.amax(dim=-1, keepdim=True)
     z.sub_(top)
-    e = z.exp()
+    e = torch.exp(z, out=_like(1, z))
     log_total = e.sum(dim=-1, keepdim=True).log_()
     logprobs = (z.gather(-1, labels[:, None]) - log_total).squeeze(-1)
     if not with_entropy:
@@ -133,41 +178,78 @@ def _fused_forward(
     return logprobs, (log_total - mean_z).squeeze(-1), (top, log_total, mean_z)
 
 
-class _FusedHeadChunk(torch.autograd.Function):
-    """One chunk of the head with its log-prob and entropy, as `_chunk` computes them, with
-    a hand-written backward: the logits are rebuilt from the saved hidden states (as the
-    checkpoint did) and their gradient is formed in place, instead of replaying and
-    differentiating the softmax, log-sum-exp and entropy passes one by one.
+class _FusedHead(torch.autograd.Function):
+    """The head over all positions, a chunk at a time, with each chunk's log-prob and
+    entropy as `_chunk` computes them, and a hand-written backward: each chunk's logits are
+    rebuilt from the saved hidden states (as a checkpoint would) and their gradient formed
+    in place, instead of replaying and differentiating the softmax, log-sum-exp and entropy
+    passes one by one. The head's weight gradient is accumulated over the chunks into one
+    tensor (`addmm_`), not one `[V, H]` tensor per chunk summed by autograd.
 
     With `p = softmax(z)`, `d log p_y / dz = onehot(y) - p` and
     `dH / dz = p * (E_p[z] - z)`; both are divided by the temperature."""
 
     @staticmethod
-    def forward(ctx, hidden, labels, weight, bias, temperature, with_entropy):  # noqa: ANN001, ANN205
-        logprobs, entropy, (top, log_total, mean_z) = _fused_forward(
-            hidden, labels, weight, bias, temperature, with_entropy
+    def forward_only(hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens):  # noqa: ANN001, ANN205
+        """The log-probs and entropies, and per position what the backward needs: the
+        logits' max, `log sum exp` and `E_p[z]` (of the shifted logits)."""
+        parts = [
+            _fused_forward(
+                hidden[start : start + chunk_tokens],
+                labels[start : start + chunk_tokens],
+                weight,
+                bias,
+                temperature,
+                with_entropy,
+            )
+            for start in range(0, hidden.shape[0], chunk_tokens)
+        ]
+        logprobs = torch.cat([lp for lp, _, _ in parts])
+        entropy = torch.cat([ent for _, ent, _ in parts])
+        top, log_total = (torch.cat([saved[i] for _, _, saved in parts]) for i in (0, 1))
+        mean_z = torch.cat([saved[2] for _, _, saved in parts]) if with_entropy else None
+        return logprobs, entropy, (top, log_total, mean_z)
+
+    @staticmethod
+    def forward(ctx, hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens):  # noqa: ANN001, ANN205
+        logprobs, entropy, (top, log_total, mean_z) = _FusedHead.forward_only(
+            hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens
         )
         ctx.save_for_backward(hidden, labels, weight, bias, top, log_total, mean_z)
         ctx.temperature = temperature
+        ctx.chunk_tokens = chunk_tokens
         ctx.set_materialize_grads(False)
         return logprobs, entropy
 
     @staticmethod
     def backward(ctx, grad_logprobs, grad_entropy):  # noqa: ANN001, ANN205
         hidden, labels, weight, bias, top, log_total, mean_z = ctx.saved_tensors
-        z = _shifted_logits(hidden, weight, bias, ctx.temperature).sub_(top)
-        p = (z - log_total).exp_()
-        grad = torch.zeros_like(p)
-        if grad_entropy is not None and mean_z is not None:
-            grad = z.neg_().add_(mean_z).mul_(p).mul_(grad_entropy[:, None])  # reuses z
-        if grad_logprobs is not None:
-            grad.sub_(p.mul_(grad_logprobs[:, None]))
-            grad.scatter_add_(-1, labels[:, None], grad_logprobs[:, None].to(grad.dtype))
-        if ctx.temperature != 1.0:
-            grad.div_(ctx.temperature)
-        grad = grad.to(weight.dtype)
         needs = ctx.needs_input_grad
-        grad_hidden = grad @ weight if needs[0] else None
-        grad_weight = grad.t() @ hidden if needs[2] else None
-        grad_bias = grad.sum(0) if bias is not None and needs[3] else None
-        return grad_hidden, None, grad_weight, grad_bias, None, None
+        grad_hidden = torch.empty_like(hidden) if needs[0] else None
+        grad_weight = torch.zeros_like(weight) if needs[2] else None
+        grad_bias = torch.zeros_like(bias) if bias is not None and needs[3] else None
+        if grad_entropy is None or mean_z is None:
+            grad_entropy = None
+        for start in range(0, hidden.shape[0], ctx.chunk_tokens):
+            part = slice(start, start + ctx.chunk_tokens)
+            h = hidden[part]
+            z = _shifted_logits(h, weight, bias, ctx.temperature).sub_(top[part])
+            p = torch.sub(z, log_total[part], out=_like(1, z)).exp_()
+            if grad_entropy is not None:  # reuses z
+                grad = z.neg_().add_(mean_z[part]).mul_(p).mul_(grad_entropy[part, None])
+            else:
+                grad = z.zero_()
+            if grad_logprobs is not None:
+                g = grad_logprobs[part, None]
+                grad.sub_(p.mul_(g))
+                grad.scatter_add_(-1, labels[part, None], g.to(grad.dtype))
+            if ctx.temperature != 1.0:
+                grad.div_(ctx.temperature)
+            grad = grad.to(weight.dtype)
+            if grad_hidden is not None:
+                torch.mm(grad, weight, out=grad_hidden[part])
+            if grad_weight is not None:
+                grad_weight.addmm_(grad.t(), h)
+            if grad_bias is not None:
+                grad_bias.add_(grad.sum(0))
+        return grad_hidden, None, grad_weight, grad_bias, None, None, None

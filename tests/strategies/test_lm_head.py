@@ -134,3 +134,27 @@ def test_an_unused_entropy_or_a_frozen_head_takes_only_the_gradients_needed(
         assert got_weight is None and head.weight.grad is None
     else:
         assert torch.allclose(got_weight, head.weight.grad, atol=1e-5)
+
+
+def test_a_head_with_a_bias_over_several_chunks_equals_autograd() -> None:
+    """Weight, bias and hidden gradients of the fused head (accumulated over chunks, its
+    logits in reused CPU buffers of another width than the model's) equal autograd's."""
+    torch.manual_seed(3)
+    head = torch.nn.Linear(8, 13, bias=True)
+    hidden = torch.randn(5, 8, requires_grad=True)
+    labels = torch.randint(0, 13, (5,))
+    weights = torch.linspace(-1.0, 2.0, 5)
+
+    lp, ent = head_logprobs(head, hidden, labels, with_entropy=True, chunk_tokens=2)
+    ((lp * weights).sum() + 0.5 * ent.sum()).backward()
+    got = [hidden.grad.clone(), head.weight.grad.clone(), head.bias.grad.clone()]
+    hidden.grad = None
+    head.zero_grad()
+    logp = torch.log_softmax(head(hidden), dim=-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    (
+        (logp.gather(-1, labels[:, None]).squeeze(-1) * weights).sum() + 0.5 * entropy.sum()
+    ).backward()
+    assert torch.allclose(lp, logp.gather(-1, labels[:, None]).squeeze(-1), atol=1e-6)
+    for a, b in zip(got, [hidden.grad, head.weight.grad, head.bias.grad], strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
