@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
+from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.lm_head import head_logprobs, plain_head
 
 
@@ -21,6 +22,10 @@ def load_causal_lm(
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
+    # from the start, not when an engine first generates with it: a model shared by the
+    # trainer and the engine computes the same numbers before and after its first rollout
+    # (a resumed run trains its first step before it generates)
+    use_gqa_attention(model)
     model.train(train)
     if not train:
         model.requires_grad_(False)

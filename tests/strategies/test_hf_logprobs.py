@@ -68,3 +68,14 @@ def test_greedy_output_has_logprobs_of_the_argmax(engine) -> None:
     expected = _trainer_logprobs(engine, gens, 1.0)
     for g, ref in zip(gens, expected, strict=True):
         assert g.logprobs == pytest.approx(ref, abs=2e-4)
+
+
+def test_a_loaded_cpu_model_trains_with_the_engines_attention_from_the_start(tiny_model) -> None:
+    """The engine switches a CPU model to grouped-query attention without copies; a model
+    loaded for training must already use it, or a trainer sharing its model with the engine
+    computes different gradients before its first rollout (a resumed run) than after."""
+    from rollcli.strategies.hf_gqa_attention import NAME
+    from rollcli.strategies.hf_model import load_causal_lm
+
+    model = load_causal_lm(tiny_model, train=True)
+    assert model.config._attn_implementation == NAME
