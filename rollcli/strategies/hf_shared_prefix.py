@@ -2,7 +2,8 @@
 log-probs for the actor and reference, values for the critic.
 
 The layout's attention is handed to the model as a 4-D mask, which transformers passes to
-the attention kernel as it is: a bool mask for `sdpa`, an additive float mask for `eager`.
+the attention kernel as it is: a bool mask for `sdpa` (and roll's CPU `sdpa_gqa`, which
+reads the same mask), an additive float mask for `eager`.
 Other attention implementations (flash attention reads no 4-D mask) are refused.
 """
 
@@ -12,9 +13,10 @@ import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
 from rollcli.data.shared_prefix import SharedPrefixLayout, shared_prefix_layout
+from rollcli.strategies.hf_gqa_attention import NAME as SDPA_GQA
 from rollcli.strategies.lm_head import head_logprobs, plain_head
 
-MASKED_ATTENTION = ("sdpa", "eager")
+MASKED_ATTENTION = ("sdpa", SDPA_GQA, "eager")
 
 
 def _module(model) -> torch.nn.Module:  # noqa: ANN001
@@ -28,7 +30,7 @@ def attention_mask(model, layout: SharedPrefixLayout) -> torch.Tensor:  # noqa: 
     config = module.config
     impl = getattr(config, "_attn_implementation", None)
     allowed = layout.attention()
-    if impl == "sdpa":
+    if impl in ("sdpa", SDPA_GQA):
         return allowed
     if impl == "eager":
         dtype = module.get_input_embeddings().weight.dtype
