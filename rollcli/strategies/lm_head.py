@@ -18,11 +18,18 @@ glibc's mmap threshold: each is mapped, zero-filled a 4 KiB page at a time and u
 on every use; an rlvr-math training step made ~1M such page faults (5-11 s of kernel time,
 `getrusage`). So on CPU a chunk's `[n, V]` float32 tensors go into scratch buffers kept
 between calls (`_Scratch`), and the weight gradient is one buffer per backward.
+
+When a training call's logits are small (`KEEP_LOGITS_BYTES`: rlvr-math's micro-batch of
+16 responses is ~90 MB) they are computed in one matmul into a kept CPU buffer and the
+backward reads them there instead of rebuilding them, and forms its two head matmuls over
+all positions at once: 3 head matmuls per training micro-batch instead of 4, each over more
+rows (a `[464, 576] x [576, 49152]` matmul runs ~20% faster per FLOP than 256-row chunks here).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -30,6 +37,7 @@ from torch.utils.checkpoint import checkpoint
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
 
 HEAD_CHUNK_TOKENS = 256  # positions per head call: 256 x 49,152 fp32 logits = 50 MB
+KEEP_LOGITS_BYTES = 256 * 2**20  # a training call's logits up to this size are kept
 
 
 def plain_head(model) -> torch.nn.Module | None:  # noqa: ANN001
@@ -118,6 +126,7 @@ class _Scratch(threading.local):
 
     def __init__(self) -> None:
         self.buffers: dict[int, torch.Tensor] = {}
+        self.lent: weakref.ref | None = None  # the last buffer `lend` gave out
 
     def get(self, slot: int, rows: int, cols: int, like: torch.Tensor) -> torch.Tensor | None:
         """Rows `[:rows]` of slot `slot`'s `[>= rows, cols]` buffer; None off CPU float32."""
@@ -127,6 +136,17 @@ class _Scratch(threading.local):
         if buffer is None or buffer.shape[0] < rows or buffer.shape[1] != cols:
             buffer = self.buffers[slot] = torch.empty(max(rows, HEAD_CHUNK_TOKENS), cols)
         return buffer[:rows]
+
+    def lend(self, rows: int, cols: int, like: torch.Tensor) -> torch.Tensor | None:
+        """A `[rows, cols]` float32 buffer (slot "kept") that stays the caller's while the
+        returned tensor lives (a forward keeps its logits in it until its backward); None
+        off CPU float32, above `KEEP_LOGITS_BYTES`, or while the last one lent is alive."""
+        if rows * cols * 4 > KEEP_LOGITS_BYTES or (self.lent and self.lent() is not None):
+            return None
+        view = self.get(2, rows, cols, like)
+        if view is not None:
+            self.lent = weakref.ref(view)
+        return view
 
 
 _scratch = _Scratch()
@@ -154,19 +174,13 @@ def _shifted_logits(
     return z.div_(temperature) if temperature != 1.0 else z
 
 
-def _fused_forward(
-    hidden: torch.Tensor,
-    labels: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    temperature: float,
-    with_entropy: bool,
+def _softmax_stats(
+    z: torch.Tensor, labels: torch.Tensor, with_entropy: bool
 ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-    """A chunk's log-probs and entropies in a few passes over its `[n, V]` logits:
-    `z <- z - max z`, `e = exp z`, `log p_y = z_y - log sum e`,
+    """A chunk's log-probs and entropies in a few passes over its `[n, V]` logits `z`:
+    `z <- z - max z` (in place), `e = exp z`, `log p_y = z_y - log sum e`,
     `H = log sum e - sum(e z) / sum e`. Returns what the backward needs too: the row's
     max, `log sum e` and `E_p[z]` (all of the shifted `z`)."""
-    z = _shifted_logits(hidden, weight, bias, temperature)
     top = z.amax(dim=-1, keepdim=True)
     z.sub_(top)
     e = torch.exp(z, out=_like(1, z))
@@ -193,17 +207,28 @@ class _FusedHead(torch.autograd.Function):
     def forward_only(hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens):  # noqa: ANN001, ANN205
         """The log-probs and entropies, and per position what the backward needs: the
         logits' max, `log sum exp` and `E_p[z]` (of the shifted logits)."""
-        parts = [
-            _fused_forward(
-                hidden[start : start + chunk_tokens],
-                labels[start : start + chunk_tokens],
-                weight,
-                bias,
-                temperature,
-                with_entropy,
-            )
-            for start in range(0, hidden.shape[0], chunk_tokens)
-        ]
+        return _FusedHead._forward(
+            hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens, None
+        )
+
+    @staticmethod
+    def _forward(hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens, kept):  # noqa: ANN001, ANN205
+        """`forward_only`; with `kept` (an `[N, V]` buffer) the logits of all positions are
+        one matmul into it and stay there, shifted by each row's max."""
+        if kept is not None:
+            torch.mm(hidden, weight.t(), out=kept)
+            if bias is not None:
+                kept.add_(bias)
+            if temperature != 1.0:
+                kept.div_(temperature)
+        parts = []
+        for start in range(0, hidden.shape[0], chunk_tokens):
+            part = slice(start, start + chunk_tokens)
+            if kept is None:
+                z = _shifted_logits(hidden[part], weight, bias, temperature)
+            else:
+                z = kept[part]
+            parts.append(_softmax_stats(z, labels[part], with_entropy))
         logprobs = torch.cat([lp for lp, _, _ in parts])
         entropy = torch.cat([ent for _, ent, _ in parts])
         top, log_total = (torch.cat([saved[i] for _, _, saved in parts]) for i in (0, 1))
@@ -212,10 +237,13 @@ class _FusedHead(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens):  # noqa: ANN001, ANN205
-        logprobs, entropy, (top, log_total, mean_z) = _FusedHead.forward_only(
-            hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens
+        same = hidden.dtype == weight.dtype
+        kept = _scratch.lend(hidden.shape[0], weight.shape[0], weight) if same else None
+        logprobs, entropy, (top, log_total, mean_z) = _FusedHead._forward(
+            hidden, labels, weight, bias, temperature, with_entropy, chunk_tokens, kept
         )
         ctx.save_for_backward(hidden, labels, weight, bias, top, log_total, mean_z)
+        ctx.kept = kept
         ctx.temperature = temperature
         ctx.chunk_tokens = chunk_tokens
         ctx.set_materialize_grads(False)
@@ -226,14 +254,18 @@ class _FusedHead(torch.autograd.Function):
         hidden, labels, weight, bias, top, log_total, mean_z = ctx.saved_tensors
         needs = ctx.needs_input_grad
         grad_hidden = torch.empty_like(hidden) if needs[0] else None
-        grad_weight = torch.zeros_like(weight) if needs[2] else None
+        kept, ctx.kept = ctx.kept, None  # used up: a second backward rebuilds the logits
+        grad_weight = torch.zeros_like(weight) if needs[2] and kept is None else None
         grad_bias = torch.zeros_like(bias) if bias is not None and needs[3] else None
         if grad_entropy is None or mean_z is None:
             grad_entropy = None
         for start in range(0, hidden.shape[0], ctx.chunk_tokens):
             part = slice(start, start + ctx.chunk_tokens)
             h = hidden[part]
-            z = _shifted_logits(h, weight, bias, ctx.temperature).sub_(top[part])
+            if kept is None:
+                z = _shifted_logits(h, weight, bias, ctx.temperature).sub_(top[part])
+            else:
+                z = kept[part]
             p = torch.sub(z, log_total[part], out=_like(1, z)).exp_()
             if grad_entropy is not None:  # reuses z
                 grad = z.neg_().add_(mean_z[part]).mul_(p).mul_(grad_entropy[part, None])
@@ -245,6 +277,8 @@ class _FusedHead(torch.autograd.Function):
                 grad.scatter_add_(-1, labels[part, None], g.to(grad.dtype))
             if ctx.temperature != 1.0:
                 grad.div_(ctx.temperature)
+            if kept is not None:  # the head's matmuls over all positions, below
+                continue
             grad = grad.to(weight.dtype)
             if grad_hidden is not None:
                 torch.mm(grad, weight, out=grad_hidden[part])
@@ -252,4 +286,11 @@ class _FusedHead(torch.autograd.Function):
                 grad_weight.addmm_(grad.t(), h)
             if grad_bias is not None:
                 grad_bias.add_(grad.sum(0))
+        if kept is not None:  # now the logits' gradient
+            if grad_hidden is not None:
+                torch.mm(kept, weight, out=grad_hidden)
+            if needs[2]:
+                grad_weight = torch.mm(kept.t(), hidden)
+            if grad_bias is not None:
+                grad_bias.add_(kept.sum(0))
         return grad_hidden, None, grad_weight, grad_bias, None, None, None

@@ -1,6 +1,7 @@
 """The chunked LM head gives the log-probs, entropies and gradients of one full forward
 (`model(...).logits` through `log_softmax`), whatever the chunk size, and never builds the
-whole `[B, T, V]` logits."""
+whole `[B, T, V]` logits. Every test runs twice: with a training call's logits kept for the
+backward (small calls on CPU) and with them rebuilt chunk by chunk (large calls)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,18 @@ import torch
 
 from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
+from rollcli.strategies import lm_head
 from rollcli.strategies.lm_head import head_logprobs, plain_head
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [1, 9]]
 RESPONSES = [[30, 31, 32, 33], [40], [50, 51, 52, 53, 54, 55]]
+
+
+@pytest.fixture(autouse=True, params=["kept", "rebuilt"])
+def logits_path(request, monkeypatch) -> str:
+    if request.param == "rebuilt":
+        monkeypatch.setattr(lm_head, "KEEP_LOGITS_BYTES", 0)
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +167,32 @@ def test_a_head_with_a_bias_over_several_chunks_equals_autograd() -> None:
     assert torch.allclose(lp, logp.gather(-1, labels[:, None]).squeeze(-1), atol=1e-6)
     for a, b in zip(got, [hidden.grad, head.weight.grad, head.bias.grad], strict=True):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_a_second_forward_before_the_backward_rebuilds_its_logits(logits_path) -> None:
+    """The kept buffer is lent to one forward at a time: a second forward before the first's
+    backward (two losses in one graph) rebuilds its logits, and a backward run twice
+    (`retain_graph`) rebuilds them the second time; every gradient is still autograd's."""
+    torch.manual_seed(4)
+    head = torch.nn.Linear(8, 13, bias=False)
+    hidden = torch.randn(6, 8, requires_grad=True)
+    labels = torch.randint(0, 13, (6,))
+    first, _ = head_logprobs(head, hidden[:3], labels[:3])
+    lent = lm_head._scratch.lent
+    assert (lent is not None and lent() is not None) == (logits_path == "kept")
+    second, ent = head_logprobs(head, hidden[3:], labels[3:], with_entropy=True)
+    loss = first.sum() * 2 + second.sum() - ent.sum()
+    loss.backward(retain_graph=True)
+    once = [hidden.grad.clone(), head.weight.grad.clone()]
+    loss.backward()
+    twice = [hidden.grad.clone(), head.weight.grad.clone()]
+    hidden.grad = None
+    head.zero_grad()
+    logp = torch.log_softmax(head(hidden), dim=-1)
+    picked = logp.gather(-1, labels[:, None]).squeeze(-1)
+    entropy = -(logp.exp() * logp)[3:].sum(-1)
+    (picked[:3].sum() * 2 + picked[3:].sum() - entropy.sum()).backward()
+    for a, b, c in zip(once, twice, [hidden.grad, head.weight.grad], strict=True):
+        assert torch.allclose(a, c, atol=1e-6)
+        assert torch.allclose(b, 2 * c, atol=1e-6)
+    assert lm_head._scratch.lent is None or lm_head._scratch.lent() is None  # given back
