@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from rollcli.data.padding import rollout_tensors
-from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies import lm_head
+from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies.lm_head import head_logprobs, plain_head
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [1, 9]]
