@@ -10,6 +10,12 @@ AdamW is torch's fused kernel (one pass over each parameter, on CPU as on GPU): 
 default multi-tensor version allocates temporaries the size of the model on every step,
 0.5-1.3 s per step for smollm2-135m on 2 cores against 0.14 s fused (`getrusage` showed
 ~120k page faults per foreach step, none fused).
+
+A tied input embedding (its weight is the LM head's) gets a sparse gradient: the head
+already gives that weight a dense `[V, H]` gradient, and the embedding's rows are added to
+it, instead of a second dense `[V, H]` tensor zero-filled and summed on every micro-batch
+(~0.6 s of a smollm2-135m rlvr-math step on 2 cores). Gradients are made dense before
+clipping, so the optimizer and the all-reduce see dense tensors only.
 """
 
 from __future__ import annotations
@@ -69,6 +75,25 @@ def micro_batch_losses(
     return share
 
 
+def sparse_tied_embedding(model: torch.nn.Module) -> bool:
+    """Make a trainable input embedding that shares its weight with the LM head give a
+    sparse gradient; returns whether it does."""
+    get_in = getattr(model, "get_input_embeddings", None)
+    get_out = getattr(model, "get_output_embeddings", None)
+    if get_in is None or get_out is None:
+        return False
+    embedding, head = get_in(), get_out()
+    tied = (
+        type(embedding) is torch.nn.Embedding
+        and head is not None
+        and head.weight is embedding.weight
+        and embedding.weight.requires_grad
+    )
+    if tied:
+        embedding.sparse = True
+    return tied
+
+
 def _fusable(params: list[torch.nn.Parameter]) -> bool:
     """Whether torch's fused AdamW takes these parameters: floating point, one device type
     that has the kernel."""
@@ -99,6 +124,7 @@ class HFTrainer:
         self.model = model
         self.grad_clip = grad_clip
         self.world_size = world_size
+        sparse_tied_embedding(model)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             params, lr=lr, betas=betas, weight_decay=weight_decay, fused=_fusable(params)
@@ -151,6 +177,9 @@ class HFTrainer:
         return out
 
     def _clip_and_step(self) -> float:
+        for p in self.model.parameters():
+            if p.grad is not None and p.grad.is_sparse:  # the embedding's rows alone
+                p.grad = p.grad.to_dense()
         if self.world_size > 1:
             average_gradients([p for p in self.model.parameters() if p.requires_grad])
         params = [p for p in self.model.parameters() if p.grad is not None]
