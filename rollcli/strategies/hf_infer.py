@@ -28,6 +28,7 @@ import torch
 from rollcli.data.padding import pad_left, position_ids_from_mask
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.hf_turn_cache import Session, TurnCache, batched_past
+from rollcli.strategies.lm_head import plain_head
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,10 @@ class HFInferEngine:
         self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self.sessions = TurnCache(session_mib) if session_mib > 0 else None
         use_gqa_attention(model)  # on CPU: no copies of the grouped key/value heads
+        # On CPU a decode step's head is `W @ h^T` (see `_decode_logits`)
+        head = plain_head(model)
+        cpu = next(model.parameters()).device.type == "cpu"
+        self._head = head if cpu and type(head) is torch.nn.Linear else None
 
     @torch.no_grad()
     def generate(
@@ -218,16 +223,26 @@ class HFInferEngine:
                 mask, next_position, tokens = mask[rows], next_position[rows], tokens[rows]
                 alive = [alive[row] for row in keep]
             mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
-            out = self.model(
+            logits = self._decode_logits(
                 input_ids=tokens[:, None],
                 attention_mask=mask,
                 position_ids=next_position[:, None],
                 past_key_values=cache,
                 use_cache=True,
             )
-            logits = out.logits[:, -1]
             next_position = next_position + 1
         return gens
+
+    def _decode_logits(self, **inputs: Any) -> torch.Tensor:
+        """`[B, V]` logits of a decode step's one new position per row. A plain CPU head is
+        applied as `(W @ h^T)^T` rather than `h @ W^T`: with a few rows and a 49,152-row `W`
+        MKL runs that layout 1.2-1.7x faster (smollm2-135m, 2 cores: 38 vs 56 ms with the
+        sampling at 64 rows, 9.5 vs 16.6 ms at 8)."""
+        if self._head is None:
+            return self.model(**inputs).logits[:, -1]
+        hidden = self.model.get_decoder()(**inputs).last_hidden_state[:, -1]
+        logits = torch.mm(self._head.weight, hidden.t()).t().contiguous()
+        return logits if self._head.bias is None else logits.add_(self._head.bias)
 
     def _keep_session(
         self,
