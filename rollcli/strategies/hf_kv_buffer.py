@@ -49,8 +49,18 @@ class BufferLayer(DynamicLayer):
         return self.keys, self.values
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self._k = self._buffer(self._k[indices, :, : self.length], self._k.shape[-2])
-        self._v = self._buffer(self._v[indices, :, : self.length], self._v.shape[-2])
+        """Keep rows `indices` (ascending: the decode drops ended rows) in place: row
+        `indices[i]` moves to row `i`, from the first row that moves on, written positions
+        only; the buffer keeps its size and the views cover the first `len(indices)` rows."""
+        keep = indices.tolist()
+        if keep != sorted(keep):
+            raise ValueError("BufferLayer keeps rows in order only (ascending indices)")
+        first = next((i for i, row in enumerate(keep) if row != i), len(keep))
+        moved = indices[first:]
+        if len(moved):
+            for buffer in (self._k, self._v):
+                buffer[first : len(keep), :, : self.length] = buffer[moved, :, : self.length]
+        self._k, self._v = self._k[: len(keep)], self._v[: len(keep)]
         self._views()
 
     def batch_repeat_interleave(self, repeats: int) -> None:

@@ -98,3 +98,25 @@ def test_greedy_tokens_equal_transformers_generate(engine, tiny_model) -> None:
         expected = out[g.prompt_index, ids.shape[1] :].tolist()
         assert g.token_ids == expected[: len(g.token_ids)]
         assert g.finished == (len(g.token_ids) < 24 or g.token_ids[-1] in STOPS)
+
+
+def test_a_kv_buffer_keeps_the_selected_rows_in_place() -> None:
+    """Dropping rows moves the kept ones up in the same buffer; positions appended after it
+    land in the kept rows; rows out of order are refused."""
+    import torch
+
+    from rollcli.strategies.hf_kv_buffer import BufferLayer
+
+    keys, values = torch.randn(5, 2, 3, 4), torch.randn(5, 2, 3, 4)
+    layer = BufferLayer(keys, values, capacity=8)
+    buffer = layer._k
+    layer.batch_select_indices(torch.tensor([0, 2, 4]))
+    assert layer._k.data_ptr() == buffer.data_ptr()  # no new buffer
+    torch.testing.assert_close(layer.keys, keys[[0, 2, 4]], rtol=0, atol=0)
+    torch.testing.assert_close(layer.values, values[[0, 2, 4]], rtol=0, atol=0)
+    new_k, new_v = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+    k, v = layer.update(new_k, new_v)
+    torch.testing.assert_close(k, torch.cat([keys[[0, 2, 4]], new_k], dim=2), rtol=0, atol=0)
+    torch.testing.assert_close(v, torch.cat([values[[0, 2, 4]], new_v], dim=2), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="ascending"):
+        layer.batch_select_indices(torch.tensor([1, 0]))
