@@ -29,6 +29,9 @@ import torch.distributed as dist
 from rollcli.distributed import stores
 
 BUCKET_BYTES = 256 * 1024 * 1024
+# A tensor this large travels alone, straight from the sender's tensor and (when the receiver
+# loads in place) straight into the receiver's: no bucket to fill on either side.
+DIRECT_BYTES = 1024 * 1024
 
 
 LoadFn = Callable[[Iterator[tuple[str, torch.Tensor]]], None]
@@ -60,11 +63,18 @@ def _buckets(
     tensors: list[tuple[list[str], torch.Tensor]], dtype: torch.dtype | None = None
 ) -> Iterator[list[tuple[list[str], torch.Tensor]]]:
     """Buckets of one dtype up to BUCKET_BYTES, as the tensors would be in `dtype` (their
-    own when None): a sender casting to the receivers' dtype cuts the same buckets."""
+    own when None): a sender casting to the receivers' dtype cuts the same buckets. A tensor
+    of DIRECT_BYTES or more is a bucket of its own."""
     bucket: list[tuple[list[str], torch.Tensor]] = []
     size = 0
     for names, t in tensors:
         nbytes = t.numel() * (dtype or t.dtype).itemsize
+        if nbytes >= DIRECT_BYTES:
+            if bucket:
+                yield bucket
+                bucket, size = [], 0
+            yield [(names, t)]
+            continue
         if bucket and (
             size + nbytes > BUCKET_BYTES or (dtype is None and t.dtype != bucket[0][1].dtype)
         ):
@@ -152,8 +162,8 @@ class WeightSender:
             tensors = [value(ns[0], t) if value else t for ns, t in bucket]
             # gloo: a CUDA model's bucket goes through host memory; nccl: it stays on the GPU
             parts = [t.detach().reshape(-1).to(self.dtype or t.dtype) for t in tensors]
-            flat = torch.cat(parts).to(self.device)
-            _broadcast(self.group, flat)
+            flat = parts[0] if len(parts) == 1 else torch.cat(parts)  # alone: no copy
+            _broadcast(self.group, flat.to(self.device).contiguous())
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
@@ -182,10 +192,11 @@ class WeightReceiver:
         a tied tensor under each of its names: an engine may keep a copy per name (vLLM's
         CPU LM head packs its own)."""
         start = time.perf_counter()
-        stream = self._stream(model)
+        stream = self._stream(model, in_place=load is None)
         if load is None:
             for _, tensor, new in stream:
-                tensor.data.copy_(new)  # into the model's tensor on its device (CPU or GPU)
+                if new.data_ptr() != tensor.data_ptr():  # else it arrived in place
+                    tensor.data.copy_(new)  # into the model's tensor on its device
         else:
             load((name, new) for names, _, new in stream for name in names)
             left = sum(1 for _ in stream)  # drain: the sender must not wait on us forever
@@ -194,17 +205,32 @@ class WeightReceiver:
         return time.perf_counter() - start
 
     def _stream(
-        self, model: torch.nn.Module
+        self, model: torch.nn.Module, in_place: bool = False
     ) -> Iterator[tuple[list[str], torch.Tensor, torch.Tensor]]:
-        """`(names, model's tensor, received tensor)`, broadcasting a bucket when reached."""
+        """`(names, model's tensor, received tensor)`, broadcasting a bucket when reached;
+        `in_place`: a tensor that travels alone is received into the model's tensor itself
+        where it can be (then both are the same tensor)."""
         for bucket in _buckets(_unique_tensors(model)):
-            dtype = bucket[0][1].dtype
+            (names, first), dtype = bucket[0], bucket[0][1].dtype
+            if in_place and len(bucket) == 1 and _receivable(first, self.device):
+                _broadcast(self.group, first.data.view(-1))  # straight into the model
+                yield names, first, first.data
+                continue
             flat = torch.empty(sum(t.numel() for _, t in bucket), dtype=dtype, device=self.device)
             _broadcast(self.group, flat)
             offset = 0
             for names, tensor in bucket:
                 yield names, tensor, flat[offset : offset + tensor.numel()].view(tensor.shape)
                 offset += tensor.numel()
+
+
+def _receivable(tensor: torch.Tensor, device: torch.device) -> bool:
+    """Whether a broadcast can write into `tensor` itself: contiguous, on the group's
+    device (the host for gloo, the GPU for nccl), not the meta device."""
+    same = tensor.device.type == device.type
+    if device.index is not None:
+        same = same and tensor.device.index == device.index
+    return same and tensor.is_contiguous() and not tensor.is_meta
 
 
 def link(actor_train: Any, actor_infer: Any) -> tuple[str, str]:
