@@ -23,7 +23,12 @@ from rollcli.pipelines.agentic_setup import (
 )
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode
-from rollcli.rollout.episode_scheduler import ModelPolicy, RandomPolicy, play_episodes
+from rollcli.rollout.episode_scheduler import (
+    ModelPolicy,
+    ScriptedPolicy,
+    play_episodes,
+    random_policy,
+)
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 
@@ -95,7 +100,7 @@ def evaluate(
 
     hosts = [EnvWorker(agentic.env, env_kwargs(agentic, validation=True))]
     if model == RANDOM:
-        policy: ModelPolicy | RandomPolicy = RandomPolicy(seed, agentic.reply_prefix)
+        policy: ModelPolicy | ScriptedPolicy = random_policy(seed, agentic.reply_prefix)
         tokenizer = load_tokenizer(tokenizer_path or model_path)
     else:
         from rollcli.workers.actor_infer import ActorInferWorker

@@ -32,7 +32,7 @@ from rollcli.config.sections import AgenticConfig
 from rollcli.pipelines.agentic_setup import env_kwargs, limits
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
-from rollcli.rollout.episode_scheduler import Done, RandomPolicy, get, play_episodes
+from rollcli.rollout.episode_scheduler import ScriptedPolicy, play_episodes, random_policy
 from rollcli.workers.env_worker import EnvWorker
 
 if TYPE_CHECKING:
@@ -41,32 +41,15 @@ if TYPE_CHECKING:
 POLICIES = ("expert", "random")
 
 
-class ExpertPolicy:
+def expert_policy(hosts: list[EnvWorker], reply_prefix: str = "") -> ScriptedPolicy:
     """Each turn the expert move of the episode's own env (`env.expert_action()`), read
     from plain `EnvWorker` hosts (an episode's env sits in its host's slot `spec.index`)."""
 
-    def __init__(self, hosts: list[EnvWorker], reply_prefix: str = "") -> None:
-        self.hosts = hosts
-        self.reply_prefix = reply_prefix  # the prompt already opens the answer
-        self.free = True
-        self.width = 1
+    def choose(ep: Episode) -> str:
+        env = next(h.envs[ep.spec.index] for h in hosts if ep.spec.index in h.envs)
+        return env.expert_action()
 
-    def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
-        replies = []
-        for ep in episodes:
-            env = next(h.envs[ep.spec.index] for h in self.hosts if ep.spec.index in h.envs)
-            text = f"<answer>{env.expert_action()}</answer>".removeprefix(self.reply_prefix)
-            replies.append({"token_ids": [], "text": text, "finished": True})
-        return 0, Done(replies)
-
-    def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
-        return get(handle)
-
-    def end(self, episode: Episode) -> None:
-        pass  # no model, no per-episode state to free
-
-    def close(self) -> None:
-        pass
+    return ScriptedPolicy(choose, reply_prefix)
 
 
 def scripted_episodes(
@@ -96,9 +79,9 @@ def scripted_episodes(
             raise ConfigError(
                 f"environment {agentic.env!r} has no expert policy; use --policy random"
             )
-        chosen: ExpertPolicy | RandomPolicy = ExpertPolicy(hosts, agentic.reply_prefix)
+        chosen = expert_policy(hosts, agentic.reply_prefix)
     else:
-        chosen = RandomPolicy(seed, agentic.reply_prefix)
+        chosen = random_policy(seed, agentic.reply_prefix)
     fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix, agentic.user_suffix)
     specs = [EpisodeSpec(i, i, seed + i) for i in range(n)]
     episodes, _ = play_episodes(

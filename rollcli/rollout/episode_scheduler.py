@@ -132,11 +132,12 @@ class ModelPolicy:
         return f"{self.tag}/{episode.spec.index}"
 
 
-class RandomPolicy:
-    """The baseline: a uniformly random legal action each turn, in the answer format."""
+class ScriptedPolicy:
+    """A policy without a model: `choose(episode)` is each turn's move, answered at once in
+    the answer format (the random baseline, the expert of `roll data episodes`)."""
 
-    def __init__(self, seed: int = 0, reply_prefix: str = "") -> None:
-        self.rng = random.Random(seed)
+    def __init__(self, choose: Callable[[Episode], str], reply_prefix: str = "") -> None:
+        self.choose = choose
         self.reply_prefix = reply_prefix  # the prompt already opens the answer
         self.free = True
         self.width = 1
@@ -144,8 +145,7 @@ class RandomPolicy:
     def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
         replies = []
         for ep in episodes:
-            action = self.rng.choice(ep.actions) if ep.actions else ""
-            text = f"<answer>{action}</answer>".removeprefix(self.reply_prefix)
+            text = f"<answer>{self.choose(ep)}</answer>".removeprefix(self.reply_prefix)
             replies.append({"token_ids": [], "text": text, "finished": True})
         return 0, Done(replies)
 
@@ -153,16 +153,22 @@ class RandomPolicy:
         return get(handle)
 
     def end(self, episode: Episode) -> None:
-        pass
+        pass  # no model, no per-episode state to free
 
     def close(self) -> None:
         pass
 
 
+def random_policy(seed: int = 0, reply_prefix: str = "") -> ScriptedPolicy:
+    """The baseline: a uniformly random legal action each turn."""
+    rng = random.Random(seed)
+    return ScriptedPolicy(lambda ep: rng.choice(ep.actions) if ep.actions else "", reply_prefix)
+
+
 # ---- the scheduler -----------------------------------------------------------------------------
 def play_episodes(
     hosts: list[Any],
-    policy: ModelPolicy | RandomPolicy,
+    policy: ModelPolicy | ScriptedPolicy,
     specs: list[EpisodeSpec],
     fmt: TurnFormat,
     limits: Limits,

@@ -9,7 +9,7 @@ from rollcli.pipelines.agentic_batch import episodes_to_batch
 from rollcli.pipelines.agentic_metrics import episode_metrics
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
-from rollcli.rollout.episode_scheduler import ModelPolicy, RandomPolicy, play_episodes
+from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes, random_policy
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 
@@ -42,7 +42,7 @@ def test_random_policy_plays_whole_episodes_across_env_workers(tokenizer) -> Non
     fmt = TurnFormat(tokenizer, hosts[0].instructions(), "<answer>")
     specs = [EpisodeSpec(i, i // 2, 100 + i // 2) for i in range(6)]
     episodes, stats = play_episodes(
-        hosts, RandomPolicy(0, "<answer>"), specs, fmt, Limits(4, 4096, 8)
+        hosts, random_policy(0, "<answer>"), specs, fmt, Limits(4, 4096, 8)
     )
     assert [ep.spec for ep in episodes] == specs
     assert all(ep.done and 1 <= ep.turns <= 4 for ep in episodes)
@@ -59,7 +59,7 @@ def test_an_env_crash_ends_only_its_episode(tokenizer) -> None:
     hosts = [EnvWorker(CRASHY, {"size": 3, "max_steps": 4, "p": 1.0})]
     fmt = TurnFormat(tokenizer, hosts[0].instructions())
     specs = [EpisodeSpec(i, i, 10 + i) for i in range(4)]  # seeds 11 and 13 crash
-    episodes, _ = play_episodes(hosts, RandomPolicy(1), specs, fmt, Limits(4, 4096, 8))
+    episodes, _ = play_episodes(hosts, random_policy(1), specs, fmt, Limits(4, 4096, 8))
     crashed = [ep for ep in episodes if ep.error]
     assert [ep.spec.seed for ep in crashed] == [11, 13]
     assert all("RuntimeError: the lake cracked" in ep.error for ep in crashed)

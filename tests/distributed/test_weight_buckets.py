@@ -4,16 +4,10 @@ themselves), and a receiver loading in place gets that tensor written where it l
 
 from __future__ import annotations
 
-import threading
-
 import torch
+from weight_sync_pair import send_weights
 
-from rollcli.distributed.weight_sync import (
-    DIRECT_BYTES,
-    WeightReceiver,
-    WeightSender,
-    _buckets,
-)
+from rollcli.distributed.weight_sync import DIRECT_BYTES, _buckets
 
 BIG = DIRECT_BYTES // 4  # float32 elements of a tensor that travels alone
 
@@ -42,18 +36,7 @@ def test_in_place_receive_writes_large_tensors_where_they_live() -> None:
     model = torch.nn.Module()
     for k, t in received.items():
         model.register_buffer(k, t)
-    sender = WeightSender("127.0.0.1", 2)
-    receiver: list = []
-    joined = threading.Thread(
-        target=lambda: receiver.append(WeightReceiver("127.0.0.1", sender.port, 1, 2))
-    )
-    joined.start()
-    sender.connect()
-    joined.join()
-    got = threading.Thread(target=lambda: receiver[0].receive(model))
-    got.start()
-    sender.send(sent)
-    got.join()
+    send_weights(sent, model)
     for k, t in sent.items():
         assert torch.equal(getattr(model, k), t), k
         assert getattr(model, k).data_ptr() == pointers[k], k

@@ -7,14 +7,12 @@ plan gives them (bf16-mixed training, bf16 inference weights)."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
+from weight_sync_pair import send_weights
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
-from rollcli.distributed.weight_sync import WeightReceiver, WeightSender
 from rollcli.pipelines.role_args import dtype_name, role_args
 from rollcli.planning.devices import GiB
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
@@ -143,18 +141,7 @@ def test_an_fp32_trainer_syncs_into_a_bf16_engine(tiny_model) -> None:
     with torch.no_grad():
         for p in train.model.parameters():
             p.add_(0.01 * torch.randn_like(p))
-    sender = WeightSender("127.0.0.1", 2, dtype=torch_dtype(infer.weight_dtype()))
-    receiver: list = []
-    t = threading.Thread(
-        target=lambda: receiver.append(WeightReceiver("127.0.0.1", sender.port, 1, 2))
-    )
-    t.start()
-    sender.connect()
-    t.join()
-    t = threading.Thread(target=lambda: receiver[0].receive(infer.model))
-    t.start()
-    sender.send(train.model)
-    t.join()
+    send_weights(train.model, infer.model, dtype=torch_dtype(infer.weight_dtype()))
     for (name, a), b in zip(
         train.model.state_dict().items(), infer.model.state_dict().values(), strict=True
     ):

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
+from weight_sync_pair import send_weights
 
 from rollcli.data.batch import Batch
 from rollcli.data.padding import pad_left, rollout_tensors
-from rollcli.distributed.weight_sync import WeightReceiver, WeightSender
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.workers.actor_infer import ActorInferWorker
@@ -96,18 +94,7 @@ def test_weight_sync_makes_the_engine_equal_to_the_trainer(tiny_model) -> None:
     with torch.no_grad():
         for p in train.model.parameters():
             p.add_(0.01 * torch.randn_like(p))
-    sender = WeightSender("127.0.0.1", 2)
-    receiver: list = []
-    t = threading.Thread(
-        target=lambda: receiver.append(WeightReceiver("127.0.0.1", sender.port, 1, 2))
-    )
-    t.start()
-    sender.connect()
-    t.join()
-    t = threading.Thread(target=lambda: receiver[0].receive(infer.model))
-    t.start()
-    sender.send(train.model)
-    t.join()
+    send_weights(train.model, infer.model)
     for (name, a), b in zip(
         train.model.state_dict().items(), infer.model.state_dict().values(), strict=True
     ):

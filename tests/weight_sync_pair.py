@@ -1,0 +1,28 @@
+"""A weight-sync sender and one receiver in this process (the receiver's side runs in a
+thread, as it would in its own worker), for tests of what a sync delivers."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+from rollcli.distributed.weight_sync import WeightReceiver, WeightSender
+
+
+def send_weights(source: Any, target: torch.nn.Module, dtype: torch.dtype | None = None) -> None:
+    """Connect a sender (casting to `dtype`) and a receiver, and sync `source` (a model or a
+    state_dict-like mapping) into `target` in place."""
+    sender = WeightSender("127.0.0.1", 2, dtype=dtype)
+    receiver: list[WeightReceiver] = []
+    joined = threading.Thread(
+        target=lambda: receiver.append(WeightReceiver("127.0.0.1", sender.port, 1, 2))
+    )
+    joined.start()
+    sender.connect()
+    joined.join()
+    received = threading.Thread(target=lambda: receiver[0].receive(target))
+    received.start()
+    sender.send(source)
+    received.join()
