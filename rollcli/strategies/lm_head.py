@@ -159,12 +159,17 @@ def _like(slot: int, z: torch.Tensor) -> torch.Tensor:
 
 
 def _shifted_logits(
-    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    temperature: float,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """`head(h) / temperature` in float32, which the caller may overwrite until the next
-    chunk (on CPU it is scratch slot 0)."""
+    """`head(h) / temperature` in float32, written into `out` when given, else into a tensor
+    the caller may overwrite until the next chunk (on CPU it is scratch slot 0)."""
     same = hidden.dtype == weight.dtype
-    out = _scratch.get(0, hidden.shape[0], weight.shape[0], weight) if same else None
+    if out is None and same:
+        out = _scratch.get(0, hidden.shape[0], weight.shape[0], weight)
     if out is None:
         z = torch.nn.functional.linear(hidden, weight, bias).float()
     else:
@@ -216,11 +221,7 @@ class _FusedHead(torch.autograd.Function):
         """`forward_only`; with `kept` (an `[N, V]` buffer) the logits of all positions are
         one matmul into it and stay there, shifted by each row's max."""
         if kept is not None:
-            torch.mm(hidden, weight.t(), out=kept)
-            if bias is not None:
-                kept.add_(bias)
-            if temperature != 1.0:
-                kept.div_(temperature)
+            _shifted_logits(hidden, weight, bias, temperature, out=kept)
         parts = []
         for start in range(0, hidden.shape[0], chunk_tokens):
             part = slice(start, start + chunk_tokens)

@@ -17,20 +17,22 @@ PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [1, 9], [1, 5, 6]]
 RESPONSES = [[30, 31, 32, 33], [40], [50, 51, 52, 53, 54, 55], []]  # one row empty
 
 
-def _loss(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-    mask = micro["response_mask"]
-    logprobs, _ = response_logprobs(_loss.model, model_inputs(micro))
-    return -(logprobs * mask).sum() / mask.sum().clamp(min=1), {}
+def _loss(model):  # noqa: ANN001, ANN202
+    def loss(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        mask = micro["response_mask"]
+        logprobs, _ = response_logprobs(model, model_inputs(micro))
+        return -(logprobs * mask).sum() / mask.sum().clamp(min=1), {}
+
+    return loss
 
 
 def _step(model, micro_batch_size: int, sparse: bool) -> HFTrainer:
     trainer = HFTrainer(model, lr=1e-2, grad_clip=1.0)
     assert model.get_input_embeddings().sparse
     model.get_input_embeddings().sparse = sparse
-    _loss.model = model
     trainer.update(
         Batch(rollout_tensors(PROMPTS, RESPONSES, 0)),
-        loss_fn=_loss,
+        loss_fn=_loss(model),
         mini_batch_size=None,
         micro_batch_size=micro_batch_size,
     )
