@@ -136,7 +136,7 @@ def test_webshop_trains_two_steps(tmp_path, tiny_model) -> None:
 @pytest.mark.slow
 def test_a_dead_model_worker_mid_episode_restarts_from_the_checkpoint(tmp_path, tiny_model) -> None:
     fault = "kill-worker@generate:2+0.3"
-    run = _train("agentic-frozenlake", tmp_path, "--save-every", "1", fault=fault)
+    run = _train("agentic-frozenlake", tmp_path, "--save-every", "1", "warmup=null", fault=fault)
     events = (run / "events.log").read_text()
     assert "a worker died during step 2" in events and "retrying from step 2" in events
     _check_run(run, "frozenlake")
@@ -147,7 +147,8 @@ def test_an_update_is_skipped_when_no_group_has_spread(tmp_path, tiny_model) -> 
     small = [x for x in SMALL if not x.startswith("agentic.keep_top_groups")]
     result = roll(
         "train", "agentic-frozenlake", "--model", "tiny-random", "--steps", "1",
-        "--runs-dir", str(tmp_path), "--run-id", "t", *small, cwd=tmp_path, timeout=900,
+        "--runs-dir", str(tmp_path), "--run-id", "t", "warmup=null", *small, cwd=tmp_path,
+        timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "t"

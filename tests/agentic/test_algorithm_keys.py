@@ -368,7 +368,7 @@ def test_rloo_applies_its_kl_in_a_real_agentic_run(tmp_path: Path, tiny_model) -
         "algorithm.kl_horizon=10",
         "agentic.group_size=2", "agentic.groups_per_step=2", "agentic.val_episodes=2",
         "agentic.max_turns=2", "rollout.max_new_tokens=4", "train.micro_batch_size=4",
-        "train.lr=1e-3", cwd=tmp_path, timeout=900,
+        "train.lr=1e-3", "warmup=null", cwd=tmp_path, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "t"

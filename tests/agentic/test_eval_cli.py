@@ -25,7 +25,7 @@ def test_random_baseline_on_frozenlake() -> None:
     assert out["valid_action_rate"] == 1.0  # random legal moves always parse
     low, high = out["success_ci95"]
     assert 0.0 <= low <= out["success_rate"] <= high <= 1.0
-    assert 1.0 <= out["mean_steps"] <= 5.0  # agentic-frozenlake: max_turns 5
+    assert 1.0 <= out["mean_steps"] <= 10.0  # agentic-frozenlake: max_turns 10
     assert out == _eval("frozenlake", "--model", "random", "--n", "12", "--seed", "5")
 
 

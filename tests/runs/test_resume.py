@@ -210,6 +210,7 @@ AGENTIC_ARGS = [
     "agentic.val_episodes=2", "agentic.max_turns=3", "agentic.num_env_workers=2",
     "rollout.max_new_tokens=4", "train.micro_batch_size=2", "agentic.keep_top_groups=1.0",
     "train.lr=1e-3", "run.keep_last=5",  # keep step-1: the fast test resumes from it
+    "warmup=null",  # the recipe's warm-up (1600 expert episodes) is tested in tests/agentic
 ]  # fmt: skip
 
 
