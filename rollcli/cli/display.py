@@ -100,6 +100,10 @@ class RichDisplay:
             self.live.transient = self.step_task is None
             self.gen.update(self.gen_task, description="done", completed=1, total=1)
             self.live.stop()
+            if not self.live.transient and not self.console.is_terminal:
+                # rich ends a file's last frame without a newline; what is printed next (the
+                # next run's header, the summary) starts its own line
+                self.console.line()
             self.live = None
 
 

@@ -25,3 +25,17 @@ def test_step_time_leaves_out_the_steps_validation() -> None:
     assert " 20.8 s/step" in display.status.plain  # not 120.8
     assert "val acc 0.250 [0.200, 0.300]" in display.status.plain
     assert "step 2: validation accuracy 0.250 (95% CI 0.200-0.300, n=256)" in out.getvalue()
+
+
+def test_a_second_run_on_the_display_starts_on_its_own_line_in_a_file() -> None:
+    # a recipe's warm-up, then its RL run; output to a file (no terminal) must not glue the
+    # warm-up's last status line to the RL run's header
+    display, out = _display()
+    display.start(run_id="warmup", run_dir="runs/r/warmup", total_steps=1, start_step=0, engine="hf")
+    display.step_done(1, {"time/step_s": 42.7})
+    display.close()
+    display.start(run_id="r", run_dir="runs/r", total_steps=1, start_step=0, engine="hf")
+    display.close()
+    lines = out.getvalue().splitlines()
+    assert "  42.7 s/step" in lines
+    assert "roll run r → runs/r  (engine: hf)" in lines
