@@ -31,7 +31,9 @@ def test_a_second_run_on_the_display_starts_on_its_own_line_in_a_file() -> None:
     # a recipe's warm-up, then its RL run; output to a file (no terminal) must not glue the
     # warm-up's last status line to the RL run's header
     display, out = _display()
-    display.start(run_id="warmup", run_dir="runs/r/warmup", total_steps=1, start_step=0, engine="hf")
+    display.start(
+        run_id="warmup", run_dir="runs/r/warmup", total_steps=1, start_step=0, engine="hf"
+    )
     display.step_done(1, {"time/step_s": 42.7})
     display.close()
     display.start(run_id="r", run_dir="runs/r", total_steps=1, start_step=0, engine="hf")
