@@ -35,6 +35,7 @@ from rollcli.envs.webshop.actions import parse_webshop_action
 from rollcli.envs.webshop.catalog import Catalogue, Goal
 from rollcli.envs.webshop.generator import generate_catalogue
 from rollcli.envs.webshop.loader import load_webshop
+from rollcli.envs.webshop.oracle import OracleAgent
 from rollcli.envs.webshop.pages import (
     BACK_TO_SEARCH,
     BUY_NOW,
@@ -226,6 +227,12 @@ class WebShopEnv(gym.Env):
 
     def get_state_key(self) -> str:
         return f"{self.goal_index}|{self.state.key()}"
+
+    def expert_action(self) -> str:
+        """The oracle's next action (`OracleAgent`: it reads the goal, then searches, opens
+        the best-matching result, picks the goal's options and buys), for `roll data
+        episodes --policy expert` and an agentic recipe's warm-up."""
+        return OracleAgent().action(self)
 
     # ---- page transitions -----------------------------------------------------------------
 

@@ -68,28 +68,32 @@ class OracleAgent:
         self.rank_by_reward = rank_by_reward
 
     def __call__(self, env: WebShopEnv) -> str:
+        return f"<answer>{self.action(env)}</answer>"
+
+    def action(self, env: WebShopEnv) -> str:
+        """The next action, bare (``search[...]`` or ``click[...]``)."""
         state, goal = env.state, env.goal
         if state.kind == "search":
-            return f"<answer>search[{search_query(goal.instruction)}]</answer>"
+            return f"search[{search_query(goal.instruction)}]"
         if state.kind == "results":
             if not state.results:
-                return "<answer>click[back to search]</answer>"
+                return "click[back to search]"
             target = state.results[0]
             if self.rank_by_reward:
                 by_asin = env.catalogue.by_asin
                 scores = [expected_reward(by_asin[a], goal) for a in state.results]
                 target = state.results[max(range(len(scores)), key=lambda i: (scores[i], -i))]
             if target in page_results(state, env.per_page):
-                return f"<answer>click[{target.lower()}]</answer>"
-            return f"<answer>click[{NEXT_PAGE}]</answer>"
+                return f"click[{target.lower()}]"
+            return f"click[{NEXT_PAGE}]"
         if state.kind != "item":
-            return "<answer>click[< prev]</answer>"
+            return "click[< prev]"
         product = env.catalogue.by_asin[state.asin]
         chosen = state.chosen_options()
         for name, value in matching_options(product, goal).items():
             if chosen.get(name) != value:
-                return f"<answer>click[{value.lower()}]</answer>"
-        return f"<answer>click[{BUY_NOW}]</answer>"
+                return f"click[{value.lower()}]"
+        return f"click[{BUY_NOW}]"
 
 
 class RandomAgent:

@@ -435,6 +435,22 @@ PIPELINE_ENV_KEYS = {
 }
 
 
+def _check_env_factory(env: str) -> None:
+    """`agentic.env` given as ``"package.module:factory"`` names something importable."""
+    import importlib
+
+    module, _, attr = env.partition(":")
+    try:
+        found = importlib.import_module(module)
+    except ImportError as err:
+        raise ValueError(
+            f"agentic.env = {env!r}: cannot import {module!r} ({err}); "
+            "put its package on PYTHONPATH or install it"
+        ) from None
+    if not callable(getattr(found, attr, None)):
+        raise ValueError(f"agentic.env = {env!r}: module {module!r} has no factory {attr!r}")
+
+
 class AgenticConfig(Section):
     """Multi-turn agentic RL (`pipeline: agentic`): environments, episodes, advantages.
 
@@ -482,7 +498,9 @@ class AgenticConfig(Section):
         from rollcli.envs.registry import env_names
 
         names = env_names()
-        if self.env not in names:
+        if ":" in self.env:  # a user factory, "package.module:factory"
+            _check_env_factory(self.env)
+        elif self.env not in names:
             import difflib
 
             close = difflib.get_close_matches(self.env, names, n=1)

@@ -13,8 +13,9 @@ Two policies:
 
 - ``expert``: the env's `expert_action` each turn (FrozenLake: a first move of a shortest
   safe walk to the goal; Sokoban: the first move of a shortest solution, by breadth-first
-  search). On non-slippery ice and in generated Sokoban rooms every expert episode succeeds
-  within the recipe's turn limit if the shortest solution fits in it.
+  search; WebShop: the oracle's next action, which reads the goal). On non-slippery ice and
+  in generated Sokoban rooms every expert episode succeeds within the recipe's turn limit if
+  the shortest solution fits in it.
 - ``random``: a uniformly random legal move each turn (the format-only control: it teaches
   the answer format and flattens the prior over moves, not the task).
 

@@ -87,6 +87,21 @@ def test_expert_sokoban_episodes_solve_their_training_levels(tmp_path: Path) -> 
         assert layout_split(env.layout_key()) == "train"  # no validation level
 
 
+def test_expert_webshop_episodes_buy_what_the_goal_asks(tmp_path: Path) -> None:
+    # the oracle reads the goal, searches it, opens the best result, picks the options, buys
+    overrides = ("agentic.env_kwargs.num_products=200",)
+    rows = _episodes(tmp_path, "webshop", *overrides, "--n", "6")
+    assert len(rows) == 6
+    for row in rows:
+        expected, success = _replay("webshop", row, overrides)
+        assert row["messages"] == expected and success
+        replies = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+        assert (
+            replies[0].startswith("<answer>search[")
+            and replies[-1] == "<answer>click[buy now]</answer>"
+        )
+
+
 def test_random_episodes_take_legal_moves(tmp_path: Path) -> None:
     rows = _episodes(tmp_path, "frozenlake", "--policy", "random", "--n", "10")
     assert len(rows) == 10
@@ -95,10 +110,25 @@ def test_random_episodes_take_legal_moves(tmp_path: Path) -> None:
         assert row["messages"] == expected
 
 
+def test_an_env_without_an_expert_is_refused(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "no_expert_env.py").write_text(
+        "from rollcli.envs.frozenlake import FrozenLakeEnv\n\n\n"
+        "class NoExpert(FrozenLakeEnv):\n"
+        "    @property\n"
+        "    def expert_action(self):\n"
+        "        raise AttributeError('expert_action')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "x.jsonl"
+    args = ["frozenlake", "agentic.env=no_expert_env:NoExpert", "model=tiny-random"]
+    result = runner.invoke(app, ["data", "episodes", *args, "--out", str(out)])
+    assert result.exit_code == 2 and not out.exists()
+    assert "'no_expert_env:NoExpert' has no expert policy; use --policy random" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["webshop", "--policy", "expert"], "has no expert policy; use --policy random"),
         (["frozenlake", "--policy", "greedy"], "--policy 'greedy': choose one of expert, random"),
         (["frozenlake", "--seed", "999999", "--n", "5"], "seeds must stay below agentic.val_seed"),
         (["dpo"], "roll data episodes plays environments"),
