@@ -124,7 +124,7 @@ def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, 
 
 @pytest.mark.slow
 def test_sokoban_trains_two_steps(tmp_path, tiny_model) -> None:
-    _check_run(_train("agentic-sokoban", tmp_path), "sokoban")
+    _check_run(_train("agentic-sokoban", tmp_path, "warmup=null"), "sokoban")
 
 
 @pytest.mark.slow  # ~40 s; the pipeline runs by default in the frozenlake test, webshop's env in tests/webshop

@@ -16,8 +16,9 @@ from rollcli.workers.policy_loss_args import PolicyUpdateArgs
         ("rlvr-math", [], True),
         ("rlvr-math", ["train.shared_prefix=false"], False),
         ("rlvr-math", ["train.strategy=deepspeed"], True),
-        ("agentic-sokoban", [], False),
-        ("agentic-sokoban", ["train.shared_prefix=true"], True),
+        ("agentic-sokoban", [], True),
+        ("agentic-sokoban", ["train.shared_prefix=false"], False),
+        ("webshop", [], False),
     ],
 )
 def test_default_and_override_reach_the_update(recipe, overrides, expected) -> None:
