@@ -1,6 +1,7 @@
 """Multi-turn rollout speed with and without the hf engine's per-episode KV sessions.
 
-    .venv/bin/python bench/agentic_turns.py                       # smollm2-135m, 8 episodes per env
+    .venv/bin/python bench/agentic_turns.py                       # smollm2-135m, a recipe step per env
+    .venv/bin/python bench/agentic_turns.py --groups 2 --rounds 1  # 2 groups of 8 episodes per env
     .venv/bin/python bench/agentic_turns.py --model tiny-random --envs frozenlake --rounds 1
 
 Each env plays the first training step's episodes of its recipe (`agentic-frozenlake`,
@@ -8,8 +9,8 @@ Each env plays the first training step's episodes of its recipe (`agentic-frozen
 recipe's temperature with the same seed) through the pipeline's own scheduler
 (`play_episodes`), once with sessions (a turn prefills only its new tokens) and once
 without (every turn prefills the whole conversation), alternating within a round; each
-keeps its best round. The model is loaded and warmed up before any timing. `--compact`
-plays with the env's compact instructions (a shorter system prompt).
+keeps its best round. The model is loaded and warmed up before any timing. `--groups N`
+plays N groups (maps or rooms) instead of the recipe's `agentic.groups_per_step`.
 
 The last line is the speed-up of turns/s per env.
 """
@@ -35,10 +36,10 @@ from rollcli.workers.env_worker import EnvWorker
 RECIPES = {"frozenlake": "agentic-frozenlake", "sokoban": "agentic-sokoban"}
 
 
-def play(worker: ActorInferWorker, path: str, recipe: str, sessions: bool, compact: bool) -> dict:
-    """One step's episodes of `recipe`; the counts and the wall time."""
-    overrides = ["agentic.env_kwargs.compact_instructions=true"] if compact else []
-    cfg, _ = load_recipe(recipe, overrides)
+def play(worker: ActorInferWorker, path: str, recipe: str, sessions: bool, groups: int) -> dict:
+    """One step's episodes of `recipe` (`groups` groups of them, 0: the recipe's); the
+    counts and the wall time."""
+    cfg, _ = load_recipe(recipe, [f"agentic.groups_per_step={groups}"] if groups else [])
     ag, r = cfg.agentic, cfg.rollout
     hosts = [EnvWorker(ag.env, env_kwargs(ag)) for _ in range(ag.num_env_workers)]
     fmt = TurnFormat(worker.tokenizer, hosts[0].instructions(), ag.reply_prefix, ag.user_suffix)
@@ -67,7 +68,7 @@ def main() -> None:
     ap.add_argument("--envs", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--compact", action="store_true", help="the envs' compact instructions")
+    ap.add_argument("--groups", type=int, default=0, help="groups per env (0: the recipe's)")
     args = ap.parse_args()
 
     path = str(resolve_model(args.model))
@@ -83,7 +84,7 @@ def main() -> None:
         best: dict[bool, dict] = {}
         for _ in range(args.rounds):
             for sessions in (False, True):
-                run = play(worker, path, RECIPES[env], sessions, args.compact)
+                run = play(worker, path, RECIPES[env], sessions, args.groups)
                 print(f"{env} sessions={sessions}: {run}", file=sys.stderr, flush=True)
                 if sessions not in best or run["seconds"] < best[sessions]["seconds"]:
                     best[sessions] = run
