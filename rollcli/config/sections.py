@@ -436,18 +436,21 @@ PIPELINE_ENV_KEYS = {
 
 
 def _check_env_factory(env: str) -> None:
-    """`agentic.env` given as ``"package.module:factory"`` names something importable."""
-    import importlib
+    """`agentic.env` given as ``"package.module:factory"`` names something importable, as
+    the env workers will look it up (`env_factory`)."""
+    from rollcli.workers.env_worker import env_factory
 
     module, _, attr = env.partition(":")
     try:
-        found = importlib.import_module(module)
+        factory = env_factory(env)
     except ImportError as err:
         raise ValueError(
             f"agentic.env = {env!r}: cannot import {module!r} ({err}); "
             "put its package on PYTHONPATH or install it"
         ) from None
-    if not callable(getattr(found, attr, None)):
+    except AttributeError:
+        factory = None
+    if not callable(factory):
         raise ValueError(f"agentic.env = {env!r}: module {module!r} has no factory {attr!r}")
 
 
