@@ -166,6 +166,15 @@ class TrainConfig(Section):
     # backwards, with the same numbers (docs/performance.md); null: on for rlvr, else off
     shared_prefix: bool | None = None
 
+    @property
+    def micro_batching(self) -> dict[str, int | None]:
+        """How a worker splits a batch into forwards and backwards (the keyword arguments
+        of the sft and distill workers' steps and evaluations)."""
+        return {
+            "micro_batch_size": self.micro_batch_size,
+            "micro_batch_tokens": self.micro_batch_tokens,
+        }
+
     @model_validator(mode="after")
     def _shared_prefix_strategy(self) -> TrainConfig:
         if self.shared_prefix and self.strategy == "megatron":

@@ -21,4 +21,5 @@ class WarmupConfig(Section):
     steps: PositiveInt = 16  # sft optimizer steps
     batch_size: PositiveInt = 16  # conversations per step
     lr: PositiveFloat = 5.0e-5
-    micro_batch_size: PositiveInt = 4  # packed rows per forward / backward
+    # packed rows per forward / backward, at most `train.micro_batch_tokens` tokens in all
+    micro_batch_size: PositiveInt = 4

@@ -47,6 +47,30 @@ def trim_padding(batch: Batch) -> Batch:
     return Batch(tensors, dict(batch.fields), dict(batch.meta))
 
 
+def length_groups(
+    lengths: torch.Tensor, size: int, max_tokens: int | None = None, rows_per_item: int = 1
+) -> list[torch.Tensor]:
+    """Indices of items (rows, or pairs of `rows_per_item` rows) grouped by similar length:
+    ascending, at most `size` items a group and, given `max_tokens`, at most that many padded
+    tokens (rows x longest row); a single longer item still makes its own group.
+
+    >>> [g.tolist() for g in length_groups(torch.tensor([5, 1, 3, 9]), 3, max_tokens=10)]
+    [[1, 2], [0], [3]]
+    """
+    order = torch.argsort(lengths, stable=True)
+    groups: list[list[int]] = []
+    for i in order.tolist():  # ascending: the item added is the longest of its group
+        group = groups[-1] if groups else None
+        fits = group is not None and len(group) < size
+        if fits and max_tokens is not None:
+            fits = (len(group) + 1) * rows_per_item * int(lengths[i]) <= max_tokens
+        if fits:
+            group.append(i)
+        else:
+            groups.append([i])
+    return [torch.tensor(group, dtype=order.dtype) for group in groups]
+
+
 def length_sorted_micro_batches(
     batch: Batch, size: int, max_tokens: int | None = None
 ) -> list[tuple[torch.Tensor, Batch]]:
@@ -58,22 +82,8 @@ def length_sorted_micro_batches(
     Returns `(row_indices, micro_batch)` pairs; `row_indices` say where the rows came from.
     """
     lengths = batch["attention_mask"].sum(dim=1)
-    order = torch.argsort(lengths, stable=True)
-    groups: list[list[int]] = []
-    for i in order.tolist():  # ascending: the row added is the longest of its micro-batch
-        group = groups[-1] if groups else None
-        fits = group is not None and len(group) < size
-        if fits and max_tokens is not None:
-            fits = (len(group) + 1) * int(lengths[i]) <= max_tokens
-        if fits:
-            group.append(i)
-        else:
-            groups.append([i])
-    out = []
-    for group in groups:
-        idx = torch.tensor(group, dtype=order.dtype)
-        out.append((idx, trim_padding(batch.select(idx))))
-    return out
+    groups = length_groups(lengths, size, max_tokens)
+    return [(idx, trim_padding(batch.select(idx))) for idx in groups]
 
 
 def scatter_rows(

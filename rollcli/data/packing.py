@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from rollcli.data.batch import Batch
+from rollcli.data.micro_batch import length_groups
 
 Sample = tuple[list[int], list[int]]  # (token ids, loss mask)
 
@@ -89,16 +90,17 @@ def sequence_batch(samples: list[Sample], pad_id: int, capacity: int, packing: b
     return Batch(tensors, {}, {"targets": int(loss_mask.sum())})
 
 
-def sequence_micro_batches(batch: Batch, size: int) -> list[tuple[torch.Tensor, Batch]]:
-    """Micro-batches of `size` rows of similar length, each cut to its longest row.
+def sequence_micro_batches(
+    batch: Batch, size: int, max_tokens: int | None = None
+) -> list[tuple[torch.Tensor, Batch]]:
+    """Micro-batches of at most `size` rows of similar length (and, given `max_tokens`, at
+    most that many padded tokens), each cut to its longest row.
 
     Every tensor whose second dimension is the row width is cut. Returns
     `(row_indices, micro_batch)` pairs."""
     width = batch["input_ids"].shape[1]
-    order = torch.argsort(batch["length"], stable=True)
     out = []
-    for start in range(0, len(batch), size):
-        idx = order[start : start + size]
+    for idx in length_groups(batch["length"], size, max_tokens):
         micro = batch.select(idx)
         keep = int(micro["length"].max())
         for key, value in micro.tensors.items():

@@ -23,7 +23,7 @@ import torch
 
 from rollcli.data.batch import Batch
 from rollcli.data.chat import chat_segments, worked_answer
-from rollcli.data.micro_batch import trim_padding
+from rollcli.data.micro_batch import length_groups, trim_padding
 from rollcli.data.padding import rollout_tensors
 from rollcli.data.prompts import DataError, Prompt
 
@@ -173,14 +173,15 @@ def pair_batch(pairs: list[tuple[list[int], list[int], list[int]]], pad_id: int)
     return Batch(rollout_tensors(prompts, responses, pad_id))
 
 
-def pair_micro_batches(batch: Batch, size: int) -> list[tuple[torch.Tensor, Batch]]:
-    """Micro-batches of `size` pairs (both rows of a pair together, as the loss compares
-    them), pairs of similar length together, each trimmed of padding."""
+def pair_micro_batches(
+    batch: Batch, size: int, max_tokens: int | None = None
+) -> list[tuple[torch.Tensor, Batch]]:
+    """Micro-batches of at most `size` pairs (both rows of a pair together, as the loss
+    compares them; given `max_tokens`, at most that many padded tokens), pairs of similar
+    length together, each trimmed of padding."""
     lengths = batch["attention_mask"].sum(dim=1).view(-1, 2).amax(dim=1)
-    order = torch.argsort(lengths, stable=True)
     out = []
-    for start in range(0, len(order), size):
-        pairs = order[start : start + size]
+    for pairs in length_groups(lengths, size, max_tokens, rows_per_item=2):
         rows = torch.stack([2 * pairs, 2 * pairs + 1], dim=1).flatten()
         out.append((rows, trim_padding(batch.select(rows))))
     return out

@@ -94,6 +94,7 @@ class DistillPipeline:
             skew_alpha=d.skew_alpha,
             sft_weight=d.sft_weight,
             micro_batch_size=cfg.train.micro_batch_size,
+            micro_batch_tokens=cfg.train.micro_batch_tokens,
         )
         self.start_workers()
         self.run.log_event(
@@ -241,7 +242,7 @@ class DistillPipeline:
         # 2. one SFT step of the student on the teacher's answers
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        out = self.student.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)
+        out = self.student.call("sft_step", batch, **cfg.train.micro_batching)
         metrics = {
             "step": step,
             **{f"actor/{k}": v for k, v in out[0].items()},
@@ -273,8 +274,8 @@ class DistillPipeline:
         return sequence_batch(samples, self.pad_id, d.max_tokens, d.packing)
 
     def _teacher_logits(self, batch: Batch, top_k: int) -> list[dict]:
-        mb = self.cfg.train.micro_batch_size
-        return self.teacher.dispatch("teacher_logits", batch, micro_batch_size=mb, top_k=top_k)
+        micro = self.cfg.train.micro_batching
+        return self.teacher.dispatch("teacher_logits", batch, **micro, top_k=top_k)
 
     def validate(self) -> dict[str, float]:
         self.ctl.phase("validate")
@@ -286,9 +287,7 @@ class DistillPipeline:
         val = Batch(
             dict(self.val_batch.tensors), {"teacher": self.val_teacher}, self.val_batch.meta
         )
-        out = self.student.call(
-            "eval_distill", val, micro_batch_size=self.cfg.train.micro_batch_size
-        )[0]
+        out = self.student.call("eval_distill", val, **self.cfg.train.micro_batching)[0]
         metrics = {"val/kl": out["kl"], "val/loss": out["loss"]}
         if self.val_examples:
             metrics.update({f"val/{k}": v for k, v in self._accuracy(self.student).items()})
@@ -303,8 +302,8 @@ class DistillPipeline:
         if self.val_batch is None:  # the teacher's greedy held-out answers, once
             gens = self._teacher_answers(self.val_teacher_prompt_ids, 0.0, 0)
             self.val_batch = self._answer_batch(self.val_all, [g["text"] for g in gens])
-        mb = self.cfg.train.micro_batch_size
-        out = self.student.call("eval_loss", self.val_batch, micro_batch_size=mb)[0]
+        micro = self.cfg.train.micro_batching
+        out = self.student.call("eval_loss", self.val_batch, **micro)[0]
         metrics = {"val/loss": out["loss"]}
         if self.val_examples:
             metrics.update({f"val/{k}": v for k, v in self._accuracy(self.student).items()})
@@ -320,8 +319,8 @@ class DistillPipeline:
         and greedy accuracy."""
         metrics = {}
         if self.mode != "sequence":  # across tokenizers the teacher's NLL is not comparable
-            mb = self.cfg.train.micro_batch_size
-            out = self.teacher.call("eval_loss", self.val_batch, micro_batch_size=mb)[0]
+            micro = self.cfg.train.micro_batching
+            out = self.teacher.call("eval_loss", self.val_batch, **micro)[0]
             metrics["val/teacher_loss"] = out["loss"]
         if self.val_examples:
             metrics["val/teacher_accuracy"] = self._accuracy(self.teacher)["accuracy"]

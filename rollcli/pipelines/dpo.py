@@ -61,6 +61,7 @@ class DPOPipeline:
             beta=dpo.beta,
             label_smoothing=dpo.label_smoothing,
             micro_batch_size=cfg.train.micro_batch_size,
+            micro_batch_tokens=cfg.train.micro_batch_tokens,
         )
         self.start_workers()
         dropped = long_train + long_val
@@ -126,7 +127,13 @@ class DPOPipeline:
         method: str = "compute_logprobs",
     ) -> torch.Tensor:
         # micro_batch_size counts pairs; a pair is two rows
-        return cluster.dispatch(method, batch, micro_batch_size=2 * self.cfg.train.micro_batch_size)
+        train = self.cfg.train
+        return cluster.dispatch(
+            method,
+            batch,
+            micro_batch_size=2 * train.micro_batch_size,
+            max_tokens=train.micro_batch_tokens,
+        )
 
     def validate(self) -> dict[str, float]:
         dpo = self.cfg.dpo

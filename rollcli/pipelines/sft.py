@@ -85,7 +85,7 @@ class SFTPipeline:
         # 2. one optimizer step on the assistant tokens
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        out = self.actor.call("sft_step", batch, micro_batch_size=cfg.train.micro_batch_size)[0]
+        out = self.actor.call("sft_step", batch, **cfg.train.micro_batching)[0]
         real = int(batch["length"].sum())
         metrics = {
             "step": step,
@@ -107,9 +107,7 @@ class SFTPipeline:
         cfg = self.cfg
         self.ctl.phase("validate")
         t0 = time.perf_counter()
-        out = self.actor.call(
-            "eval_loss", self.val_batch, micro_batch_size=cfg.train.micro_batch_size
-        )[0]
+        out = self.actor.call("eval_loss", self.val_batch, **cfg.train.micro_batching)[0]
         metrics = {"val/loss": out["loss"], "val/perplexity": math.exp(min(out["loss"], 50.0))}
         if self.val_examples:
             r = cfg.rollout

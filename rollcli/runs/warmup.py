@@ -48,6 +48,7 @@ def warmup_recipe(cfg: AgenticRecipe, episodes: Path) -> SFTRecipe:
                 "steps": warmup.steps,
                 "lr": warmup.lr,
                 "micro_batch_size": warmup.micro_batch_size,
+                "micro_batch_tokens": cfg.train.micro_batch_tokens,
                 "strategy": cfg.train.strategy,
                 "gradient_checkpointing": cfg.train.gradient_checkpointing,
             },

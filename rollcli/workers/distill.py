@@ -7,6 +7,7 @@ their token ids, or `[n, V]` full logits when `top_k` is 0. Rows travel as a bat
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +31,7 @@ class DistillArgs:
     skew_alpha: float = 0.1
     sft_weight: float = 0.0
     micro_batch_size: int = 4
+    micro_batch_tokens: int | None = None
 
 
 class TeacherWorker:
@@ -40,11 +42,15 @@ class TeacherWorker:
 
     @torch.no_grad()
     def teacher_logits(
-        self, batch: Batch, micro_batch_size: int = 4, top_k: int = 0
+        self,
+        batch: Batch,
+        micro_batch_size: int = 4,
+        top_k: int = 0,
+        micro_batch_tokens: int | None = None,
     ) -> list[dict[str, torch.Tensor | None]]:
         """Per row: `{"logits": [n, k or V], "ids": [n, k] or None}` at its loss tokens."""
         rows: list[dict[str, torch.Tensor | None]] = [{}] * len(batch)
-        for idx, micro in sequence_micro_batches(batch, micro_batch_size):
+        for idx, micro in sequence_micro_batches(batch, micro_batch_size, micro_batch_tokens):
             logits, _ = target_logits(self.model, micro)
             if top_k:
                 values, ids = logits.topk(top_k, dim=-1)
@@ -56,10 +62,12 @@ class TeacherWorker:
         return rows
 
     @torch.no_grad()
-    def eval_loss(self, batch: Batch, micro_batch_size: int = 4) -> dict[str, float]:
+    def eval_loss(
+        self, batch: Batch, micro_batch_size: int = 4, micro_batch_tokens: int | None = None
+    ) -> dict[str, float]:
         from rollcli.workers.sft_train import sequence_nll
 
-        return sequence_nll(self.model, batch, micro_batch_size)
+        return sequence_nll(self.model, batch, micro_batch_size, micro_batch_tokens)
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
         return generate_texts(self.model, self.tokenizer, prompts, params)
@@ -81,7 +89,10 @@ class StudentWorker(SFTTrainWorker):
         over the batch's loss tokens (the teacher's logits in the `teacher` field)."""
         total = max(int(batch.meta["targets"]), 1)
         rows = len(batch)
-        n_micro = -(-rows // args.micro_batch_size)
+        micro_batches = functools.partial(
+            sequence_micro_batches, max_tokens=args.micro_batch_tokens
+        )
+        n_micro = len(micro_batches(batch, args.micro_batch_size))
 
         def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
             logits, labels = target_logits(self.model, micro)
@@ -114,16 +125,18 @@ class StudentWorker(SFTTrainWorker):
             loss_fn=loss_fn,
             mini_batch_size=None,
             micro_batch_size=args.micro_batch_size,
-            micro_batches=sequence_micro_batches,
+            micro_batches=micro_batches,
         )
 
     @torch.no_grad()
-    def eval_distill(self, batch: Batch, micro_batch_size: int = 4) -> dict[str, float]:
+    def eval_distill(
+        self, batch: Batch, micro_batch_size: int = 4, micro_batch_tokens: int | None = None
+    ) -> dict[str, float]:
         """Held-out `kl` (forward KL to the teacher's full distribution, temperature 1,
         the `teacher` field holding full logits) and `loss` (the student's NLL)."""
         self.model.eval()
         kl, nll, count = 0.0, 0.0, 0
-        for _, micro in sequence_micro_batches(batch, micro_batch_size):
+        for _, micro in sequence_micro_batches(batch, micro_batch_size, micro_batch_tokens):
             logits, labels = target_logits(self.model, micro)
             teacher, _ = _teacher_targets(micro)
             kl += float(token_divergence(logits, teacher, "forward_kl").sum())

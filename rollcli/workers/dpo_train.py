@@ -3,6 +3,7 @@ with the reference's log-probs in `ref_logprobs`)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,7 @@ class DPOArgs:
     beta: float = 0.1
     label_smoothing: float = 0.0
     micro_batch_size: int = 4  # pairs per forward / backward
+    micro_batch_tokens: int | None = None  # padded tokens per forward / backward
 
 
 def pair_scores(logprobs: torch.Tensor, mask: torch.Tensor, average: bool) -> torch.Tensor:
@@ -55,5 +57,5 @@ class DPOTrainWorker(ActorTrainWorker):
             loss_fn=loss_fn,
             mini_batch_size=None,
             micro_batch_size=args.micro_batch_size,
-            micro_batches=pair_micro_batches,
+            micro_batches=functools.partial(pair_micro_batches, max_tokens=args.micro_batch_tokens),
         )

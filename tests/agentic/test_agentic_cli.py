@@ -79,6 +79,8 @@ WARMUP = [
 
 
 def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_model) -> None:
+    from rollcli.config.loader import load_recipe
+
     run = _train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo", *WARMUP)
     _check_run(run, "frozenlake")
     # the warm-up: 6 expert episodes in the RL chat format, one sft step, RL from its checkpoint
@@ -90,6 +92,9 @@ def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, 
         1,
     ]
     assert json.loads((warm / "status.json").read_text())["status"] == "finished"
+    # the warm-up splits its rows by the RL recipe's token budget too
+    warm_cfg, _ = load_recipe(str(warm / "recipe.yaml"), [], saved_run=True)
+    assert warm_cfg.train.micro_batch_tokens == 4096 and warm_cfg.train.micro_batch_size == 4
     checkpoint = (warm / "checkpoints" / "step-1").resolve()
     events = (run / "events.log").read_text()
     assert f"warm-up done: RL starts from {checkpoint}" in events
@@ -97,7 +102,6 @@ def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, 
     from rich.console import Console
 
     from rollcli.cli.display import RichDisplay
-    from rollcli.config.loader import load_recipe
     from rollcli.runs.run_dir import RunDir
     from rollcli.runs.warmup import warm_up
 

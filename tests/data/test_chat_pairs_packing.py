@@ -108,6 +108,16 @@ def test_packing_keeps_samples_apart_and_masks_first_tokens() -> None:
     micro = sequence_micro_batches(unpacked, 2)
     assert [m["input_ids"].shape[1] for _, m in micro] == [3, 4]  # sorted, trimmed
     assert sorted(torch.cat([i for i, _ in micro]).tolist()) == [0, 1, 2]
+    # a token budget: rows x longest row at most 6, so the 3- and 4-token rows split
+    budget = sequence_micro_batches(unpacked, 2, max_tokens=6)
+    assert [i.tolist() for i, _ in budget] == [[1, 0], [2]]
+    assert [m["input_ids"].shape for _, m in budget] == [(2, 3), (1, 4)]
+    # one row over the budget still makes its own micro-batch
+    assert [i.tolist() for i, _ in sequence_micro_batches(unpacked, 3, max_tokens=2)] == [
+        [1],
+        [0],
+        [2],
+    ]
 
 
 def test_packed_rows_score_like_separate_rows(tiny_model, tokenizer) -> None:
@@ -172,6 +182,11 @@ def test_pairs_tokenize_into_adjacent_rows_and_micro_batches_keep_them_together(
     assert len(batch) == 4
     micro = pair_micro_batches(batch, 1)
     assert [idx.tolist() for idx, _ in micro] == [[0, 1], [2, 3]]
+    width = int(batch["attention_mask"].sum(dim=1).max())
+    # both pairs fit two at a time by count; a budget of one pair's padded tokens splits them
+    assert len(pair_micro_batches(batch, 2)) == 1
+    by_tokens = pair_micro_batches(batch, 2, max_tokens=2 * width)
+    assert [idx.tolist() for idx, _ in by_tokens] == [[0, 1], [2, 3]]
 
 
 def test_verifiable_pairs_have_a_correct_chosen_and_a_wrong_rejected_answer() -> None:

@@ -40,6 +40,28 @@ def test_sft_step_reports_the_exact_token_mean_and_lowers_it(tiny_model, seq_bat
     assert worker.eval_loss(seq_batch)["loss"] < before["loss"] - 0.5
 
 
+def test_sft_step_splits_by_tokens_with_the_same_update(tiny_model, seq_batch) -> None:
+    """`micro_batch_tokens` bounds a forward's padded tokens; the step is the same token
+    mean (the same loss and weights) as with whole-batch micro-batches."""
+    from rollcli.data.packing import sequence_micro_batches
+    from rollcli.workers.sft_train import SFTTrainWorker
+
+    width = int(seq_batch["length"].max())
+    assert len(seq_batch) >= 2 and len(sequence_micro_batches(seq_batch, 8, width)) >= 2
+    whole = SFTTrainWorker(str(tiny_model), lr=1e-2, num_threads=1)
+    split = SFTTrainWorker(str(tiny_model), lr=1e-2, num_threads=1)
+    a = whole.sft_step(seq_batch, micro_batch_size=8)
+    b = split.sft_step(seq_batch, micro_batch_size=8, micro_batch_tokens=width)
+    assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5)
+    for p, q in zip(whole.model.parameters(), split.model.parameters(), strict=True):
+        # Adam moves each weight by ~lr = 1e-2; a near-zero gradient's step is noise-sized
+        torch.testing.assert_close(p, q, rtol=0, atol=1e-4)
+    assert split.eval_loss(seq_batch, 8, width)["loss"] == pytest.approx(
+        whole.eval_loss(seq_batch, 8)["loss"], rel=1e-5
+    )
+
+
 def test_sft_worker_answers_prompts(tiny_model, tokenizer) -> None:
     from rollcli.strategies.hf_infer import SamplingParams
     from rollcli.workers.sft_train import SFTTrainWorker
