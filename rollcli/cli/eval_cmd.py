@@ -177,6 +177,7 @@ def _eval_env(cfg, source, models, n, seed, temperature, runs_dir) -> tuple[dict
         [{**r.summary(), "outcomes": r.rows()} for r in results],
         [[ep.success for ep in r.episodes] for r in results],
         models,
+        [[ep.episode_return for ep in r.episodes] for r in results],
     )
     texts = [_env_text(r.summary()) for r in results] + paired
     if len(results) == 1:
@@ -187,15 +188,19 @@ def _eval_env(cfg, source, models, n, seed, temperature, runs_dir) -> tuple[dict
 
 
 def _payload(
-    summaries: list[dict], outcomes: list[list[bool]], models: list[str]
+    summaries: list[dict],
+    outcomes: list[list[bool]],
+    models: list[str],
+    scores: list[list[float]] | None = None,
 ) -> tuple[dict, list[str]]:
-    """The JSON (one model: its summary and outcomes; two: both and the paired comparison)
-    and the paired table's text (none for one model)."""
+    """The JSON (one model: its summary and outcomes; two: both and the paired comparison,
+    of the episode returns too when `scores` are given) and the paired table's text (none
+    for one model)."""
     if len(summaries) == 1:
         return summaries[0], []
     from rollcli.evaluation.paired import paired_comparison, render_paired
 
-    paired = paired_comparison(outcomes[0], outcomes[1])
+    paired = paired_comparison(outcomes[0], outcomes[1], (scores[0], scores[1]) if scores else None)
     what = "episode seeds" if "episodes" in summaries[0] else "problems"
     text = render_paired(models[0], models[1], paired, what)
     return {"models": summaries, "paired": paired}, ["", text]

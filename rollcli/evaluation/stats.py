@@ -1,5 +1,7 @@
 """The statistics `roll eval` and validation report: a success rate's Wilson interval,
-the unbiased pass@k estimator, and the exact McNemar test for two models on the same items.
+the unbiased pass@k estimator, the exact McNemar test for two models on the same items, and
+for per-item scores (an episode's return) the paired mean difference with its interval and
+sign-flip test.
 
 Pure functions of counts, each with hand-checkable examples.
 """
@@ -66,3 +68,49 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
     return min(1.0, 2 * tail)
+
+
+def mean_difference_interval(diffs: list[float], z: float = 1.96) -> tuple[float, float]:
+    """The normal-approximation 95% interval of the mean of paired differences.
+
+    >>> # mean 2.5, sd sqrt(5 / 3), half-width 1.96 * sd / 2 = 1.2652
+    >>> [round(x, 4) for x in mean_difference_interval([1.0, 2.0, 3.0, 4.0])]
+    [1.2348, 3.7652]
+    """
+    n = len(diffs)
+    if n < 2:
+        raise ValueError(f"an interval of a mean difference needs 2 or more items, not {n}")
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    half = z * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def sign_flip_p(diffs: list[float], draws: int = 200_000, seed: int = 0) -> float:
+    """Two-sided p-value of "the mean paired difference is 0" by the paired randomisation
+    test: under the null each difference's sign is a fair coin. Exact (all `2^n` sign
+    patterns) for up to 16 non-zero differences, else Monte Carlo with `draws` seeded
+    draws and `p = (1 + hits) / (1 + draws)`.
+
+    >>> sign_flip_p([1.0, 2.0, 3.0])  # |sum| >= 6 only for +++ and ---: 2 of 8
+    0.25
+    >>> sign_flip_p([0.0, 0.0])  # no difference: no evidence either way
+    1.0
+    """
+    import numpy as np
+
+    d = np.array([x for x in diffs if x != 0.0], dtype=np.float64)
+    if len(d) == 0:
+        return 1.0
+    observed = abs(d.sum()) - 1e-12 * np.abs(d).sum()  # ties with the observed sum count
+    if len(d) <= 16:
+        signs = 1 - 2 * ((np.arange(2 ** len(d))[:, None] >> np.arange(len(d))) & 1)
+        return float((np.abs(signs @ d) >= observed).mean())
+    rng = np.random.default_rng(seed)
+    hits, left = 0, draws
+    while left:
+        chunk = min(left, 20_000)
+        signs = rng.integers(0, 2, size=(chunk, len(d))) * 2 - 1
+        hits += int((np.abs(signs @ d) >= observed).sum())
+        left -= chunk
+    return (1 + hits) / (1 + draws)

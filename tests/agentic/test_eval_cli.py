@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
 from rollcli.cli.eval_cmd import ENV_EPISODES
-from rollcli.evaluation.stats import mcnemar_exact, wilson_interval
+from rollcli.evaluation.stats import (
+    mcnemar_exact,
+    mean_difference_interval,
+    sign_flip_p,
+    wilson_interval,
+)
 
 runner = CliRunner()
 
@@ -73,6 +79,11 @@ def test_compare_pairs_two_models_on_the_same_seeds() -> None:
     paired = out["paired"]
     assert (paired["only_first"], paired["only_second"]) == (b, c)
     assert paired["p_value"] == mcnemar_exact(b, c)
+    # the episode returns, paired: the mean difference and the sign-flip test on them
+    diffs = [x["return"] - y["return"] for x, y in zip(first, second, strict=True)]
+    assert paired["score_difference"] == pytest.approx(sum(diffs) / 12)
+    assert paired["score_difference_ci95"] == pytest.approx(list(mean_difference_interval(diffs)))
+    assert paired["score_p_value"] == pytest.approx(sign_flip_p(diffs))
 
 
 def test_default_is_at_least_200_episodes_and_k_is_refused() -> None:

@@ -64,3 +64,21 @@ def test_wilson_interval_hand_computed() -> None:
     half = 1.96 * (0.0025 + 1.96**2 / 40000) ** 0.5 / (1 + 1.96**2 / 100)
     assert (low, high) == pytest.approx((0.5 - half, 0.5 + half), abs=1e-12)
     assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+
+
+def test_sign_flip_p_exact_and_monte_carlo() -> None:
+    from rollcli.evaluation.stats import sign_flip_p
+
+    # [3, -1, 2, 0.5]: |sum| = 4.5; of the 16 sign patterns, those with |sum| >= 4.5 are
+    # +3 +1 +2 (+-0.5): sums 6.5, 5.5 and their negatives, and +3 -1 +2 +0.5 = 4.5, negated:
+    # 6 patterns of 16
+    assert sign_flip_p([3.0, -1.0, 2.0, 0.5]) == pytest.approx(6 / 16)
+    assert sign_flip_p([0.0, 3.0, -1.0, 2.0, 0.5]) == pytest.approx(6 / 16)  # zeros drop out
+    # 20 equal differences: exactly 2 / 2^20; Monte Carlo finds (almost) none of them
+    p = sign_flip_p([1.0] * 20, draws=50_000)
+    assert 1 / 50_001 <= p <= 5 / 50_001
+    # a balanced sample: no evidence
+    assert sign_flip_p([1.0, -1.0] * 15, draws=20_000) == pytest.approx(1.0, abs=1e-4)
+    assert sign_flip_p([1.0] * 20, draws=50_000, seed=3) == sign_flip_p(
+        [1.0] * 20, draws=50_000, seed=3
+    )  # seeded
