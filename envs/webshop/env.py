@@ -101,6 +101,9 @@ class WebShopEnv(gym.Env):
         max_steps: actions per episode before truncation (reward 0).
         format_penalty: the reward of an invalid action (negative, as for every roll env).
         num_results, results_per_page: search results kept and shown per page (WebShop: 50, 10).
+        goal_by_seed: a seed picks goal ``seed % len(goals)`` instead of a random one, so
+            consecutive seeds walk the split's goals in order (an evaluation of up to
+            ``len(goals)`` episodes plays each goal once).
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -118,6 +121,7 @@ class WebShopEnv(gym.Env):
         format_penalty: float = -0.1,
         num_results: int = 50,
         results_per_page: int = 10,
+        goal_by_seed: bool = False,
     ) -> None:
         if catalogue is not None:
             self.catalogue, self.engine = catalogue, SearchEngine(catalogue.products)
@@ -134,6 +138,7 @@ class WebShopEnv(gym.Env):
         self.action_space = gym.spaces.Text(100_000, min_length=0)
         self.num_results = num_results
         self.per_page = results_per_page
+        self.goal_by_seed = goal_by_seed
         self.instructions = INSTRUCTIONS
         self._asin_by_lower = {p.asin.lower(): p.asin for p in self.catalogue.products}
         self.goal: Goal = self.goals[0]
@@ -154,6 +159,8 @@ class WebShopEnv(gym.Env):
             self.goal, self.goal_index = options["goal"], -1
         else:
             index = options.get("goal_index")
+            if index is None and self.goal_by_seed and seed is not None:
+                index = seed
             if index is None:
                 index = int(self.np_random.integers(len(self.goals)))
             self.goal_index = int(index) % len(self.goals)

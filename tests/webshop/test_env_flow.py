@@ -126,3 +126,23 @@ def test_reset_is_seeded_and_state_key_tracks_page(small_env):
 def test_unknown_split_names_choices():
     with pytest.raises(KeyError, match="validation"):
         WebShopEnv(num_products=50, split="dev")
+
+
+def test_goal_by_seed_walks_the_split_in_order():
+    env = WebShopEnv(num_products=200, split="validation", goal_by_seed=True)
+    n = len(env.goals)
+    seen = []
+    for seed in range(1_000_000, 1_000_000 + n):
+        env.reset(seed=seed)
+        seen.append(env.goal_index)
+    assert sorted(seen) == list(range(n))  # each validation goal once, no duplicates
+    assert seen[0] == 1_000_000 % n
+    env.reset(seed=1_000_000 + n)
+    assert env.goal_index == seen[0]  # then round again
+    # the default draws goals at random: the same seeds repeat some
+    plain = WebShopEnv(num_products=200, split="validation")
+    drawn = set()
+    for seed in range(1_000_000, 1_000_000 + n):
+        plain.reset(seed=seed)
+        drawn.add(plain.goal_index)
+    assert len(drawn) < n
