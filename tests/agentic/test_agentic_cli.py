@@ -133,7 +133,7 @@ def test_sokoban_trains_two_steps(tmp_path, tiny_model) -> None:
 
 @pytest.mark.slow  # ~40 s; the pipeline runs by default in the frozenlake test, webshop's env in tests/webshop
 def test_webshop_trains_two_steps(tmp_path, tiny_model) -> None:
-    run = _train("webshop", tmp_path, "agentic.env_kwargs.num_products=200")
+    run = _train("webshop", tmp_path, "agentic.env_kwargs.num_products=200", "warmup=null")
     _check_run(run, "webshop")
 
 
