@@ -27,7 +27,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("rollcli.runs.launch", "PipelineNotBuiltError"),
         ("rollcli.runs.launch", "RunNotFoundError"),
         ("rollcli.runs.faults", "FaultSpecError"),
-        ("rollcli.pipelines.reward_health", "RewardFailedError"),
+        ("rollcli.pipelines.rl.reward_health", "RewardFailedError"),
     ):
         mod = sys.modules.get(module)
         if mod is not None:

@@ -1,11 +1,12 @@
 """The `algorithm:` keys the agentic pipeline cannot apply, each with why (one place).
 
 The agentic pipeline computes advantages through rlvr's stage
-(`rollcli.pipelines.advantage_stage`) and updates the policy with the same worker and
+(`rollcli.pipelines.rl.advantages`) and updates the policy with the same worker and
 arguments, so every other key means the same as in rlvr (docs/agentic.md has the table).
-The refused ones need a part the agentic pipeline does not have: a critic (GAE), rlvr's
-prompt re-sampling (dynamic sampling), a single reply to shape by length (overlong), an
-async rollout to correct (truncated IS). A key that only tunes a feature that is off (lam
+The refused ones need a part the episode source does not have: rlvr's prompt re-sampling
+(dynamic sampling), a single reply to shape by length (overlong), an async rollout to correct
+(truncated IS). GAE trains a critic on the episode's model tokens (the environment's turns
+in between are masked, and GAE skips masked positions). A key that only tunes a feature that is off (lam
 without GAE, max_resample_rounds without dynamic sampling, ...) is refused for every
 pipeline by `AlgorithmConfig`, so no key is silently ignored. Pure: imports only the config.
 """
@@ -14,23 +15,16 @@ from __future__ import annotations
 
 from rollcli.config.algorithm import AlgorithmConfig
 
-AGENTIC_ESTIMATORS = ("grpo", "rloo", "reinforce", "reinforce_pp", "reinforce_pp_baseline")
-
 
 def agentic_algorithm_refusal(alg: AlgorithmConfig) -> str | None:
     """One line naming the first key of `alg` the agentic pipeline cannot apply, or None.
 
     >>> agentic_algorithm_refusal(AlgorithmConfig(name="rloo", advantage="rloo")) is None
     True
-    >>> agentic_algorithm_refusal(AlgorithmConfig(advantage="gae")).split(":")[0]
-    "algorithm.advantage = 'gae'"
+    >>> agentic_algorithm_refusal(AlgorithmConfig(dynamic_sampling=True)).split(":")[0]
+    'algorithm.dynamic_sampling'
     """
     preset = f" (set by algorithm.name = {alg.name})" if alg.name != "grpo" else ""
-    if alg.advantage not in AGENTIC_ESTIMATORS:
-        return (
-            f"algorithm.advantage = {alg.advantage!r}{preset}: GAE needs a critic, and the "
-            f"agentic pipeline trains none; use one of {', '.join(AGENTIC_ESTIMATORS)}"
-        )
     if alg.dynamic_sampling:
         return (
             f"algorithm.dynamic_sampling{preset}: re-sampling prompts whose group has one score "

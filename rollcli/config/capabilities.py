@@ -16,14 +16,14 @@ from collections.abc import Callable
 
 from rollcli.config.recipe import PIPELINES, RecipeConfig
 
-GPU_PIPELINES = ("rlvr",)  # the pipelines that may run with resources.gpus > 0
+GPU_PIPELINES = ("rlvr", "agentic")  # the pipelines that may run with resources.gpus > 0
 # train.strategy -> the pipelines it trains (megatron: none until the weight map exists)
 STRATEGY_PIPELINES: dict[str, tuple[str, ...]] = {
     "hf": PIPELINES,
-    "deepspeed": ("rlvr",),
+    "deepspeed": ("rlvr", "agentic"),
     "megatron": (),
 }
-DATA_PARALLEL_PIPELINES = ("rlvr",)  # train.num_workers > 1
+DATA_PARALLEL_PIPELINES = ("rlvr", "agentic")  # train.num_workers > 1
 ASYNC_PIPELINES = ("rlvr",)  # rollout.max_staleness > 0
 ENGINE_PIPELINES = ("rlvr", "agentic")  # those whose rollout.engine generates the rollouts
 GPU_ONLY_ENGINES = ("sglang",)
@@ -35,6 +35,11 @@ MEGATRON_REFUSAL = (
     "state and tensor-parallel layers are wired; no Hugging Face to megatron-core weight "
     "map): use train.strategy=hf or deepspeed"
 )
+
+
+def _the(pipelines: tuple[str, ...]) -> str:
+    """`the rlvr pipeline`, `the rlvr and agentic pipelines`."""
+    return f"the {' and '.join(pipelines)} pipeline" + ("s" if len(pipelines) > 1 else "")
 
 
 def capability_error(cfg: RecipeConfig) -> str | None:
@@ -76,7 +81,7 @@ def _gpus(cfg: RecipeConfig) -> str | None:
     if gpus and cfg.pipeline not in GPU_PIPELINES:
         return (
             f"--gpus {gpus}: the {cfg.pipeline} pipeline runs on CPU only in this build (GPU "
-            f"training is wired into the {', '.join(GPU_PIPELINES)} pipeline); run it with "
+            f"training is wired into {_the(GPU_PIPELINES)}); run it with "
             "--gpus 0"
         )
     return None
@@ -88,9 +93,8 @@ def _strategy(cfg: RecipeConfig) -> str | None:
         return None
     if strategy == "megatron":
         return MEGATRON_REFUSAL
-    where = ", ".join(STRATEGY_PIPELINES[strategy])
     return (
-        f"train.strategy {strategy!r} is wired into the {where} pipeline only; the "
+        f"train.strategy {strategy!r} is wired into {_the(STRATEGY_PIPELINES[strategy])} only; the "
         f"{cfg.pipeline} pipeline trains with train.strategy=hf"
     )
 
@@ -129,13 +133,15 @@ def _data_parallel(cfg: RecipeConfig) -> str | None:
         return None
     if cfg.pipeline not in DATA_PARALLEL_PIPELINES:
         return (
-            f"train.num_workers = {n}: data-parallel training is wired into the "
-            f"{', '.join(DATA_PARALLEL_PIPELINES)} pipeline only; the {cfg.pipeline} pipeline "
+            f"train.num_workers = {n}: data-parallel training is wired into "
+            f"{_the(DATA_PARALLEL_PIPELINES)} only; the {cfg.pipeline} pipeline "
             "trains with train.num_workers=1"
         )
-    batch = cfg.rollout.batch_size
+    where, batch = "rollout.batch_size", cfg.rollout.batch_size
+    if cfg.pipeline == "agentic":
+        where, batch = "agentic.group_size x agentic.groups_per_step", cfg.agentic.episodes_per_step
     for key, value in (
-        ("rollout.batch_size", batch),
+        (where, batch),
         ("train.mini_batch_size", cfg.train.mini_batch_size or batch),
     ):
         if value % n:
@@ -151,8 +157,8 @@ def _async_rollout(cfg: RecipeConfig) -> str | None:
     staleness = rollout.max_staleness if rollout is not None else 0
     if staleness and cfg.pipeline not in ASYNC_PIPELINES:
         return (
-            f"rollout.max_staleness = {staleness}: async rollout is wired into the "
-            f"{', '.join(ASYNC_PIPELINES)} pipeline only; the {cfg.pipeline} pipeline "
+            f"rollout.max_staleness = {staleness}: async rollout is wired into "
+            f"{_the(ASYNC_PIPELINES)} only; the {cfg.pipeline} pipeline "
             "generates with the current weights, so set rollout.max_staleness=0"
         )
     algorithm = getattr(cfg, "algorithm", None)

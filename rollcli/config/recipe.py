@@ -110,6 +110,7 @@ class _RLRecipe(_Recipe):
 
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)  # used by the gae estimator
 
     @property
     def needs_reference(self) -> bool:
@@ -125,7 +126,6 @@ class RLVRRecipe(_RLRecipe):
 
     pipeline: Literal["rlvr"]
     data: DataConfig = Field(default_factory=DataConfig)
-    critic: CriticConfig = Field(default_factory=CriticConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
 
     @model_validator(mode="after")

@@ -13,7 +13,6 @@ from typing import Any
 
 from rollcli.config.sections import AgenticConfig
 from rollcli.evaluation.stats import wilson_interval
-from rollcli.pipelines.agentic_metrics import episode_metrics
 from rollcli.pipelines.agentic_setup import (
     env_kwargs,
     limits,
@@ -21,6 +20,7 @@ from rollcli.pipelines.agentic_setup import (
     turn_cache_mib,
     val_specs,
 )
+from rollcli.pipelines.rl.episode_metrics import episode_metrics
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode
 from rollcli.rollout.episode_scheduler import (

@@ -8,11 +8,11 @@ from rollcli.pipelines.protocol import Pipeline
 
 # pipeline name -> "module:Class"
 PIPELINES = {
-    "rlvr": "rollcli.pipelines.rlvr:RLVRPipeline",
+    "rlvr": "rollcli.pipelines.rl.pipeline:RLPipeline",
     "sft": "rollcli.pipelines.sft:SFTPipeline",
     "dpo": "rollcli.pipelines.dpo:DPOPipeline",
     "distill": "rollcli.pipelines.distill:DistillPipeline",
-    "agentic": "rollcli.pipelines.agentic:AgenticPipeline",
+    "agentic": "rollcli.pipelines.rl.pipeline:RLPipeline",
 }
 
 

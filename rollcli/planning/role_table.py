@@ -11,7 +11,7 @@ train, a model behind an inference engine, a frozen model for forwards, or no mo
 | actor_train | all                        | always                                 | the pipeline's trainer |
 | actor_infer | rlvr, agentic              | always                                 | ActorInferWorker       |
 | reference   | rlvr, agentic, dpo         | KL on (dpo: always), without train.lora | ReferenceWorker       |
-| critic      | rlvr                       | a GAE estimator (agentic refuses GAE)  | CriticWorker           |
+| critic      | rlvr, agentic              | a GAE estimator                        | CriticWorker           |
 | teacher     | distill                    | always (the recipe's model)            | TeacherWorker          |
 | reward      | rlvr                       | always                                 | RewardWorker           |
 | env         | agentic                    | always                                 | EnvWorker              |

@@ -17,13 +17,17 @@ from rollcli.data.padding import rollout_tensors
 
 @dataclass
 class RolloutResult:
-    batch: Batch
-    rows: list[dict[str, Any]]
+    """A step's rollout from either source of the RL pipeline (prompts or episodes)."""
+
+    batch: Batch | None  # None: nothing worth training on (every group scored alike)
+    rows: list[dict[str, Any]]  # samples/step-N.jsonl
     metrics: dict[str, float]
+    summary: str | None = None  # a line the display shows under the step (episodes: env stats)
 
     def to_plain(self) -> dict[str, Any]:
         """Tensors and plain data only (a checkpoint loads it with `weights_only=True`)."""
         b = self.batch
+        assert b is not None, "only a rollout with a batch is saved"
         return {"tensors": b.tensors, "fields": b.fields, "meta": b.meta, "rows": self.rows,
                 "metrics": self.metrics}  # fmt: skip
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollcli.pipelines.agentic_batch import episodes_to_batch, first_action_token
+from rollcli.pipelines.rl.episode_batch import episodes_to_batch, first_action_token
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 

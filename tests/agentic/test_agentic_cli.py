@@ -166,3 +166,32 @@ def test_an_update_is_skipped_when_no_group_has_spread(tmp_path, tiny_model) -> 
     assert (
         "step 1: every group's episodes scored alike; no update" in (run / "events.log").read_text()
     )
+
+
+@pytest.mark.slow  # ~1.5 min: four model workers (two actor_train ranks, critic, engine)
+def test_two_data_parallel_ranks_and_a_critic_train_and_resume(tmp_path, tiny_model) -> None:
+    """What the agentic pipeline gains from sharing rlvr's step: data-parallel actor_train
+    ranks and a PPO-GAE critic on the episodes' model tokens, checkpointed and resumed."""
+    extra = ("--save-every", "1", "warmup=null", "train.num_workers=2", "algorithm.name=ppo")
+    run = _train("agentic-frozenlake", tmp_path, *extra)
+    _check_run(run, "frozenlake")
+    steps = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][1:]
+    for m in steps:
+        assert math.isfinite(m["critic/vf_loss"]) and m["critic/grad_norm"] > 0
+    import torch
+
+    ckpt = run / "checkpoints" / "step-2"
+    assert (ckpt / "critic.pt").is_file()
+    assert len(torch.load(ckpt / "rng.pt", weights_only=False)["actor_train"]) == 2
+    result = roll("resume", "t", "--runs-dir", str(tmp_path), "train.steps=3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run / "checkpoints" / "step-3" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow  # ~1.5 min
+def test_a_deepspeed_zero3_actor_trains_on_episodes(tmp_path, tiny_model) -> None:
+    pytest.importorskip("deepspeed")
+    extra = ("warmup=null", "train.strategy=deepspeed", "devices.actor_train.zero_stage=3")
+    run = _train("agentic-frozenlake", tmp_path, *extra)
+    _check_run(run, "frozenlake")
+    assert (run / "checkpoints" / "step-2" / "deepspeed" / "state").is_dir()

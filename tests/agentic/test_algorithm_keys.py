@@ -29,8 +29,12 @@ from rollcli.algorithms.kl import AdaptiveKLController
 from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import validate_recipe
-from rollcli.pipelines.advantage_stage import make_kl_controller
-from rollcli.pipelines.agentic_batch import DRIVER_FIELDS, add_agentic_advantages, episodes_to_batch
+from rollcli.pipelines.rl.advantages import make_kl_controller
+from rollcli.pipelines.rl.episode_batch import (
+    DRIVER_FIELDS,
+    add_agentic_advantages,
+    episodes_to_batch,
+)
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
@@ -316,9 +320,26 @@ def test_loss_agg_changes_the_agentic_loss(tiny_model, batch, loss_agg, pg_loss)
     assert out["pg_loss"] == pytest.approx(pg_loss, abs=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("lam", "want"),
+    [
+        (1.0, _flat([0.5, -0.5, 2.5, 0.5])),  # Monte-Carlo return - V on every model token
+        # one-step TD errors: 0 inside an episode (V - V), the return - V on its last model
+        # token; the env's turn between episode 0's replies is skipped, not a step of GAE
+        (0.0, [[0.0, 0.0, 0.0, 0.5], [0.0, -0.5], [0.0, 2.5], [0.0, 0.5]]),
+    ],
+)
+def test_gae_uses_the_critics_values_on_model_tokens(batch, lam, want) -> None:
+    """`advantage: gae` (the critic's estimator) on an agentic batch with values 0.5 on
+    every position: GAE by hand, gamma 1."""
+    batch.set("values", torch.full(batch["response_mask"].shape, 0.5))
+    got, _ = _advantages(batch, {"advantage": "gae", "lam": lam, "kl_coef": 0.0})
+    assert _close(got, want)
+    returns = batch["returns"][batch["response_mask"].bool()]
+    assert returns.tolist()[-1] == pytest.approx(1.0)  # R = A + V on the last model token
+
+
 REFUSED = [
-    ({"advantage": "gae"}, "algorithm.advantage = 'gae': GAE needs a critic"),
-    ({"name": "ppo"}, "algorithm.advantage = 'gae' (set by algorithm.name = ppo)"),
     ({"lam": 0.9}, "algorithm.lam = 0.9 is GAE's lambda"),
     ({"value_clip": 0.2}, "value_clip needs a critic"),
     ({"dynamic_sampling": True}, "algorithm.dynamic_sampling: re-sampling prompts"),
@@ -392,7 +413,7 @@ def test_doctests() -> None:
     import doctest
 
     from rollcli.config import agentic_algorithm
-    from rollcli.pipelines import agentic_batch
+    from rollcli.pipelines.rl import episode_batch as agentic_batch
 
     for module in (agentic_algorithm, agentic_batch):
         assert doctest.testmod(module).failed == 0, module.__name__

@@ -9,7 +9,7 @@ import torch
 from rollcli.algorithms.kl import FixedKLController
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.config.algorithm import AlgorithmConfig
-from rollcli.pipelines.agentic_batch import (
+from rollcli.pipelines.rl.episode_batch import (
     add_agentic_advantages,
     episodes_to_batch,
     keep_informative_groups,

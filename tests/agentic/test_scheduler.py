@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rollcli.envs.frozenlake import FrozenLakeEnv
-from rollcli.pipelines.agentic_batch import episodes_to_batch
-from rollcli.pipelines.agentic_metrics import episode_metrics
+from rollcli.pipelines.rl.episode_batch import episodes_to_batch
+from rollcli.pipelines.rl.episode_metrics import episode_metrics
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes, random_policy

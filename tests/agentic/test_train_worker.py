@@ -8,7 +8,11 @@ import torch
 
 from rollcli.algorithms.kl import FixedKLController
 from rollcli.config.algorithm import AlgorithmConfig
-from rollcli.pipelines.agentic_batch import DRIVER_FIELDS, add_agentic_advantages, episodes_to_batch
+from rollcli.pipelines.rl.episode_batch import (
+    DRIVER_FIELDS,
+    add_agentic_advantages,
+    episodes_to_batch,
+)
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.strategies.hf_model import response_logprobs

@@ -10,7 +10,7 @@ from rollcli.algorithms.kl import FixedKLController
 from rollcli.algorithms.token_rewards import token_rewards_from_scores
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.micro_batch import length_sorted_micro_batches
-from rollcli.pipelines.agentic_batch import add_agentic_advantages, episodes_to_batch
+from rollcli.pipelines.rl.episode_batch import add_agentic_advantages, episodes_to_batch
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 

@@ -48,12 +48,10 @@ STRATEGIES = ("hf", "deepspeed", "megatron")
 
 
 def _expected_refused(pipeline: str, gpus: int, strategy: str) -> bool:
-    """Worked out by hand from docs/gpu.md: GPUs and deepspeed are rlvr's, megatron no one's."""
-    return (
-        (gpus > 0 and pipeline != "rlvr")
-        or strategy == "megatron"
-        or (strategy == "deepspeed" and pipeline != "rlvr")
-    )
+    """Worked out by hand from docs/gpu.md: GPUs and deepspeed are the RL pipeline's (rlvr
+    and agentic), megatron no one's."""
+    rl = pipeline in ("rlvr", "agentic")
+    return (gpus > 0 and not rl) or strategy == "megatron" or (strategy == "deepspeed" and not rl)
 
 
 def _split(extra: list[str]) -> tuple[list[str], list[str], dict[str, str]]:
@@ -140,7 +138,7 @@ def test_dry_run_plan_and_train_give_the_same_verdict(
     [
         ("sft", [], 1, "--gpus 1: the sft pipeline runs on CPU only in this build"),
         ("rlvr-math", ["train.strategy=megatron"], 0, "megatron cannot train in this build"),
-        ("dpo", ["train.strategy=deepspeed"], 0, "wired into the rlvr pipeline only"),
+        ("dpo", ["train.strategy=deepspeed"], 0, "wired into the rlvr and agentic pipelines only"),
         (
             "rlvr-math-lora",
             ["train.strategy=deepspeed"],
@@ -159,7 +157,13 @@ def test_dry_run_plan_and_train_give_the_same_verdict(
             0,
             "devices.critic.offload_optimizer needs strategy deepspeed",
         ),
-        ("agentic-sokoban", ["train.num_workers=2"], 0, "data-parallel training is wired"),
+        ("sft", ["train.num_workers=2"], 0, "data-parallel training is wired"),
+        (
+            "agentic-sokoban",
+            ["train.num_workers=3"],
+            0,
+            "agentic.group_size x agentic.groups_per_step = 64 does not split evenly",
+        ),
         ("agentic-sokoban", ["rollout.max_staleness=1"], 0, "async rollout is wired into"),
         ("agentic-sokoban", ["algorithm.tis_cap=2.0"], 0, "remove algorithm.tis_cap"),
         ("sft", ["rollout.engine=vllm"], 0, "remove rollout.engine"),
@@ -178,6 +182,8 @@ def test_what_each_pipeline_can_do_is_accepted() -> None:
         ("rlvr-math", ["rollout.engine=sglang", "rollout.max_staleness=1"], 8),
         ("rlvr-math", ["train.num_workers=2", "rollout.max_staleness=1"], 0),
         ("agentic-sokoban", ["rollout.engine=vllm"], 0),
+        ("agentic-sokoban", ["train.num_workers=2", "algorithm.name=ppo"], 0),
+        ("agentic-frozenlake", ["train.strategy=deepspeed"], 1),
         ("distill", ["train.lora.r=8"], 0),
     ]:
         cfg, _ = load_recipe(recipe, overrides, {"resources.gpus": gpus})

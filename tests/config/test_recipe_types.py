@@ -24,7 +24,7 @@ COMMON = {"name", "pipeline", "description", "aliases", "model", "seed"}
 COMMON |= {"train", "resources", "devices", "run"}
 SECTIONS = {
     RLVRRecipe: {"algorithm", "rollout", "data", "critic", "reward"},
-    AgenticRecipe: {"algorithm", "rollout", "agentic", "warmup"},
+    AgenticRecipe: {"algorithm", "rollout", "critic", "agentic", "warmup"},
     DPORecipe: {"data", "dpo"},
     SFTRecipe: {"data", "sft", "rollout", "reward"},
     DistillRecipe: {"data", "distill", "rollout", "reward"},
@@ -59,7 +59,7 @@ def test_every_shipped_recipe_loads_as_its_pipelines_type(name: str, tmp_path) -
         ("dpo", "rollout.temperature=0.5", "rollout.* applies to the rlvr, agentic, sft and"),
         ("agentic-sokoban", "data.val_size=8", "unknown key 'data'"),
         ("agentic-sokoban", "reward.fn=math", "reward.* applies to the rlvr, sft and distill"),
-        ("sft", "critic.lr=1e-5", "critic.* applies to the rlvr pipeline"),
+        ("sft", "critic.lr=1e-5", "critic.* applies to the rlvr and agentic pipelines"),
     ],
 )
 def test_a_section_of_another_pipeline_is_an_unknown_key(recipe, override, expected) -> None:

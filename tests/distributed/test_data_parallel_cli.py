@@ -71,5 +71,5 @@ def test_data_parallel_is_refused_outside_rlvr() -> None:
     from rollcli.config.errors import ConfigError
     from rollcli.config.loader import load_recipe
 
-    with pytest.raises(ConfigError, match="rlvr pipeline only"):
+    with pytest.raises(ConfigError, match="rlvr and agentic pipelines only"):
         load_recipe("sft", ["train.num_workers=2"], {})

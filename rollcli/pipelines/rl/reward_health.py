@@ -30,7 +30,7 @@ def check_reward_errors(
     >>> check_reward_errors("my.mod:fn", [{"error": "TypeError: bad"}], 3, print)
     Traceback (most recent call last):
     ...
-    rollcli.pipelines.reward_health.RewardFailedError: reward 'my.mod:fn' failed on every sample at step 3 (1 samples): TypeError: bad
+    rollcli.pipelines.rl.reward_health.RewardFailedError: reward 'my.mod:fn' failed on every sample at step 3 (1 samples): TypeError: bad
     """
     errors = [str(row["error"]) for row in rows if row.get("error")]
     if not rows or not errors:

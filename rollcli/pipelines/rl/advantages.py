@@ -17,6 +17,8 @@ from rollcli.algorithms.normalization import RunningMeanStd, clip_abs
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
 
+STEP_ADVANTAGES = "step_advantages"  # a batch tensor `[B, T]` added to the advantages (GiGPO)
+
 
 def make_kl_controller(alg: AlgorithmConfig) -> FixedKLController | AdaptiveKLController:
     if alg.kl_controller == "adaptive":
@@ -51,13 +53,14 @@ def add_advantages(
     max_new_tokens: int,
     kl_ctl: FixedKLController | AdaptiveKLController,
     running: RunningMeanStd | None,
-    step_advantages: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Set `advantages` and `returns` on the batch; returns KL metrics.
 
-    Groups are `group_size` contiguous rows. `step_advantages` `[B, T]` is the agentic
-    pipeline's GiGPO step-level term, added before whitening and clipping (None: none).
+    Groups are `group_size` contiguous rows. A `STEP_ADVANTAGES` tensor in the batch (the
+    episode source's GiGPO step-level term) is taken out of it and added before whitening
+    and clipping.
     """
+    step_advantages = batch.tensors.pop(STEP_ADVANTAGES, None)
     mask = batch["response_mask"]
     if alg.mask_truncated:
         mask = mask * batch["finished"].float().unsqueeze(1)

@@ -8,8 +8,8 @@ on its last model token by the token-level estimators (StarPO's placement). Give
 tokenizer, `action_mask` is 1 on the first token of each reply's action (`first_action_token`):
 the actor takes the entropy bonus there and reports that token's entropy.
 
-Advantages go through `rollcli.pipelines.advantage_stage.add_advantages`, the stage rlvr
-uses, so every `algorithm:` key means the same here (the keys that cannot apply are refused
+Advantages go through `rollcli.pipelines.rl.advantages.add_advantages`, the stage rlvr
+uses too, so every `algorithm:` key means the same here (the keys that cannot apply are refused
 at load, `rollcli.config.agentic_algorithm`). The agentic inputs are explicit: a group is
 the episodes sharing an env seed (contiguous rows), and `agentic.mode: gigpo` adds the
 step-level term. An episode whose env crashed, or that never got a reply, is not trained
@@ -33,7 +33,7 @@ from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
 from rollcli.data.padding import pad_right, rollout_tensors
-from rollcli.pipelines.advantage_stage import add_advantages
+from rollcli.pipelines.rl.advantages import STEP_ADVANTAGES, add_advantages
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode
 
@@ -145,6 +145,17 @@ def gigpo_step_tokens(batch: Batch, step_gamma: float, norm_std: bool) -> torch.
     return turn_token_values(batch["turn_spans"], steps, batch["response_mask"].shape[1])
 
 
+def set_step_advantages(
+    batch: Batch, mode: str, step_weight: float, step_gamma: float, norm_std: bool
+) -> None:
+    """`mode="gigpo"`: set `STEP_ADVANTAGES`, `step_weight * A^S` on each turn's tokens, which
+    the advantage stage adds before whitening and clipping; `mode="starpo"`: nothing."""
+    if mode == "gigpo":
+        batch.set(STEP_ADVANTAGES, step_weight * gigpo_step_tokens(batch, step_gamma, norm_std))
+    elif mode != "starpo":
+        raise ValueError(f"agentic mode must be starpo or gigpo, not {mode!r}")
+
+
 def add_agentic_advantages(
     alg: AlgorithmConfig,
     batch: Batch,
@@ -156,18 +167,11 @@ def add_agentic_advantages(
     step_weight: float = 1.0,
     step_gamma: float = 0.95,
 ) -> dict[str, float]:
-    """Set `advantages` and `returns` on an agentic batch; returns the stage's KL metrics.
-
-    `mode="starpo"`: the estimator `alg.advantage` on the episode returns, groups being the
-    episodes of an env seed. `mode="gigpo"` adds `step_weight * A^S` on each turn's tokens
-    (before whitening and clipping). `max_new_tokens` is one reply's budget.
-    """
-    if mode == "gigpo":
-        step = step_weight * gigpo_step_tokens(batch, step_gamma, alg.norm_std)
-    elif mode == "starpo":
-        step = None
-    else:
-        raise ValueError(f"agentic mode must be starpo or gigpo, not {mode!r}")
+    """What an agentic step does to a batch between the rollout and the update, in one call:
+    the episode source's step term (`set_step_advantages`), then the pipeline's advantage
+    stage (`add_advantages`: the estimator `alg.advantage` on the episode returns, groups
+    being the episodes of an env seed). Returns the stage's KL metrics."""
+    set_step_advantages(batch, mode, step_weight, step_gamma, alg.norm_std)
     return add_advantages(
         alg,
         batch,
@@ -175,5 +179,4 @@ def add_agentic_advantages(
         max_new_tokens=max_new_tokens,
         kl_ctl=kl_ctl,
         running=running,
-        step_advantages=step,
     )

@@ -1,0 +1,178 @@
+"""The agentic rollout source: multi-turn episodes in text environments (StarPO / GiGPO).
+
+Step `n` plays `groups_per_step` groups of `group_size` episodes (a group shares an env
+seed) on the env workers against actor_infer, turns the finished episodes into one batch
+(`episode_batch.episodes_to_batch`), keeps the groups worth training on
+(`agentic.keep_top_groups`, StarPO-S) and, under `agentic.mode: gigpo`, adds GiGPO's
+step-level term for the advantage stage. Training seeds and sampling seeds are a function
+of the run seed and the step, and episodes are generated for in lockstep rounds
+(`play_episodes`), so a resumed run plays the uninterrupted run's episodes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rollcli.config.errors import ConfigError
+from rollcli.config.recipe import AgenticRecipe
+from rollcli.distributed.cluster import Cluster
+from rollcli.evaluation.stats import wilson_interval
+from rollcli.pipelines.agentic_setup import (
+    env_kwargs,
+    limits,
+    model_context,
+    train_specs,
+    turn_cache_mib,
+    val_specs,
+)
+from rollcli.pipelines.rl.episode_batch import (
+    DRIVER_FIELDS,
+    episodes_to_batch,
+    keep_informative_groups,
+    set_step_advantages,
+)
+from rollcli.pipelines.rl.episode_metrics import action_fractions, episode_metrics, summary_line
+from rollcli.pipelines.run_control import RunControl
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import Episode, EpisodeSpec
+from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
+from rollcli.rollout.result import RolloutResult
+from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.workers.env_worker import build_env, system_prompt
+
+
+class EpisodeSource:
+    flop_account = False  # env turns are forwarded but not counted as responses
+
+    def __init__(self, cfg: AgenticRecipe, ctl: RunControl, model_path: str, engine: str) -> None:
+        self.cfg = cfg
+        self.ctl = ctl
+        self.model_path = model_path
+        ag = cfg.agentic
+        self.group_size = ag.group_size
+        self.batch_size = ag.episodes_per_step
+        self.turn_cache_mib = turn_cache_mib(ag, engine)
+
+    def load(self, tokenizer: Any) -> None:
+        ag = self.cfg.agentic
+        self.ctl.ui.phase("building environments")
+        probe = _build_checked(ag.env, env_kwargs(ag))
+        _build_checked(ag.env, env_kwargs(ag, validation=True), "agentic.val_env_kwargs")
+        self.pad_id = tokenizer.pad_token_id
+        self.fmt = TurnFormat(tokenizer, system_prompt(probe), ag.reply_prefix, ag.user_suffix)
+        self.limits = limits(ag, self.cfg.rollout.max_new_tokens, model_context(self.model_path))
+
+    def describe(self) -> str:
+        ag = self.cfg.agentic
+        return (
+            f"env {ag.env} ({ag.num_env_workers} env workers), mode {ag.mode}, "
+            f"{ag.groups_per_step} groups x {ag.group_size} episodes per step, "
+            f"{ag.val_episodes} validation episodes"
+        )
+
+    def attach(self, clusters: Any, version: int) -> None:
+        self.infer = clusters.actor_infer
+        self.envs, self.val_envs = clusters["env"], clusters["env_val"]
+
+    def synced(self, version: int) -> None:
+        pass  # episodes are played on the current weights
+
+    # ---- the rollout -------------------------------------------------------------------
+    def rollout(self, step: int) -> RolloutResult:
+        """Play the step's episodes → the batch of the groups worth training on (None: no
+        group's episodes differ in return), with GiGPO's step term under `mode: gigpo`."""
+        cfg, ag = self.cfg, self.cfg.agentic
+        self.ctl.phase("generate")
+        self.ctl.ui.phase(f"playing {ag.episodes_per_step} {ag.env} episodes")
+        t0 = time.perf_counter()
+        episodes, sched = self.play(train_specs(ag, cfg.seed, step), self.envs, self.sampling(step))
+        metrics: dict[str, Any] = {"time/rollout_s": time.perf_counter() - t0}
+        metrics.update(episode_metrics(episodes, "env"))
+        metrics["reward/mean"] = metrics["env/return_mean"]
+        metrics.update({f"rollout/{k}": v for k, v in sched.items()})
+        metrics.update(action_fractions(episodes))
+        batch = episodes_to_batch(episodes, self.pad_id, self.fmt)
+        model_tokens = batch["response_mask"].sum(dim=1)
+        metrics["response_length/mean"] = float(model_tokens.mean())
+        metrics["rollout/context_tokens_mean"] = float(
+            batch["attention_mask"].sum(1).float().mean()
+        )
+        metrics["rollout/tokens_per_s"] = float(model_tokens.sum()) / max(
+            metrics["time/rollout_s"], 1e-9
+        )
+        batch, kept = keep_informative_groups(batch, ag.keep_top_groups)
+        metrics.update(kept)
+        trained = set(batch["group"]) if batch is not None else set()
+        rows = [ep.record(ag.env) | {"trained": ep.spec.group in trained} for ep in episodes]
+        if batch is None:
+            self.ctl.run.log_event(f"step {step}: every group's episodes scored alike; no update")
+        else:
+            set_step_advantages(
+                batch, ag.mode, ag.step_advantage_weight, ag.step_gamma, cfg.algorithm.norm_std
+            )
+            for key in DRIVER_FIELDS:
+                batch.fields.pop(key)  # the source's; the trainer needs none of them
+        return RolloutResult(batch, rows, metrics, summary=summary_line(metrics, "env"))
+
+    def play(
+        self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams
+    ) -> tuple[list[Episode], dict[str, float]]:
+        return play_episodes(
+            envs.workers,
+            ModelPolicy(self.infer.workers, params, sessions=self.turn_cache_mib > 0),
+            specs,
+            self.fmt,
+            self.limits,
+            on_progress=self.ctl.ui.generation,
+        )
+
+    def sampling(self, step: int) -> SamplingParams:
+        r = self.cfg.rollout
+        return SamplingParams(
+            n=1,
+            max_new_tokens=r.max_new_tokens,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            top_k=r.top_k,
+            seed=self.cfg.seed * 100_003 + step,
+        )
+
+    # ---- validation --------------------------------------------------------------------
+    def validate(self) -> dict[str, float]:
+        """Greedy episodes on the validation seeds (the same ones every time)."""
+        ag = self.cfg.agentic
+        t0 = time.perf_counter()
+        params = SamplingParams(
+            n=1, max_new_tokens=self.cfg.rollout.max_new_tokens, temperature=0.0
+        )
+        episodes, _ = self.play(val_specs(ag.val_seed, ag.val_episodes), self.val_envs, params)
+        metrics = episode_metrics(episodes, "val")
+        metrics["val/accuracy"] = metrics["val/success_rate"]  # what the display and summary show
+        low, high = wilson_interval(sum(ep.success for ep in episodes), len(episodes))
+        metrics.update({"val/accuracy_ci_low": low, "val/accuracy_ci_high": high})
+        metrics["val/n"] = float(len(episodes))
+        metrics["time/validate_s"] = time.perf_counter() - t0
+        self.ctl.run.log_event(
+            f"validation: {summary_line(metrics, 'val')} on {len(episodes)} {ag.env} episodes (greedy)"
+        )
+        return metrics
+
+    # ---- checkpoints: the episodes of a step are a function of the seed and the step ----
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def files(self) -> dict[str, Any] | None:
+        return None
+
+    def load_state_dict(self, state: dict[str, Any] | None, checkpoint: Path | None) -> None:
+        pass
+
+
+def _build_checked(env: str, kwargs: dict[str, Any], where: str = "agentic.env_kwargs") -> Any:
+    """Build the env once on the driver, so bad kwargs fail before any worker starts."""
+    try:
+        return build_env(env, kwargs)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ConfigError(f"{where}: environment {env!r} rejects {kwargs}: {exc}") from exc

@@ -1,0 +1,311 @@
+"""The RL pipeline, `pipeline: rlvr` and `pipeline: agentic`: one readable step.
+
+rollout (the source's: prompts + rule rewards, or episodes in environments) → reference /
+old log-probs / values → advantages → train actor (and critic) → sync weights (→ FLOP
+account); the driver loop (`driver.drive`) validates, logs and checkpoints.
+
+The two sources (`prompts.PromptSource`, `episodes.EpisodeSource`) hand the step the same
+`RolloutResult`; everything after it is this module's, so every `algorithm:` key, the
+critic, data-parallel training, GPU placement and exact resume mean the same for both.
+
+`restore` loads a checkpoint into fresh workers and the driver (resume, and recovery when a
+worker dies); everything a later step depends on is in the checkpoint, so a resumed run
+repeats the uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rollcli.algorithms.normalization import RunningMeanStd
+from rollcli.config.recipe import RecipeConfig
+from rollcli.data.batch import Batch
+from rollcli.distributed import data_parallel, weight_sync
+from rollcli.pipelines.protocol import StepResult
+from rollcli.pipelines.rl.advantages import add_advantages, make_kl_controller
+from rollcli.pipelines.rl.source import RolloutSource
+from rollcli.pipelines.run_control import RunControl
+from rollcli.pipelines.workers_setup import Placement, build_clusters
+from rollcli.planning.role_table import names, roles_for
+from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.strategies.infer_engines import resolve_engine
+from rollcli.tracking.step_perf import RLStepWork, RunPerf, rollout_groups
+from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+
+
+def make_source(cfg: RecipeConfig, ctl: RunControl, model_path: str, engine: str) -> RolloutSource:
+    if cfg.pipeline == "agentic":
+        from rollcli.pipelines.rl.episodes import EpisodeSource
+
+        return EpisodeSource(cfg, ctl, model_path, engine)
+    from rollcli.pipelines.rl.prompts import PromptSource
+
+    return PromptSource(cfg, ctl)
+
+
+class RLPipeline:
+    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
+        self.cfg = cfg
+        self.ctl = ctl
+        self.run = ctl.run
+        self.ui = ctl.ui
+        self.model_path = model_path
+        self.clusters = None
+        self.placement: Placement | None = None  # the run's plan and where workers go
+        # the engine sleeps while training runs on the GPU it shares (set by the plan)
+        self.engine_sleeps = False
+        self.engine = resolve_engine(cfg.rollout.engine)
+        self.source = make_source(cfg, ctl, model_path, self.engine)
+
+    # ---- setup -----------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg, alg = self.cfg, self.cfg.algorithm
+        self.source.load(load_tokenizer(self.model_path))
+        self._fresh_driver_state()
+        self.start_workers()
+        self.update_args = replace(PolicyUpdateArgs.from_recipe(cfg), tis_cap=alg.tis_cap)
+        on_policy = alg.ppo_epochs == 1 and cfg.train.mini_batch_size in (
+            None,
+            self.source.batch_size,
+        )
+        # KL in the reward compares the sampling policy with the reference
+        self.needs_old_logprobs = not on_policy or (cfg.needs_reference and alg.kl_in == "reward")
+        threads = max(w.threads or 1 for w in self.placement.plan.workers)
+        self.perf = None
+        if self.source.flop_account:
+            self.perf = RunPerf.start(
+                self.run, self.model_path, cfg.run.peak_flops, self.clusters.actor_train
+            )
+            if cfg.resources.gpus > 0:
+                train_gpus = self.clusters.actor_train.world_size
+                self.perf.devices = {
+                    "generate": self.clusters.actor_infer.world_size,
+                    "forward": train_gpus,
+                    "train": train_gpus,
+                }
+            self.work = RLStepWork(
+                reference=cfg.reference_role in ("reference", "actor_train"),
+                old_logprobs=self.needs_old_logprobs,
+                critic=cfg.needs_critic,
+                epochs=alg.ppo_epochs,
+                shared_prefix=self.update_args.shared_prefix,
+                lora=cfg.train.lora is not None,
+            )
+        self.run.log_event(
+            f"workers ready: engine={self.engine}, {threads} threads per colocated role, "
+            + self.source.describe()
+        )
+
+    def _fresh_driver_state(self) -> None:
+        alg = self.cfg.algorithm
+        self.kl_ctl = make_kl_controller(alg)
+        self.running = RunningMeanStd() if alg.norm_mode == "running" else None
+
+    def _place(self) -> None:
+        """The run's plan (the one `roll plan` prints and `roll train` checked), its worker
+        arguments and, on GPUs, its placement groups. Made again when workers restart."""
+        if self.placement is not None:
+            self.placement.remove()
+        self.placement = Placement.build(self.cfg)
+        infer = self.placement.args["actor_infer"]
+        self.engine = infer["engine"]
+        # the engine sleeps while training runs on the GPU it shares
+        self.engine_sleeps = bool((infer["engine_kwargs"] or {}).get("sleep_mode"))
+
+    def start_workers(self) -> None:
+        self.ui.phase("starting workers")
+        self._place()
+        self.clusters = build_clusters(
+            self.cfg, roles_for(self.cfg), self.placement, model_path=self.model_path
+        )
+        backend, address = weight_sync.link(self.clusters.actor_train, self.clusters.actor_infer)
+        where = " (placement from the run's GPU plan)" if self.placement.devices is not None else ""
+        self.run.log_event(f"weight sync over {backend} at {address}{where}")
+        if self.clusters.train_group:
+            self.run.log_event(f"data-parallel actor_train group at {self.clusters.train_group}")
+        if self.placement.spread is not None:
+            self.run.log_event(f"worker nodes: {self._worker_nodes()}")
+        self.ctl.started(self.clusters.all())
+        self.source.attach(self.clusters, version=self.ctl.current_step)
+
+    def _worker_nodes(self) -> str:
+        """`role: ip/id ...` for each heavy role's ranks (events.log: where the run went)."""
+        parts = []
+        for c in self.clusters.all():
+            if c.name in names("none"):  # no model: reward and env workers
+                continue
+            nodes = c.call("node")
+            parts.append(f"{c.name}: " + ", ".join(f"{n['ip']}/{n['id'][:8]}" for n in nodes))
+        return "; ".join(parts)
+
+    # ---- the step (the loop is driver.drive) ------------------------------------------
+    def baseline(self) -> dict[str, float]:
+        return self.validate()
+
+    def step(self, step: int) -> StepResult:
+        """1. rollout (the source's) → 2. reference / old log-probs / values → 3. advantages
+        → 4. update → 5. sync → 6. FLOP account; with nothing worth training on (every
+        group scored alike), no update: stages 2-6 are skipped."""
+        cfg = self.cfg
+        metrics: dict[str, Any] = {"step": step}
+
+        # 1. the rollout: scored samples (prompts) or played episodes
+        rollout = self.source.rollout(step)
+        metrics.update(rollout.metrics)
+        if rollout.batch is None:
+            return StepResult(metrics, rollout.rows, rollout.summary)
+        batch = self.even_batch(rollout.batch)
+
+        # 2. reference log-probs, old log-probs, values
+        if self.engine_sleeps:  # its GPU memory goes to the training roles until the sync
+            t0 = time.perf_counter()
+            self.clusters.actor_infer.call("sleep")
+            metrics["time/engine_sleep_s"] = time.perf_counter() - t0
+        self.ctl.phase("forward")
+        t0 = time.perf_counter()
+        self.forward(batch)
+        metrics["time/forward_s"] = time.perf_counter() - t0
+
+        # 3. advantages (driver, pure functions)
+        metrics.update(
+            add_advantages(
+                cfg.algorithm,
+                batch,
+                group_size=self.source.group_size,
+                max_new_tokens=cfg.rollout.max_new_tokens,
+                kl_ctl=self.kl_ctl,
+                running=self.running,
+            )
+        )
+
+        # 4. update the policy (and the critic)
+        self.ctl.phase("train")
+        t0 = time.perf_counter()
+        actor = self.train_actor(batch)
+        if "action_entropy" in actor:  # episodes: the sampling policy's, on the first action
+            metrics["agentic/first_action_entropy"] = actor.pop("action_entropy")
+        metrics.update({f"actor/{k}": v for k, v in actor.items()})
+        if self.clusters.critic is not None:
+            metrics.update({f"critic/{k}": v for k, v in self.train_critic(batch).items()})
+        metrics["time/train_s"] = time.perf_counter() - t0
+
+        # 5. send the new weights to the inference engine (after the requests already sent)
+        self.ctl.phase("sync")
+        if self.engine_sleeps:
+            t0 = time.perf_counter()
+            self.clusters.actor_infer.call("wake")
+            metrics["time/engine_wake_s"] = time.perf_counter() - t0
+        metrics["time/weight_sync_s"] = self.sync_weights(version=step)
+
+        # 6. the FLOP account: each phase's useful FLOPs over its time x the peak (perf/*)
+        if self.perf is not None:
+            flops = self.work.flops(self.perf.model, rollout_groups(batch))
+            metrics.update(self.perf.step_metrics(flops, metrics))
+        return StepResult(metrics, rollout.rows, rollout.summary)
+
+    # ---- pieces of a step ------------------------------------------------------------
+    def even_batch(self, batch: Batch) -> Batch:
+        """Data parallel: every rank gets the same number of rows (ZeRO-3's gathers are
+        collective), so a short batch (dynamic sampling, group filtering) drops its last
+        groups until its rows split evenly over the N ranks."""
+        n = self.clusters.actor_train.world_size
+        unit = math.lcm(n, self.source.group_size)
+        extra = len(batch) % unit
+        if n == 1 or not extra or extra == len(batch):
+            return batch
+        self.run.log_event(f"step: {extra} row(s) dropped to split the batch over {n} ranks")
+        return batch.slice(0, len(batch) - extra)
+
+    def forward(self, batch: Batch) -> None:
+        """`ref_logprobs`, `old_logprobs` and `values` on the batch, as the recipe needs."""
+        c = self.clusters
+        sizes = self.update_args.forward_sizes()
+        if c.reference is not None:
+            batch.set("ref_logprobs", c.reference.dispatch("compute_logprobs", batch, **sizes))
+        elif self.cfg.reference_role == "actor_train":  # LoRA: the policy, adapters off
+            batch.set(
+                "ref_logprobs", c.actor_train.dispatch("compute_ref_logprobs", batch, **sizes)
+            )
+        if self.needs_old_logprobs:
+            batch.set("old_logprobs", c.actor_train.dispatch("compute_logprobs", batch, **sizes))
+        if c.critic is not None:
+            batch.set(
+                "values",
+                c.critic.dispatch(
+                    "compute_values",
+                    batch,
+                    micro_batch_size=self.cfg.train.micro_batch_size,
+                    shared_prefix=self.update_args.shared_prefix,
+                ),
+            )
+
+    def train_actor(self, batch: Batch) -> dict[str, float]:
+        """The policy update; with N data-parallel ranks each gets its share of every
+        mini-batch (`data_parallel.shard_order`) and the metrics are averaged over ranks."""
+        train = self.clusters.actor_train
+        n = train.world_size
+        if n == 1:
+            return train.call("train_step", batch, self.update_args)[0]
+        order = data_parallel.shard_order(len(batch), self.update_args.mini_batch_size, n)
+        per_rank = train.dispatch("train_step", batch.select(order), args=self.update_args)
+        return data_parallel.mean_metrics(per_rank)
+
+    def train_critic(self, batch: Batch) -> dict[str, float]:
+        cfg = self.cfg
+        return self.clusters.critic.call(
+            "train_step",
+            batch,
+            value_clip=cfg.algorithm.value_clip,
+            micro_batch_size=cfg.train.micro_batch_size,
+            mini_batch_size=cfg.train.mini_batch_size,
+            epochs=cfg.algorithm.ppo_epochs,
+            shared_prefix=self.update_args.shared_prefix,
+        )[0]
+
+    def sync_weights(self, version: int) -> float:
+        """Send actor_train's weights (those after step `version`) to actor_infer."""
+        import ray
+
+        self.source.synced(version)
+        t0 = time.perf_counter()
+        refs = self.clusters.actor_train.call_async("broadcast_weights")
+        refs += self.clusters.actor_infer.call_async("receive_weights")
+        ray.get(refs)
+        return time.perf_counter() - t0
+
+    def validate(self) -> dict[str, float]:
+        self.ctl.phase("validate")
+        return self.source.validate()
+
+    # ---- checkpoints -------------------------------------------------------------------
+    def _stateful(self) -> list:
+        """The clusters whose state (optimizer, scheduler, ...) a checkpoint holds."""
+        return [c for c in (self.clusters.actor_train, self.clusters.critic) if c is not None]
+
+    def checkpoint(self, step: int) -> None:
+        state = {
+            **self.source.state_dict(),
+            "kl_controller": self.kl_ctl.state_dict(),
+            "running_norm": self.running.state_dict() if self.running else None,
+        }
+        files = self.source.files()
+        self.ctl.checkpoint(step, state, stateful=self._stateful(), driver_files=files)
+
+    def restore(self, checkpoint: Path | None) -> int:
+        """Load `checkpoint` (None: the start) into the freshly started workers and the
+        driver, rewind the run folder to it; returns its step."""
+        state = self.ctl.restore(checkpoint, stateful=self._stateful())
+        self._fresh_driver_state()
+        self.source.load_state_dict(state, checkpoint)
+        if state is None:
+            return 0
+        if "kl_controller" in state:  # older agentic checkpoints kept no driver state
+            self.kl_ctl.load_state_dict(state["kl_controller"])
+        if self.running is not None and state.get("running_norm") is not None:
+            self.running.load_state_dict(state["running_norm"])
+        self.sync_weights(version=int(state["step"]))
+        return int(state["step"])

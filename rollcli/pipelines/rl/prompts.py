@@ -1,0 +1,173 @@
+"""RLVR's rollout source: prompts → `group_size` sampled answers each → rule rewards.
+
+Generation and reward go through the prompt scheduler (`rollcli.rollout.prompt_scheduler`),
+with dynamic sampling. With `rollout.max_staleness = k > 0` the rollouts of the next k steps
+are already running while a step trains (async mode): they use weights up to k steps old,
+which the truncated importance weights (`algorithm.tis_cap`) correct for. A checkpoint
+holds the prompt sampler and the rollouts already started, finished, so a resumed run
+repeats the uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rollcli.config.recipe import RLVRRecipe
+from rollcli.data.prompts import Prompt
+from rollcli.data.sampler import PromptSampler
+from rollcli.evaluation.rlvr_eval import is_correct
+from rollcli.evaluation.stats import wilson_interval
+from rollcli.pipelines.rl.reward_health import check_reward_errors
+from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
+from rollcli.pipelines.run_control import RunControl
+from rollcli.rollout.prompt_scheduler import (
+    PendingRollout,
+    RolloutScheduler,
+    SchedulerOptions,
+    sample_fields,
+)
+from rollcli.rollout.result import RolloutResult
+from rollcli.runs.checkpoint import load_tensors_file
+from rollcli.strategies.hf_infer import SamplingParams
+
+AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
+
+
+class PromptSource:
+    flop_account = True
+
+    def __init__(self, cfg: RLVRRecipe, ctl: RunControl) -> None:
+        self.cfg = cfg
+        self.ctl = ctl
+        self.group_size = cfg.rollout.group_size
+        self.batch_size = cfg.rollout.batch_size
+        # async mode: rollouts started ahead of their step (step -> pending or finished)
+        self.ahead: dict[int, PendingRollout | RolloutResult] = {}
+
+    def load(self, tokenizer: Any) -> None:
+        cfg = self.cfg
+        self.ctl.ui.phase("loading data")
+        self.pad_id = tokenizer.pad_token_id
+        self.train_prompts, self.val_prompts = load_prompt_sets(cfg.data, cfg.seed)
+        self.train_ids = tokenize_prompts(tokenizer, self.train_prompts, cfg.data.max_prompt_tokens)
+        self.val_ids = tokenize_prompts(tokenizer, self.val_prompts, cfg.data.max_prompt_tokens)
+        self.sampler = PromptSampler(len(self.train_prompts), cfg.seed)
+        if cfg.rollout.max_staleness and cfg.algorithm.tis_cap is None:
+            self.ctl.run.log_event(
+                f"async rollout (rollout.max_staleness={cfg.rollout.max_staleness}) without "
+                "algorithm.tis_cap: samples from older weights are not reweighted"
+            )
+
+    def describe(self) -> str:
+        return f"{len(self.train_prompts)} train / {len(self.val_prompts)} validation prompts"
+
+    def attach(self, clusters: Any, version: int) -> None:
+        self.infer, self.reward = clusters.actor_infer, clusters.reward
+        self.scheduler = RolloutScheduler(self.infer, self.reward, self.pad_id, self.draw)
+        self.scheduler.version = version
+        self.ahead = {}  # rollouts of the workers just replaced are gone
+
+    def synced(self, version: int) -> None:
+        self.scheduler.version = version
+
+    # ---- the rollout -------------------------------------------------------------------
+    def draw(self, num_prompts: int) -> tuple[list[Prompt], list[list[int]]]:
+        """The next prompts from the seeded sampler (and their token ids)."""
+        indices = self.sampler.next_indices(num_prompts)
+        return [self.train_prompts[i] for i in indices], [self.train_ids[i] for i in indices]
+
+    def rollout(self, step: int) -> RolloutResult:
+        """The step's scored samples. Async mode: this step's rollout was started up to
+        `max_staleness` steps earlier; the rollouts of the steps after it are started now,
+        before this one trains."""
+        pending = self.ahead.pop(step, None) or self._start(step)
+        ahead = min(step + self.cfg.rollout.max_staleness, self.cfg.train.steps)
+        result = self._collect(pending)
+        for later in range(step + 1, ahead + 1):
+            if later not in self.ahead:
+                self.ahead[later] = self._start(later)
+        check_reward_errors(self.cfg.reward.fn, result.rows, step, self.ctl.run.log_event)
+        return result
+
+    def _start(self, step: int) -> PendingRollout:
+        cfg = self.cfg
+        return self.scheduler.start(
+            self.sampling(step),
+            SchedulerOptions(
+                group_size=cfg.rollout.group_size,
+                num_groups=cfg.rollout.prompts_per_step,
+                request_groups=cfg.rollout.request_groups,
+                dynamic_sampling=cfg.algorithm.dynamic_sampling,
+                oversample=cfg.rollout.oversample,
+                max_resample_rounds=cfg.algorithm.max_resample_rounds,
+            ),
+        )
+
+    def _collect(self, pending: PendingRollout | RolloutResult) -> RolloutResult:
+        if isinstance(pending, RolloutResult):  # finished earlier (restored from a checkpoint)
+            return pending
+        return pending.result(self.ctl.ui.generation, self.ctl.phase)
+
+    def sampling(self, step: int) -> SamplingParams:
+        r = self.cfg.rollout
+        return SamplingParams(
+            n=r.group_size,
+            max_new_tokens=r.max_new_tokens,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            top_k=r.top_k,
+            seed=self.cfg.seed * 100_003 + step,
+        )
+
+    # ---- validation --------------------------------------------------------------------
+    def validate(self) -> dict[str, float]:
+        from rollcli.rollout.generate import generate, score
+
+        r = self.cfg.rollout
+        params = SamplingParams(
+            n=1, max_new_tokens=r.val_max_new_tokens or r.max_new_tokens, temperature=0.0
+        )
+        t0 = time.perf_counter()
+        gens = generate(self.infer, self.val_ids, params, self.ctl.ui.generation)
+        samples = [
+            {**sample_fields(self.val_prompts[g.prompt_index]), "response": g.text} for g in gens
+        ]
+        results = score(self.reward, samples)
+        right = sum(is_correct(res) for res in results)
+        accuracy = right / len(results)
+        low, high = wilson_interval(right, len(results))
+        self.ctl.run.log_event(
+            f"validation: accuracy {accuracy:.3f} (95% CI {low:.3f}-{high:.3f}) on "
+            f"{len(results)} held-out prompts (greedy)"
+        )
+        return {
+            "val/accuracy": accuracy,
+            "val/accuracy_ci_low": low,
+            "val/accuracy_ci_high": high,
+            "val/n": float(len(results)),
+            "val/reward_mean": sum(res["score"] for res in results) / len(results),
+            "val/response_length": sum(len(g.token_ids) for g in gens) / len(gens),
+            "time/validate_s": time.perf_counter() - t0,
+        }
+
+    # ---- checkpoints -------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"sampler": self.sampler.state_dict()}
+
+    def files(self) -> dict[str, Any] | None:
+        """Async mode: the rollouts already started for later steps, finished now."""
+        self.ahead = {k: self._collect(v) for k, v in sorted(self.ahead.items())}
+        ahead = {step: result.to_plain() for step, result in self.ahead.items()}
+        return {AHEAD_FILE: ahead} if ahead else None
+
+    def load_state_dict(self, state: dict[str, Any] | None, checkpoint: Path | None) -> None:
+        self.sampler = PromptSampler(len(self.train_prompts), self.cfg.seed)
+        self.ahead = {}
+        if state is None or checkpoint is None:
+            return
+        self.sampler.load_state_dict(state["sampler"])
+        ahead = checkpoint / AHEAD_FILE
+        saved = load_tensors_file(ahead) if ahead.exists() else {}
+        self.ahead = {step: RolloutResult.from_plain(r) for step, r in saved.items()}
