@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollcli.config.recipe import DistillRecipe, SFTRecipe
 from rollcli.data.chat import ChatExample
 from rollcli.distributed.cluster import Cluster
 from rollcli.evaluation.stats import wilson_interval
@@ -45,3 +46,22 @@ def answer_accuracy(
         "n": float(len(results)),
         "response_length": sum(len(g["token_ids"]) for g in gens) / len(gens),
     }
+
+
+def recipe_accuracy(
+    cluster: Cluster,
+    cfg: SFTRecipe | DistillRecipe,
+    examples: list[ChatExample],
+    prompt_ids: list[list[int]],
+) -> dict[str, float]:
+    """`answer_accuracy` with the recipe's held-out generation budget and reward."""
+    r = cfg.rollout
+    return answer_accuracy(
+        cluster,
+        examples,
+        prompt_ids,
+        max_new_tokens=r.val_max_new_tokens or r.max_new_tokens,
+        reward_fn=cfg.reward.fn,
+        reward_options=cfg.reward.worker_options,
+        timeout_s=cfg.reward.timeout_s,
+    )

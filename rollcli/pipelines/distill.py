@@ -29,7 +29,7 @@ from rollcli.data.batch import Batch
 from rollcli.data.packing import response_sample, sequence_batch
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
-from rollcli.pipelines.answer_check import answer_accuracy
+from rollcli.pipelines.answer_check import recipe_accuracy
 from rollcli.pipelines.offline_data import (
     generation_prompts,
     load_chat_sets,
@@ -39,8 +39,7 @@ from rollcli.pipelines.offline_data import (
 )
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
-from rollcli.pipelines.workers_setup import Placement, build_clusters
-from rollcli.planning.role_table import roles_for
+from rollcli.pipelines.workers_setup import start_clusters
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.distill import DistillArgs
@@ -118,16 +117,10 @@ class DistillPipeline:
             raise ConfigError(f"distill.student_layers: {exc}") from None
 
     def start_workers(self) -> None:
-        self.ctl.ui.phase("starting workers")
-        clusters = build_clusters(
-            self.cfg,
-            roles_for(self.cfg),
-            Placement.build(self.cfg),
-            model_path=self.teacher_path,
-            student_path=self.student_path,
+        clusters = start_clusters(
+            self.cfg, self.ctl, model_path=self.teacher_path, student_path=self.student_path
         )
         self.student, self.teacher = clusters["actor_train"], clusters["teacher"]
-        self.ctl.started(clusters.all())
 
     # ---- the step (the loop is driver.drive) ------------------------------------------
     def baseline(self) -> dict[str, float]:
@@ -327,17 +320,7 @@ class DistillPipeline:
         return metrics
 
     def _accuracy(self, cluster: Cluster) -> dict[str, float]:
-        cfg = self.cfg
-        r = cfg.rollout
-        return answer_accuracy(
-            cluster,
-            self.val_examples,
-            self.val_prompt_ids,
-            max_new_tokens=r.val_max_new_tokens or r.max_new_tokens,
-            reward_fn=cfg.reward.fn,
-            reward_options=cfg.reward.worker_options,
-            timeout_s=cfg.reward.timeout_s,
-        )
+        return recipe_accuracy(cluster, self.cfg, self.val_examples, self.val_prompt_ids)
 
     # ---- checkpoints -----------------------------------------------------------------
     def checkpoint(self, step: int) -> None:

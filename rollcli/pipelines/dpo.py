@@ -28,8 +28,7 @@ from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
-from rollcli.pipelines.workers_setup import Placement, build_clusters
-from rollcli.planning.role_table import roles_for
+from rollcli.pipelines.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.dpo_train import DPOArgs, pair_scores
 
@@ -76,15 +75,11 @@ class DPOPipeline:
         )
 
     def start_workers(self) -> None:
-        self.ctl.ui.phase("starting workers")
-        clusters = build_clusters(
-            self.cfg, roles_for(self.cfg), Placement.build(self.cfg), model_path=self.model_path
-        )
+        clusters = start_clusters(self.cfg, self.ctl, model_path=self.model_path)
         self.actor = clusters["actor_train"]
         self.reference, self.ref_method = self.actor, "compute_ref_logprobs"  # LoRA: adapters off
         if clusters.reference is not None:
             self.reference, self.ref_method = clusters.reference, "compute_logprobs"
-        self.ctl.started(clusters.all())
 
     # ---- the step (the loop is driver.drive) ------------------------------------------
     def baseline(self) -> dict[str, float]:

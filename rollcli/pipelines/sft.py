@@ -17,12 +17,11 @@ from pathlib import Path
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.packing import sequence_batch
 from rollcli.data.sampler import PromptSampler
-from rollcli.pipelines.answer_check import answer_accuracy
+from rollcli.pipelines.answer_check import recipe_accuracy
 from rollcli.pipelines.offline_data import generation_prompts, load_chat_sets, tokenize_chats
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
-from rollcli.pipelines.workers_setup import Placement, build_clusters
-from rollcli.planning.role_table import roles_for
+from rollcli.pipelines.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.tracking.flops import train_factor
 from rollcli.tracking.step_perf import RunPerf
@@ -63,12 +62,7 @@ class SFTPipeline:
         )
 
     def start_workers(self) -> None:
-        self.ctl.ui.phase("starting workers")
-        clusters = build_clusters(
-            self.cfg, roles_for(self.cfg), Placement.build(self.cfg), model_path=self.model_path
-        )
-        self.actor = clusters["actor_train"]
-        self.ctl.started(clusters.all())
+        self.actor = start_clusters(self.cfg, self.ctl, model_path=self.model_path)["actor_train"]
 
     # ---- the step (the loop is driver.drive) ------------------------------------------
     def baseline(self) -> dict[str, float]:
@@ -110,16 +104,7 @@ class SFTPipeline:
         out = self.actor.call("eval_loss", self.val_batch, **cfg.train.micro_batching)[0]
         metrics = {"val/loss": out["loss"], "val/perplexity": math.exp(min(out["loss"], 50.0))}
         if self.val_examples:
-            r = cfg.rollout
-            acc = answer_accuracy(
-                self.actor,
-                self.val_examples,
-                self.val_prompt_ids,
-                max_new_tokens=r.val_max_new_tokens or r.max_new_tokens,
-                reward_fn=cfg.reward.fn,
-                reward_options=cfg.reward.worker_options,
-                timeout_s=cfg.reward.timeout_s,
-            )
+            acc = recipe_accuracy(self.actor, cfg, self.val_examples, self.val_prompt_ids)
             metrics.update({f"val/{k}": v for k, v in acc.items()})
         self.run.log_event(
             f"validation: loss {out['loss']:.4f} on {int(out['tokens'])} held-out assistant tokens"

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.pipelines.role_args import role_args
-from rollcli.planning.role_table import TABLE, Role, Workers
+from rollcli.planning.role_table import TABLE, Role, Workers, roles_for
 from rollcli.strategies.lora import LoraSpec
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
     from rollcli.distributed.placement import DevicePlacement, NodeSpread
+    from rollcli.pipelines.run_control import RunControl
     from rollcli.planning.planner import Plan
 
 
@@ -93,6 +94,19 @@ class BuildContext:
     model_path: str
     student_path: str | None
     sizes: dict[str, Workers]
+
+
+def start_clusters(
+    cfg: RecipeConfig, ctl: RunControl, *, model_path: str, student_path: str | None = None
+) -> Clusters:
+    """The offline pipelines' workers (sft, dpo, distill): every role of the recipe on the
+    run's plan, told to `ctl` (fault injection, checkpoints' RNG)."""
+    ctl.ui.phase("starting workers")
+    clusters = build_clusters(
+        cfg, roles_for(cfg), Placement.build(cfg), model_path=model_path, student_path=student_path
+    )
+    ctl.started(clusters.all())
+    return clusters
 
 
 def build_clusters(

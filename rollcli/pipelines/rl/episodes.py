@@ -34,6 +34,7 @@ from rollcli.pipelines.rl.episode_batch import (
     set_step_advantages,
 )
 from rollcli.pipelines.rl.episode_metrics import action_fractions, episode_metrics, summary_line
+from rollcli.pipelines.rl.source import step_sampling
 from rollcli.pipelines.run_control import RunControl
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
@@ -129,15 +130,7 @@ class EpisodeSource:
         )
 
     def sampling(self, step: int) -> SamplingParams:
-        r = self.cfg.rollout
-        return SamplingParams(
-            n=1,
-            max_new_tokens=r.max_new_tokens,
-            temperature=r.temperature,
-            top_p=r.top_p,
-            top_k=r.top_k,
-            seed=self.cfg.seed * 100_003 + step,
-        )
+        return step_sampling(self.cfg.rollout, self.cfg.seed, step, n=1)
 
     # ---- validation --------------------------------------------------------------------
     def validate(self) -> dict[str, float]:

@@ -20,6 +20,7 @@ from rollcli.data.sampler import PromptSampler
 from rollcli.evaluation.rlvr_eval import is_correct
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.rl.reward_health import check_reward_errors
+from rollcli.pipelines.rl.source import step_sampling
 from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
 from rollcli.pipelines.run_control import RunControl
 from rollcli.rollout.prompt_scheduler import (
@@ -111,15 +112,7 @@ class PromptSource:
         return pending.result(self.ctl.ui.generation, self.ctl.phase)
 
     def sampling(self, step: int) -> SamplingParams:
-        r = self.cfg.rollout
-        return SamplingParams(
-            n=r.group_size,
-            max_new_tokens=r.max_new_tokens,
-            temperature=r.temperature,
-            top_p=r.top_p,
-            top_k=r.top_k,
-            seed=self.cfg.seed * 100_003 + step,
-        )
+        return step_sampling(self.cfg.rollout, self.cfg.seed, step, n=self.group_size)
 
     # ---- validation --------------------------------------------------------------------
     def validate(self) -> dict[str, float]:

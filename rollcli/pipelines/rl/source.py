@@ -13,7 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from rollcli.config.sections import RolloutConfig
 from rollcli.rollout.result import RolloutResult
+from rollcli.strategies.hf_infer import SamplingParams
 
 
 class RolloutSource(Protocol):
@@ -45,3 +47,16 @@ class RolloutSource(Protocol):
 
     def load_state_dict(self, state: dict[str, Any] | None, checkpoint: Path | None) -> None:
         """Back to the start (None) or to a checkpoint's state and files."""
+
+
+def step_sampling(rollout: RolloutConfig, seed: int, step: int, n: int) -> SamplingParams:
+    """Step `step`'s sampling: `n` samples per request, seeded by the run seed and the step
+    (so a resumed run samples what the uninterrupted one did)."""
+    return SamplingParams(
+        n=n,
+        max_new_tokens=rollout.max_new_tokens,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        top_k=rollout.top_k,
+        seed=seed * 100_003 + step,
+    )
