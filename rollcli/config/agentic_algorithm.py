@@ -4,11 +4,12 @@ The agentic pipeline computes advantages through rlvr's stage
 (`rollcli.pipelines.rl.advantages`) and updates the policy with the same worker and
 arguments, so every other key means the same as in rlvr (docs/agentic.md has the table).
 The refused ones need a part the episode source does not have: rlvr's prompt re-sampling
-(dynamic sampling), a single reply to shape by length (overlong), an async rollout to correct
-(truncated IS). GAE trains a critic on the episode's model tokens (the environment's turns
-in between are masked, and GAE skips masked positions). A key that only tunes a feature that is off (lam
-without GAE, max_resample_rounds without dynamic sampling, ...) is refused for every
-pipeline by `AlgorithmConfig`, so no key is silently ignored. Pure: imports only the config.
+(dynamic sampling) and a single reply to shape by length (overlong). GAE trains a critic on
+the episode's model tokens (the environment's turns in between are masked, and GAE skips
+masked positions); `tis_cap` reweights episodes played ahead (`rollout.max_staleness`)
+against the sampler's log-probs. A key that only tunes a feature that is off (lam without
+GAE, max_resample_rounds without dynamic sampling, ...) is refused for every pipeline by
+`AlgorithmConfig`, so no key is silently ignored. Pure: imports only the config.
 """
 
 from __future__ import annotations
@@ -34,10 +35,5 @@ def agentic_algorithm_refusal(alg: AlgorithmConfig) -> str | None:
         return (
             f"algorithm.overlong_buffer{preset}: the overlong penalty shapes one reply against "
             "rollout.max_new_tokens, and an agentic episode is many replies; remove it"
-        )
-    if alg.tis_cap is not None:
-        return (
-            "algorithm.tis_cap corrects rlvr's async rollout (rollout.max_staleness); the "
-            "agentic pipeline plays on the current weights, so remove algorithm.tis_cap"
         )
     return None

@@ -24,7 +24,7 @@ STRATEGY_PIPELINES: dict[str, tuple[str, ...]] = {
     "megatron": (),
 }
 DATA_PARALLEL_PIPELINES = ("rlvr", "agentic")  # train.num_workers > 1
-ASYNC_PIPELINES = ("rlvr",)  # rollout.max_staleness > 0
+ASYNC_PIPELINES = ("rlvr", "agentic")  # rollout.max_staleness > 0
 ENGINE_PIPELINES = ("rlvr", "agentic")  # those whose rollout.engine generates the rollouts
 GPU_ONLY_ENGINES = ("sglang",)
 
@@ -160,12 +160,6 @@ def _async_rollout(cfg: RecipeConfig) -> str | None:
             f"rollout.max_staleness = {staleness}: async rollout is wired into "
             f"{_the(ASYNC_PIPELINES)} only; the {cfg.pipeline} pipeline "
             "generates with the current weights, so set rollout.max_staleness=0"
-        )
-    algorithm = getattr(cfg, "algorithm", None)
-    if cfg.pipeline == "agentic" and algorithm is not None and algorithm.tis_cap is not None:
-        return (
-            "algorithm.tis_cap corrects rlvr's async rollout (rollout.max_staleness); the "
-            "agentic pipeline plays on the current weights, so remove algorithm.tis_cap"
         )
     return None
 

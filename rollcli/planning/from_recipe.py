@@ -148,7 +148,7 @@ def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: b
 def _async(cfg: RecipeConfig, gpus: int) -> bool:
     """Rollout beside training: `devices.async_mode`, or async rollout on GPUs (on a CPU the
     roles share the cores and take turns, so no placement changes)."""
-    staleness = cfg.rollout.max_staleness if cfg.pipeline == "rlvr" else 0
+    staleness = cfg.rollout.max_staleness if cfg.pipeline in ("rlvr", "agentic") else 0
     return cfg.devices.async_mode or (gpus > 0 and staleness > 0)
 
 

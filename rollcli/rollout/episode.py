@@ -54,6 +54,9 @@ class Episode:
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
+    # the sampler's log-prob of each response token (0 on the env's turns); None once a reply
+    # came without them (an engine that sends none)
+    behaviour: list[float] | None = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
@@ -109,6 +112,11 @@ class Episode:
         start = len(self.response_ids)
         self.response_ids += list(reply["token_ids"])
         self.loss_mask += [1] * len(reply["token_ids"])
+        logprobs = reply.get("logprobs")
+        if self.behaviour is not None and logprobs and len(logprobs) == len(reply["token_ids"]):
+            self.behaviour += [float(x) for x in logprobs]
+        else:
+            self.behaviour = None
         self.turn_spans.append((start, len(self.response_ids)))
         self.state_keys.append(self.state_key)
         self.messages.append({"role": "assistant", "content": reply["text"]})
@@ -139,6 +147,8 @@ class Episode:
             return
         self.response_ids += env_ids
         self.loss_mask += [0] * len(env_ids)
+        if self.behaviour is not None:
+            self.behaviour += [0.0] * len(env_ids)
         self.messages.append({"role": "user", "content": user_text + fmt.user_suffix})
         self.actions = list(result.get("actions", []))
         self.state_key = str(result.get("state_key", ""))

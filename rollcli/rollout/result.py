@@ -27,14 +27,16 @@ class RolloutResult:
     def to_plain(self) -> dict[str, Any]:
         """Tensors and plain data only (a checkpoint loads it with `weights_only=True`)."""
         b = self.batch
-        assert b is not None, "only a rollout with a batch is saved"
-        return {"tensors": b.tensors, "fields": b.fields, "meta": b.meta, "rows": self.rows,
-                "metrics": self.metrics}  # fmt: skip
+        batch = None if b is None else {"tensors": b.tensors, "fields": b.fields, "meta": b.meta}
+        return {"batch": batch, "rows": self.rows, "metrics": self.metrics, "summary": self.summary}
 
     @classmethod
     def from_plain(cls, state: dict[str, Any]) -> RolloutResult:
-        batch = Batch(state["tensors"], state["fields"], state["meta"])
-        return cls(batch, state["rows"], state["metrics"])
+        if "batch" not in state:  # saved before episodes could be played ahead
+            state = {"batch": {k: state[k] for k in ("tensors", "fields", "meta")}, **state}
+        b = state["batch"]
+        batch = None if b is None else Batch(b["tensors"], b["fields"], b["meta"])
+        return cls(batch, state["rows"], state["metrics"], state.get("summary"))
 
 
 def build_batch(

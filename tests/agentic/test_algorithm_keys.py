@@ -348,7 +348,6 @@ REFUSED = [
     ({"max_resample_rounds": 5, "dynamic_sampling": True}, "algorithm.dynamic_sampling: re-"),
     ({"overlong_buffer": 0.2}, "algorithm.overlong_buffer: the overlong penalty shapes one"),
     ({"overlong_penalty": 0.5}, "algorithm.overlong_penalty = 0.5 applies within"),
-    ({"tis_cap": 2.0}, "so remove algorithm.tis_cap"),
     ({"kl_controller": "adaptive"}, "with kl_in: loss it would stay algorithm.kl_coef"),
     ({"kl_target": 1.0}, "algorithm.kl_target / kl_horizon tune kl_controller: adaptive"),
     ({"kl_horizon": 100.0}, "algorithm.kl_target / kl_horizon tune kl_controller: adaptive"),

@@ -71,3 +71,40 @@ def test_train_step_moves_the_policy(tiny_model, batch) -> None:
     # the better episode's tokens became likelier, the worse one's less likely
     assert (after[0][mask[0]] - before[0][mask[0]]).mean() > 0
     assert (after[1][mask[1]] - before[1][mask[1]]).mean() < 0
+
+
+def test_sampler_logprobs_reweight_episodes_played_ahead(tiny_model) -> None:
+    """Replies that bring the sampler's log-probs give `behaviour_logprobs` on the model's
+    tokens (0 on the env's turns); with `tis_cap` the update takes the truncated weights
+    min(exp(old - behaviour), cap), whose mean the worker reports (`tis_ratio_mean`)."""
+    from rollcli.strategies.hf_model import load_tokenizer
+
+    tok = load_tokenizer(tiny_model)
+    fmt = TurnFormat(tok, "rules")
+
+    def played(replies: list[list[int]], reward: float) -> Episode:
+        ep = Episode(EpisodeSpec(0, 0, 1))
+        ep.start({"observation": "o", "state_key": "s"}, fmt, "o")
+        for t, ids in enumerate(replies):
+            logprobs = [-0.5 - 0.25 * k for k in range(len(ids))]
+            ep.add_reply({"token_ids": ids, "text": "r", "finished": False, "logprobs": logprobs})
+            last = t == len(replies) - 1
+            result = {"observation": "o", "reward": reward if last else 0.0, "terminated": last}
+            ep.observe(result, fmt, Limits(9, 4096, 4), f"turn {t}")
+        return ep
+
+    b = episodes_to_batch([played([[11, 12], [13]], 1.0), played([[16]], 0.0)], tok.pad_token_id)
+    mask = b["response_mask"].bool()
+    behaviour = b["behaviour_logprobs"]
+    assert behaviour[0][mask[0]].tolist() == [-0.5, -0.75, -0.5]  # two replies, env turn between
+    assert behaviour[~mask].abs().sum() == 0
+    alg = AlgorithmConfig()
+    add_agentic_advantages(alg, b, mode="starpo", max_new_tokens=4, kl_ctl=FixedKLController(0))
+    for key in DRIVER_FIELDS:
+        b.fields.pop(key)
+    worker = ActorTrainWorker(str(tiny_model), lr=1e-3, seed=0)
+    old = worker.compute_logprobs(b, micro_batch_size=2)
+    ratio = (old - behaviour).exp()[mask]  # the update's own forward gives `old` (on-policy)
+    out = worker.train_step(b, PolicyUpdateArgs(policy_loss="pg", micro_batch_size=2, tis_cap=2.0))
+    assert out["tis_ratio_mean"] == pytest.approx(float(ratio.mean()), rel=1e-4)
+    assert out["tis_clipped_frac"] == pytest.approx(float((ratio > 2.0).float().mean()))

@@ -164,8 +164,7 @@ def test_dry_run_plan_and_train_give_the_same_verdict(
             0,
             "agentic.group_size x agentic.groups_per_step = 64 does not split evenly",
         ),
-        ("agentic-sokoban", ["rollout.max_staleness=1"], 0, "async rollout is wired into"),
-        ("agentic-sokoban", ["algorithm.tis_cap=2.0"], 0, "remove algorithm.tis_cap"),
+        ("sft", ["rollout.max_staleness=1"], 0, "async rollout is wired into"),
         ("sft", ["rollout.engine=vllm"], 0, "remove rollout.engine"),
         ("rlvr-math", ["rollout.engine=sglang"], 0, "sglang runs on GPUs only"),
     ],
@@ -183,6 +182,7 @@ def test_what_each_pipeline_can_do_is_accepted() -> None:
         ("rlvr-math", ["train.num_workers=2", "rollout.max_staleness=1"], 0),
         ("agentic-sokoban", ["rollout.engine=vllm"], 0),
         ("agentic-sokoban", ["train.num_workers=2", "algorithm.name=ppo"], 0),
+        ("agentic-sokoban", ["rollout.max_staleness=1", "algorithm.tis_cap=2.0"], 0),
         ("agentic-frozenlake", ["train.strategy=deepspeed"], 1),
         ("distill", ["train.lora.r=8"], 0),
     ]:

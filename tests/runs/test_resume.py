@@ -214,9 +214,9 @@ AGENTIC_ARGS = [
 ]  # fmt: skip
 
 
-def _agentic(run_id: str, runs: Path, fault: str = "") -> tuple[int, str]:
+def _agentic(run_id: str, runs: Path, fault: str = "", *extra: str) -> tuple[int, str]:
     args = ["train", "agentic-frozenlake", "--runs-dir", str(runs), "--run-id", run_id]
-    return roll(*args, *AGENTIC_ARGS, runs=runs, fault=fault)
+    return roll(*args, *AGENTIC_ARGS, *extra, runs=runs, fault=fault)
 
 
 def _agentic_digest(run: Path) -> str:
@@ -274,3 +274,25 @@ def test_sigkilled_agentic_run_resumes_exactly(runs) -> None:
     ref, run = runs / "agentic-ref", runs / "agentic-killed"
     assert "resuming from checkpoint step-1" in (run / "events.log").read_text()
     _same_agentic_run(run, ref)
+
+
+@pytest.mark.slow  # ~2 min: three processes
+def test_sigkilled_async_agentic_run_resumes_exactly(runs) -> None:
+    """Async (`rollout.max_staleness=1`): step 3's episodes are played in the background
+    while step 2 trains, on step 1's weights. Killed then, the run resumes from checkpoint 1,
+    whose saved episodes for step 2 it uses, and ends with the uninterrupted run's weights,
+    metrics and episodes; the sampler's log-probs reweight the stale episodes."""
+    stale = ("rollout.max_staleness=1", "algorithm.tis_cap=2.0")
+    code, err = _agentic("async-ref", runs, "", *stale)
+    assert code == 0, err[-3000:]
+    code, err = _agentic("async-killed", runs, "kill@train:2+0.3", *stale)
+    assert code == -signal.SIGKILL, err[-2000:]
+    code, err = roll("resume", "async-killed", "--runs-dir", str(runs), runs=runs)
+    assert code == 0, err[-3000:]
+
+    ref, run = runs / "async-ref", runs / "async-killed"
+    assert "resuming from checkpoint step-1" in (run / "events.log").read_text()
+    _same_agentic_run(run, ref)
+    steps = _metrics(ref)[1:]
+    assert [m["rollout/staleness"] for m in steps] == [0.0, 1.0, 1.0]
+    assert all(m["actor/tis_ratio_mean"] > 0.0 for m in steps)

@@ -7,11 +7,20 @@ seed) on the env workers against actor_infer, turns the finished episodes into o
 step-level term for the advantage stage. Training seeds and sampling seeds are a function
 of the run seed and the step, and episodes are generated for in lockstep rounds
 (`play_episodes`), so a resumed run plays the uninterrupted run's episodes.
+
+Async (`rollout.max_staleness = k > 0`): when step n's episodes are in, the episodes of steps
+n+1 .. n+k not yet started are played in a background thread while step n trains, on the
+weights the engine holds (those after step n-1); the weight sync after step n waits for
+them, so which weights play which step does not depend on timing (a step's episodes are
+at most k updates old; `algorithm.tis_cap` reweights them against the sampler's
+log-probs). A checkpoint saves the episodes played ahead, so a resumed run repeats the
+uninterrupted one exactly.
 """
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +49,11 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
 from rollcli.rollout.result import RolloutResult
+from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import build_env, system_prompt
+
+AHEAD_FILE = "episodes_ahead.pt"  # async mode: played episodes of the steps after it
 
 
 class EpisodeSource:
@@ -55,6 +67,9 @@ class EpisodeSource:
         self.group_size = ag.group_size
         self.batch_size = ag.episodes_per_step
         self.turn_cache_mib = turn_cache_mib(ag, engine)
+        # async mode: episodes played ahead of their step (step -> playing or played)
+        self.ahead: dict[int, Future | RolloutResult] = {}
+        self.pool = ThreadPoolExecutor(1, "episodes-ahead") if cfg.rollout.max_staleness else None
 
     def load(self, tokenizer: Any) -> None:
         ag = self.cfg.agentic
@@ -76,20 +91,42 @@ class EpisodeSource:
     def attach(self, clusters: Any, version: int) -> None:
         self.infer = clusters.actor_infer
         self.envs, self.val_envs = clusters["env"], clusters["env_val"]
+        self.ahead = {}  # episodes of the workers just replaced are gone
 
-    def synced(self, version: int) -> None:
-        pass  # episodes are played on the current weights
+    def before_sync(self, version: int) -> None:
+        self.finish_ahead()  # on the weights they started with
+
+    def finish_ahead(self) -> None:
+        """Async mode: wait for the episodes being played ahead of their step."""
+        self.ahead = {step: _done(pending) for step, pending in sorted(self.ahead.items())}
 
     # ---- the rollout -------------------------------------------------------------------
     def rollout(self, step: int) -> RolloutResult:
-        """Play the step's episodes → the batch of the groups worth training on (None: no
-        group's episodes differ in return), with GiGPO's step term under `mode: gigpo`."""
+        """The step's episodes (async: played ahead), then those of the next
+        `max_staleness` steps started in the background."""
         cfg, ag = self.cfg, self.cfg.agentic
         self.ctl.phase("generate")
         self.ctl.ui.phase(f"playing {ag.episodes_per_step} {ag.env} episodes")
+        pending = self.ahead.pop(step, None)
+        result = _done(pending) if pending is not None else self._rollout(step, 0)
+        for later in range(step + 1, min(step + cfg.rollout.max_staleness, cfg.train.steps) + 1):
+            if later not in self.ahead:  # played on the weights after step - 1
+                self.ahead[later] = self.pool.submit(self._rollout, later, later - step)
+        if result.batch is None:
+            self.ctl.run.log_event(f"step {step}: every group's episodes scored alike; no update")
+        return result
+
+    def _rollout(self, step: int, staleness: int) -> RolloutResult:
+        """Play step `step`'s episodes → the batch of the groups worth training on (None: no
+        group's episodes differ in return), with GiGPO's step term under `mode: gigpo`.
+        `staleness`: how many updates older than step `step`'s the weights playing are (> 0:
+        played ahead in the background thread, which shows no progress)."""
+        cfg, ag = self.cfg, self.cfg.agentic
         t0 = time.perf_counter()
-        episodes, sched = self.play(train_specs(ag, cfg.seed, step), self.envs, self.sampling(step))
+        specs = train_specs(ag, cfg.seed, step)
+        episodes, sched = self.play(specs, self.envs, self.sampling(step), live=staleness == 0)
         metrics: dict[str, Any] = {"time/rollout_s": time.perf_counter() - t0}
+        metrics["rollout/staleness"] = float(staleness)
         metrics.update(episode_metrics(episodes, "env"))
         metrics["reward/mean"] = metrics["env/return_mean"]
         metrics.update({f"rollout/{k}": v for k, v in sched.items()})
@@ -107,9 +144,7 @@ class EpisodeSource:
         metrics.update(kept)
         trained = set(batch["group"]) if batch is not None else set()
         rows = [ep.record(ag.env) | {"trained": ep.spec.group in trained} for ep in episodes]
-        if batch is None:
-            self.ctl.run.log_event(f"step {step}: every group's episodes scored alike; no update")
-        else:
+        if batch is not None:
             set_step_advantages(
                 batch, ag.mode, ag.step_advantage_weight, ag.step_gamma, cfg.algorithm.norm_std
             )
@@ -118,7 +153,7 @@ class EpisodeSource:
         return RolloutResult(batch, rows, metrics, summary=summary_line(metrics, "env"))
 
     def play(
-        self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams
+        self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams, live: bool = True
     ) -> tuple[list[Episode], dict[str, float]]:
         return play_episodes(
             envs.workers,
@@ -126,7 +161,7 @@ class EpisodeSource:
             specs,
             self.fmt,
             self.limits,
-            on_progress=self.ctl.ui.generation,
+            on_progress=self.ctl.ui.generation if live else None,
         )
 
     def sampling(self, step: int) -> SamplingParams:
@@ -152,15 +187,26 @@ class EpisodeSource:
         )
         return metrics
 
-    # ---- checkpoints: the episodes of a step are a function of the seed and the step ----
+    # ---- checkpoints: a step's episodes are a function of the seed, the step and the
+    # weights; async mode saves those already played for later steps -------------------
     def state_dict(self) -> dict[str, Any]:
         return {}
 
     def files(self) -> dict[str, Any] | None:
-        return None
+        self.finish_ahead()
+        ahead = {step: result.to_plain() for step, result in self.ahead.items()}
+        return {AHEAD_FILE: ahead} if ahead else None
 
     def load_state_dict(self, state: dict[str, Any] | None, checkpoint: Path | None) -> None:
-        pass
+        self.ahead = {}
+        ahead = checkpoint / AHEAD_FILE if checkpoint is not None else None
+        if ahead is not None and ahead.exists():
+            saved = load_tensors_file(ahead)
+            self.ahead = {step: RolloutResult.from_plain(r) for step, r in saved.items()}
+
+
+def _done(pending: Future | RolloutResult) -> RolloutResult:
+    return pending.result() if isinstance(pending, Future) else pending
 
 
 def _build_checked(env: str, kwargs: dict[str, Any], where: str = "agentic.env_kwargs") -> Any:

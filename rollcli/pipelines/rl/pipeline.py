@@ -270,7 +270,7 @@ class RLPipeline:
         """Send actor_train's weights (those after step `version`) to actor_infer."""
         import ray
 
-        self.source.synced(version)
+        self.source.before_sync(version)
         t0 = time.perf_counter()
         refs = self.clusters.actor_train.call_async("broadcast_weights")
         refs += self.clusters.actor_infer.call_async("receive_weights")

@@ -70,7 +70,8 @@ class PromptSource:
         self.scheduler.version = version
         self.ahead = {}  # rollouts of the workers just replaced are gone
 
-    def synced(self, version: int) -> None:
+    def before_sync(self, version: int) -> None:
+        """Requests sent from now on are generated with the weights after step `version`."""
         self.scheduler.version = version
 
     # ---- the rollout -------------------------------------------------------------------

@@ -36,8 +36,9 @@ class RolloutSource(Protocol):
     def validate(self) -> dict[str, float]:
         """The held-out metrics (`val/*`), greedy."""
 
-    def synced(self, version: int) -> None:
-        """The engine now holds the weights after step `version`."""
+    def before_sync(self, version: int) -> None:
+        """The engine is about to get the weights after step `version` (async episodes
+        played ahead finish first)."""
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able driver state (e.g. the prompt sampler) for a checkpoint."""
