@@ -21,6 +21,7 @@ Row = dict[str, Any]
 
 # the phases that make up `time/step_s`, bottom to top of the step-time panel
 STEP_PHASES = (
+    ("time/rollout_s", "play episodes"),  # agentic: generation and env steps together
     ("time/generate_s", "generate"),
     ("time/reward_s", "reward"),
     ("time/forward_s", "ref/old log-probs"),

@@ -126,3 +126,16 @@ def test_agentic_first_action_entropy_joins_the_entropy_panel() -> None:
     assert entropy.get_title() == "entropy  (last 0.670, action 0.300)"
     lines = {line.get_label(): list(line.get_ydata()) for line in entropy.get_lines()}
     assert lines["first action"] == pytest.approx([0.9, 0.6, 0.3])
+
+
+def test_agentic_episode_time_is_a_phase_of_the_step_time_panel() -> None:
+    rows = [
+        {"step": k, "time/step_s": 30.0, "time/rollout_s": 20.0, "time/train_s": 9.0}
+        for k in (1, 2)
+    ]
+    fig = draw_run(rows, title="run a")
+    step_time = fig.axes[5]
+    legend = [t.get_text() for t in step_time.get_legend().get_texts()]
+    assert sorted(legend) == ["play episodes", "train", "whole step"]
+    bars = [p.get_height() for p in step_time.patches]
+    assert bars == [20.0, 20.0, 9.0, 9.0]  # episodes at the bottom, train stacked on them
