@@ -62,6 +62,27 @@ def test_sft_step_splits_by_tokens_with_the_same_update(tiny_model, seq_batch) -
     )
 
 
+def test_sft_step_runs_one_forward_per_token_budgeted_micro_batch(tiny_model, seq_batch) -> None:
+    """The step honours `micro_batch_tokens`: it runs exactly the forwards of the split
+    `sequence_micro_batches` makes (one without a budget), each within the budget."""
+    from rollcli.data.packing import sequence_micro_batches
+    from rollcli.workers.sft_train import SFTTrainWorker
+
+    width = int(seq_batch["length"].max())
+    worker = SFTTrainWorker(str(tiny_model), lr=1e-3, num_threads=1)
+    shapes: list[tuple[int, ...]] = []
+    decoder = worker.model.get_decoder()
+    decoder.register_forward_hook(
+        lambda _m, _a, kw, _out: shapes.append(kw["input_ids"].shape), with_kwargs=True
+    )
+    worker.sft_step(seq_batch, micro_batch_size=8)
+    assert len(shapes) == 1
+    shapes.clear()
+    worker.sft_step(seq_batch, micro_batch_size=8, micro_batch_tokens=width)
+    assert len(shapes) == len(sequence_micro_batches(seq_batch, 8, width)) >= 2
+    assert all(rows * cols <= width for rows, cols in shapes)
+
+
 def test_sft_worker_answers_prompts(tiny_model, tokenizer) -> None:
     from rollcli.strategies.hf_infer import SamplingParams
     from rollcli.workers.sft_train import SFTTrainWorker
