@@ -3,7 +3,6 @@ with the reference's log-probs in `ref_logprobs`)."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -31,8 +30,12 @@ def pair_scores(logprobs: torch.Tensor, mask: torch.Tensor, average: bool) -> to
 
 class DPOTrainWorker(ActorTrainWorker):
     def dpo_step(self, batch: Batch, args: DPOArgs) -> dict[str, float]:
-        """One optimizer step on the mean preference loss of the batch's pairs."""
+        """One optimizer step on the mean preference loss of the batch's pairs. The trainer
+        weighs a micro-batch's loss by its share of rows but averages metrics over
+        micro-batches, so the metrics are scaled to the batch's row means too (micro-batches
+        split by `micro_batch_tokens` are uneven)."""
         average = args.loss_type == "ipo"
+        parts = pair_micro_batches(batch, args.micro_batch_size, max_tokens=args.micro_batch_tokens)
 
         def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
             mask = micro["response_mask"]
@@ -50,12 +53,13 @@ class DPOTrainWorker(ActorTrainWorker):
             )
             metrics["logps/chosen"] = float(pi[:, 0].detach().mean())
             metrics["logps/rejected"] = float(pi[:, 1].detach().mean())
-            return loss, metrics
+            share = len(micro) / len(batch) * len(parts)  # of the batch's rows, x micro-batches
+            return loss, {k: v * share for k, v in metrics.items()}
 
         return self.trainer.update(
             batch,
             loss_fn=loss_fn,
             mini_batch_size=None,
             micro_batch_size=args.micro_batch_size,
-            micro_batches=functools.partial(pair_micro_batches, max_tokens=args.micro_batch_tokens),
+            micro_batches=lambda _batch, _size: parts,  # one mini-batch: split once, above
         )

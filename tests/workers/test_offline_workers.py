@@ -115,6 +115,37 @@ def test_dpo_steps_open_a_margin_for_the_chosen_responses(tiny_model, tokenizer)
     assert last["loss"] < 0.69
 
 
+def test_dpo_metrics_are_row_means_however_the_pairs_are_split(tiny_model, tokenizer) -> None:
+    """Three pairs split 2 + 1 by a token budget: the metrics are the batch's pair means (as
+    with one micro-batch), not the mean of the two micro-batches' means."""
+    from rollcli.data.pairs import pair_micro_batches
+    from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker
+    from rollcli.workers.reference import ReferenceWorker
+
+    rows = [
+        {"prompt": "2+3?", "chosen": "5", "rejected": "6"},
+        {"prompt": "2+2?", "chosen": "4", "rejected": "22"},
+        {"prompt": "Capital of France? Say it in a sentence.", "chosen": "It is Paris.",
+         "rejected": "I think it is Rome, the capital of Italy."},
+    ]  # fmt: skip
+    tokenized = [tokenize_pair(tokenizer, pair_from_row(r, "x"), 256, 32) for r in rows]
+    batch = pair_batch(tokenized, tokenizer.pad_token_id)
+    # a budget that holds the two short pairs together and the long one alone
+    short = int(batch["attention_mask"].sum(dim=1)[:4].max())
+    budget = 4 * short
+    assert [len(m) for _, m in pair_micro_batches(batch, 8, budget)] in ([4, 2], [2, 4])
+    ref = ReferenceWorker(str(tiny_model)).compute_logprobs(batch)
+    batch.set("ref_logprobs", ref + torch.linspace(-0.3, 0.3, ref.shape[1]))  # margins differ
+    results = []
+    for tokens in (None, budget):
+        worker = DPOTrainWorker(str(tiny_model), lr=1e-2, num_threads=1)
+        results.append(worker.dpo_step(batch, DPOArgs(beta=0.5, micro_batch_size=8,
+                                                      micro_batch_tokens=tokens)))  # fmt: skip
+    whole, split = results
+    for key in ("rewards/margin", "rewards/chosen", "logps/chosen", "rewards/accuracy"):
+        assert split[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6), key
+
+
 def test_student_is_built_from_evenly_spaced_teacher_layers(tiny_model, tmp_path) -> None:
     from transformers import AutoModelForCausalLM
 
