@@ -227,7 +227,7 @@ PANELS = (
         "perf/train_mfu",
         "% of measured matmul peak",
         _draw_mfu,
-        "logged by runs since perf/* (docs/performance.md)",
+        "logged by rlvr and sft runs (docs/performance.md)",
     ),
 )
 

@@ -7,6 +7,7 @@ their token ids, or `[n, V]` full logits when `top_k` is 0. Rows travel as a bat
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +21,7 @@ from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
 from rollcli.strategies.hf_sequence import split_rows, target_logits
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.generation import generate_texts
-from rollcli.workers.sft_train import SFTTrainWorker, token_mean_update
+from rollcli.workers.sft_train import SFTTrainWorker
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,19 @@ class StudentWorker(SFTTrainWorker):
     def distill_step(self, batch: Batch, args: DistillArgs) -> dict[str, float]:
         """One optimizer step on `(1 - sft_weight) * distill + sft_weight * NLL`, token means
         over the batch's loss tokens (the teacher's logits in the `teacher` field)."""
+        total = max(int(batch.meta["targets"]), 1)
+        rows = len(batch)
+        micro_batches = functools.partial(
+            sequence_micro_batches, max_tokens=args.micro_batch_tokens
+        )
+        n_micro = len(micro_batches(batch, args.micro_batch_size))
 
-        def token_sums(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
             logits, labels = target_logits(self.model, micro)
             teacher, ids = _teacher_targets(micro)
             student = logits if ids is None else student_on_support(logits, ids)
+            # token sums over the micro-batch, divided by the batch's token count: with the
+            # trainer's row weighting and metric averaging, the step sees exact token means
             kd_sum = (
                 len(labels)
                 * distill_loss(
@@ -103,15 +112,20 @@ class StudentWorker(SFTTrainWorker):
             )
             nll_sum = F.cross_entropy(logits.float(), labels, reduction="sum")
             w = args.sft_weight
-            loss = (1 - w) * kd_sum + w * nll_sum
+            loss = ((1 - w) * kd_sum + w * nll_sum) / total * (rows / len(micro))
+            scale = n_micro / total
             return loss, {
-                "loss": float(loss.detach()),
-                "distill_loss": float(kd_sum.detach()),
-                "nll": float(nll_sum.detach()),
+                "loss": float(((1 - w) * kd_sum + w * nll_sum).detach()) * scale,
+                "distill_loss": float(kd_sum.detach()) * scale,
+                "nll": float(nll_sum.detach()) * scale,
             }
 
-        return token_mean_update(
-            self.trainer, batch, token_sums, args.micro_batch_size, args.micro_batch_tokens
+        return self.trainer.update(
+            batch,
+            loss_fn=loss_fn,
+            mini_batch_size=None,
+            micro_batch_size=args.micro_batch_size,
+            micro_batches=micro_batches,
         )
 
     @torch.no_grad()

@@ -3,6 +3,7 @@ with the reference's log-probs in `ref_logprobs`)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -33,7 +34,7 @@ class DPOTrainWorker(ActorTrainWorker):
         """One optimizer step on the mean preference loss of the batch's pairs. The trainer
         weighs a micro-batch's loss by its share of rows but averages metrics over
         micro-batches, so the metrics are scaled to the batch's row means too (micro-batches
-        split by `micro_batch_tokens` are uneven)."""
+        split by `micro_batch_tokens` are uneven; `parts` is the trainer's split, counted)."""
         average = args.loss_type == "ipo"
         parts = pair_micro_batches(batch, args.micro_batch_size, max_tokens=args.micro_batch_tokens)
 
@@ -61,5 +62,5 @@ class DPOTrainWorker(ActorTrainWorker):
             loss_fn=loss_fn,
             mini_batch_size=None,
             micro_batch_size=args.micro_batch_size,
-            micro_batches=lambda _batch, _size: parts,  # one mini-batch: split once, above
+            micro_batches=functools.partial(pair_micro_batches, max_tokens=args.micro_batch_tokens),
         )

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -23,14 +22,25 @@ class SFTTrainWorker(ActorTrainWorker):
     ) -> dict[str, float]:
         """One optimizer step on the mean negative log-likelihood of the batch's loss tokens
         (micro-batches of at most `micro_batch_size` rows and `micro_batch_tokens` tokens)."""
+        total = max(int(batch.meta["targets"]), 1)
+        rows = len(batch)
+        micro_batches = functools.partial(sequence_micro_batches, max_tokens=micro_batch_tokens)
+        n_micro = len(micro_batches(batch, micro_batch_size))
 
-        def token_sums(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
             logits, labels = target_logits(self.model, micro)
             nll = F.cross_entropy(logits.float(), labels, reduction="sum")
-            return nll, {"loss": float(nll.detach())}
+            # The trainer weighs a micro-batch by its share of rows and averages metrics
+            # over micro-batches; these factors make both the exact token mean of the batch.
+            loss = nll / total * (rows / len(micro))
+            return loss, {"loss": float(nll.detach()) / total * n_micro}
 
-        return token_mean_update(
-            self.trainer, batch, token_sums, micro_batch_size, micro_batch_tokens
+        return self.trainer.update(
+            batch,
+            loss_fn=loss_fn,
+            mini_batch_size=None,
+            micro_batch_size=micro_batch_size,
+            micro_batches=micro_batches,
         )
 
     @torch.no_grad()
@@ -43,40 +53,6 @@ class SFTTrainWorker(ActorTrainWorker):
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
         return generate_texts(self.model, self.tokenizer, prompts, params)
-
-
-TokenSums = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
-
-
-def token_mean_update(
-    trainer: Any,
-    batch: Batch,
-    token_sums: TokenSums,
-    micro_batch_size: int,
-    micro_batch_tokens: int | None,
-) -> dict[str, float]:
-    """One optimizer step on token means over the loss tokens of `batch` (sequence rows):
-    `token_sums(micro)` gives a micro-batch's loss and metrics as sums over its loss tokens.
-    The batch is split once (at most `micro_batch_size` rows and `micro_batch_tokens` padded
-    tokens a forward); the trainer weighs a micro-batch's loss by its share of rows and
-    averages metrics over micro-batches, so the factors below make both exact token means
-    of the batch, however it is split (sft and distill steps)."""
-    total = max(int(batch.meta["targets"]), 1)
-    rows = len(batch)
-    parts = sequence_micro_batches(batch, micro_batch_size, max_tokens=micro_batch_tokens)
-
-    def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        loss, sums = token_sums(micro)
-        metrics = {k: v / total * len(parts) for k, v in sums.items()}
-        return loss / total * (rows / len(micro)), metrics
-
-    return trainer.update(
-        batch,
-        loss_fn=loss_fn,
-        mini_batch_size=None,  # one mini-batch, one epoch: the split above is the only one
-        micro_batch_size=micro_batch_size,
-        micro_batches=lambda _batch, _size: parts,
-    )
 
 
 @torch.no_grad()
