@@ -26,6 +26,8 @@ from collections.abc import Hashable, Sequence
 import torch
 from torch import Tensor
 
+from rollcli.algorithms.group import centre_groups
+
 
 def group_normalize(
     values: Sequence[float], group_ids: Sequence[Hashable], norm_std: bool = True, eps: float = 1e-6
@@ -43,7 +45,7 @@ def group_normalize(
         if len(idx) < 2:
             continue
         v = torch.tensor([float(values[i]) for i in idx], dtype=torch.float64)
-        centred = v - v.mean()
+        centred = centre_groups(v[None])[0]
         if norm_std:
             centred = centred / (v.std() + eps)
         for i, a in zip(idx, centred.tolist(), strict=True):

@@ -23,6 +23,22 @@ def group_view(scores: Tensor, group_size: int) -> Tensor:
     return scores.reshape(-1, group_size)
 
 
+def centre_groups(groups: Tensor) -> Tensor:
+    """`groups - mean_g` for `[G, n]` rows, exactly 0 for a row of equal values.
+
+    A floating-point mean of equal values can be an ulp off them (eight 0.9s in fp32 average
+    to 0.90000004), while their std is exactly 0, so `(R - mean) / (std + eps)` would give
+    the whole group an advantage of ulp / eps (-0.056 at 0.9, 0.83 at 100.3) where it has no
+    signal at all.
+
+    >>> centre_groups(torch.full((1, 8), 0.9)).abs().max().item()
+    0.0
+    """
+    centred = groups - groups.mean(dim=-1, keepdim=True)
+    tied = (groups == groups[..., :1]).all(dim=-1, keepdim=True)
+    return centred.masked_fill(tied, 0.0)
+
+
 @torch.no_grad()
 def grpo_advantages(
     scores: Tensor, group_size: int, norm_std: bool = True, eps: float = 1e-6
@@ -33,13 +49,14 @@ def grpo_advantages(
         A_i =  R_i - mean_g(R)                         (norm_std=False, Dr. GRPO)
 
     `std_g` is the unbiased (Bessel-corrected) standard deviation inside the group. With
-    `group_size=1` there is no baseline to compare against and every advantage is 0.
+    `group_size=1` there is no baseline to compare against and every advantage is 0, and so
+    is it for every sample of a group whose scores are all equal (`centre_groups`).
     """
     groups = group_view(scores.float(), group_size)
-    centered = groups - groups.mean(dim=-1, keepdim=True)
+    centred = centre_groups(groups)
     if norm_std and group_size > 1:
-        centered = centered / (groups.std(dim=-1, keepdim=True) + eps)
-    return centered.reshape(-1)
+        centred = centred / (groups.std(dim=-1, keepdim=True) + eps)
+    return centred.reshape(-1)
 
 
 @torch.no_grad()
@@ -48,13 +65,13 @@ def rloo_advantages(scores: Tensor, group_size: int) -> Tensor:
 
         A_i = R_i - 1/(n-1) * sum_{j != i} R_j  =  n/(n-1) * (R_i - mean_g(R))
 
-    Needs `group_size >= 2`.
+    Needs `group_size >= 2`. Computed as the right-hand side, so a group of equal scores
+    gets exactly 0 (`centre_groups`).
     """
     if group_size < 2:
         raise ValueError("rloo needs at least 2 samples per prompt (group_size >= 2)")
     groups = group_view(scores.float(), group_size)
-    others_mean = (groups.sum(dim=-1, keepdim=True) - groups) / (group_size - 1)
-    return (groups - others_mean).reshape(-1)
+    return (centre_groups(groups) * (group_size / (group_size - 1))).reshape(-1)
 
 
 @torch.no_grad()

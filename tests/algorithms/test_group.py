@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from rollcli.algorithms.gigpo import group_normalize
 from rollcli.algorithms.group import grpo_advantages, normalize_scores, rloo_advantages
 from rollcli.algorithms.normalization import RunningMeanStd, clip_abs
 
@@ -96,3 +97,22 @@ def test_clip_abs():
     assert clip_abs(x, None) is x
     with pytest.raises(ValueError):
         clip_abs(x, 0.0)
+
+
+@pytest.mark.parametrize("score", [0.1, 0.9, 1.1, 100.3])
+def test_a_group_of_equal_scores_gets_exactly_zero(score):
+    # fp32 means of equal values are an ulp off them while the std is exactly 0: the group
+    # used to get ulp / eps (-0.056 for eight 0.9s, 0.83 for 100.3) instead of 0
+    scores = torch.tensor([score] * 8 + [0.0, 1.0] * 4)
+    for advantages in (
+        grpo_advantages(scores, 8),
+        grpo_advantages(scores, 8, norm_std=False),
+        rloo_advantages(scores, 8),
+        normalize_scores(scores[:8], 8, mode="batch"),
+    ):
+        assert advantages[:8].tolist() == [0.0] * 8
+    assert grpo_advantages(scores, 8)[8:].abs().min() > 0.9  # the mixed group keeps its signal
+
+
+def test_gigpo_groups_of_equal_values_get_exactly_zero():
+    assert group_normalize([0.9] * 8, ["a"] * 8) == [0.0] * 8
