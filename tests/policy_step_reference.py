@@ -16,6 +16,9 @@ from rollcli.workers.actor_train import model_inputs
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 ENTROPY, KL = 0.01, 0.1  # the entropy bonus and KL-in-loss weights both tests use
+# k1 is unclamped: k3 saturates at its clamp (10) on these random log-probs, a constant with
+# no gradient that would hide how the KL term is aggregated and split
+KL_ESTIMATOR = "k1"
 
 
 def policy_batch(
@@ -48,6 +51,8 @@ def full_batch_step(model, batch: Batch, args: PolicyUpdateArgs, norm_len: int):
     )
     loss = loss - ENTROPY * aggregate_loss(entropy, mask, "token-mean")
     kl = kl_estimate(logprobs, batch["ref_logprobs"], args.kl_estimator)
-    loss = loss + KL * aggregate_loss(kl, mask, "token-mean")
+    loss = loss + KL * aggregate_loss(
+        kl, mask, args.loss_agg, norm_len
+    )  # aggregated like the policy term
     loss.backward()
     return float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}

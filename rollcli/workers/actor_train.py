@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from rollcli.algorithms.aggregation import aggregate_loss, loss_normalisers, micro_batch_share
-from rollcli.algorithms.kl import kl_estimate
+from rollcli.algorithms.kl import kl_loss
 from rollcli.algorithms.off_policy import truncated_is_weights
 from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
 from rollcli.data.batch import Batch
@@ -255,7 +255,6 @@ class ActorTrainWorker:
             mask = micro["response_mask"]
             agg_mask = aggregation_mask(args.policy_loss, mask, micro["advantages"])
             pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
-            token_share = micro_batch_share("token-mean", mask, totals[3:])
             logprobs, entropy = forward(
                 self.model,
                 model_inputs(micro),
@@ -292,14 +291,21 @@ class ActorTrainWorker:
                 ent_share = micro_batch_share("token-mean", ent_mask, totals[6:])
                 loss = loss - args.entropy_coef * bonus * ent_share
             if "ref_logprobs" in micro:
-                kl = aggregate_loss(
-                    kl_estimate(logprobs, micro["ref_logprobs"], args.kl_estimator),
+                # GRPO's objective (Shao et al. 2024, eq. 3) puts -beta KL_t inside the same
+                # 1/|o_i| sum_t and 1/G sum_i as the policy term: the KL is aggregated like the
+                # policy loss (`loss_agg`), over every response token of `mask`
+                kl, kl_metrics = kl_loss(
+                    logprobs,
+                    micro["ref_logprobs"],
                     mask,
-                    "token-mean",
+                    args.kl_estimator,
+                    args.loss_agg,
+                    norm_len,
                 )
-                metrics["kl"] = float(kl.detach())
+                metrics["kl"] = kl_metrics["kl_mean"]
                 if args.kl_loss_coef:
-                    loss = loss + args.kl_loss_coef * kl * token_share
+                    kl_share = micro_batch_share(args.loss_agg, mask, totals[3:6])
+                    loss = loss + args.kl_loss_coef * kl * kl_share
             return loss, metrics
 
         mini = args.mini_batch_size

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from policy_step_reference import ENTROPY, KL, full_batch_step, policy_batch
+from policy_step_reference import ENTROPY, KL, KL_ESTIMATOR, full_batch_step, policy_batch
 
 from rollcli.algorithms.aggregation import LOSS_AGG_MODES
 from rollcli.data.batch import Batch
@@ -57,6 +57,7 @@ def _check(worker, reference, captured_grads, mode: str, policy_loss: str = "ppo
             micro_batch_tokens=tokens,
             entropy_coef=ENTROPY,
             kl_loss_coef=KL,
+            kl_estimator=KL_ESTIMATOR,
         )
         width = batch["response_mask"].shape[1]
         loss, grads = full_batch_step(reference, batch, args, norm_len=width)

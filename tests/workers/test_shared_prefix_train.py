@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from policy_step_reference import ENTROPY, KL, full_batch_step, policy_batch
+from policy_step_reference import ENTROPY, KL, KL_ESTIMATOR, full_batch_step, policy_batch
 
 from rollcli.data.batch import Batch
 from rollcli.strategies.hf_model import load_causal_lm
@@ -43,6 +43,7 @@ def _check(worker, reference, captured_grads, mode: str) -> None:
             micro_batch_tokens=tokens,
             entropy_coef=ENTROPY,
             kl_loss_coef=KL,
+            kl_estimator=KL_ESTIMATOR,
             shared_prefix=True,
         )
         loss, grads = full_batch_step(
