@@ -25,6 +25,9 @@ def export(
     step: int | None = typer.Option(
         None, "--step", help="Checkpoint step to export (default: the newest complete one)."
     ),
+    best: bool = typer.Option(
+        False, "--best", help="Export the checkpoint with the best validation score."
+    ),
     force: bool = typer.Option(False, "--force", help="Replace OUT_DIR if it is not empty."),
     adapter: bool = typer.Option(
         False, "--adapter", help="A LoRA run: write the adapter (peft folder), not merged weights."
@@ -34,15 +37,18 @@ def export(
     """Export a checkpoint's policy as a Hugging Face folder.
 
     Copies model, config, generation config and tokenizer (not roll's optimizer and trainer
-    state) from the newest complete checkpoint, or --step N, into OUT_DIR, which
+    state) from the newest complete checkpoint, --step N, or --best (the best validation
+    score, kept whatever run.keep_last says), into OUT_DIR, which
     `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` then load.
     A LoRA run's model holds the merged weights; --adapter writes its adapter instead
     (`peft.PeftModel.from_pretrained(base, OUT_DIR)`)."""
     from rollcli.runs.export import ExportError, export_policy, pick_checkpoint
 
     folder = find_run(run_id, runs_dir)
+    if best and step is not None:
+        fail("--best and --step both pick a checkpoint", "give one of them")
     try:
-        number, checkpoint = pick_checkpoint(folder / "checkpoints", step)
+        number, checkpoint = pick_checkpoint(folder / "checkpoints", step, best=best)
         written = export_policy(checkpoint, out_dir, force=force, adapter=adapter)
     except ExportError as exc:
         fail(str(exc), exc.hint)

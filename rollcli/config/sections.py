@@ -298,6 +298,9 @@ class RunConfig(Section):
     tracker_project: str = "roll"  # the online project (swanlab, wandb)
     save_samples: bool = True
     max_restarts: NonNegInt = 3  # workers that die are restarted from the newest checkpoint
+    # stop (with a checkpoint) at the first collapse signal (rollcli/runs/collapse.py); the
+    # signals are always written to events.log as warnings
+    stop_on_collapse: bool = False
     # FLOP/s of one device that perf/*_mfu divides by; None: measured (docs/performance.md)
     peak_flops: PositiveFloat | None = None
 

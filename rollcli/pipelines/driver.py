@@ -3,7 +3,9 @@
     baseline validation (step 0)
     for each step: step(n) → validate (every `run.eval_every` steps and at the last one)
                    → log the samples and the metrics line → checkpoint (every
-                   `run.save_every` steps and at the last one) → stop if asked (Ctrl-C)
+                   `run.save_every` steps, at the last one, and at a validation that is the
+                   best so far: runs/best.py) → warn of collapse signals (runs/collapse.py)
+                   → stop if asked (Ctrl-C, or `run.stop_on_collapse`)
 
 The last step is `train.steps`, or the first one to end past `run.time_limit_min`. The first
 Ctrl-C (`RunControl.request_stop`) finishes the step and checkpoints it, unvalidated, so the
@@ -26,6 +28,8 @@ from rollcli.distributed.cluster import (
 )
 from rollcli.pipelines.protocol import Pipeline
 from rollcli.pipelines.run_control import RunControl
+from rollcli.runs.best import improves, mark_best, read_best
+from rollcli.runs.collapse import CollapseWatch, validation_score
 
 
 class WorkerOutOfMemoryError(RuntimeError):
@@ -48,6 +52,7 @@ def drive(pipeline: Pipeline, ctl: RunControl, start_step: int = 0) -> dict[str,
 def _steps(pipeline: Pipeline, ctl: RunControl, step: int, deadline: float) -> dict[str, Any]:
     cfg = ctl.cfg
     last: dict[str, Any] = {}
+    watch = CollapseWatch()
     if step == 0:  # the baseline every later validation is compared with
         ctl.current_step = 0
         last = {"step": 0, **pipeline.baseline()}
@@ -71,10 +76,39 @@ def _steps(pipeline: Pipeline, ctl: RunControl, step: int, deadline: float) -> d
         if result.summary is not None:
             ctl.ui.message(f"  step {step}: {result.summary}")
 
-        saved = final or ctl.due(step, cfg.run.save_every)
+        best = _best_so_far(ctl, metrics)
+        saved = final or ctl.due(step, cfg.run.save_every) or best is not None
         if saved:
             pipeline.checkpoint(step)
+        if best is not None:
+            mark_best(ctl.run.checkpoints, step, *best)
+            ctl.run.log_event(f"best validation so far: {best[0]} {best[1]:.4g} at step {step}")
+        collapsed = _collapse_warnings(ctl, watch)
+        if collapsed and cfg.run.stop_on_collapse and not final:
+            ctl.request_stop()
         last = metrics
         if final or ctl.stop_here(step, saved, pipeline.checkpoint):
             break
     return last
+
+
+def _best_so_far(ctl: RunControl, metrics: dict[str, Any]) -> tuple[str, float, float] | None:
+    """(metric, value, score) when this step's validation beats step 0's and every earlier
+    one (`runs/best.py`), else None."""
+    scored = validation_score(metrics)
+    if scored is None:
+        return None
+    rows = ctl.run.read_metrics()
+    baseline = next((validation_score(r) for r in rows if r.get("step") == 0), None)
+    bar = baseline[1] if baseline else None
+    if not improves(scored[1], bar, read_best(ctl.run.checkpoints)):
+        return None
+    return scored[0], float(metrics[scored[0]]), scored[1]
+
+
+def _collapse_warnings(ctl: RunControl, watch: CollapseWatch) -> bool:
+    """Write each collapse signal that is new at this step to events.log; any new?"""
+    new = watch.update(ctl.run.read_metrics())
+    for name, text in new.items():
+        ctl.run.log_event(f"warning: collapse signal '{name}' at step {ctl.current_step}: {text}")
+    return bool(new)

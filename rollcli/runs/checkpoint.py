@@ -111,8 +111,14 @@ def latest_checkpoint(checkpoints: Path) -> Path | None:
 
 
 def prune(checkpoints: Path, keep_last: int) -> None:
+    """Keep the newest `keep_last` complete checkpoints and the best one (`best.json`)."""
+    from rollcli.runs.best import read_best
+
+    best = read_best(checkpoints)
     found = complete_checkpoints(checkpoints)
     for step, path in found[: max(0, len(found) - keep_last)]:
+        if best is not None and step == best["step"]:
+            continue
         doomed = checkpoints / f".old-step-{step}"  # renamed first: never a partial `step-N`
         shutil.rmtree(doomed, ignore_errors=True)
         os.replace(path, doomed)

@@ -15,6 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
+from rollcli.runs.best import read_best
 from rollcli.runs.checkpoint import complete_checkpoints, fsync_path
 
 # The files of a Hugging Face causal-LM folder: model, configs and every tokenizer format.
@@ -54,8 +55,20 @@ class ExportError(Exception):
         self.hint = hint
 
 
-def pick_checkpoint(checkpoints: Path, step: int | None = None) -> tuple[int, Path]:
-    """The newest complete checkpoint, or the one of `step`; half-written ones never count."""
+def pick_checkpoint(
+    checkpoints: Path, step: int | None = None, best: bool = False
+) -> tuple[int, Path]:
+    """The newest complete checkpoint, the one of `step`, or with `best` the best validation
+    one (`runs/best.py`); half-written ones never count."""
+    if best:
+        marked = read_best(checkpoints)
+        if marked is None:
+            raise ExportError(
+                f"no best checkpoint is marked in {checkpoints}",
+                "a run marks one at each validation after step 0 that beats step 0 and every "
+                "earlier one; none did, or the run predates best checkpoints: export --step N",
+            )
+        step = int(marked["step"])
     found = complete_checkpoints(checkpoints)
     if not found:
         raise ExportError(

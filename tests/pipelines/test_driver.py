@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from rollcli.config.loader import dump_recipe, load_recipe
+from rollcli.runs.best import read_best
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.launch import graceful_stop
 from rollcli.runs.run_dir import RunDir
@@ -84,6 +85,16 @@ def _rows(run: RunDir) -> list[dict]:
     return [json.loads(line) for line in (run.root / "metrics.jsonl").read_text().splitlines()]
 
 
+def _improving_validations(rows: list[dict]) -> list[int]:
+    """The steps whose val/loss is below step 0's and every earlier validation's."""
+    steps, best = [], rows[0]["val/loss"]
+    for r in rows[1:]:
+        if "val/loss" in r and r["val/loss"] < best:
+            steps.append(r["step"])
+            best = r["val/loss"]
+    return steps
+
+
 def _checkpoints(run: RunDir) -> list[str]:
     return sorted(p.name for p in run.checkpoints.iterdir() if (p / "COMPLETE").exists())
 
@@ -103,7 +114,11 @@ def test_cadence_ctrl_c_resume_and_time_limit(tmp_path, tiny_model) -> None:
     for r in rows[1:]:  # the step's wall time holds its validation
         assert r["time/step_s"] > r.get("time/validate_s", 0.0)
     assert ctl.stopped_early and final["step"] == 5 and final["actor/loss"] == rows[5]["actor/loss"]
-    assert _checkpoints(run) == ["step-3", "step-5"]  # save_every, then the stop's
+    # save_every, the stop's, and each validation that beat step 0 and every earlier one
+    improving = _improving_validations(rows)
+    assert _checkpoints(run) == sorted(f"step-{s}" for s in {3, 5, *improving})
+    best = read_best(run.checkpoints)
+    assert (best["step"] if best else None) == (improving[-1] if improving else None)
     state = read_state(run.checkpoints / "step-5")
     assert state["step"] == 5 and state["metrics_lines"] == 6
     assert "stopped after step 5, as requested" in (run.root / "events.log").read_text()
@@ -119,7 +134,8 @@ def test_cadence_ctrl_c_resume_and_time_limit(tmp_path, tiny_model) -> None:
     after = _rows(run)
     assert after[:6] == rows and [r["step"] for r in after] == [0, 1, 2, 3, 4, 5, 6]
     assert "val/loss" in after[6] and final["step"] == 6 and not ctl.stopped_early
-    assert _checkpoints(run) == ["step-3", "step-5", "step-6"]
+    improving = _improving_validations(after)
+    assert _checkpoints(run) == sorted(f"step-{s}" for s in {3, 5, 6, *improving})
     assert read_state(run.checkpoints / "step-6")["metrics_lines"] == 7
     events = (run.root / "events.log").read_text()
     assert "time limit of 0.0001 min reached after step 6" in events

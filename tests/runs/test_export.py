@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
+from rollcli.runs.best import mark_best
 from rollcli.runs.checkpoint import write_checkpoint
 from rollcli.runs.run_dir import RunDir
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
@@ -165,3 +166,21 @@ def test_adapter_export_of_a_run_without_lora_is_one_clear_error(
     assert "holds no LoRA adapter" in result.stderr
     assert "export without --adapter" in result.stderr
     assert not (tmp_path / "adapter").exists()
+
+
+def test_best_exports_the_marked_checkpoint_and_errors_name_the_fix(
+    run: RunDir, tmp_path: Path
+) -> None:
+    unmarked = _export(run, tmp_path / "none", "--best")
+    assert unmarked.exit_code == 2 and "no best checkpoint is marked" in unmarked.stderr
+    mark_best(run.checkpoints, 2, "val/accuracy", 0.25, 0.25)
+    try:
+        result = _export(run, tmp_path / "best", "--best")
+        assert result.exit_code == 0, result.stderr
+        assert "exported step 2" in result.stderr
+        exported = (tmp_path / "best" / "model.safetensors").read_bytes()
+        assert exported == (run.checkpoints / "step-2" / "model.safetensors").read_bytes()
+        both = _export(run, tmp_path / "both", "--best", "--step", "4")
+        assert both.exit_code == 2 and "--best and --step" in both.stderr
+    finally:
+        (run.checkpoints / "best.json").unlink()
