@@ -27,8 +27,9 @@ import torch
 
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
+from rollcli.strategies.step_metrics import Metric, StepMetrics
 
-LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
+LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, Metric]]]
 # (mini-batch, micro-batch size) -> [(row indices, micro-batch)]
 MicroBatchFn = Callable[[Batch, int], list[tuple[torch.Tensor, Batch]]]
 # a mini-batch -> the denominators of its loss (`aggregation.loss_normalisers`)
@@ -144,7 +145,8 @@ class HFTrainer:
         micro_batches: MicroBatchFn = length_sorted_micro_batches,
         normalisers: NormalisersFn | None = None,
     ) -> dict[str, float]:
-        """Optimise `loss_fn` over `batch`; returns metrics averaged over micro-batches.
+        """Optimise `loss_fn` over `batch`; returns its metrics averaged over micro-batches
+        (`(value, weight)` metrics weighted, see `step_metrics`).
 
         `micro_batches` splits a mini-batch (default: rollout rows sorted by length and
         trimmed); pipelines with another row layout pass their own. With `normalisers`,
@@ -152,8 +154,7 @@ class HFTrainer:
         (see `micro_batch_losses`) and `loss` (the mini-batch's loss) is reported."""
         self.model.train()
         mini = mini_batch_size or len(batch)
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
+        step_metrics = StepMetrics()
         grad_norms, losses = [], []
         for _ in range(epochs):
             for mini_batch in batch.split(mini):
@@ -164,12 +165,10 @@ class HFTrainer:
                     loss, metrics = micro_loss(micro)
                     loss.backward()
                     total += float(loss.detach())
-                    for k, v in metrics.items():
-                        sums[k] = sums.get(k, 0.0) + float(v)
-                        counts[k] = counts.get(k, 0) + 1
+                    step_metrics.add(metrics)
                 losses.append(total)
                 grad_norms.append(self._clip_and_step())
-        out = {k: sums[k] / counts[k] for k in sums}
+        out = step_metrics.means(self.world_size)
         if normalisers is not None:  # a rank's sum x N: its mean over ranks is the loss
             out["loss"] = sum(losses) / len(losses)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)
