@@ -40,6 +40,7 @@ from rollcli.strategies.hf_train import (
     NormalisersFn,
     _warmup_constant,
     micro_batch_losses,
+    train_mode,
 )
 from rollcli.strategies.step_metrics import StepMetrics
 
@@ -209,6 +210,7 @@ class DeepSpeedTrainer:
         epochs: int = 1,
         micro_batches: MicroBatchFn = length_sorted_micro_batches,
         normalisers: NormalisersFn | None = None,
+        dropout: bool = True,
     ) -> dict[str, float]:
         """As `HFTrainer.update`, on this rank's share of the batch (`mini_batch_size` is
         the per-rank size).
@@ -219,6 +221,7 @@ class DeepSpeedTrainer:
         so the shares must be equal (the driver checks).
         """
         self.engine.train()
+        train_mode(self.engine.module, dropout)
         mini = mini_batch_size or len(batch)
         step_metrics = StepMetrics()
         grad_norms: list[float] = []

@@ -76,6 +76,21 @@ def micro_batch_losses(
     return share
 
 
+def train_mode(model: torch.nn.Module, dropout: bool = True) -> None:
+    """Put `model` in training mode; `dropout=False`: `model.eval()` semantics for every
+    module (dropout off, so the loss's log-probs are the ones `compute_logprobs` computes
+    in eval mode), gradients still on. A layer that checkpoints its activations keeps its
+    own `training` flag set (transformers checkpoints only when it is), not its
+    sub-modules' (where the dropout is), so gradient checkpointing still runs."""
+    model.train()
+    if dropout:
+        return
+    model.eval()
+    for module in model.modules():
+        if getattr(module, "gradient_checkpointing", False) is True:
+            module.training = True
+
+
 def sparse_tied_embedding(model: torch.nn.Module) -> bool:
     """Make a trainable input embedding that shares its weight with the LM head give a
     sparse gradient; returns whether it does."""
@@ -144,15 +159,17 @@ class HFTrainer:
         epochs: int = 1,
         micro_batches: MicroBatchFn = length_sorted_micro_batches,
         normalisers: NormalisersFn | None = None,
+        dropout: bool = True,
     ) -> dict[str, float]:
         """Optimise `loss_fn` over `batch`; returns its metrics averaged over micro-batches
-        (`(value, weight)` metrics weighted, see `step_metrics`).
+        (`(value, weight)` metrics weighted, see `step_metrics`). `dropout=False`: the
+        model's dropout is off during the update (`train_mode`).
 
         `micro_batches` splits a mini-batch (default: rollout rows sorted by length and
         trimmed); pipelines with another row layout pass their own. With `normalisers`,
         `loss_fn(micro, totals)` returns the micro-batch's share of its mini-batch's loss
         (see `micro_batch_losses`) and `loss` (the mini-batch's loss) is reported."""
-        self.model.train()
+        train_mode(self.model, dropout)
         mini = mini_batch_size or len(batch)
         step_metrics = StepMetrics()
         grad_norms, losses = [], []

@@ -314,6 +314,7 @@ class ActorTrainWorker:
             epochs=args.epochs,
             micro_batches=functools.partial(micro_batcher, max_tokens=budget),
             normalisers=normalisers,
+            dropout=False,  # the policy gradient of the policy that sampled: no dropout
         )
         return to_cpu(metrics)
 
