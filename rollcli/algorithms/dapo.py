@@ -51,7 +51,8 @@ def truncation_mask(finished: Tensor) -> Tensor:
 
     Multiply it into the response mask (`mask * truncation_mask(finished)[:, None]`) to
     drop truncated samples from the loss (DAPO's overlong filtering,
-    `algorithm.mask_truncated`).
+    `algorithm.mask_truncated`). Take lengths for `overlong_penalty` from the mask before:
+    the truncated samples keep their scores (and group baseline), only their loss goes.
     """
     return finished.to(torch.bool).float()
 

@@ -27,6 +27,8 @@ from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.masked import masked_mean
 
 LOG_RATIO_LIMIT = 20.0
+# GSPO's sequence log-ratio is clamped above at this value (verl's GSPO loss uses 10 too)
+SEQ_LOG_RATIO_LIMIT = 10.0
 
 
 def _log_ratio(logprobs: Tensor, old_logprobs: Tensor) -> Tensor:
@@ -148,13 +150,18 @@ def gspo_loss(
     default `seq-mean-token-mean` aggregation and a sequence advantage broadcast to its
     tokens this is exactly the sequence-level GSPO objective. The paper's clip ranges are
     tiny (3e-4, 4e-4) because `s_i` is a length-normalised ratio.
-    Extra metric: `seq_ratio_mean`.
+
+    The log of `s_i,t` is clamped above at `SEQ_LOG_RATIO_LIMIT` (10), gradient path
+    included: a sequence whose mean log-ratio is past it (`s_i > e^10`) is clipped, so
+    with `A < 0` it gets no gradient, as clipped PPO gives it, instead of one `~s_i`
+    large (the per-token clamp at 20 alone let a mean log-ratio of 12 through, a
+    gradient of ~1e4). Extra metric: `seq_ratio_mean` (of the unclamped ratio).
     """
     m = mask.to(logprobs.dtype)
     log_ratio = _log_ratio(logprobs, old_logprobs)
     seq_log_ratio = masked_mean(log_ratio.detach(), m, dim=-1)
     token_log_s = seq_log_ratio.unsqueeze(-1) + logprobs - logprobs.detach()
-    s = token_log_s.exp()
+    s = token_log_s.clamp(max=SEQ_LOG_RATIO_LIMIT).exp()
     adv = advantages.detach()
     unclipped = -adv * s
     clipped = -adv * s.clamp(1.0 - clip_low, 1.0 + clip_high)

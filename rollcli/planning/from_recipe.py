@@ -121,6 +121,25 @@ def _infer_strategy(engine: str) -> str:
     return "vllm" if vllm_available() else "hf"
 
 
+def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
+    """`algorithm.tis_cap` weighs tokens by `pi_old / mu`, with `pi_old` the trainer's
+    temperature-only log-prob. The hf engine reports `mu` under that same distribution;
+    vllm (`processed_logprobs`) and sglang report it under the top-k / top-p truncated one
+    (vLLM has no temperature-only mode: `raw_logprobs` leave the temperature out), which
+    biases every weight below 1 (mean 0.906 at top_p 0.9): refused."""
+    alg = getattr(cfg, "algorithm", None)
+    rollout = cfg.rollout
+    truncated = rollout.top_p < 1.0 or rollout.top_k > 0
+    if alg is None or alg.tis_cap is None or engine == "hf" or not truncated:
+        return
+    raise ConfigError(
+        f"algorithm.tis_cap with rollout.top_p = {rollout.top_p} / top_k = {rollout.top_k}: "
+        f"the {engine} engine reports log-probs under the truncated distribution, not the "
+        "trainer's, so the importance weights would be biased; set rollout.top_p: 1 and "
+        "rollout.top_k: 0, use rollout.engine: hf, or remove algorithm.tis_cap"
+    )
+
+
 def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> int:
     """The bytes per weight each role runs in (pipelines/role_args.py passes the dtype on):
     a vllm engine's `rollout.vllm_dtype` when set; else fp32 on CPU and on GPUs bf16
@@ -184,6 +203,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
     elif role.name == "actor_infer":
         strategy = _infer_strategy(cfg.rollout.engine)
+        _check_behaviour_logprobs(cfg, strategy)
         if on_cpu:  # the hf engine generates a worker's whole share of the batch at once
             workers = cfg.rollout.num_workers
             max_num_seqs = -(-cfg.rollout.batch_size // workers)

@@ -179,12 +179,8 @@ class PendingRollout:
             },
         )
         done = self._done()
-        metrics = _metrics(batch, results, done, dropped, aborted, self.rounds)
+        metrics = _metrics(batch, done, dropped, aborted, self.rounds)
         metrics["rollout/staleness"] = self.scheduler.version - min(versions)
-        for key in sorted({k for r in results for k in r if k not in ("score", "error")}):
-            values = [float(r[key]) for r in results if isinstance(r.get(key), (int, float))]
-            if values:
-                metrics[f"reward/{key}"] = sum(values) / len(values)
         rows = [
             {
                 "response": g.text,
@@ -252,13 +248,23 @@ def sample_fields(prompt: Prompt) -> dict[str, Any]:
 
 def _metrics(
     batch: Batch,
-    results: list[dict],
     done: list[ScoredRequest],
     dropped: int,
     aborted: int,
     rounds: int,
 ) -> dict[str, float]:
-    scores, lengths = batch["scores"], batch["response_mask"].sum(dim=1)
+    """The step's rollout metrics. `reward/*` are over every sample generated and scored
+    this step (`done`: groups dynamic sampling dropped included, aborted requests not), so
+    they follow the policy whatever the filter keeps; `reward/kept_mean` is the mean over
+    the batch that trains (the kept groups), and the length metrics are the batch's."""
+    lengths = batch["response_mask"].sum(dim=1)
+    results = [r for d in done for r in d.results]
+    scores = torch.tensor([float(r["score"]) for r in results])
+    parts = {}
+    for key in sorted({k for r in results for k in r if k not in ("score", "error")}):
+        values = [float(r[key]) for r in results if isinstance(r.get(key), (int, float))]
+        if values:
+            parts[f"reward/{key}"] = sum(values) / len(values)
     gen_start = min(d.gen_start for d in done)
     gen_end = max(d.gen_end for d in done)
     gen_s = max(gen_end - gen_start, 1e-9)
@@ -270,6 +276,8 @@ def _metrics(
         "reward/mean": float(scores.mean()),
         "reward/std": float(scores.std()) if len(scores) > 1 else 0.0,
         "reward/errors": float(sum(1 for r in results if r.get("error"))),
+        "reward/kept_mean": float(batch["scores"].mean()),
+        **parts,
         "response_length/mean": float(lengths.float().mean()),
         "response_length/max": float(lengths.max()),
         "response_length/truncated_frac": float((~batch["finished"]).float().mean()),

@@ -40,7 +40,9 @@ from rollcli.strategies.hf_train import (
     NormalisersFn,
     _warmup_constant,
     micro_batch_losses,
+    train_mode,
 )
+from rollcli.strategies.step_metrics import StepMetrics
 
 CHECKPOINT_DIR = "deepspeed"  # inside a run's checkpoints/step-N/
 CHECKPOINT_TAG = "state"
@@ -208,6 +210,7 @@ class DeepSpeedTrainer:
         epochs: int = 1,
         micro_batches: MicroBatchFn = length_sorted_micro_batches,
         normalisers: NormalisersFn | None = None,
+        dropout: bool = True,
     ) -> dict[str, float]:
         """As `HFTrainer.update`, on this rank's share of the batch (`mini_batch_size` is
         the per-rank size).
@@ -218,9 +221,9 @@ class DeepSpeedTrainer:
         so the shares must be equal (the driver checks).
         """
         self.engine.train()
+        train_mode(self.engine.module, dropout)
         mini = mini_batch_size or len(batch)
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
+        step_metrics = StepMetrics()
         grad_norms: list[float] = []
         losses: list[float] = []
         for _ in range(epochs):
@@ -234,13 +237,11 @@ class DeepSpeedTrainer:
                     self.engine.backward(loss, scale_wrt_gas=False)
                     self.engine.step()
                     total += float(loss.detach())
-                    for k, v in metrics.items():
-                        sums[k] = sums.get(k, 0.0) + float(v)
-                        counts[k] = counts.get(k, 0) + 1
+                    step_metrics.add(metrics)
                 losses.append(total)
                 norm = self.engine.get_global_grad_norm()
                 grad_norms.append(float(norm) if norm is not None else float("nan"))
-        out = {k: sums[k] / counts[k] for k in sums}
+        out = step_metrics.means(self.world_size)
         if normalisers is not None:  # a rank's sum x N: its mean over ranks is the loss
             out["loss"] = sum(losses) / len(losses)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)

@@ -3,9 +3,13 @@
 
 Prompts are token-id lists; each is sampled `n` times. Returns response token ids with the
 EOS (or stop token) kept when the sample finished, whether it finished before
-`max_new_tokens`, and the log-prob of each sampled token under the distribution it was
-drawn from (after temperature, top-k and top-p). `SamplingParams` and `Generation` are
-shared with the `vllm` engine.
+`max_new_tokens`, and the log-prob of each sampled token under the temperature-only
+distribution `softmax(logits / T)`: the one the trainer computes (`response_logprobs` at
+the run's temperature), so truncated importance weights compare like with like. Top-k and
+top-p only decide which tokens can be drawn; the log-prob under the truncated,
+renormalised distribution would be higher by `-log(kept mass)` on every token, a bias of
+the weights `pi_old / mu` below 1 (a mean of 0.906 at top_p 0.9 with the same weights).
+`SamplingParams` and `Generation` are shared with the `vllm` engine.
 
 Multi-turn callers name a session per prompt (one per episode): the engine keeps each
 session's KV across calls and prefills only the tokens a prompt adds to it (see
@@ -47,7 +51,8 @@ class Generation:
     prompt_index: int
     token_ids: list[int]
     finished: bool
-    # log-prob of each sampled token under the sampling distribution (the behaviour policy)
+    # log-prob of each sampled token under softmax(logits / T), the behaviour policy as the
+    # trainer computes it (top-k / top-p left out; hf engine: see the module docstring)
     logprobs: list[float] | None = None
     sample: int = 0  # which of the prompt's `n` samples this is
     cached_tokens: int = 0  # leading prompt tokens whose KV came from the prompt's session
@@ -195,10 +200,11 @@ class HFInferEngine:
         next_position = positions[:, -1].repeat_interleave(n) + 1
         generator = torch.Generator(device=device).manual_seed(params.seed + offset)
         warpers = _warpers(params)  # none at temperature 1 without top-k / top-p
+        temperature = params.temperature if params.temperature > 0 else 1.0
         sampling = params.temperature > 0
         alive = list(range(len(gens)))  # rows of the batch, as indices into `gens`
         for _ in range(params.max_new_tokens):
-            tokens, picked = _sample(logits, warpers, generator if sampling else None)
+            tokens, picked = _sample(logits, warpers, generator if sampling else None, temperature)
             self.progress.add(len(alive))
             stop = self.progress.stop.is_set()
             keep = []
@@ -271,10 +277,18 @@ class HFInferEngine:
 
 
 def _sample(
-    logits: torch.Tensor, warpers: list, generator: torch.Generator | None
+    logits: torch.Tensor,
+    warpers: list,
+    generator: torch.Generator | None,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row and its log-prob under the warped distribution; greedy without a
-    `generator`.
+    """One token per row, drawn from the warped distribution (greedy without a
+    `generator`), and its log-prob under `softmax(logits / temperature)`:
+
+        log mu(y) = logits_y / T - logsumexp(logits / T)
+
+    not under the top-k / top-p truncated one the token was drawn from (see the module
+    docstring).
 
     Sampling inverts the CDF with one uniform per row (float64, so even the tail's
     probabilities are kept): the same categorical distribution as `torch.multinomial`, which
@@ -286,6 +300,12 @@ def _sample(
         scores = warp(None, scores)
     top = scores.amax(dim=-1, keepdim=True)
     weights = (scores - top).exp_()  # 0 where a warper masked the score to -inf
+    tempered = logits.float() / temperature if temperature != 1.0 else logits.float()
+    if not torch.isneginf(scores).any():  # no truncation: scores are the tempered logits
+        tempered, tempered_top, tempered_weights = scores, top, weights
+    else:
+        tempered_top = tempered.amax(dim=-1, keepdim=True)
+        tempered_weights = (tempered - tempered_top).exp_()
     if generator is None:
         tokens = scores.argmax(dim=-1)
     else:
@@ -294,7 +314,8 @@ def _sample(
         u = torch.rand(total.shape, dtype=total.dtype, device=total.device, generator=generator)
         u = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
         tokens = torch.searchsorted(cdf, u, right=True).squeeze(1)  # first cdf > u: p > 0
-    picked = scores.gather(1, tokens[:, None]) - top - weights.sum(dim=-1, keepdim=True).log()
+    log_total = tempered_weights.sum(dim=-1, keepdim=True).log()
+    picked = tempered.gather(1, tokens[:, None]) - tempered_top - log_total
     return tokens, picked.squeeze(1)
 
 

@@ -27,8 +27,9 @@ import torch
 
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
+from rollcli.strategies.step_metrics import Metric, StepMetrics
 
-LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
+LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, Metric]]]
 # (mini-batch, micro-batch size) -> [(row indices, micro-batch)]
 MicroBatchFn = Callable[[Batch, int], list[tuple[torch.Tensor, Batch]]]
 # a mini-batch -> the denominators of its loss (`aggregation.loss_normalisers`)
@@ -73,6 +74,21 @@ def micro_batch_losses(
         return loss * world_size, metrics
 
     return share
+
+
+def train_mode(model: torch.nn.Module, dropout: bool = True) -> None:
+    """Put `model` in training mode; `dropout=False`: `model.eval()` semantics for every
+    module (dropout off, so the loss's log-probs are the ones `compute_logprobs` computes
+    in eval mode), gradients still on. A layer that checkpoints its activations keeps its
+    own `training` flag set (transformers checkpoints only when it is), not its
+    sub-modules' (where the dropout is), so gradient checkpointing still runs."""
+    model.train()
+    if dropout:
+        return
+    model.eval()
+    for module in model.modules():
+        if getattr(module, "gradient_checkpointing", False) is True:
+            module.training = True
 
 
 def sparse_tied_embedding(model: torch.nn.Module) -> bool:
@@ -143,17 +159,19 @@ class HFTrainer:
         epochs: int = 1,
         micro_batches: MicroBatchFn = length_sorted_micro_batches,
         normalisers: NormalisersFn | None = None,
+        dropout: bool = True,
     ) -> dict[str, float]:
-        """Optimise `loss_fn` over `batch`; returns metrics averaged over micro-batches.
+        """Optimise `loss_fn` over `batch`; returns its metrics averaged over micro-batches
+        (`(value, weight)` metrics weighted, see `step_metrics`). `dropout=False`: the
+        model's dropout is off during the update (`train_mode`).
 
         `micro_batches` splits a mini-batch (default: rollout rows sorted by length and
         trimmed); pipelines with another row layout pass their own. With `normalisers`,
         `loss_fn(micro, totals)` returns the micro-batch's share of its mini-batch's loss
         (see `micro_batch_losses`) and `loss` (the mini-batch's loss) is reported."""
-        self.model.train()
+        train_mode(self.model, dropout)
         mini = mini_batch_size or len(batch)
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}
+        step_metrics = StepMetrics()
         grad_norms, losses = [], []
         for _ in range(epochs):
             for mini_batch in batch.split(mini):
@@ -164,12 +182,10 @@ class HFTrainer:
                     loss, metrics = micro_loss(micro)
                     loss.backward()
                     total += float(loss.detach())
-                    for k, v in metrics.items():
-                        sums[k] = sums.get(k, 0.0) + float(v)
-                        counts[k] = counts.get(k, 0) + 1
+                    step_metrics.add(metrics)
                 losses.append(total)
                 grad_norms.append(self._clip_and_step())
-        out = {k: sums[k] / counts[k] for k in sums}
+        out = step_metrics.means(self.world_size)
         if normalisers is not None:  # a rank's sum x N: its mean over ranks is the loss
             out["loss"] = sum(losses) / len(losses)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)

@@ -46,6 +46,7 @@ from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import make_trainer
 from rollcli.tracking.peak import matmul_peak
 from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+from rollcli.workers.policy_step_metrics import metric_weights
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "prompt_width")
 
@@ -283,10 +284,9 @@ class ActorTrainWorker:
             ent = aggregate_loss(entropy, mask, "token-mean")
             metrics = {**metrics, "entropy": float(ent.detach()), **(tis[1] if tis else {})}
             ent_mask, bonus = _entropy_mask(micro), ent
-            if "action_mask" in micro:
+            if "action_mask" in micro:  # weighted by its tokens: 0 here when it has none
                 bonus = aggregate_loss(entropy, ent_mask, "token-mean")
-                if ent_mask.sum() > 0:  # the mean over micro-batches that have such tokens
-                    metrics["action_entropy"] = float(bonus.detach())
+                metrics["action_entropy"] = float(bonus.detach())
             if args.entropy_coef:
                 ent_share = micro_batch_share("token-mean", ent_mask, totals[6:])
                 loss = loss - args.entropy_coef * bonus * ent_share
@@ -306,7 +306,7 @@ class ActorTrainWorker:
                 if args.kl_loss_coef:
                     kl_share = micro_batch_share(args.loss_agg, mask, totals[3:6])
                     loss = loss + args.kl_loss_coef * kl * kl_share
-            return loss, metrics
+            return loss, metric_weights(metrics, mask, agg_mask, ent_mask, pg_share)
 
         mini = args.mini_batch_size
         # a token budget may give ranks different numbers of micro-batches: only where no
@@ -320,6 +320,7 @@ class ActorTrainWorker:
             epochs=args.epochs,
             micro_batches=functools.partial(micro_batcher, max_tokens=budget),
             normalisers=normalisers,
+            dropout=False,  # the policy gradient of the policy that sampled: no dropout
         )
         return to_cpu(metrics)
 

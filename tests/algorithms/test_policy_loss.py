@@ -159,3 +159,21 @@ def test_compute_policy_loss_uniform_call():
         compute_policy_loss("ppo", **common, clip_ratio=0.2)
     with pytest.raises(ValueError, match="ppo"):
         compute_policy_loss("ppo2", **common)
+
+
+def test_gspo_clamps_the_sequence_log_ratio():
+    # every token's log-ratio is 12 (under the per-token clamp at 20), so the sequence
+    # log-ratio is 12 > 10: clamped at 10, s = e^10, A = -1. unclipped = -A e^10 = e^10 >
+    # clipped = -A * 1.2, so the loss is e^10 with no gradient (clipped PPO's zero
+    # gradient); unclamped it was e^12 with a gradient of e^12 / 3 ~ 5e4 per token.
+    old = torch.zeros(1, 3)
+    logp = torch.full((1, 3), 12.0, requires_grad=True)
+    adv = -torch.ones(1, 3)
+    loss, _ = gspo_loss(logp, old, adv, torch.ones(1, 3), clip_low=0.2, clip_high=0.2)
+    assert loss.item() == pytest.approx(math.exp(10.0), rel=1e-5)
+    loss.backward()
+    torch.testing.assert_close(logp.grad, torch.zeros(1, 3))
+    # below the limit the gradient flows as before: log-ratio 9.9 -> d/dlogp_t = e^9.9 / 3
+    logp = torch.full((1, 3), 9.9, requires_grad=True)
+    gspo_loss(logp, old, adv, torch.ones(1, 3), clip_low=0.2, clip_high=0.2)[0].backward()
+    torch.testing.assert_close(logp.grad, torch.full((1, 3), math.exp(9.9) / 3))

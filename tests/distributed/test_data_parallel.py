@@ -92,6 +92,9 @@ def test_two_hf_ranks_make_the_one_worker_update(tiny_model, tmp_path) -> None:
         assert [m["grad_norm"] for m in per_rank] == expected
         # the loss the ranks report, averaged, is the whole batch's
         assert sum(m["loss"] for m in per_rank) / 2 == pytest.approx(m_one["loss"], rel=1e-5)
+        # token-weighted metrics are all-reduced: every rank reports the whole batch's
+        for key in ("pg_loss", "entropy", "clipfrac", "ratio_mean"):
+            assert [m[key] for m in per_rank] == pytest.approx([m_one[key]] * 2, rel=1e-4)
         cluster.call("save_pretrained", str(tmp_path))  # rank 0 writes
         logprobs = cluster.call("compute_logprobs", _batch(pad))
     finally:

@@ -1,6 +1,7 @@
-"""The hf engine returns the log-prob of each sampled token under the distribution it was
-drawn from: equal to a training forward at the same temperature when nothing is truncated,
-and renormalised over the kept tokens under top-k."""
+"""The hf engine returns the log-prob of each sampled token under the temperature-only
+distribution: equal to a training forward at the same temperature, with or without top-k /
+top-p (which only decide which tokens can be drawn), so truncated IS weights are 1 when the
+weights are the same."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_sampled_logprobs_equal_a_training_forward(engine) -> None:
         assert g.logprobs == pytest.approx(ref, abs=2e-4)
 
 
-def test_top_k_logprobs_are_renormalised_over_the_kept_tokens(engine) -> None:
+def test_top_k_draws_among_the_kept_tokens_and_reports_the_full_logprob(engine) -> None:
     params = SamplingParams(n=2, max_new_tokens=10, temperature=1.0, top_k=3, seed=5)
     gens = engine.generate(PROMPTS, params)
     full = _trainer_logprobs(engine, gens, 1.0)
@@ -57,10 +58,31 @@ def test_top_k_logprobs_are_renormalised_over_the_kept_tokens(engine) -> None:
         top3 = logits.topk(3, dim=-1)
         for t, tok in enumerate(g.token_ids):
             assert tok in top3.indices[t].tolist()  # only the 3 best tokens can be drawn
-            # log p_top3(tok) = logit - logsumexp(top-3 logits)
-            expected = float(logits[t, tok] - torch.logsumexp(top3.values[t], dim=0))
+            # log p(tok) = logit - logsumexp(all logits), not over the top 3 only
+            expected = float(logits[t, tok] - torch.logsumexp(logits[t], dim=0))
             assert g.logprobs[t] == pytest.approx(expected, abs=2e-4)
-            assert g.logprobs[t] >= full[i][t] - 1e-6
+        assert g.logprobs == pytest.approx(full[i], abs=2e-4)
+
+
+def test_top_p_logprobs_equal_the_trainers_so_tis_weights_are_one(engine) -> None:
+    """Same weights, top_p 0.9 and temperature 0.7: the engine's `mu` is the trainer's
+    `pi_old` (the renormalised log-prob gave mean weights of 0.906)."""
+    from rollcli.algorithms.off_policy import truncated_is_weights
+
+    params = SamplingParams(n=4, max_new_tokens=12, temperature=0.7, top_p=0.9, seed=11)
+    gens = engine.generate(PROMPTS, params)
+    trainer = _trainer_logprobs(engine, gens, 0.7)
+    for g, ref in zip(gens, trainer, strict=True):
+        assert g.logprobs == pytest.approx(ref, abs=2e-4)
+    width = max(len(g.token_ids) for g in gens)
+    pad = [[0.0] * (width - len(g.token_ids)) for g in gens]
+    mu = torch.tensor([g.logprobs + p for g, p in zip(gens, pad, strict=True)])
+    old = torch.tensor([ref + p for ref, p in zip(trainer, pad, strict=True)])
+    mask = torch.tensor(
+        [[1.0] * len(g.token_ids) + [0.0] * len(p) for g, p in zip(gens, pad, strict=True)]
+    )
+    weights = truncated_is_weights(old, mu, mask, cap=2.0)
+    assert float((weights * mask).sum() / mask.sum()) == pytest.approx(1.0, abs=1e-3)
 
 
 def test_greedy_output_has_logprobs_of_the_argmax(engine) -> None:

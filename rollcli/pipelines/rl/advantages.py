@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from rollcli.algorithms.advantages import compute_advantages
-from rollcli.algorithms.dapo import overlong_buffer_tokens, overlong_penalty
+from rollcli.algorithms.dapo import overlong_buffer_tokens, overlong_penalty, truncation_mask
 from rollcli.algorithms.group import normalize_scores
 from rollcli.algorithms.kl import AdaptiveKLController, FixedKLController, kl_estimate
 from rollcli.algorithms.masked import masked_mean
@@ -59,13 +59,21 @@ def add_advantages(
     Groups are `group_size` contiguous rows. A `STEP_ADVANTAGES` tensor in the batch (the
     episode source's GiGPO step-level term) is taken out of it and added before whitening
     and clipping.
+
+    With `alg.mask_truncated` (DAPO's overlong filtering) truncated samples leave the loss
+    (their `response_mask` rows become 0, so their advantages are 0) but stay in their
+    group's baseline with their full shaped score: the baseline estimates the expected
+    score of what the policy samples, truncated answers included, and the overlong
+    penalty reads their real lengths (the mask before filtering). Read after filtering,
+    a truncated answer's length was 0: it lost its penalty (`-overlong_penalty`) and
+    raised the group mean, which could flip a finished answer's advantage from + to -.
     """
     step_advantages = batch.tensors.pop(STEP_ADVANTAGES, None)
     mask = batch["response_mask"]
+    lengths = mask.sum(dim=1)  # real lengths, before mask_truncated empties any row
     if alg.mask_truncated:
-        mask = mask * batch["finished"].float().unsqueeze(1)
+        mask = mask * truncation_mask(batch["finished"]).unsqueeze(1)
         batch.set("response_mask", mask)
-    lengths = batch["response_mask"].sum(dim=1)
     scores = shape_scores(alg, batch["scores"], lengths, max_new_tokens, group_size, running)
     metrics: dict[str, float] = {}
     kl = None

@@ -1,0 +1,235 @@
+"""Learning regression: train an rlvr recipe over several seeds and test what it learned.
+
+    .venv/bin/python bench/learning.py rlvr-math --seeds 9             # seeds 1-8 and the recipe's
+    .venv/bin/python bench/learning.py rlvr-math --seeds 1,2,3 --set train.lr=2e-5
+
+Each seed trains the recipe through the real CLI (`roll train RECIPE --seed S`), then its
+final checkpoint and the base model answer the seed's held-out problems (the run's own
+validation set, `data.val_size` of them, greedy), asked two ways:
+
+- (a) as the recipe asks (its `data.system_prompt` and `data.prompt_suffix`);
+- (b) with a `\\boxed{}` instruction as `data.prompt_suffix` instead (`--boxed-suffix`).
+
+Per seed and overall it prints accuracy with 95% Wilson intervals, exact McNemar p-values
+paired on the same problems, the run's validation curve, collapse flags (replies shrunk to
+under half their step-1 length, final validation below step 0) and wall time. Issue #36's
+targets for every seed: (a) trained >= 2x base with p < 0.05 and never below step 0;
+(b) trained not significantly worse than base (p >= 0.05 or better); (c) trained asked as in
+(a) beats base asked as in (b) with p < 0.05. The last line is the count of seeds that meet
+all three. The base model's answers are cached per seed in the runs folder (they never change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BOXED = "Put the final answer in \\boxed{}."
+ALPHA = 0.05
+
+
+def parse_seeds(text: str, recipe_seed: int) -> list[int]:
+    """`9` -> seeds 1-8 and the recipe's own; `1,2,5` -> those.
+
+    >>> parse_seeds("3", 42), parse_seeds("4,7", 42)
+    ([1, 2, 42], [4, 7])
+    """
+    if "," in text or not text.isdigit():
+        return [int(s) for s in text.split(",") if s]
+    count = int(text)
+    return [*range(1, count), recipe_seed]
+
+
+def train(recipe: str, seed: int, sets: list[str], runs_dir: Path, tag: str) -> dict[str, Any]:
+    """One run through the real CLI; returns its id, wall time and metrics rows."""
+    run_id = f"learn-{tag}-s{seed}"
+    run = runs_dir / run_id
+    start = time.perf_counter()
+    if not (run / "status.json").exists() or _status(run) != "finished":
+        cmd = [sys.executable, "-m", "rollcli", "train", recipe, "--seed", str(seed)]
+        cmd += ["--runs-dir", str(runs_dir), "--run-id", run_id, *sets]
+        if run.exists():
+            cmd += ["--resume", "auto"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if proc.returncode != 0:
+            raise SystemExit(f"seed {seed}: roll train failed:\n{proc.stderr[-2000:]}")
+    wall = time.perf_counter() - start
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    checkpoints = sorted(
+        (run / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1])
+    )
+    return {"run_id": run_id, "wall_s": wall, "rows": rows, "model": str(checkpoints[-1])}
+
+
+def _status(run: Path) -> str:
+    return json.loads((run / "status.json").read_text()).get("status", "")
+
+
+def answers(cfg, model_path: str, seed: int, cache: Path | None) -> list[bool]:  # noqa: ANN001
+    """Greedy correctness on the seed's held-out problems (cached for the base model)."""
+    from rollcli.evaluation.rlvr_eval import evaluate_rlvr
+
+    if cache is not None and cache.exists():
+        return json.loads(cache.read_text())
+    result = evaluate_rlvr(
+        cfg, cfg.name, model_path, model_path, n=cfg.data.val_size, seed=seed, num_threads=2
+    )
+    correct = [p.correct for p in result.problems]
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(correct))
+    return correct
+
+
+def paired(first: list[bool], second: list[bool]) -> tuple[int, int, float]:
+    """(only first right, only second right, exact McNemar p)."""
+    from rollcli.evaluation.stats import mcnemar_exact
+
+    b = sum(x and not y for x, y in zip(first, second, strict=True))
+    c = sum(y and not x for x, y in zip(first, second, strict=True))
+    return b, c, mcnemar_exact(b, c)
+
+
+def judge(base_a, base_b, trained_a, trained_b, rows) -> dict[str, Any]:  # noqa: ANN001
+    """The targets of issue #36 item 3 for one seed, with the numbers behind them."""
+    acc = {k: sum(v) / len(v) for k, v in (("base_a", base_a), ("base_b", base_b),
+                                           ("trained_a", trained_a), ("trained_b", trained_b))}  # fmt: skip
+    up_a, down_a, p_a = paired(trained_a, base_a)
+    up_b, down_b, p_b = paired(trained_b, base_b)
+    up_c, down_c, p_c = paired(trained_a, base_b)
+    vals = [r["val/accuracy"] for r in rows if "val/accuracy" in r]
+    lengths = [r["response_length/mean"] for r in rows if "response_length/mean" in r]
+    flags = []
+    if lengths and lengths[-1] < 0.5 * lengths[0]:
+        flags.append(f"length {lengths[0]:.0f}->{lengths[-1]:.0f}")
+    if vals and vals[-1] < vals[0]:
+        flags.append("val below step 0")
+    kls = [r["actor/kl"] for r in rows if "actor/kl" in r]
+    return {
+        **acc,
+        "a_gain": (up_a, down_a, p_a),
+        "b_change": (up_b, down_b, p_b),
+        "c_vs_prompt": (up_c, down_c, p_c),
+        "val_curve": vals,
+        "kl_last": kls[-1] if kls else None,
+        "flags": flags,
+        "meets_a": acc["trained_a"] >= 2 * acc["base_a"]
+        and p_a < ALPHA
+        and up_a > down_a
+        and (not vals or vals[-1] >= vals[0]),
+        "meets_b": not (p_b < ALPHA and down_b > up_b),
+        "meets_c": p_c < ALPHA and up_c > down_c,
+    }
+
+
+def _ci(acc: float, n: int) -> str:
+    from rollcli.evaluation.stats import wilson_interval
+
+    low, high = wilson_interval(round(acc * n), n)
+    return f"{acc:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def render(results: dict[int, dict[str, Any]], n: int) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"held-out accuracy (n = {n} per seed, greedy; p: exact McNemar)")
+    for col in ("seed", "base (a)", "trained (a)", "+/- p", "base (b)", "trained (b)",
+                "+/- p", "(a) vs base (b)", "val curve", "flags", "min", "ok"):  # fmt: skip
+        table.add_column(col)
+    for seed, r in results.items():
+        ok = (
+            "yes"
+            if r["meets_a"] and r["meets_b"] and r["meets_c"]
+            else ("no: " + "".join(k[-1] for k in ("meets_a", "meets_b", "meets_c") if not r[k]))
+        )
+        table.add_row(
+            str(seed), _ci(r["base_a"], n), _ci(r["trained_a"], n), _pair(r["a_gain"]),
+            _ci(r["base_b"], n), _ci(r["trained_b"], n), _pair(r["b_change"]),
+            _pair(r["c_vs_prompt"]), " ".join(f"{v:.3f}" for v in r["val_curve"]),
+            ", ".join(r["flags"]) or "-", f"{r['wall_s'] / 60:.1f}", ok,
+        )  # fmt: skip
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(table)
+    return console.export_text()
+
+
+def _pair(t: tuple[int, int, float]) -> str:
+    return f"{t[0]}/{t[1]} {t[2]:.1g}"
+
+
+def summary(results: dict[int, dict[str, Any]]) -> str:
+    worst = min(results, key=lambda s: results[s]["trained_a"])
+    mean_a = sum(r["trained_a"] for r in results.values()) / len(results)
+    mean_base = sum(r["base_a"] for r in results.values()) / len(results)
+    mean_b = sum(r["trained_b"] for r in results.values()) / len(results)
+    mean_base_b = sum(r["base_b"] for r in results.values()) / len(results)
+    met = sum(r["meets_a"] and r["meets_b"] and r["meets_c"] for r in results.values())
+    return (
+        f"mean (a) {mean_base:.3f} -> {mean_a:.3f}, (b) {mean_base_b:.3f} -> {mean_b:.3f}; "
+        f"worst seed {worst} at {results[worst]['trained_a']:.3f}\n"
+        f"seeds meeting all targets: {met}/{len(results)}"
+    )
+
+
+def main() -> None:
+    from rollcli.config.loader import load_recipe
+    from rollcli.models.loading import resolve_model
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("recipe")
+    ap.add_argument("--seeds", default="9", help="a count (1..N-1 and the recipe's) or a list")
+    ap.add_argument("--set", nargs="*", default=[], help="recipe overrides key.path=value")
+    ap.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "learning")
+    ap.add_argument("--boxed-suffix", default=BOXED)
+    ap.add_argument("--json", type=Path, help="write the per-seed results here")
+    args = ap.parse_args()
+
+    cfg, _ = load_recipe(args.recipe, args.set)
+    if cfg.pipeline != "rlvr":
+        raise SystemExit(
+            f"bench/learning.py measures rlvr recipes; {args.recipe} is {cfg.pipeline}"
+        )
+    boxed_cfg, _ = load_recipe(args.recipe, [*args.set, f"data.prompt_suffix={args.boxed_suffix}"])
+    tag = hashlib.sha1(json.dumps([args.recipe, args.set]).encode()).hexdigest()[:8]
+    base = str(resolve_model(cfg.model))
+    results: dict[int, dict[str, Any]] = {}
+    for seed in parse_seeds(args.seeds, cfg.seed):
+        run = train(args.recipe, seed, args.set, args.runs_dir, tag)
+        # the base model's answers depend only on the data, the model and the seed
+        key = hashlib.sha1(f"{cfg.data.model_dump_json()}{cfg.model}{seed}".encode()).hexdigest()
+        key = key[:12]
+        cache = args.runs_dir / "base-cache"
+        base_a = answers(cfg, base, seed, cache / f"{key}-a.json")
+        base_b = answers(boxed_cfg, base, seed, cache / f"{key}-b.json")
+        trained_a = answers(cfg, run["model"], seed, None)
+        trained_b = answers(boxed_cfg, run["model"], seed, None)
+        results[seed] = {
+            **judge(base_a, base_b, trained_a, trained_b, run["rows"]),
+            "wall_s": run["wall_s"],
+            "run_id": run["run_id"],
+        }
+        r = results[seed]
+        print(
+            f"seed {seed}: (a) {r['base_a']:.3f} -> {r['trained_a']:.3f}  "
+            f"(b) {r['base_b']:.3f} -> {r['trained_b']:.3f}  {r['wall_s'] / 60:.1f} min  "
+            f"{run['run_id']}",
+            file=sys.stderr,
+            flush=True,
+        )
+    print(render(results, cfg.data.val_size))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print(summary(results))
+
+
+if __name__ == "__main__":
+    main()
