@@ -102,3 +102,17 @@ class CollapseWatch:
         new = {k: v for k, v in collapse_signals(rows).items() if k not in self.reported}
         self.reported |= set(new)
         return new
+
+
+def first_trips(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Each signal and the step at which it first tripped (what `roll plot` marks).
+
+    >>> rows = [{"step": s, "response_length/mean": n} for s, n in enumerate([24, 26, 9, 3], 1)]
+    >>> first_trips(rows)
+    {'length': 4}
+    """
+    watch, found = CollapseWatch(), {}
+    for n, row in enumerate(rows, 1):
+        for name in watch.update(rows[:n]):
+            found[name] = int(row.get("step", n))
+    return found

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollcli.runs.collapse import first_trips
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -267,12 +269,18 @@ def draw_run(rows: list[Row], *, title: str, subtitle: str = "") -> Figure:
         fig.delaxes(ax)
     all_steps = [row["step"] for row in rows if isinstance(row.get("step"), int)]
     xlim = (min(all_steps) - 0.5, max(all_steps) + 0.5) if all_steps else None
+    trips = first_trips(rows)
+    if trips:  # red dashed lines at the steps where a collapse signal first tripped
+        marks = ", ".join(f"{name} (step {step})" for name, step in trips.items())
+        fig.suptitle(f"{fig.get_suptitle()}\ncollapse signals: {marks}", fontsize=15, color="C3")
     for ax, panel in zip(axes.flat, PANELS, strict=False):
         ax.tick_params(labelsize=10)
         if not series(rows, panel.key)[1]:
             _say_missing(ax, panel)
             continue
         last = panel.draw(ax, rows, panel.key)
+        for step in sorted(set(trips.values())):
+            ax.axvline(step, color="C3", linestyle="--", alpha=0.6)
         ax.set_title(f"{panel.title}  ({last})", fontsize=13)
         ax.set_xlabel("step", fontsize=11)
         ax.set_ylabel(panel.ylabel, fontsize=11)

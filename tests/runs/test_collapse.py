@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rollcli.runs.best import improves, mark_best, read_best
 from rollcli.runs.checkpoint import complete_checkpoints, write_checkpoint
-from rollcli.runs.collapse import CollapseWatch, collapse_signals
+from rollcli.runs.collapse import CollapseWatch, collapse_signals, first_trips
 
 
 def _rows(lengths, entropies, kls, fmts, corrects, vals) -> list[dict]:  # noqa: ANN001
@@ -93,3 +93,17 @@ def test_a_best_must_beat_step_zero_and_every_earlier_validation():
     assert improves(0.137, 0.047, None)
     assert not improves(0.1, 0.047, {"score": 0.137})
     assert improves(-1.2, -1.5, {"score": -1.3})  # losses: minus the loss, higher is better
+
+
+def test_roll_plot_marks_the_steps_where_signals_first_tripped():
+    from rollcli.runs.plot import draw_run
+
+    assert first_trips(COLLAPSE) == {
+        "length": 7, "entropy": 8, "kl": 8, "format_not_correct": 8, "validation": 10
+    }  # fmt: skip
+    fig = draw_run(COLLAPSE, title="demo")
+    assert "collapse signals: length (step 7), entropy (step 8)" in fig.get_suptitle()
+    kl_panel = next(ax for ax in fig.axes if ax.get_title().startswith("KL"))
+    dashed = [line.get_xdata()[0] for line in kl_panel.lines if line.get_linestyle() == "--"]
+    assert dashed == [7, 8, 10]
+    assert "collapse" not in draw_run(HEALTHY, title="healthy").get_suptitle()
