@@ -236,10 +236,7 @@ class RLPipeline:
             batch.set(
                 "values",
                 c.critic.dispatch(
-                    "compute_values",
-                    batch,
-                    micro_batch_size=self.cfg.train.micro_batch_size,
-                    shared_prefix=self.update_args.shared_prefix,
+                    "compute_values", batch, shared_prefix=self.update_args.shared_prefix
                 ),
             )
 
@@ -260,7 +257,6 @@ class RLPipeline:
             "train_step",
             batch,
             value_clip=cfg.algorithm.value_clip,
-            micro_batch_size=cfg.train.micro_batch_size,
             mini_batch_size=cfg.train.mini_batch_size,
             epochs=cfg.algorithm.ppo_epochs,
             shared_prefix=self.update_args.shared_prefix,
