@@ -81,6 +81,24 @@ def shard_order(num_rows: int, mini_batch_size: int | None, world_size: int) -> 
     return [i for rank_rows in order for i in rank_rows]
 
 
+def token_budget(strategy: str, world_size: int, max_tokens: int | None) -> int | None:
+    """The padded-token budget of a rank's micro-batches (`train.micro_batch_tokens`), for
+    the update and the log-prob forwards alike.
+
+    A budget splits rows by their lengths, so ranks may run different numbers of forwards.
+    That is safe with one rank, or with the hf strategy (its ranks meet once per optimizer
+    step, in the gradient all-reduce); DeepSpeed's ZeRO-3 and Megatron run collectives in
+    every forward, where a rank with fewer forwards leaves the others waiting forever: there
+    micro-batches are `micro_batch_size` rows, the same number on every rank.
+
+    >>> token_budget("hf", 2, 4096), token_budget("deepspeed", 1, 4096)
+    (4096, 4096)
+    >>> token_budget("deepspeed", 2, 4096) is None
+    True
+    """
+    return max_tokens if strategy == "hf" or world_size == 1 else None
+
+
 def mean_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:
     """Each metric averaged over the ranks that report it.
 

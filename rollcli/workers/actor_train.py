@@ -191,7 +191,8 @@ class ActorTrainWorker:
         shared_prefix: bool = False,
     ) -> torch.Tensor:
         """Log-probs of the response tokens under the current policy (PPO's old log-probs);
-        `shared_prefix`: each group's prompt computed once (the same numbers)."""
+        `shared_prefix`: each group's prompt computed once (the same numbers). `max_tokens`
+        applies where ranks may run different numbers of forwards (`token_budget`)."""
         self.model.eval()
         with self._compute():
             return forward_response_logprobs(
@@ -200,7 +201,7 @@ class ActorTrainWorker:
                 micro_batch_size,
                 temperature,
                 self.device,
-                max_tokens,
+                data_parallel.token_budget(self.strategy, self.world_size, max_tokens),
                 shared_prefix=shared_prefix,
             )
 
@@ -303,9 +304,7 @@ class ActorTrainWorker:
             return loss, metrics
 
         mini = args.mini_batch_size
-        # a token budget may give ranks different numbers of micro-batches: only where no
-        # collective runs per micro-batch (DeepSpeed's ZeRO-3 gathers do)
-        budget = args.micro_batch_tokens if self.strategy == "hf" or self.world_size == 1 else None
+        budget = data_parallel.token_budget(self.strategy, self.world_size, args.micro_batch_tokens)
         metrics = self.trainer.update(
             batch,  # data parallel: this rank's share, `mini / world_size` rows per step
             loss_fn=loss_fn,
