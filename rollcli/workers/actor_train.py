@@ -39,7 +39,12 @@ from rollcli.models.loading import node_model_folder
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies import lora as lora_adapters
 from rollcli.strategies.device import batch_to, device_slot, pick_device, to_cpu
-from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.hf_model import (
+    load_causal_lm,
+    load_saved_weights,
+    load_tokenizer,
+    response_logprobs,
+)
 from rollcli.strategies.hf_shared_prefix import shared_prefix_logprobs
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
@@ -396,8 +401,6 @@ class ActorTrainWorker:
         )
 
     def load_state(self, folder: str) -> None:
-        from safetensors.torch import load_model
-
         # tensors and plain containers only: loading runs no code from the run folder
         state: dict[str, Any] = load_tensors_file(
             Path(folder) / "actor_optim.pt", map_location=self.device
@@ -405,17 +408,8 @@ class ActorTrainWorker:
         self.trainer.load_state_dict(state)
         if self.lora:
             lora_adapters.load_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)
-        elif self.strategy == "hf":
-            path = Path(folder) / "model.safetensors"
-            # strict: a missing or unexpected tensor is an error (tied weights excepted)
-            missing, unexpected = load_model(
-                self.model, str(path), strict=False, device=str(self.device)
-            )
-            if missing or unexpected:
-                raise ValueError(
-                    f"{path} does not match the policy: missing tensors {sorted(missing)}, "
-                    f"unexpected tensors {sorted(unexpected)}; resume with the run's own model"
-                )
+        elif self.strategy == "hf":  # one file or shards; strict (tied weights excepted)
+            load_saved_weights(self.model, folder, device=str(self.device))
         else:  # weights, optimizer partitions and scheduler from the strategy's own files
             self.trainer.load_checkpoint(folder)
         torch.set_rng_state(state["rng"].cpu())
