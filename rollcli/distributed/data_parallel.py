@@ -17,6 +17,7 @@ optimizer step sees the same rows as with one worker.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 from typing import Any
 
@@ -79,6 +80,44 @@ def shard_order(num_rows: int, mini_batch_size: int | None, world_size: int) -> 
         for r in range(world_size):
             order[r] += rows[r * part : (r + 1) * part]
     return [i for rank_rows in order for i in rank_rows]
+
+
+def even_rows(num_rows: int, group_size: int, world_size: int) -> list[int]:
+    """Rows of a batch, in whole groups of `group_size` contiguous rows, that split evenly
+    over `world_size` ranks (ZeRO-3's gathers are collective: every rank needs as many rows):
+    a multiple of lcm(world_size, group_size) rows. A short batch (dynamic sampling, group
+    filtering) drops its last groups down to that; one shorter than that repeats its groups
+    in order up to it, so every rank trains on something.
+
+    >>> even_rows(6, 2, 4)  # 3 groups of 2 over 4 ranks: the first 2 groups
+    [0, 1, 2, 3]
+    >>> even_rows(3, 3, 2)  # 1 group of 3 over 2 ranks: repeated
+    [0, 1, 2, 0, 1, 2]
+    """
+    if num_rows <= 0 or num_rows % group_size:
+        raise ValueError(f"{num_rows} rows are not whole groups of {group_size}")
+    unit = math.lcm(world_size, group_size)
+    if num_rows >= unit:
+        return list(range(num_rows - num_rows % unit))
+    return [i % num_rows for i in range(unit)]
+
+
+def token_budget(strategy: str, world_size: int, max_tokens: int | None) -> int | None:
+    """The padded-token budget of a rank's micro-batches (`train.micro_batch_tokens`), for
+    the update and the log-prob forwards alike.
+
+    A budget splits rows by their lengths, so ranks may run different numbers of forwards.
+    That is safe with one rank, or with the hf strategy (its ranks meet once per optimizer
+    step, in the gradient all-reduce); DeepSpeed's ZeRO-3 and Megatron run collectives in
+    every forward, where a rank with fewer forwards leaves the others waiting forever: there
+    micro-batches are `micro_batch_size` rows, the same number on every rank.
+
+    >>> token_budget("hf", 2, 4096), token_budget("deepspeed", 1, 4096)
+    (4096, 4096)
+    >>> token_budget("deepspeed", 2, 4096) is None
+    True
+    """
+    return max_tokens if strategy == "hf" or world_size == 1 else None
 
 
 def mean_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:

@@ -13,6 +13,8 @@ What each decision becomes:
   autocast (16 bytes/param, the plan's 2 + 2 + 12); DeepSpeed turns on its `bf16` mode,
   which holds bf16 weights and gradients and fp32 master weights in the optimizer.
 - inference dtype: the reference's and the hf engine's weights, and vLLM's `dtype`.
+- the critic's micro-batch: its value forwards and updates run `critic.micro_batch_size`
+  rows at a time, the size its memory was planned for (not `train.micro_batch_size`).
 - engine: the plan's `actor_infer` strategy, which resolves `rollout.engine: auto` the way
   the run does (`infer_engines.resolve_engine`).
 - the engine's memory on GPUs: vLLM reserves the KV cache the plan computed (not the CPU
@@ -67,6 +69,8 @@ def role_args(cfg: RecipeConfig, inp: PlanInput, plan: Plan) -> dict[str, dict[s
         out["actor_infer"] = _infer_args(cfg, reqs["actor_infer"], plan)
     if "reference" in reqs:
         out["reference"] = {"dtype": dtype_name(reqs["reference"].param_bytes)}
+    if "critic" in reqs:  # its own micro-batches (`critic.micro_batch_size`), as planned
+        out["critic"] = {"micro_batch_size": reqs["critic"].micro_batch}
     return out
 
 

@@ -190,7 +190,13 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
         return args
     if role.name == "critic":
         critic = cfg.critic
-        return {**model, "seed": cfg.seed, "lr": critic.lr, "grad_clip": critic.grad_clip}
+        return {
+            **model,
+            "seed": cfg.seed,
+            "lr": critic.lr,
+            "grad_clip": critic.grad_clip,
+            **ctx.args["critic"],  # its micro-batch size
+        }
     return {**model, **ctx.args.get(role.name, {})}  # reference: its dtype
 
 

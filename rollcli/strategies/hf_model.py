@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -30,6 +31,40 @@ def load_causal_lm(
     if not train:
         model.requires_grad_(False)
     return model
+
+
+SAFE_WEIGHTS = "model.safetensors"
+SAFE_WEIGHTS_INDEX = "model.safetensors.index.json"  # save_pretrained's shards
+
+
+def load_saved_weights(model: torch.nn.Module, folder: str | Path, device: str) -> None:
+    """Load a Hugging Face folder's safetensors weights into `model`, strictly: one
+    `model.safetensors`, or the shards its index lists (`save_pretrained` above
+    `max_shard_size`). A tensor missing from every file (tied weights excepted) or one the
+    model lacks is a ValueError naming it."""
+    from safetensors.torch import load_model
+
+    folder = Path(folder)
+    index = folder / SAFE_WEIGHTS_INDEX
+    if index.exists():
+        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        if any(Path(name).name != name for name in names):  # files of this folder only
+            raise ValueError(f"{index} lists shards outside its folder: {names}")
+        files, source = [folder / name for name in names], index
+    else:
+        files = [folder / SAFE_WEIGHTS]
+        source = files[0]
+    missing: set[str] | None = None
+    unexpected: set[str] = set()
+    for path in files:  # one shard at a time: each fills the tensors it holds
+        miss, extra = load_model(model, str(path), strict=False, device=device)
+        missing = set(miss) if missing is None else missing & set(miss)
+        unexpected |= set(extra)
+    if missing or unexpected:
+        raise ValueError(
+            f"{source} does not match the policy: missing tensors {sorted(missing or ())}, "
+            f"unexpected tensors {sorted(unexpected)}; resume with the run's own model"
+        )
 
 
 def causal_lm_layout(path: str | Path, *, dtype: torch.dtype = torch.float32):

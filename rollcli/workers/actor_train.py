@@ -39,7 +39,12 @@ from rollcli.models.loading import node_model_folder
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies import lora as lora_adapters
 from rollcli.strategies.device import batch_to, device_slot, pick_device, to_cpu
-from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.hf_model import (
+    load_causal_lm,
+    load_saved_weights,
+    load_tokenizer,
+    response_logprobs,
+)
 from rollcli.strategies.hf_shared_prefix import shared_prefix_logprobs
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
@@ -192,7 +197,8 @@ class ActorTrainWorker:
         shared_prefix: bool = False,
     ) -> torch.Tensor:
         """Log-probs of the response tokens under the current policy (PPO's old log-probs);
-        `shared_prefix`: each group's prompt computed once (the same numbers)."""
+        `shared_prefix`: each group's prompt computed once (the same numbers). `max_tokens`
+        applies where ranks may run different numbers of forwards (`token_budget`)."""
         self.model.eval()
         with self._compute():
             return forward_response_logprobs(
@@ -201,7 +207,7 @@ class ActorTrainWorker:
                 micro_batch_size,
                 temperature,
                 self.device,
-                max_tokens,
+                data_parallel.token_budget(self.strategy, self.world_size, max_tokens),
                 shared_prefix=shared_prefix,
             )
 
@@ -309,9 +315,7 @@ class ActorTrainWorker:
             return loss, metric_weights(metrics, mask, agg_mask, ent_mask, pg_share)
 
         mini = args.mini_batch_size
-        # a token budget may give ranks different numbers of micro-batches: only where no
-        # collective runs per micro-batch (DeepSpeed's ZeRO-3 gathers do)
-        budget = args.micro_batch_tokens if self.strategy == "hf" or self.world_size == 1 else None
+        budget = data_parallel.token_budget(self.strategy, self.world_size, args.micro_batch_tokens)
         metrics = self.trainer.update(
             batch,  # data parallel: this rank's share, `mini / world_size` rows per step
             loss_fn=loss_fn,
@@ -404,8 +408,6 @@ class ActorTrainWorker:
         )
 
     def load_state(self, folder: str) -> None:
-        from safetensors.torch import load_model
-
         # tensors and plain containers only: loading runs no code from the run folder
         state: dict[str, Any] = load_tensors_file(
             Path(folder) / "actor_optim.pt", map_location=self.device
@@ -413,17 +415,8 @@ class ActorTrainWorker:
         self.trainer.load_state_dict(state)
         if self.lora:
             lora_adapters.load_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)
-        elif self.strategy == "hf":
-            path = Path(folder) / "model.safetensors"
-            # strict: a missing or unexpected tensor is an error (tied weights excepted)
-            missing, unexpected = load_model(
-                self.model, str(path), strict=False, device=str(self.device)
-            )
-            if missing or unexpected:
-                raise ValueError(
-                    f"{path} does not match the policy: missing tensors {sorted(missing)}, "
-                    f"unexpected tensors {sorted(unexpected)}; resume with the run's own model"
-                )
+        elif self.strategy == "hf":  # one file or shards; strict (tied weights excepted)
+            load_saved_weights(self.model, folder, device=str(self.device))
         else:  # weights, optimizer partitions and scheduler from the strategy's own files
             self.trainer.load_checkpoint(folder)
         torch.set_rng_state(state["rng"].cpu())

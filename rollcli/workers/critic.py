@@ -64,7 +64,11 @@ class CriticWorker:
         num_threads: int = 1,
         seed: int = 0,
         num_gpus: float = 0.0,
+        micro_batch_size: int = 8,
     ) -> None:
+        """`micro_batch_size`: rows per value forward and per forward/backward of an
+        update (`critic.micro_batch_size`, the plan's), unless a call gives its own."""
+        self.micro_batch_size = micro_batch_size
         model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         set_threads(num_threads)
         torch.manual_seed(seed)
@@ -74,8 +78,9 @@ class CriticWorker:
 
     @torch.no_grad()
     def compute_values(
-        self, batch: Batch, micro_batch_size: int = 8, shared_prefix: bool = False
+        self, batch: Batch, micro_batch_size: int | None = None, shared_prefix: bool = False
     ) -> torch.Tensor:
+        micro_batch_size = micro_batch_size or self.micro_batch_size
         self.model.eval()
         micro_batcher, forward = _value_forward(shared_prefix)
         parts = [
@@ -89,8 +94,8 @@ class CriticWorker:
         batch: Batch,
         *,
         value_clip: float | None,
-        micro_batch_size: int,
         mini_batch_size: int | None,
+        micro_batch_size: int | None = None,
         epochs: int = 1,
         shared_prefix: bool = False,
     ) -> dict[str, float]:
@@ -114,7 +119,7 @@ class CriticWorker:
             batch,
             loss_fn=loss_fn,
             mini_batch_size=mini_batch_size,
-            micro_batch_size=micro_batch_size,
+            micro_batch_size=micro_batch_size or self.micro_batch_size,
             epochs=epochs,
             micro_batches=functools.partial(micro_batcher, max_tokens=None),
             normalisers=normalisers,

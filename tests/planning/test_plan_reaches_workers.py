@@ -13,6 +13,8 @@ from weight_sync_pair import send_weights
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
+from rollcli.data.batch import Batch
+from rollcli.data.padding import rollout_tensors
 from rollcli.pipelines.role_args import dtype_name, role_args
 from rollcli.planning.devices import GiB
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
@@ -161,3 +163,27 @@ def test_a_saved_gpu_recipe_plans_again_on_resume() -> None:
     assert saved.devices.actor_train.offload_when_idle is None
     _, plan, args = _decisions(saved)
     assert plan.fits and args["actor_infer"]["engine_kwargs"]["sleep_mode"] is True
+
+
+def test_the_critic_worker_gets_the_critics_micro_batch_size(tiny_model) -> None:
+    """`critic.micro_batch_size` is what the plan sized the critic's memory for and what its
+    advice names; the critic's value forwards and updates run with it, not with
+    `train.micro_batch_size`."""
+    from rollcli.pipelines.workers_setup import BuildContext, worker_args
+    from rollcli.planning.role_table import CRITIC
+    from rollcli.workers.critic import CriticWorker
+
+    overrides = ["algorithm.advantage=gae", "critic.micro_batch_size=3", "train.micro_batch_size=8"]
+    cfg = _cfg(overrides, gpus=0, model="tiny-random")
+    reqs, plan, args = _decisions(cfg)
+    assert reqs["critic"].micro_batch == 3 and args["critic"] == {"micro_batch_size": 3}
+    sizes = {w.role: w for w in plan.workers}
+    ctx = BuildContext(cfg, args, str(tiny_model), None, sizes)
+    kwargs = worker_args(ctx, CRITIC, 0)
+    assert kwargs["micro_batch_size"] == 3
+    critic = CriticWorker(**kwargs)
+    forwards = []
+    critic.model.register_forward_hook(lambda m, inp, out: forwards.append(1))
+    tensors = rollout_tensors([[1, 2]] * 7, [[3, 4]] * 7, pad_id=0)
+    critic.compute_values(Batch(tensors))
+    assert len(forwards) == 3  # 7 rows, 3 at a time

@@ -150,3 +150,33 @@ def test_resume_loads_optimizer_state_without_running_its_code(tiny_model, tmp_p
     torch.save({"optimizer": _RunsCode()}, tmp_path / "actor_optim.pt")
     with pytest.raises(UnsafeCheckpointError, match="actor_optim.pt holds objects other"):
         worker.load_state(str(tmp_path))
+
+
+def test_resume_loads_a_checkpoint_saved_in_shards(tiny_model, tmp_path) -> None:
+    """A Hugging Face folder in shards (`model-0000k-of-0000N.safetensors` and the index, as
+    `save_pretrained` writes above `max_shard_size`) resumes with every weight, strictly."""
+    from safetensors.torch import load_file, save_file
+
+    saved = ActorTrainWorker(str(tiny_model), lr=1e-3, num_threads=1)
+    with torch.no_grad():  # weights that differ from the starting ones
+        for p in saved.model.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    size = sum(p.numel() * p.element_size() for p in saved.model.parameters())
+    saved.model.save_pretrained(str(tmp_path), max_shard_size=size // 3)
+    saved.save_state(str(tmp_path))
+    shards = sorted(tmp_path.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 1 and (tmp_path / "model.safetensors.index.json").exists()
+    assert not (tmp_path / "model.safetensors").exists()
+
+    resumed = ActorTrainWorker(str(tiny_model), lr=1e-3, num_threads=1)
+    resumed.load_state(str(tmp_path))
+    expected = saved.model.state_dict()
+    for name, tensor in resumed.model.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name
+
+    tensors = load_file(str(shards[-1]))
+    name = sorted(tensors)[0]
+    del tensors[name]
+    save_file(tensors, str(shards[-1]), metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=rf"missing tensors \['{name}'\]"):
+        resumed.load_state(str(tmp_path))

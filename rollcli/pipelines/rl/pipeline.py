@@ -15,7 +15,6 @@ repeats the uninterrupted one exactly.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -158,7 +157,8 @@ class RLPipeline:
         metrics.update(rollout.metrics)
         if rollout.batch is None:
             return StepResult(metrics, rollout.rows, rollout.summary)
-        batch = self.even_batch(rollout.batch)
+        batch, even = self.even_batch(rollout.batch)
+        metrics.update(even)
 
         # 2. reference log-probs, old log-probs, values
         if self.engine_sleeps:  # its GPU memory goes to the training roles until the sync
@@ -208,17 +208,28 @@ class RLPipeline:
         return StepResult(metrics, rollout.rows, rollout.summary)
 
     # ---- pieces of a step ------------------------------------------------------------
-    def even_batch(self, batch: Batch) -> Batch:
+    def even_batch(self, batch: Batch) -> tuple[Batch, dict[str, float]]:
         """Data parallel: every rank gets the same number of rows (ZeRO-3's gathers are
         collective), so a short batch (dynamic sampling, group filtering) drops its last
-        groups until its rows split evenly over the N ranks."""
+        groups, or repeats its groups when it has fewer rows than one split
+        (`data_parallel.even_rows`); the metrics count the rows dropped and repeated."""
         n = self.clusters.actor_train.world_size
-        unit = math.lcm(n, self.source.group_size)
-        extra = len(batch) % unit
-        if n == 1 or not extra or extra == len(batch):
-            return batch
-        self.run.log_event(f"step: {extra} row(s) dropped to split the batch over {n} ranks")
-        return batch.slice(0, len(batch) - extra)
+        if n == 1:
+            return batch, {}
+        rows = data_parallel.even_rows(len(batch), self.source.group_size, n)
+        dropped, repeated = max(len(batch) - len(rows), 0), max(len(rows) - len(batch), 0)
+        metrics = {
+            "rollout/dp_dropped_rows": float(dropped),
+            "rollout/dp_repeated_rows": float(repeated),
+        }
+        if dropped:
+            self.run.log_event(f"step: {dropped} row(s) dropped to split the batch over {n} ranks")
+        if repeated:
+            self.run.log_event(
+                f"step: {len(batch)} row(s) cannot split over {n} ranks in whole groups: "
+                f"the groups repeated to {len(rows)} rows"
+            )
+        return (batch.select(rows) if dropped or repeated else batch), metrics
 
     def forward(self, batch: Batch) -> None:
         """`ref_logprobs`, `old_logprobs` and `values` on the batch, as the recipe needs."""
@@ -236,10 +247,7 @@ class RLPipeline:
             batch.set(
                 "values",
                 c.critic.dispatch(
-                    "compute_values",
-                    batch,
-                    micro_batch_size=self.cfg.train.micro_batch_size,
-                    shared_prefix=self.update_args.shared_prefix,
+                    "compute_values", batch, shared_prefix=self.update_args.shared_prefix
                 ),
             )
 
@@ -260,7 +268,6 @@ class RLPipeline:
             "train_step",
             batch,
             value_clip=cfg.algorithm.value_clip,
-            micro_batch_size=cfg.train.micro_batch_size,
             mini_batch_size=cfg.train.mini_batch_size,
             epochs=cfg.algorithm.ppo_epochs,
             shared_prefix=self.update_args.shared_prefix,

@@ -147,12 +147,21 @@ class PromptSource:
         }
 
     # ---- checkpoints -------------------------------------------------------------------
+    def finish_ahead(self) -> None:
+        """Async mode: finish the rollouts started for later steps, in step order. Dynamic
+        sampling may draw more prompts while they finish (top-ups), so this comes before
+        the sampler's position is read."""
+        self.ahead = {k: self._collect(v) for k, v in sorted(self.ahead.items())}
+
     def state_dict(self) -> dict[str, Any]:
+        """The sampler after the rollouts ahead drew their last prompts (a resumed run
+        gets those rollouts finished from `files` and must not draw their prompts again)."""
+        self.finish_ahead()
         return {"sampler": self.sampler.state_dict()}
 
     def files(self) -> dict[str, Any] | None:
         """Async mode: the rollouts already started for later steps, finished now."""
-        self.ahead = {k: self._collect(v) for k, v in sorted(self.ahead.items())}
+        self.finish_ahead()
         ahead = {step: result.to_plain() for step, result in self.ahead.items()}
         return {AHEAD_FILE: ahead} if ahead else None
 
