@@ -1,7 +1,7 @@
 """Learning regression: train an rlvr recipe over several seeds and test what it learned.
 
-    .venv/bin/python bench/learning.py rlvr-math --seeds 9             # seeds 1-8 and the recipe's
-    .venv/bin/python bench/learning.py rlvr-math --seeds 1,2,3 --set train.lr=2e-5
+    .venv/bin/python bench/learning.py rlvr-math --seeds 9        # seeds 1-8 and the recipe's
+    .venv/bin/python bench/learning.py rlvr-math --only 2,3 --set train.lr=2e-5
 
 Each seed trains the recipe through the real CLI (`roll train RECIPE --seed S`), then its
 final checkpoint and the base model answer the seed's held-out problems (the run's own
@@ -16,14 +16,14 @@ under half their step-1 length, final validation below step 0) and wall time. Is
 targets for every seed: (a) trained >= 2x base with p < 0.05 and never below step 0;
 (b) trained not significantly worse than base (p >= 0.05 or better); (c) trained asked as in
 (a) beats base asked as in (b) with p < 0.05. The last line is the count of seeds that meet
-all three. The base model's answers are cached per seed in the runs folder (they never change).
+all three. Answers are cached (the base model's per seed in the runs folder, a run's in its
+folder) and finished runs are not trained again, so a second call only prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import subprocess
 import sys
@@ -36,15 +36,14 @@ BOXED = "Put the final answer in \\boxed{}."
 ALPHA = 0.05
 
 
-def parse_seeds(text: str, recipe_seed: int) -> list[int]:
-    """`9` -> seeds 1-8 and the recipe's own; `1,2,5` -> those.
+def parse_seeds(count: int, only: str | None, recipe_seed: int) -> list[int]:
+    """`--seeds 9`: seeds 1-8 and the recipe's own; `--only 2,5`: those seeds.
 
-    >>> parse_seeds("3", 42), parse_seeds("4,7", 42)
+    >>> parse_seeds(3, None, 42), parse_seeds(9, "4,7", 42)
     ([1, 2, 42], [4, 7])
     """
-    if "," in text or not text.isdigit():
-        return [int(s) for s in text.split(",") if s]
-    count = int(text)
+    if only:
+        return [int(s) for s in only.split(",") if s]
     return [*range(1, count), recipe_seed]
 
 
@@ -61,7 +60,8 @@ def train(recipe: str, seed: int, sets: list[str], runs_dir: Path, tag: str) -> 
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0:
             raise SystemExit(f"seed {seed}: roll train failed:\n{proc.stderr[-2000:]}")
-    wall = time.perf_counter() - start
+    status = json.loads((run / "status.json").read_text())
+    wall = status.get("finished", 0) - status.get("started", 0) or time.perf_counter() - start
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     checkpoints = sorted(
         (run / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1])
@@ -73,19 +73,24 @@ def _status(run: Path) -> str:
     return json.loads((run / "status.json").read_text()).get("status", "")
 
 
-def answers(cfg, model_path: str, seed: int, cache: Path | None) -> list[bool]:  # noqa: ANN001
-    """Greedy correctness on the seed's held-out problems (cached for the base model)."""
+def _data_key(cfg, seed: int) -> str:  # noqa: ANN001
+    """Held-out answers depend only on the data, the model and the seed."""
+    text = f"{cfg.data.model_dump_json()}{cfg.model}{seed}"
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def answers(cfg, model_path: str, seed: int, cache: Path) -> list[bool]:  # noqa: ANN001
+    """Greedy correctness on the seed's held-out problems, cached in `cache`."""
     from rollcli.evaluation.rlvr_eval import evaluate_rlvr
 
-    if cache is not None and cache.exists():
+    if cache.exists():
         return json.loads(cache.read_text())
     result = evaluate_rlvr(
         cfg, cfg.name, model_path, model_path, n=cfg.data.val_size, seed=seed, num_threads=2
     )
     correct = [p.correct for p in result.problems]
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(correct))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(correct))
     return correct
 
 
@@ -138,32 +143,28 @@ def _ci(acc: float, n: int) -> str:
 
 
 def render(results: dict[int, dict[str, Any]], n: int) -> str:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"held-out accuracy (n = {n} per seed, greedy; p: exact McNemar)")
-    for col in ("seed", "base (a)", "trained (a)", "+/- p", "base (b)", "trained (b)",
-                "+/- p", "(a) vs base (b)", "val curve", "flags", "min", "ok"):  # fmt: skip
-        table.add_column(col)
+    """A markdown table, one row per seed (docs/evaluation.md takes it as printed)."""
+    head = (
+        "| seed | base (a) | trained (a) | only trained / only base, p | base (b) | trained (b) "
+        "| only trained / only base, p | trained (a) vs base (b), p | validation curve "
+        "| collapse flags | run min | targets |"
+    )
+    lines = [f"held-out accuracy, n = {n} per seed, greedy; p: exact McNemar", "", head,
+             "|" + " --- |" * 12]  # fmt: skip
     for seed, r in results.items():
-        ok = (
-            "yes"
-            if r["meets_a"] and r["meets_b"] and r["meets_c"]
-            else ("no: " + "".join(k[-1] for k in ("meets_a", "meets_b", "meets_c") if not r[k]))
+        missed = [k[-1] for k in ("meets_a", "meets_b", "meets_c") if not r[k]]
+        lines.append(
+            f"| {seed} | {_ci(r['base_a'], n)} | {_ci(r['trained_a'], n)} | {_pair(r['a_gain'])} "
+            f"| {_ci(r['base_b'], n)} | {_ci(r['trained_b'], n)} | {_pair(r['b_change'])} "
+            f"| {_pair(r['c_vs_prompt'])} | {' → '.join(f'{v:.3f}' for v in r['val_curve'])} "
+            f"| {', '.join(r['flags']) or '-'} | {r['wall_s'] / 60:.1f} "
+            f"| {'met' if not missed else 'missed ' + ','.join(missed)} |"
         )
-        table.add_row(
-            str(seed), _ci(r["base_a"], n), _ci(r["trained_a"], n), _pair(r["a_gain"]),
-            _ci(r["base_b"], n), _ci(r["trained_b"], n), _pair(r["b_change"]),
-            _pair(r["c_vs_prompt"]), " ".join(f"{v:.3f}" for v in r["val_curve"]),
-            ", ".join(r["flags"]) or "-", f"{r['wall_s'] / 60:.1f}", ok,
-        )  # fmt: skip
-    console = Console(width=200, record=True, file=io.StringIO())
-    console.print(table)
-    return console.export_text()
+    return "\n".join(lines)
 
 
 def _pair(t: tuple[int, int, float]) -> str:
-    return f"{t[0]}/{t[1]} {t[2]:.1g}"
+    return f"{t[0]} / {t[1]}, {t[2]:.2g}"
 
 
 def summary(results: dict[int, dict[str, Any]]) -> str:
@@ -186,7 +187,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("recipe")
-    ap.add_argument("--seeds", default="9", help="a count (1..N-1 and the recipe's) or a list")
+    ap.add_argument("--seeds", type=int, default=9, help="N: seeds 1..N-1 and the recipe's")
+    ap.add_argument("--only", help="comma-separated seeds instead of --seeds, e.g. 2,5")
     ap.add_argument("--set", nargs="*", default=[], help="recipe overrides key.path=value")
     ap.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "learning")
     ap.add_argument("--boxed-suffix", default=BOXED)
@@ -202,16 +204,15 @@ def main() -> None:
     tag = hashlib.sha1(json.dumps([args.recipe, args.set]).encode()).hexdigest()[:8]
     base = str(resolve_model(cfg.model))
     results: dict[int, dict[str, Any]] = {}
-    for seed in parse_seeds(args.seeds, cfg.seed):
+    for seed in parse_seeds(args.seeds, args.only, cfg.seed):
         run = train(args.recipe, seed, args.set, args.runs_dir, tag)
-        # the base model's answers depend only on the data, the model and the seed
-        key = hashlib.sha1(f"{cfg.data.model_dump_json()}{cfg.model}{seed}".encode()).hexdigest()
-        key = key[:12]
+        key_a, key_b = (_data_key(c, seed) for c in (cfg, boxed_cfg))
         cache = args.runs_dir / "base-cache"
-        base_a = answers(cfg, base, seed, cache / f"{key}-a.json")
-        base_b = answers(boxed_cfg, base, seed, cache / f"{key}-b.json")
-        trained_a = answers(cfg, run["model"], seed, None)
-        trained_b = answers(boxed_cfg, run["model"], seed, None)
+        base_a = answers(cfg, base, seed, cache / f"{key_a}.json")
+        base_b = answers(boxed_cfg, base, seed, cache / f"{key_b}.json")
+        run_dir = args.runs_dir / run["run_id"]
+        trained_a = answers(cfg, run["model"], seed, run_dir / f"learning-{key_a}.json")
+        trained_b = answers(boxed_cfg, run["model"], seed, run_dir / f"learning-{key_b}.json")
         results[seed] = {
             **judge(base_a, base_b, trained_a, trained_b, run["rows"]),
             "wall_s": run["wall_s"],
