@@ -1,4 +1,5 @@
-"""Shared fixtures: the tiny-random model folder (built once per session, in a temp cache).
+"""Shared fixtures: the tiny-random model folder (built once per session, in a temp cache)
+and the suite's one local Ray session.
 
 This folder goes on sys.path so test modules can import shared helpers
 (`from roll_subprocess import roll`).
@@ -21,3 +22,22 @@ def tiny_model() -> Path:
     from rollcli.models.loading import resolve_model
 
     return resolve_model("tiny-random")
+
+
+@pytest.fixture(scope="session")
+def _ray_session_owner():
+    yield
+    from rollcli.distributed.ray_session import stop_ray
+
+    stop_ray()
+
+
+@pytest.fixture(scope="module")
+def ray_session(_ray_session_owner) -> None:
+    """The local Ray session (2 CPUs) that the modules using it share: started by the first,
+    stopped when the test session ends, not once per module (~5 s each). Idempotent: a
+    module that stopped Ray (a test of its own session) leaves the next to start it again.
+    Each module kills the workers it starts."""
+    from rollcli.distributed.ray_session import start_ray
+
+    start_ray(num_cpus=2)

@@ -3,9 +3,11 @@ model workers, 2 steps each (frozenlake and webshop in the default tier, sokoban
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,8 @@ WARMUP = [
 def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_model) -> None:
     from rollcli.config.loader import load_recipe
 
-    run = _train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo", *WARMUP)
+    # a checkpoint each step: the resume check at the end starts from step-1's
+    run = _train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo", "--save-every", "1", *WARMUP)
     _check_run(run, "frozenlake")
     # the warm-up: 6 expert episodes in the RL chat format, one sft step, RL from its checkpoint
     warm = run / "warmup"
@@ -115,15 +118,63 @@ def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, 
     vocab = json.loads((Path(tiny_model) / "config.json").read_text())["vocab_size"]
     for m in [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][1:]:
         assert 0.5 * math.log(vocab) < m["agentic/first_action_entropy"] <= math.log(vocab)
-    logs = roll("logs", "t", "--runs-dir", str(tmp_path), cwd=tmp_path, timeout=120)
-    assert logs.returncode == 0 and "informative " in logs.stdout and "action H " in logs.stdout
+    # `roll logs` and `roll eval` in this process (the CLI app itself, no Ray: a subprocess
+    # each would only add its start-up; the training run above is the real-CLI one)
+    from typer.testing import CliRunner
+
+    from rollcli.cli.app import app
+
+    runner = CliRunner()
+    logs = runner.invoke(app, ["logs", "t", "--runs-dir", str(tmp_path)], env={"COLUMNS": "200"})
+    assert logs.exit_code == 0 and "informative " in logs.stdout and "action H " in logs.stdout
     # roll eval on the run id plays its newest checkpoint
-    result = roll(
-        "eval", "frozenlake", "--model", "t", "--runs-dir", str(tmp_path), "--n", "2", "--json",
-        "rollout.max_new_tokens=4", cwd=tmp_path, timeout=900,
+    result = runner.invoke(
+        app,
+        ["eval", "frozenlake", "--model", "t", "--runs-dir", str(tmp_path), "--n", "2", "--json",
+         "rollout.max_new_tokens=4"],
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.exit_code == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["episodes"] == 2
+    _resumed_copy_repeats_the_run(run, runner, app)
+
+
+UNTIMED = ("time/", "per_s", "_mfu", "perf/peak_gflops")  # values that measure time, not the run
+
+
+def _untimed(run: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in r.items() if k != "time" and not any(t in k for t in UNTIMED)}
+        for r in rows
+    ]
+
+
+def _weights(run: Path) -> str:
+    data = (run / "checkpoints" / "step-2" / "model.safetensors").read_bytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _resumed_copy_repeats_the_run(run: Path, runner, app) -> None:
+    """A copy of the finished agentic run cut back to its step-1 checkpoint and resumed (in
+    this process, one Ray session) ends as the run did, bit for bit: metrics, episodes,
+    weights. The warm-up is reused, not replayed."""
+    from rollcli.distributed.ray_session import stop_ray
+
+    cut = run.parent / "cut"
+    shutil.copytree(run, cut)
+    shutil.rmtree(cut / "checkpoints" / "step-2")
+    (cut / "samples" / "step-2.jsonl").unlink()  # the resumed run must play it again
+    try:
+        result = runner.invoke(app, ["resume", "cut", "--runs-dir", str(run.parent)])
+    finally:
+        stop_ray()
+    assert result.exit_code == 0, result.output[-3000:]
+    assert "resuming from checkpoint step-1" in (cut / "events.log").read_text()
+    assert _untimed(cut) == _untimed(run)
+    for step in (1, 2):
+        episodes = (cut / "samples" / f"step-{step}.jsonl").read_text()
+        assert episodes == (run / "samples" / f"step-{step}.jsonl").read_text()
+    assert _weights(cut) == _weights(run)
 
 
 @pytest.mark.slow

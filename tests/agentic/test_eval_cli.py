@@ -68,7 +68,7 @@ def test_json_has_every_episode() -> None:
 
 def test_compare_pairs_two_models_on_the_same_seeds() -> None:
     out = _eval(
-        "frozenlake", "--model", "random", "--compare", "tiny-random", "--n", "12",
+        "frozenlake", "--model", "random", "--compare", "tiny-random", "--n", "6",
         "--temperature", "1.0", "rollout.max_new_tokens=4",
     )  # fmt: skip
     first, second = (m["outcomes"] for m in out["models"])
@@ -81,7 +81,7 @@ def test_compare_pairs_two_models_on_the_same_seeds() -> None:
     assert paired["p_value"] == mcnemar_exact(b, c)
     # the episode returns, paired: the mean difference and the sign-flip test on them
     diffs = [x["return"] - y["return"] for x, y in zip(first, second, strict=True)]
-    assert paired["score_difference"] == pytest.approx(sum(diffs) / 12)
+    assert paired["score_difference"] == pytest.approx(sum(diffs) / 6)
     assert paired["score_difference_ci95"] == pytest.approx(list(mean_difference_interval(diffs)))
     assert paired["score_p_value"] == pytest.approx(sign_flip_p(diffs))
 

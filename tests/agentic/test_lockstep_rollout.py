@@ -21,13 +21,7 @@ ENV_KWARGS = {"size": 3, "max_steps": 3}
 BACKLOG = 200  # resets: milliseconds each, together well past the scheduler's gather_s
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    from rollcli.distributed.ray_session import start_ray, stop_ray
-
-    start_ray(num_cpus=2)
-    yield
-    stop_ray()
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -23,13 +23,7 @@ ADVANTAGES = [1.0, -1.0, 1.0, -0.5, 0.25, -2.0]
 ARGS = PolicyUpdateArgs(mini_batch_size=4, micro_batch_size=2, entropy_coef=0.01)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    from rollcli.distributed.ray_session import start_ray, stop_ray
-
-    start_ray(num_cpus=2)
-    yield
-    stop_ray()
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
 def _batch(pad_id: int) -> Batch:

@@ -44,6 +44,9 @@ def test_ranks_spread_over_nodes_and_actor_infer_starts_on_another() -> None:
 
 
 def test_outside_ray_the_store_address_is_the_loopback() -> None:
+    from rollcli.distributed.ray_session import stop_ray
+
+    stop_ray()  # outside Ray: not in the suite's shared session (tests/conftest.py)
     assert stores.node_address() == "127.0.0.1"
 
 

@@ -17,6 +17,9 @@ from rollcli.planning.ranks import rank_slots, role_world_sizes
 def ray_with_four_gpus():
     import ray
 
+    from rollcli.distributed.ray_session import stop_ray
+
+    stop_ray()  # a session of its own, with 4 (fake) GPUs: not the suite's shared one
     ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, logging_level="ERROR")
     yield
     ray.shutdown()

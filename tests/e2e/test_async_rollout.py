@@ -1,13 +1,14 @@
 """The rollout scheduler through the real CLI and Ray (tiny-random): async rollout one
 step ahead (`rollout.max_staleness=1`) with truncated importance sampling, and dynamic
-sampling with over-sampling and aborts. A run killed mid-way and resumed repeats the
-uninterrupted one exactly, including the rollout that was running ahead."""
+sampling with over-sampling and aborts. A run resumed from a mid-way checkpoint repeats the
+uninterrupted one exactly, including the rollout that was running ahead (the SIGKILL itself
+is tests/e2e/test_offline_pipelines.py's, through the same driver loop)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import signal
+import shutil
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ ARGS = [
     "reward.fn=coin_rewards:coin",
     "train.lr=1e-3",
     "train.micro_batch_size=4",
+    "run.keep_last=5",  # keep step-1: the resume test starts from it
 ]
 
 
@@ -98,19 +100,26 @@ def test_async_dynamic_rollout_keeps_only_groups_that_differ(reference) -> None:
     assert (reference / "checkpoints" / "step-2" / "rollouts_ahead.pt").exists()
 
 
-def test_killed_async_run_resumes_exactly(reference, runs) -> None:
-    args = ["train", "rlvr", "--runs-dir", str(runs), "--run-id", "killed", *ARGS]
-    result = roll(*args, cwd=runs, pythonpath=HERE, fault="kill@train:2")
-    assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
-    result = roll("resume", "killed", "--runs-dir", str(runs), cwd=runs, pythonpath=HERE)
+def test_async_run_resumed_from_a_checkpoint_repeats_the_run(reference, runs) -> None:
+    """A copy of the finished run cut back to its step-1 checkpoint (the state a SIGKILL
+    during step 2 leaves: step 2's rollout, played ahead, saved with it) and resumed through
+    the CLI ends as the run did: metrics, samples and weights."""
+    cut = runs / "cut"
+    shutil.copytree(reference, cut)
+    for step in (2, 3):  # what the resumed run must make again
+        shutil.rmtree(cut / "checkpoints" / f"step-{step}")
+        (cut / "samples" / f"step-{step}.jsonl").unlink()
+    assert (cut / "checkpoints" / "step-1" / "rollouts_ahead.pt").exists()
+    result = roll("resume", "cut", "--runs-dir", str(runs), cwd=runs, pythonpath=HERE)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert _untimed(runs / "killed") == _untimed(reference)
+    assert "resuming from checkpoint step-1" in (cut / "events.log").read_text()
+    assert _untimed(cut) == _untimed(reference)
     for step in (1, 2, 3):
-        got = [(s["response"], s["reward"]) for s in _samples(runs / "killed", step)]
+        got = [(s["response"], s["reward"]) for s in _samples(cut, step)]
         assert got == [(s["response"], s["reward"]) for s in _samples(reference, step)]
 
     def digest(run: Path) -> str:
         data = (run / "checkpoints" / "step-3" / "model.safetensors").read_bytes()
         return hashlib.sha256(data).hexdigest()
 
-    assert digest(runs / "killed") == digest(reference)
+    assert digest(cut) == digest(reference)

@@ -2,7 +2,8 @@
 workers; then each run killed (SIGKILL as step 2 starts training) and resumed must repeat
 it exactly: the same metrics step for step and bitwise-identical final weights. The
 distill runs also lose their teacher worker during step 1 and carry on with a fresh one.
-`roll train distill-on-policy --model RUN_ID` distils a run's checkpoint on-policy."""
+`roll train distill-on-policy --model RUN_ID` distils a run's checkpoint on-policy. The
+resumes and the other distill modes run the CLI app in this process (one Ray session)."""
 
 from __future__ import annotations
 
@@ -99,9 +100,22 @@ FAULTS = {
 
 
 def train(pipeline: str, run_id: str, runs: Path, fault: str = "") -> tuple[int, str]:
+    """`roll train` as a subprocess: each pipeline's reference run, and the killed runs."""
     args = ["train", pipeline, "--runs-dir", str(runs), "--run-id", run_id, *COMMON]
     result = roll(*args, *SMALL[pipeline], cwd=runs, fault=fault)
     return result.returncode, result.stderr
+
+
+def cli(*args: str) -> tuple[int, str]:
+    """`roll ARGS` in this process, on the module's one Ray session: (exit code, stderr).
+    For the runs after each pipeline's subprocess one (a resume, the other distill modes): a
+    subprocess each would only add its own Python and Ray start-up."""
+    from typer.testing import CliRunner
+
+    from rollcli.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stderr
 
 
 def _rows(run: Path) -> list[dict]:
@@ -118,6 +132,9 @@ def _untimed(run: Path) -> list[dict]:
 def _weights_hash(run: Path) -> str:
     data = (run / "checkpoints" / "step-2" / "model.safetensors").read_bytes()
     return hashlib.sha256(data).hexdigest()
+
+
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -172,8 +189,8 @@ def test_killed_and_resumed_run_repeats_the_reference_exactly(pipeline, runs) ->
     code, err = train(pipeline, run_id, runs, fault=FAULTS[pipeline])
     assert code == -signal.SIGKILL, err[-2000:]
     assert (runs / run_id / "checkpoints" / "step-1" / "COMPLETE").exists()
-    result = roll("resume", run_id, "--runs-dir", str(runs), cwd=runs)
-    assert result.returncode == 0, result.stderr[-3000:]
+    code, err = cli("resume", run_id, "--runs-dir", str(runs))
+    assert code == 0, err[-3000:]
     events = (runs / run_id / "events.log").read_text()
     assert "resuming from checkpoint step-1" in events
     if pipeline.startswith("distill"):
@@ -213,14 +230,10 @@ def test_distill_across_tokenizers_trains_the_student_on_the_teachers_answers(
             _distill_mode(mode, s_tok, t_tok)
 
     args = ["train", "distill", "--runs-dir", str(runs), "--run-id", "distill-seq", *COMMON]
-    result = roll(
-        *args,
-        f"distill.student={student}",
-        "distill.batch_size=4",
-        "rollout.max_new_tokens=6",
-        cwd=runs,
+    code, err = cli(
+        *args, f"distill.student={student}", "distill.batch_size=4", "rollout.max_new_tokens=6"
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert code == 0, err[-3000:]
     run = runs / "distill-seq"
     assert "sequence-level distillation" in (run / "events.log").read_text()
     rows = _rows(run)
@@ -240,8 +253,8 @@ def test_on_policy_distill_of_a_run_id_through_the_cli(runs) -> None:
     _, teacher_run = _reference_run("sft", runs)
     args = ["train", "distill-on-policy", "--runs-dir", str(runs), "--run-id", "on-policy"]
     common = [a for a in COMMON if a not in ("--model", "tiny-random")]
-    result = roll(*args, *common, "--model", "sft-ref", *SMALL["distill-on-policy"], cwd=runs)
-    assert result.returncode == 0, result.stderr[-3000:]
+    code, err = cli(*args, *common, "--model", "sft-ref", *SMALL["distill-on-policy"])
+    assert code == 0, err[-3000:]
     run = runs / "on-policy"
     recipe = (run / "recipe.yaml").read_text()
     assert f"model: {(teacher_run / 'checkpoints' / 'step-2').resolve()}" in recipe

@@ -23,13 +23,7 @@ CASES = {
 SLOW = {"agentic", "distill"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    from rollcli.distributed.ray_session import start_ray, stop_ray
-
-    start_ray(num_cpus=2)
-    yield
-    stop_ray()
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
 def _process(worker) -> dict:

@@ -29,13 +29,7 @@ SMALL = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    from rollcli.distributed.ray_session import start_ray, stop_ray
-
-    start_ray(num_cpus=2)
-    yield
-    stop_ray()
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
 class Terminal:

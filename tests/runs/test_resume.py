@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import importlib.util
 import json
-import shutil
 import signal
 from pathlib import Path
 
@@ -21,12 +20,13 @@ import pytest
 from roll_subprocess import roll as run_roll
 
 HERE = Path(__file__).parent
-STEPS = 8
+# The default tier's runs are 4 steps (two epochs); the slow SIGKILL chain needs 8 steps to
+# kill at five points and still finish, and has an 8-step reference of its own.
+STEPS = 4
+CHAIN_STEPS = 8
 ARGS = [
     "--model",
     "tiny-random",
-    "--steps",
-    str(STEPS),
     "--save-every",
     "1",
     "--eval-every",
@@ -42,6 +42,12 @@ ARGS = [
     "reward.fn=faulty_rewards:flaky",
     "reward.timeout_s=0.5",
 ]
+
+
+def _args(steps: int = STEPS) -> list[str]:
+    return ["--steps", str(steps), *ARGS]
+
+
 # Values that measure time, not the run.
 UNTIMED = ("time/", "per_s", "_mfu", "perf/peak_gflops")  # perf/*: over the measured peak
 
@@ -79,8 +85,8 @@ def _metrics(run: Path) -> list[dict]:
     ]
 
 
-def _weights_hash(run: Path) -> str:
-    data = (run / "checkpoints" / f"step-{STEPS}" / "model.safetensors").read_bytes()
+def _weights_hash(run: Path, steps: int = STEPS) -> str:
+    data = (run / "checkpoints" / f"step-{steps}" / "model.safetensors").read_bytes()
     return hashlib.sha256(data).hexdigest()
 
 
@@ -97,9 +103,19 @@ def runs(tmp_path_factory, tiny_model) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(runs) -> Path:
-    code, err = roll("train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref", *ARGS, runs=runs)
+    args = ["train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref", *_args()]
+    code, err = roll(*args, runs=runs)
     assert code == 0, err[-3000:]
     return runs / "ref"
+
+
+@pytest.fixture(scope="module")
+def reference8(runs) -> Path:
+    """The uninterrupted run of the slow SIGKILL chain: 8 steps."""
+    args = ["train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref8", *_args(CHAIN_STEPS)]
+    code, err = roll(*args, runs=runs)
+    assert code == 0, err[-3000:]
+    return runs / "ref8"
 
 
 def test_reference_run_counts_reward_errors_and_keeps_the_samples(reference):
@@ -129,10 +145,10 @@ def _kind(response: str) -> str:
 @pytest.mark.slow  # ~5 min: six processes, each starting Ray and its workers; the default suite
 # keeps kill-and-resume exactness through test_offline_pipelines and test_async_rollout, and
 # in-process recovery through the dead-workers test below
-def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, reference):
+def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, reference8):
     run = runs / "chain"
     code, err = roll(
-        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "chain", *ARGS,
+        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "chain", *_args(CHAIN_STEPS),
         runs=runs, fault="kill@generate:2+0.2",
     )  # fmt: skip
     assert code == -signal.SIGKILL, err[-2000:]
@@ -148,7 +164,8 @@ def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, referen
 
     # resumes from step-2, an epoch boundary (4 prompts, 2 per step); `--resume auto` too
     code, err = roll(
-        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "chain", "--resume", "auto", *ARGS,
+        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "chain", "--resume", "auto",
+        *_args(CHAIN_STEPS),
         runs=runs, fault="kill@reward:4",
     )  # fmt: skip
     assert code == -signal.SIGKILL, err[-2000:]
@@ -169,8 +186,8 @@ def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, referen
     assert code == 0, err[-3000:]
     assert _status(run) == "finished"
 
-    assert _metrics(run) == _metrics(reference)
-    assert _weights_hash(run) == _weights_hash(reference)
+    assert _metrics(run) == _metrics(reference8)
+    assert _weights_hash(run, CHAIN_STEPS) == _weights_hash(reference8, CHAIN_STEPS)
     events = (run / "events.log").read_text()
     assert events.count("resuming from checkpoint") == 5
     assert "resuming from checkpoint step-2" in events  # not the half-written step-3
@@ -178,24 +195,27 @@ def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, referen
 
 
 def test_dead_workers_are_restarted_and_the_run_is_unchanged(runs, reference):
+    """A dead rollout worker (step 3) and a dead trainer (step 4, the last): each time every
+    worker restarts from the newest checkpoint, the second time one written mid-epoch."""
     run = runs / "workers"
     code, err = roll(
-        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "workers", *ARGS,
-        runs=runs, fault="kill-worker@generate:3,kill-worker@train:5",
+        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "workers", *_args(),
+        runs=runs, fault="kill-worker@generate:3,kill-worker@train:4",
     )  # fmt: skip
     assert code == 0, err[-3000:]
     events = (run / "events.log").read_text()
     assert "a worker died during step 3" in events
-    assert "a worker died during step 5" in events
+    assert "a worker died during step 4" in events
     assert "restart 2 of 3" in events
     assert "retrying from step 3 (checkpoint step-2)" in events
+    assert "retrying from step 4 (checkpoint step-3)" in events
     assert _metrics(run) == _metrics(reference)
     assert _weights_hash(run) == _weights_hash(reference)
 
 
 def test_resume_refuses_a_finished_run_and_a_changed_model(runs, reference):
     code, err = roll("resume", "ref", "--runs-dir", str(runs), runs=runs)
-    assert code == 2 and "already reached step 8" in err and "train.steps=N" in err
+    assert code == 2 and f"already reached step {STEPS}" in err and "train.steps=N" in err
     code, err = roll("resume", "ref", "--runs-dir", str(runs), "model=smollm2-135m", runs=runs)
     assert code == 2 and "model cannot change" in err
     code, err = roll("resume", "nope", "--runs-dir", str(runs), runs=runs)
@@ -203,13 +223,15 @@ def test_resume_refuses_a_finished_run_and_a_changed_model(runs, reference):
 
 
 # ---- agentic: episodes played by env workers and the model in lockstep rounds ------------
+# The default tier's agentic resume (a run cut back to its step-1 checkpoint, resumed) is
+# part of tests/agentic/test_agentic_cli.py's frozenlake run; the SIGKILL runs are here.
 AGENTIC_STEPS = 3
 AGENTIC_ARGS = [
     "--model", "tiny-random", "--steps", str(AGENTIC_STEPS), "--save-every", "1",
     "--eval-every", "2", "agentic.group_size=2", "agentic.groups_per_step=2",
     "agentic.val_episodes=2", "agentic.max_turns=3", "agentic.num_env_workers=2",
     "rollout.max_new_tokens=4", "train.micro_batch_size=2", "agentic.keep_top_groups=1.0",
-    "train.lr=1e-3", "run.keep_last=5",  # keep step-1: the fast test resumes from it
+    "train.lr=1e-3", "run.keep_last=5",
     "warmup=null",  # the recipe's warm-up (1600 expert episodes) is tested in tests/agentic
 ]  # fmt: skip
 
@@ -233,33 +255,9 @@ def _same_agentic_run(run: Path, ref: Path) -> None:
     assert _agentic_digest(run) == _agentic_digest(ref)
 
 
-def test_agentic_run_resumed_from_a_checkpoint_repeats_the_run(tmp_path, tiny_model) -> None:
-    """The fast check, in this process (one Ray session): a copy of a finished agentic run
-    cut back to its step-1 checkpoint and resumed ends as the run did, bit for bit."""
-    from typer.testing import CliRunner
-
-    from rollcli.cli.app import app
-    from rollcli.distributed.ray_session import stop_ray
-
-    runner, where = CliRunner(), ["--runs-dir", str(tmp_path)]
-    try:
-        args = ["train", "agentic-frozenlake", *where, "--run-id", "ref", *AGENTIC_ARGS]
-        result = runner.invoke(app, args)
-        assert result.exit_code == 0, result.output[-3000:]
-        shutil.copytree(tmp_path / "ref", tmp_path / "cut")
-        for step in range(2, AGENTIC_STEPS + 1):
-            shutil.rmtree(tmp_path / "cut" / "checkpoints" / f"step-{step}")
-        result = runner.invoke(app, ["resume", "cut", *where])
-        assert result.exit_code == 0, result.output[-3000:]
-    finally:
-        stop_ray()
-    assert "resuming from checkpoint step-1" in (tmp_path / "cut" / "events.log").read_text()
-    _same_agentic_run(tmp_path / "cut", tmp_path / "ref")
-
-
 @pytest.mark.slow  # ~2 min: three processes, each starting Ray and its workers; the default
-# suite keeps the resume from a checkpoint (above) and the lockstep rounds
-# (tests/agentic/test_lockstep_rollout.py)
+# suite keeps the resume from a checkpoint (tests/agentic/test_agentic_cli.py) and the
+# lockstep rounds (tests/agentic/test_lockstep_rollout.py)
 def test_sigkilled_agentic_run_resumes_exactly(runs) -> None:
     """Killed while its step-2 episodes are being played, an agentic run resumes from
     checkpoint 1 and ends with the uninterrupted run's weights, bit for bit, and its metrics

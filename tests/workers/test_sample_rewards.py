@@ -20,13 +20,7 @@ META = [{"answer": "7", "prompt": f"question {i}", "tag": ""} for i in range(len
 STOPS = tuple(range(0, 49152, 11))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    from rollcli.distributed.ray_session import start_ray, stop_ray
-
-    start_ray(num_cpus=2)
-    yield
-    stop_ray()
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
 @pytest.fixture
