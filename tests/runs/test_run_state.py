@@ -142,10 +142,13 @@ def test_config_changes_name_only_the_keys_that_differ():
     from rollcli.runs.launch import config_changes
 
     base, _ = load_recipe("rlvr-math", [])
-    same, _ = load_recipe("rlvr-math", ["train.steps=10"])  # the recipe's own value
-    more, _ = load_recipe("rlvr-math", ["train.steps=20", "train.lr=2e-5"])
+    same, _ = load_recipe("rlvr-math", [f"train.steps={base.train.steps}"])  # its own value
+    more, _ = load_recipe("rlvr-math", ["train.steps=30", "train.lr=2e-5"])
     assert config_changes(base, same) == []
-    assert config_changes(base, more) == ["train.lr: 1e-05 -> 2e-05", "train.steps: 10 -> 20"]
+    assert config_changes(base, more) == [
+        "train.lr: 1e-05 -> 2e-05",
+        f"train.steps: {base.train.steps} -> 30",
+    ]
 
 
 def test_a_run_folder_that_holds_a_run_points_to_resume(tmp_path):
