@@ -76,14 +76,15 @@ def _steps(pipeline: Pipeline, ctl: RunControl, step: int, deadline: float) -> d
         if result.summary is not None:
             ctl.ui.message(f"  step {step}: {result.summary}")
 
-        best = _best_so_far(ctl, metrics)
+        rows = ctl.run.read_metrics()  # every line so far, this step's included
+        best = _best_so_far(ctl, metrics, rows)
         saved = final or ctl.due(step, cfg.run.save_every) or best is not None
         if saved:
             pipeline.checkpoint(step)
         if best is not None:
             mark_best(ctl.run.checkpoints, step, *best)
             ctl.run.log_event(f"best validation so far: {best[0]} {best[1]:.4g} at step {step}")
-        collapsed = _collapse_warnings(ctl, watch)
+        collapsed = _collapse_warnings(ctl, watch, rows)
         if collapsed and cfg.run.stop_on_collapse and not final:
             ctl.request_stop()
         last = metrics
@@ -92,13 +93,14 @@ def _steps(pipeline: Pipeline, ctl: RunControl, step: int, deadline: float) -> d
     return last
 
 
-def _best_so_far(ctl: RunControl, metrics: dict[str, Any]) -> tuple[str, float, float] | None:
+def _best_so_far(
+    ctl: RunControl, metrics: dict[str, Any], rows: list[dict[str, Any]]
+) -> tuple[str, float, float] | None:
     """(metric, value, score) when this step's validation beats step 0's and every earlier
     one (`runs/best.py`), else None."""
     scored = validation_score(metrics)
     if scored is None:
         return None
-    rows = ctl.run.read_metrics()
     baseline = next((validation_score(r) for r in rows if r.get("step") == 0), None)
     bar = baseline[1] if baseline else None
     if not improves(scored[1], bar, read_best(ctl.run.checkpoints)):
@@ -106,9 +108,9 @@ def _best_so_far(ctl: RunControl, metrics: dict[str, Any]) -> tuple[str, float, 
     return scored[0], float(metrics[scored[0]]), scored[1]
 
 
-def _collapse_warnings(ctl: RunControl, watch: CollapseWatch) -> bool:
+def _collapse_warnings(ctl: RunControl, watch: CollapseWatch, rows: list[dict[str, Any]]) -> bool:
     """Write each collapse signal that is new at this step to events.log; any new?"""
-    new = watch.update(ctl.run.read_metrics())
+    new = watch.update(rows)
     for name, text in new.items():
         ctl.run.log_event(f"warning: collapse signal '{name}' at step {ctl.current_step}: {text}")
     return bool(new)
