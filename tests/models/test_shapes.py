@@ -1,0 +1,37 @@
+"""Shape-only model folders: a registry model's architecture, random weights, no download."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rollcli.models.loading import resolve_model
+from rollcli.models.registry import get_model_spec
+from rollcli.models.shapes import RANDOM_INIT_KEY, write_shape_folder
+from rollcli.models.spec import param_count
+from rollcli.strategies.hf_model import load_causal_lm
+
+
+def test_a_shape_folder_builds_the_registry_shape_with_random_weights(tmp_path):
+    spec = get_model_spec("qwen2.5-0.5b")
+    folder = write_shape_folder(spec, tmp_path / "q", resolve_model("tiny-random"))
+    assert not list(folder.glob("*.safetensors"))  # no weights written
+    model = load_causal_lm(folder, dtype=torch.bfloat16)
+    n = sum(p.numel() for p in model.parameters())
+    # the registry's count leaves out qwen2's q/k/v biases (27,648 here)
+    assert abs(n - param_count(spec)) / param_count(spec) < 1e-4
+    assert model.config.num_hidden_layers == 24 and model.config.num_key_value_heads == 2
+    assert next(model.parameters()).dtype == torch.bfloat16
+
+
+def test_a_weightless_folder_without_the_mark_still_fails(tmp_path):
+    folder = write_shape_folder(
+        get_model_spec("tiny-random"), tmp_path / "t", resolve_model("tiny-random")
+    )
+    config = json.loads((folder / "config.json").read_text())
+    del config[RANDOM_INIT_KEY]
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(OSError):
+        load_causal_lm(folder)
