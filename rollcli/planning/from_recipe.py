@@ -102,6 +102,15 @@ def _seq_len(cfg: RecipeConfig) -> int:
     return cfg.data.max_prompt_tokens + cfg.rollout.max_new_tokens
 
 
+def _response_len(cfg: RecipeConfig) -> int:
+    """The response's share of `_seq_len` (0 where nothing is generated)."""
+    if cfg.pipeline in ("sft", "distill"):
+        return 0
+    if cfg.pipeline == "dpo":
+        return cfg.dpo.max_response_tokens
+    return cfg.rollout.max_new_tokens
+
+
 def _default_mapping(role: Role, gpus: int, async_mode: bool) -> str:
     if gpus == 0 or role.light:
         return "cpu"
@@ -218,6 +227,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         offload_params=place.offload_params,
         micro_batch=micro_batch,
         seq_len=_seq_len(cfg),
+        prompt_len=_seq_len(cfg) - _response_len(cfg),
         grad_checkpointing=grad_ckpt,
         gpu_memory_utilization=place.gpu_memory_utilization,
         max_num_seqs=max_num_seqs,

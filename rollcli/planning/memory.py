@@ -18,7 +18,10 @@ Optimizer offload (ZeRO-Offload, Ren et al. 2021) moves optimizer states and the
 gradient partitions to host memory (stage 1 still holds its full gradients on GPU);
 parameter offload (stage 3 only, ZeRO-Infinity) moves the weight partitions too.
 DeepSpeed's own estimator also counts communication buffers and the largest layer
-gathered under stage 3; we leave those out (a few percent for large models).
+gathered under stage 3; we leave those out (a few percent for large models). DeepSpeed's
+bf16 mode adds what the paper's K leaves out: the fp32 gradients its optimizer steps on
+(4Ψ', partitioned like the optimizer states; `DEEPSPEED_FP32_GRAD_BYTES`). Measured on an
+H100 (docs/gpu.md): without them the plan was 16-28% under torch's peak for ZeRO-2/3.
 
 LoRA (Hu et al. 2021): the base weights are frozen, so they need no gradients or optimizer
 state: param_bytes · Ψ' of weights, plus the adapters' own Ψ_A (`lora_param_count`) with
@@ -35,6 +38,7 @@ from dataclasses import dataclass, fields
 from rollcli.models.registry import ModelSpec, param_count
 
 ADAM_MIXED_PRECISION_BYTES = 12  # the ZeRO paper's K: fp32 master + momentum + variance
+DEEPSPEED_FP32_GRAD_BYTES = 4  # DeepSpeed bf16: the fp32 gradients of the master weights
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,16 @@ def model_state_bytes(
     param_bytes: int = 2,
     offload_optimizer: bool = False,
     offload_params: bool = False,
+    fp32_grads: bool = False,
 ) -> MemoryBreakdown:
-    """Weights, gradients and Adam states of one training rank (see the module docstring).
+    """Weights, gradients and Adam states of one training rank (see the module docstring);
+    `fp32_grads`: DeepSpeed's bf16 optimizer keeps fp32 gradients beside its states.
 
     >>> m = model_state_bytes(1000, dp=4, zero_stage=2)
     >>> (m.weights, m.grads, m.optimizer)
     (2000, 500, 3000)
+    >>> model_state_bytes(1000, dp=4, zero_stage=2, fp32_grads=True).optimizer
+    4000
     """
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
@@ -91,6 +99,8 @@ def model_state_bytes(
     k = optimizer_bytes_per_param(param_bytes)
     weights = param_bytes * shard / (dp if zero_stage >= 3 else 1)
     grads = param_bytes * shard / (dp if zero_stage >= 2 else 1)
+    if fp32_grads and param_bytes < 4:
+        k += DEEPSPEED_FP32_GRAD_BYTES
     optimizer = k * shard / (dp if zero_stage >= 1 else 1)
     if offload_optimizer:
         optimizer = 0
@@ -172,6 +182,34 @@ def forward_activation_bytes(
     tokens = micro_batch * seq_len
     per_layer = layer_activation_bytes(spec, tokens=tokens, dtype_bytes=dtype_bytes)
     return math.ceil(per_layer / tp) + logits_bytes(spec, tokens=tokens, tp=tp)
+
+
+def hf_engine_memory(
+    spec: ModelSpec,
+    *,
+    max_num_seqs: int,
+    seq_len: int,
+    prompt_len: int,
+    tp: int = 1,
+    pp: int = 1,
+    dtype_bytes: int = 2,
+) -> MemoryBreakdown:
+    """One rank of roll's hf engine generating `max_num_seqs` samples at once:
+
+        weights + KV(n · s) + KV(n · prompt) + 3 · n · V · 4
+
+    The decode writes into a buffer of the whole sequence (`hf_kv_buffer`); while the
+    buffer is filled, the prefill's own cache of the prompts is still alive; each decode
+    step's logits are fp32, and the sampler makes two more of that size (softmax, the
+    draw). Measured on an H100 (docs/gpu.md) for qwen2.5-0.5b to 7b at 64 and 256 samples:
+    0.92-0.99 of torch's peak.
+    """
+    per_token = kv_cache_bytes_per_token(spec, tp=tp, pp=pp, dtype_bytes=dtype_bytes)
+    return MemoryBreakdown(
+        weights=weight_bytes(param_count(spec), tp=tp, pp=pp, param_bytes=dtype_bytes),
+        kv_cache=max_num_seqs * (seq_len + prompt_len) * per_token,
+        activations=3 * max_num_seqs * math.ceil(spec.vocab_size / tp) * 4,
+    )
 
 
 def kv_cache_bytes_per_token(

@@ -39,6 +39,8 @@ class RoleRequest:
         None picks deepspeed, vllm or hf by role. megatron's distributed optimizer is
         zero_stage 1.
     seq_len: prompt + response tokens (the inference engine's max model length).
+    prompt_len: the prompt's share of seq_len (the hf engine keeps the prefill's cache of
+        the prompts while it fills its decode buffer).
     micro_batch: sequences per forward/backward (train) or forward (reference, reward).
     gpu_memory_utilization, max_num_seqs: the vLLM/SGLang engine's settings.
     param_bytes: 2 for bf16/fp16 weights (mixed-precision Adam), 4 for fp32.
@@ -58,6 +60,7 @@ class RoleRequest:
     offload_params: bool = False
     micro_batch: int = 1
     seq_len: int = 2048
+    prompt_len: int = 0
     grad_checkpointing: bool = True
     gpu_memory_utilization: float = 0.8
     max_num_seqs: int = 256

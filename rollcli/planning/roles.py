@@ -10,6 +10,7 @@ from rollcli.planning.memory import (
     MemoryBreakdown,
     activation_bytes,
     forward_activation_bytes,
+    hf_engine_memory,
     inference_memory,
     kv_cache_bytes_per_token,
     model_state_bytes,
@@ -103,6 +104,7 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int) -> MemoryBreakdown:
         param_bytes=req.param_bytes,
         offload_optimizer=req.offload_optimizer,
         offload_params=req.offload_params,
+        fp32_grads=req.resolved_strategy == "deepspeed",
     )
     return states + MemoryBreakdown(activations=acts)
 
@@ -122,7 +124,18 @@ def _forward(req: RoleRequest, model: ModelSpec) -> MemoryBreakdown:
 def _infer(
     req: RoleRequest, model: ModelSpec, capacity_bytes: int | None, on_cpu: bool
 ) -> tuple[MemoryBreakdown, tuple[str, ...], tuple[str, ...]]:
-    if on_cpu or req.resolved_strategy == "hf" or capacity_bytes is None:
+    if req.resolved_strategy == "hf":  # no pre-reserved pool: what the batch needs
+        active = hf_engine_memory(
+            model,
+            max_num_seqs=req.max_num_seqs,
+            seq_len=req.seq_len,
+            prompt_len=req.prompt_len,
+            tp=req.tp,
+            pp=req.pp,
+            dtype_bytes=req.param_bytes,
+        )
+        return active, (), ()
+    if on_cpu or capacity_bytes is None:
         # No pre-reserved pool: the cache grows to what the batch needs.
         per_token = kv_cache_bytes_per_token(
             model, tp=req.tp, pp=req.pp, dtype_bytes=req.param_bytes

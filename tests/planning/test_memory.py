@@ -106,3 +106,33 @@ def test_moe_activations_use_active_experts():
     spec = get_model_spec("qwen3-30b-a3b")  # 8 of 128 experts, moe_intermediate 768
     per_token = 4 * 2048 + 2 * 32 * 128 + 2 * 4 * 128 + 3 * 8 * 768
     assert layer_activation_bytes(spec, tokens=1) == 2 * per_token
+
+
+def test_hf_engine_memory_counts_the_decode_buffer_the_prefill_cache_and_the_logits():
+    from rollcli.planning.memory import hf_engine_memory
+
+    spec = get_model_spec("qwen2.5-7b")
+    mem = hf_engine_memory(spec, max_num_seqs=256, seq_len=512, prompt_len=256)
+    kv_token = 2 * 28 * 4 * 128 * 2  # K and V, 28 layers, 4 KV heads of 128, bf16
+    assert mem.weights == 2 * param_count(spec)
+    assert mem.kv_cache == 256 * (512 + 256) * kv_token  # 10.5 GiB: measured 26.4 in all
+    assert mem.activations == 3 * 256 * spec.vocab_size * 4
+
+
+def test_deepspeed_bf16_counts_its_fp32_gradients_and_hf_does_not():
+    from rollcli.planning.request import RoleRequest
+    from rollcli.planning.roles import estimate_role
+
+    spec = get_model_spec("qwen2.5-1.5b")
+    psi = param_count(spec)
+
+    def states(strategy: str, stage: int) -> int:
+        req = RoleRequest("actor_train", "0-3", strategy=strategy, zero_stage=stage)
+        active = estimate_role(
+            req, spec, ranks=4, capacity_bytes=None, on_cpu=False, colocated=False
+        ).active
+        return active.weights + active.grads + active.optimizer
+
+    assert states("hf", 0) == pytest.approx(16 * psi, abs=4)
+    assert states("deepspeed", 2) == pytest.approx(2 * psi + (2 + 12 + 4) * psi / 4, abs=4)
+    assert states("deepspeed", 3) == pytest.approx(20 * psi / 4, abs=4)

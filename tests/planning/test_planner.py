@@ -13,7 +13,7 @@ H100 = gpu_memory("h100-80g")
 def rlvr_roles(mapping="0-7", **train):
     return [
         RoleRequest("actor_train", mapping, zero_stage=3, micro_batch=2, seq_len=4096, **train),
-        RoleRequest("actor_infer", mapping, tp=2, seq_len=4096, gpu_memory_utilization=0.6),
+        RoleRequest("actor_infer", mapping, tp=2, seq_len=4096, gpu_memory_utilization=0.55),
         RoleRequest("reference", mapping, micro_batch=4, seq_len=4096),
     ]
 
@@ -38,7 +38,8 @@ def test_colocated_peak_is_the_heaviest_phase():
     plan = make_plan(PlanInput(get_model_spec("qwen2.5-7b"), 8, gpu_memory_bytes=H100, roles=roles))
     train, infer = plan.role_memory["actor_train"], plan.role_memory["actor_infer"]
     psi = param_count(get_model_spec("qwen2.5-7b"))
-    assert train.idle.total == pytest.approx(16 * psi / 8, abs=3)  # ZeRO-3 states, no activations
+    # ZeRO-3 states (DeepSpeed bf16: 2 + 2 + 12 + 4 fp32 gradients), no activations
+    assert train.idle.total == pytest.approx(20 * psi / 8, abs=3)
     assert infer.idle.total == infer.active.total == int(0.4 * H100)  # weights + reserved KV
     train_phase = train.active.total + infer.idle.total
     generate_phase = infer.active.total + train.idle.total
