@@ -15,15 +15,26 @@ from rollcli.strategies.hf_model import load_causal_lm
 
 
 def test_a_shape_folder_builds_the_registry_shape_with_random_weights(tmp_path):
-    spec = get_model_spec("qwen2.5-0.5b")
-    folder = write_shape_folder(spec, tmp_path / "q", resolve_model("tiny-random"))
+    spec = get_model_spec("smollm2-135m")
+    folder = write_shape_folder(spec, tmp_path / "s", resolve_model("tiny-random"))
     assert not list(folder.glob("*.safetensors"))  # no weights written
     model = load_causal_lm(folder, dtype=torch.bfloat16)
-    n = sum(p.numel() for p in model.parameters())
-    # the registry's count leaves out qwen2's q/k/v biases (27,648 here)
-    assert abs(n - param_count(spec)) / param_count(spec) < 1e-4
-    assert model.config.num_hidden_layers == 24 and model.config.num_key_value_heads == 2
+    assert sum(p.numel() for p in model.parameters()) == param_count(spec)
     assert next(model.parameters()).dtype == torch.bfloat16
+
+
+def test_a_qwen_shape_has_the_registry_numbers(tmp_path):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = get_model_spec("qwen2.5-7b")
+    folder = write_shape_folder(spec, tmp_path / "q", resolve_model("tiny-random"))
+    config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):  # the shapes without the memory
+        model = AutoModelForCausalLM.from_config(config)
+    n = sum(p.numel() for p in model.parameters())
+    # the registry's count leaves out qwen2's q/k/v biases (28 layers x 4,608)
+    assert n - param_count(spec) == 28 * (3584 + 2 * 512)
+    assert (config.num_hidden_layers, config.num_key_value_heads) == (28, 4)
 
 
 def test_a_weightless_folder_without_the_mark_still_fails(tmp_path):
