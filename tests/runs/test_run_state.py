@@ -143,11 +143,12 @@ def test_config_changes_name_only_the_keys_that_differ():
 
     base, _ = load_recipe("rlvr-math", [])
     same, _ = load_recipe("rlvr-math", [f"train.steps={base.train.steps}"])  # its own value
-    more, _ = load_recipe("rlvr-math", ["train.steps=30", "train.lr=2e-5"])
+    steps = base.train.steps + 10
+    more, _ = load_recipe("rlvr-math", [f"train.steps={steps}", "train.lr=2e-5"])
     assert config_changes(base, same) == []
     assert config_changes(base, more) == [
         "train.lr: 1e-05 -> 2e-05",
-        f"train.steps: {base.train.steps} -> 30",
+        f"train.steps: {base.train.steps} -> {steps}",
     ]
 
 
