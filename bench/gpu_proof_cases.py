@@ -193,9 +193,7 @@ def train_case(
         metrics, seconds = timed(device, lambda w=worker: w.train_step(batch, args))
         measured = device.peak()
     finally:
-        del worker
-        if zero is not None:
-            _forget_deepspeed()
+        del worker  # the next case's reset_peak collects and empties the cache
     tokens = shapes.train_rows * shapes.seq_len
     # forward 2N, backward 4N FLOPs per token; recomputing each layer adds a forward
     flops = (8 if shapes.grad_checkpointing else 6) * param_count(get_model_spec(model)) * tokens
@@ -207,13 +205,6 @@ def train_case(
         "loss_finite": all(v == v for v in metrics.values() if isinstance(v, float)),
         **memory_row(planned, measured, before),
     }
-
-
-def _forget_deepspeed() -> None:
-    """Free what DeepSpeed's engine holds (its hooks keep the module alive otherwise)."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def stop_ids(vocab: int, new_tokens: int) -> tuple[int, ...]:

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from typing import Any
+
+
+def running_ray() -> Any:
+    """The `ray` module when this process is in a Ray session, else None. Imports nothing:
+    a process that never imported Ray is not in one (the GPU proof kit's machine has none)."""
+    ray = sys.modules.get("ray")
+    return ray if ray is not None and ray.is_initialized() else None
 
 
 def start_ray(address: str | None = None, num_cpus: float | None = None, num_gpus: int = 0) -> dict:

@@ -10,16 +10,17 @@ nodes, so the address is the node's, as Ray knows it, never the loopback.
 from __future__ import annotations
 
 import datetime
-import sys
 from typing import Any
+
+from rollcli.distributed.ray_session import running_ray
 
 
 def node_address() -> str:
     """The address other nodes reach this process's node at: Ray's node IP (the one given
     to `ray start --node-ip-address`), or the loopback outside Ray (one process, tests, the
     GPU proof kit on a machine without Ray: a process that never imported Ray is not in it)."""
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
+    ray = running_ray()
+    if ray is not None:
         return ray.util.get_node_ip_address()
     return "127.0.0.1"
 

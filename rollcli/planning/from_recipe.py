@@ -87,28 +87,21 @@ def _check_devices(cfg: RecipeConfig, roles: list[Role]) -> None:
             )
 
 
-def _seq_len(cfg: RecipeConfig) -> int:
+def _lengths(cfg: RecipeConfig) -> tuple[int, int]:
+    """(prompt, response) tokens of one sequence; their sum is the plan's seq_len (sft and
+    distill: the whole sequence counts as prompt, nothing is generated)."""
     if cfg.pipeline == "sft":
-        return cfg.sft.max_tokens
+        return cfg.sft.max_tokens, 0
     if cfg.pipeline == "distill":
-        return cfg.distill.max_tokens
+        return cfg.distill.max_tokens, 0
     if cfg.pipeline == "dpo":
-        return cfg.data.max_prompt_tokens + cfg.dpo.max_response_tokens
+        return cfg.data.max_prompt_tokens, cfg.dpo.max_response_tokens
     if cfg.pipeline == "agentic":
         # The estimate as it has been: a default prompt (256 tokens; an agentic recipe has no
         # data section) plus one turn. It undercounts a multi-turn conversation (up to
         # agentic.max_context_tokens), with which the shipped agentic plans stop fitting here.
-        return DataConfig().max_prompt_tokens + cfg.rollout.max_new_tokens
-    return cfg.data.max_prompt_tokens + cfg.rollout.max_new_tokens
-
-
-def _response_len(cfg: RecipeConfig) -> int:
-    """The response's share of `_seq_len` (0 where nothing is generated)."""
-    if cfg.pipeline in ("sft", "distill"):
-        return 0
-    if cfg.pipeline == "dpo":
-        return cfg.dpo.max_response_tokens
-    return cfg.rollout.max_new_tokens
+        return DataConfig().max_prompt_tokens, cfg.rollout.max_new_tokens
+    return cfg.data.max_prompt_tokens, cfg.rollout.max_new_tokens
 
 
 def _default_mapping(role: Role, gpus: int, async_mode: bool) -> str:
@@ -199,6 +192,7 @@ def _lora_params(cfg: RecipeConfig, model: ModelSpec) -> int:
 def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> RoleRequest:
     place: RolePlacement = getattr(cfg.devices, role.devices)
     on_cpu = gpus == 0
+    prompt_len, response_len = _lengths(cfg)
     mapping = place.device_mapping
     if mapping is None:
         mapping = _default_mapping(role, gpus, _async(cfg, gpus))
@@ -226,8 +220,8 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         offload_optimizer=place.offload_optimizer,
         offload_params=place.offload_params,
         micro_batch=micro_batch,
-        seq_len=_seq_len(cfg),
-        prompt_len=_seq_len(cfg) - _response_len(cfg),
+        seq_len=prompt_len + response_len,
+        prompt_len=prompt_len,
         grad_checkpointing=grad_ckpt,
         gpu_memory_utilization=place.gpu_memory_utilization,
         max_num_seqs=max_num_seqs,

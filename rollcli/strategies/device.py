@@ -13,12 +13,12 @@ pickle CUDA tensors (the driver may have no GPU, and each would pin the worker's
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
 
 from rollcli.data.batch import Batch
+from rollcli.distributed.ray_session import running_ray
 
 
 class DeviceUnavailableError(RuntimeError):
@@ -71,8 +71,8 @@ def device_slot(device: torch.device) -> dict[str, Any]:
     slot: dict[str, Any] = {"type": device.type, "node": None, "gpus": []}
     if device.type != "cuda":
         return slot
-    ray = sys.modules.get("ray")  # a process that never imported Ray is not in it
-    if ray is not None and ray.is_initialized():
+    ray = running_ray()
+    if ray is not None:
         slot["node"] = ray.get_runtime_context().get_node_id()
         slot["gpus"] = sorted(str(g) for g in ray.get_gpu_ids())
     return slot

@@ -31,7 +31,8 @@ def load_causal_lm(
         with torch.device(device):  # built where it runs: a 7B model never sits on the host
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     else:
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device)
+        model = AutoModelForCausalLM.from_pretrained(str(path), config=config, dtype=dtype)
+        model = model.to(device)
     # from the start, not when an engine first generates with it: a model shared by the
     # trainer and the engine computes the same numbers before and after its first rollout
     # (a resumed run trains its first step before it generates)
