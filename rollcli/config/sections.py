@@ -150,7 +150,12 @@ class TrainConfig(Section):
     strategy: Literal["hf", "deepspeed", "megatron"] = "hf"
     steps: PositiveInt = 20
     lr: PositiveFloat = 1e-6
-    warmup_steps: NonNegInt = 0
+    warmup_steps: NonNegInt = 0  # linear warm-up over this many optimizer steps
+    # after warm-up: `constant`, or `linear` / `cosine` decay to `min_lr_ratio` x lr over the
+    # last `lr_decay_steps` training steps (null: all of them); strategies/lr_schedule.py
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_decay_steps: PositiveInt | None = None
+    min_lr_ratio: Annotated[float, Field(ge=0, le=1)] = 0.0
     weight_decay: Annotated[float, Field(ge=0)] = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     mini_batch_size: PositiveInt | None = None  # samples per optimizer step; None = whole batch

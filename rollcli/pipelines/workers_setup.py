@@ -26,6 +26,7 @@ from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.pipelines.role_args import role_args
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for
 from rollcli.strategies.lora import LoraSpec
+from rollcli.strategies.lr_schedule import LrFactor
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -207,7 +208,13 @@ def trainer_args(cfg: RecipeConfig) -> dict[str, Any]:
         "lr": train.lr,
         "betas": train.betas,
         "weight_decay": train.weight_decay,
-        "warmup_steps": train.warmup_steps,
+        "lr_factor": LrFactor(
+            warmup_steps=train.warmup_steps,
+            total_steps=train.steps,
+            schedule=train.lr_schedule,
+            decay_steps=train.lr_decay_steps,
+            min_lr_ratio=train.min_lr_ratio,
+        ),
         "grad_clip": train.grad_clip,
         "gradient_checkpointing": train.gradient_checkpointing,
         "lora": LoraSpec.from_section(train.lora),

@@ -38,10 +38,10 @@ from rollcli.strategies.hf_train import (
     LossFn,
     MicroBatchFn,
     NormalisersFn,
-    _warmup_constant,
     micro_batch_losses,
     train_mode,
 )
+from rollcli.strategies.lr_schedule import LrFactor, finish_update
 from rollcli.strategies.step_metrics import StepMetrics
 
 CHECKPOINT_DIR = "deepspeed"  # inside a run's checkpoints/step-N/
@@ -157,7 +157,7 @@ class DeepSpeedTrainer:
         lr: float,
         betas: tuple[float, float] = (0.9, 0.999),
         weight_decay: float = 0.0,
-        warmup_steps: int = 0,
+        lr_factor: LrFactor | None = None,
         grad_clip: float | None = 1.0,
         zero_stage: int = 2,
         offload_optimizer: bool = False,
@@ -184,7 +184,7 @@ class DeepSpeedTrainer:
         self.rank, self.world_size, self.zero_stage = rank, world_size, zero_stage
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_constant(warmup_steps))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor or LrFactor())
         config = deepspeed_config(
             zero_stage=zero_stage,
             grad_clip=grad_clip,
@@ -246,6 +246,7 @@ class DeepSpeedTrainer:
             out["loss"] = sum(losses) / len(losses)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)
         out["lr"] = self.scheduler.get_last_lr()[0]
+        finish_update(self.scheduler)
         return out
 
     @contextlib.contextmanager

@@ -27,6 +27,7 @@ import torch
 
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
+from rollcli.strategies.lr_schedule import LrFactor, finish_update
 from rollcli.strategies.step_metrics import Metric, StepMetrics
 
 LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, Metric]]]
@@ -118,13 +119,6 @@ def _fusable(params: list[torch.nn.Parameter]) -> bool:
     return floating and len(kinds) == 1 and kinds <= {"cpu", "cuda"}
 
 
-def _warmup_constant(warmup_steps: int) -> Callable[[int], float]:
-    def factor(step: int) -> float:
-        return min(1.0, (step + 1) / warmup_steps) if warmup_steps > 0 else 1.0
-
-    return factor
-
-
 class HFTrainer:
     def __init__(
         self,
@@ -133,7 +127,7 @@ class HFTrainer:
         lr: float,
         betas: tuple[float, float] = (0.9, 0.999),
         weight_decay: float = 0.0,
-        warmup_steps: int = 0,
+        lr_factor: LrFactor | None = None,
         grad_clip: float | None = 1.0,
         world_size: int = 1,
     ) -> None:
@@ -145,9 +139,8 @@ class HFTrainer:
         self.optimizer = torch.optim.AdamW(
             params, lr=lr, betas=betas, weight_decay=weight_decay, fused=_fusable(params)
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, _warmup_constant(warmup_steps)
-        )
+        # `lr_factor`: warm-up and decay (lr_schedule.py); None: `lr` throughout
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor or LrFactor())
 
     def update(
         self,
@@ -190,6 +183,7 @@ class HFTrainer:
             out["loss"] = sum(losses) / len(losses)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)
         out["lr"] = self.scheduler.get_last_lr()[0]
+        finish_update(self.scheduler)
         return out
 
     def _clip_and_step(self) -> float:

@@ -46,6 +46,7 @@ from rollcli.strategies.hf_model import (
     response_logprobs,
 )
 from rollcli.strategies.hf_shared_prefix import shared_prefix_logprobs
+from rollcli.strategies.lr_schedule import LrFactor
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import make_trainer
@@ -114,7 +115,7 @@ class ActorTrainWorker:
         lr: float,
         betas: tuple[float, float] = (0.9, 0.999),
         weight_decay: float = 0.0,
-        warmup_steps: int = 0,
+        lr_factor: LrFactor | None = None,
         grad_clip: float | None = 1.0,
         gradient_checkpointing: bool = False,
         num_threads: int = 1,
@@ -156,7 +157,7 @@ class ActorTrainWorker:
             lr=lr,
             betas=betas,
             weight_decay=weight_decay,
-            warmup_steps=warmup_steps,
+            lr_factor=lr_factor,
             grad_clip=grad_clip,
         )
         self.trainer: Any = None
