@@ -47,7 +47,7 @@ def sft_from_run(
         )
         write_jsonl(rows, out)
     prompts = len({r["messages"][-2]["content"] for r in rows})
-    err_console.print(f"wrote {len(rows)} conversations ({prompts} prompts) to {out}")
+    err_console.print(f"wrote {len(rows)} conversations ({prompts} prompts) to {out}", markup=False)
 
 
 @app.command("dpo-from-run")
@@ -70,7 +70,7 @@ def dpo_from_run(
             include_unfinished=include_unfinished,
         )
         write_jsonl(rows, out)
-    err_console.print(f"wrote {len(rows)} preference pairs to {out}")
+    err_console.print(f"wrote {len(rows)} preference pairs to {out}", markup=False)
 
 
 @app.command("episodes")
@@ -111,4 +111,5 @@ def episodes(
         f"{seed + n - 1}) to {out}: {wins} solved, "
         f"{sum(ep.turns for ep in played) / max(len(played), 1):.1f} moves on average",
         highlight=False,
+        markup=False,
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rollcli.cli.errors import user_errors
@@ -81,8 +82,8 @@ def doctor(
     for b in BACKENDS.values():
         found = is_installed(b)
         version = (version_of(b) or "?") if found else "[red]missing[/]"
-        note = b.install if not found else ("GPU only" if b.gpu_only else "")
-        table.add_row(b.name, version, note)
+        note = escape(b.install) if not found else ("GPU only" if b.gpu_only else "")
+        table.add_row(escape(b.name), escape(version) if found else version, note)
     out.print(table)
     _trackers()
 
@@ -118,8 +119,8 @@ def _trackers(
         found = is_installed(name)
         table.add_row(
             name,
-            "yes" if found else f"[red]no[/]: {info.install}",
-            where_it_logs(name, mode, project) if found else "-",
+            "yes" if found else f"[red]no[/]: {escape(info.install)}",
+            escape(where_it_logs(name, mode, project)) if found else "-",
         )
     out.print(table)
 
@@ -130,7 +131,9 @@ def _sandbox() -> None:
 
         layers = detect_isolation()
     except Exception as exc:  # the probe must never take doctor down
-        out.print(f"sandbox isolation: [yellow]could not probe[/] ({type(exc).__name__}: {exc})")
+        out.print(
+            f"sandbox isolation: [yellow]could not probe[/] ({type(exc).__name__}: {escape(str(exc))})"
+        )
         return
     on = [k for k, v in layers.items() if v and k != "strong"]
     off = [k for k, v in layers.items() if not v and k != "strong"]
@@ -146,7 +149,7 @@ def _orphans() -> None:
     out.print(f"[yellow]Ray processes without a live driver: {len(orphans)}[/] (a killed run, or")
     out.print("a `ray start` cluster you keep on purpose):")
     for p in orphans:
-        out.print(f"  {p.pid}  {p.cmdline[:100]}")
+        out.print(f"  {p.pid}  {escape(p.cmdline[:100])}")
     out.print("  end them with: " + "kill " + " ".join(str(p.pid) for p in orphans))
 
 
@@ -166,9 +169,9 @@ def _recipe(recipe: str, overrides: list[str], gpus: int | None) -> None:
     missing = missing_backends(cfg)
     missing += tracker_problems(cfg.run.trackers, cfg.run.tracker_mode)
     if not missing:
-        out.print(f"recipe {cfg.name}: [green]everything it needs is here[/]")
+        out.print(f"recipe {escape(cfg.name)}: [green]everything it needs is here[/]")
         return
-    out.print(f"recipe {cfg.name}: [red]{len(missing)} missing[/]")
+    out.print(f"recipe {escape(cfg.name)}: [red]{len(missing)} missing[/]")
     for line in missing:
-        out.print(f"  - {line}")
+        out.print(f"  - {escape(line)}")
     raise typer.Exit(1)

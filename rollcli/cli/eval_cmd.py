@@ -127,6 +127,7 @@ def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[
             f"evaluating {name} on {source}: {n} held-out problems, greedy"
             + (f" + {k} samples each at temperature {temperature:g}" if k > 1 else ""),
             highlight=False,
+            markup=False,
         )
         with _progress() as report:
             results.append(
@@ -163,6 +164,7 @@ def _eval_env(cfg, source, models, n, seed, temperature, runs_dir) -> tuple[dict
         err_console.print(
             f"evaluating {name} on {cfg.agentic.env} ({source}): {n} episodes from seed {seed}",
             highlight=False,
+            markup=False,
         )
         with _progress() as report:
             results.append(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -24,7 +25,7 @@ def list_recipes() -> None:
     for col in ("name", "pipeline", "model", "what it does"):
         table.add_column(col, overflow="fold")
     for e in catalogue():
-        table.add_row(e.name, e.pipeline, e.model, e.description)
+        table.add_row(*(escape(str(v)) for v in (e.name, e.pipeline, e.model, e.description)))
     out.print(table)
 
 

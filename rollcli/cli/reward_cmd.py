@@ -11,6 +11,7 @@ from typing import Any
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rollcli.cli.errors import fail, user_errors
@@ -99,13 +100,13 @@ def _why(result: dict[str, Any]) -> str:
 
 
 def _print(name: str, results: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    table = Table(title=f"reward {name}", box=box.SIMPLE_HEAD, show_edge=False)
+    table = Table(title=f"reward {escape(name)}", box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("why", overflow="fold", ratio=1)
     table.add_column("error", overflow="fold", ratio=1, style="red")
     for i, r in enumerate(results, 1):
-        table.add_row(str(i), f"{r['score']:.3f}", _why(r), r.get("error") or "")
+        table.add_row(str(i), f"{r['score']:.3f}", escape(_why(r)), escape(r.get("error") or ""))
     out.print(table)
     out.print(
         f"{summary['samples']} samples, mean score {summary['mean']:.4f}, "
@@ -116,7 +117,7 @@ def _print(name: str, results: list[dict[str, Any]], summary: dict[str, Any]) ->
         metrics.add_column("metric")
         metrics.add_column("mean", justify="right")
         for key, value in summary["metrics"].items():
-            metrics.add_row(f"reward/{key}", f"{value:.4f}")
+            metrics.add_row(escape(f"reward/{key}"), f"{value:.4f}")
         out.print(metrics)
 
 

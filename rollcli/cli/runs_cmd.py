@@ -10,6 +10,7 @@ from typing import Any
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rollcli.cli.run_arg import RUNS_DIR, find_run
@@ -52,7 +53,7 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
     show_recipe = any(not r[0].startswith(r[1]) for r in rows)
     columns = ["run id", "recipe", "model", "status", "step", "reward", "val", "started", "took"]
     table = Table(
-        title=f"runs in {runs_dir}",
+        title=escape(f"runs in {runs_dir}"),
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
@@ -67,7 +68,7 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
             width = max([len(col)] + [len(r[i]) for r in rows])
             table.add_column(col, no_wrap=True, min_width=width)
     for r in rows:
-        table.add_row(*(r if show_recipe else r[:1] + r[2:]))
+        table.add_row(*(escape(c) for c in (r if show_recipe else r[:1] + r[2:])))
     out.print(table)
 
 
@@ -137,7 +138,7 @@ def scan(
         typer.echo(json.dumps(result.summary(), indent=2))
         return
     table = Table(
-        title=f"{folder.name}: flagged samples (rewarded / unrewarded)",
+        title=f"{escape(folder.name)}: flagged samples (rewarded / unrewarded)",
         box=box.SIMPLE_HEAD,
         show_edge=False,
     )
@@ -157,8 +158,8 @@ def scan(
     )
     for ex in result.examples:
         out.print(
-            f"[bold]step {ex['step']}[/] {', '.join(ex['flags'])} (answer {ex['answer']}): "
-            f"{ex['response']!r}",
+            f"[bold]step {ex['step']}[/] "
+            + escape(f"{', '.join(ex['flags'])} (answer {ex['answer']}): {ex['response']!r}"),
             markup=True,
             highlight=False,
         )
