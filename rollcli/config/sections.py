@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -279,8 +279,9 @@ class ResourcesConfig(Section):
 class RunConfig(Section):
     """Where the run folder goes, its cadences and limits, and what it logs to.
 
-    `trackers`: `jsonl` (metrics.jsonl, always listed: roll logs, roll plot and resume read
-    it), `tensorboard`, `swanlab`, `wandb` (extras). SwanLab and W&B log offline into the run
+    `trackers`: the trackers besides metrics.jsonl, which every run writes (roll logs, roll
+    plot and resume read it; `jsonl` is added to the list when left out): `tensorboard`,
+    `swanlab`, `wandb` (extras). SwanLab and W&B log offline into the run
     folder; `tracker_mode: online` (or WANDB_MODE / SWANLAB_MODE=online) logs to
     `tracker_project` online, which needs the tracker's API key (docs/runs.md).
     """
@@ -320,6 +321,13 @@ class RunConfig(Section):
         data["trackers"] = ["jsonl", "tensorboard"] if flag else ["jsonl"]
         return data
 
+    @field_validator("trackers")
+    @classmethod
+    def _jsonl_always(cls, trackers: tuple[str, ...]) -> tuple[str, ...]:
+        """metrics.jsonl is the run's own record, written whatever the list says; the
+        resolved recipe lists it first so that it says so."""
+        return trackers if "jsonl" in trackers else ("jsonl", *trackers)
+
     @model_validator(mode="after")
     def _known_trackers(self) -> RunConfig:
         from rollcli.config.errors import did_you_mean
@@ -333,13 +341,6 @@ class RunConfig(Section):
                 )
         if len(set(self.trackers)) < len(self.trackers):
             raise ValueError(f"run.trackers lists a tracker twice: {list(self.trackers)}")
-        if "jsonl" not in self.trackers:
-            raise ValueError(
-                "run.trackers must list jsonl: metrics.jsonl is the run's own record (roll "
-                "logs, roll plot and resume read it); e.g. run.trackers=[jsonl,"
-                + ",".join(self.trackers)
-                + "]"
-            )
         if self.tracker_mode == "online" and not set(self.trackers) & set(ONLINE_TRACKERS):
             raise ValueError(
                 "run.tracker_mode is 'online' but run.trackers has no online tracker; add "
