@@ -1,6 +1,8 @@
 """`roll reward NAME --input FILE.jsonl [--json] [--option k=v ...]`: check a reward before
-training. Each line is a sample (`response` plus the fields the reward reads); it is scored by
-the same `RewardWorker` and runner that training's reward workers use."""
+training. Each line is a sample (`response` plus the fields the reward reads); its `answer` and
+`tag` are read as training reads a data file's (`rollcli.data.prompts.reward_fields`: a JSON
+number `42` is the text `"42"`), and it is scored by the same `RewardWorker` and runner that
+training's reward workers use."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 
 def read_samples(path: Path, needs: tuple[str, ...], reward: str) -> list[dict[str, Any]]:
     """The samples of a jsonl file; a bad line or a missing field names the line."""
-    from rollcli.data.prompts import DataError
+    from rollcli.data.prompts import DataError, reward_fields
 
     if not path.is_file():
         raise DataError(f"--input {str(path)!r} does not exist")
@@ -64,7 +66,7 @@ def read_samples(path: Path, needs: tuple[str, ...], reward: str) -> list[dict[s
                     f"{path}:{n}: missing field {wanted} (the {reward!r} reward reads it; this "
                     f"line has {', '.join(sorted(sample)) or 'no fields'})"
                 )
-        samples.append(sample)
+        samples.append({**sample, **reward_fields(sample)})
     if not samples:
         raise DataError(f"{path}: no samples")
     return samples
