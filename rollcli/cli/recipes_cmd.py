@@ -11,6 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from rollcli.cli.errors import fail, user_errors
+from rollcli.cli.out_file import write_text
 
 app = typer.Typer(help="The recipe catalogue: list, show and copy recipes.", no_args_is_help=True)
 out = Console()
@@ -57,5 +58,5 @@ def copy(
         dest = dest / f"{name}.yaml"
     if dest.exists() and not force:
         fail(f"{dest} already exists", "pass --force to overwrite")
-    dest.write_text(text, encoding="utf-8")
+    write_text(dest, text)
     typer.echo(f"wrote {dest}")
