@@ -6,6 +6,7 @@ pipeline setup reads these objects; workers, losses and envs take flat arguments
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -276,6 +277,9 @@ class ResourcesConfig(Section):
     num_cpus: PositiveFloat | None = None  # default: all cores of this machine
 
 
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
 class RunConfig(Section):
     """Where the run folder goes, its cadences and limits, and what it logs to.
 
@@ -320,6 +324,19 @@ class RunConfig(Section):
             )
         data["trackers"] = ["jsonl", "tensorboard"] if flag else ["jsonl"]
         return data
+
+    @field_validator("run_id")
+    @classmethod
+    def _folder_name(cls, run_id: str | None) -> str | None:
+        """A run id names the run's folder, and users type it into `roll logs/resume`: no
+        `/`, spaces, shell characters, nor `.` / `..`."""
+        if run_id is None or RUN_ID.fullmatch(run_id):
+            return run_id
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-._")[:200] or "my-run"
+        raise ValueError(
+            "not a plain folder name: use letters, digits, '.', '_' and '-' (starting with "
+            f"a letter or digit, at most 200), e.g. {safe!r}"
+        )
 
     @field_validator("trackers")
     @classmethod
