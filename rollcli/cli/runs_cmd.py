@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rollcli.cli.errors import err_console, fail
 from rollcli.cli.run_arg import RUNS_DIR, find_run
 
 app = typer.Typer(help="Runs on disk: list them, show one.", no_args_is_help=True)
@@ -34,17 +35,20 @@ def _fmt_started(stamp: float) -> str:
 
 
 @app.command("ls")
-def list_runs(runs_dir: Path = RUNS_DIR) -> None:
+def list_runs(ctx: typer.Context, runs_dir: Path = RUNS_DIR) -> None:
     """A table of the runs under the runs folder."""
     from rollcli.runs.run_dir import RunDir
 
-    folders = (
-        sorted(
-            (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),
-            key=lambda p: p.stat().st_mtime,
-        )
-        if runs_dir.is_dir()
-        else []
+    if not runs_dir.is_dir():
+        given = ctx.get_parameter_source("runs_dir").name != "DEFAULT"
+        if given or runs_dir.exists():  # a typo in --runs-dir is not an empty list
+            what = "is a file, not a folder" if runs_dir.exists() else "does not exist"
+            fail(f"runs folder {runs_dir} {what}", "pass --runs-dir FOLDER that holds the runs")
+        err_console.print(f"no runs yet: {runs_dir}/ does not exist (roll train creates it)")
+        return
+    folders = sorted(
+        (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),
+        key=lambda p: p.stat().st_mtime,
     )
     rows = [_row(folder, RunDir(folder)) for folder in folders]
     # A run id is what users copy into `roll logs` / `roll resume`: it is never wrapped or
