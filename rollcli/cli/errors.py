@@ -102,8 +102,33 @@ def fail(message: str, hint: str = "") -> NoReturn:
 
 class RollGroup(TyperGroup):
     """The root command group: every command runs inside `user_errors`, so no command
-    prints a traceback unless asked (`roll --debug COMMAND ...`, ROLL_DEBUG=1), and Ctrl-C
-    is one word and exit 130."""
+    prints a traceback unless asked (`roll --debug COMMAND ...`, ROLL_DEBUG=1), Ctrl-C
+    is one word and exit 130, and a usage error (a missing argument, an unknown option, a
+    value of the wrong type) is one line too, exit 2, like every other error."""
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(
+                args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra
+            )
+        try:  # not standalone: usage errors come back here instead of typer's framed panel
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except typer.Abort:
+            err_console.print(Text("aborted", style="yellow"))
+            sys.exit(UNEXPECTED_EXIT)
+        except typer.TyperException as exc:  # click's ClickException and its kinds
+            _show_click_error(exc)
+            sys.exit(getattr(exc, "exit_code", USER_ERROR_EXIT))
+        # not standalone, typer returns what the command returned, or an Exit's code
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -116,3 +141,19 @@ class RollGroup(TyperGroup):
             raise typer.Exit(INTERRUPTED_EXIT) from None
         finally:
             set_global_debug(False)
+
+
+def _show_click_error(exc: Exception) -> None:
+    """`error: Missing argument 'RECIPE'. (roll train --help shows the usage)`; other click
+    errors as typer shows them."""
+    ctx = getattr(exc, "ctx", None)
+    kind = type(exc).__name__
+    if kind == "NoArgsIsHelpError":  # its help is already printed
+        return
+    if ctx is not None and any(c.__name__ == "UsageError" for c in type(exc).__mro__):
+        message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+        print_error(message, f"`{ctx.command_path} --help` shows the usage")
+        return
+    from typer import rich_utils
+
+    rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
