@@ -32,7 +32,10 @@ def sft_from_run(
     runs_dir: Path = RUNS_DIR,
     min_reward: float = MIN_REWARD,
     per_prompt: int = typer.Option(
-        None, "--per-prompt", help="At most N distinct responses per prompt (default: all)."
+        None,
+        "--per-prompt",
+        min=1,
+        help="At most N distinct responses per prompt (default: all).",
     ),
     include_unfinished: bool = UNFINISHED,
 ) -> None:
@@ -58,7 +61,7 @@ def dpo_from_run(
     out: Path = typer.Argument(..., help="The jsonl file to write (preference pairs)."),
     runs_dir: Path = RUNS_DIR,
     min_reward: float = MIN_REWARD,
-    per_prompt: int = typer.Option(1, "--per-prompt", help="At most N pairs per prompt."),
+    per_prompt: int = typer.Option(1, "--per-prompt", min=1, help="At most N pairs per prompt."),
     include_unfinished: bool = UNFINISHED,
 ) -> None:
     """Verified against failed samples of the same prompt as DPO pairs."""

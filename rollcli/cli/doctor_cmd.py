@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -20,6 +21,9 @@ from rich.table import Table
 
 from rollcli.cli.errors import user_errors
 from rollcli.runs.gpu_support import nvidia_smi_gpus
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
 
 out = Console()
 
@@ -76,6 +80,12 @@ def doctor(
     With a RECIPE: what its run needs that is missing here, with the install command."""
     from rollcli.planning.backends import BACKENDS, is_installed, version_of
 
+    cfg = None
+    if recipe:  # a bad recipe is one line before any probing, not after the tables
+        from rollcli.config.loader import load_recipe
+
+        with user_errors(debug):
+            cfg, _ = load_recipe(recipe, overrides or [], {"resources.gpus": gpus})
     table = Table(title="backends", title_justify="left")
     for col in ("backend", "version", "install"):
         table.add_column(col)
@@ -94,9 +104,9 @@ def doctor(
         out.print(f"  CUDA_VISIBLE_DEVICES={cvd!r}")
     _sandbox()
     _orphans()
-    if recipe:
+    if cfg is not None:
         with user_errors(debug):
-            _recipe(recipe, overrides or [], gpus)
+            _recipe(cfg)
 
 
 def _trackers(
@@ -153,11 +163,8 @@ def _orphans() -> None:
     out.print("  end them with: " + "kill " + " ".join(str(p.pid) for p in orphans))
 
 
-def _recipe(recipe: str, overrides: list[str], gpus: int | None) -> None:
-    from rollcli.config.loader import load_recipe
+def _recipe(cfg: RecipeConfig) -> None:
     from rollcli.planning.backends import missing_backends
-
-    cfg, source = load_recipe(recipe, overrides, {"resources.gpus": gpus})
     from rollcli.tracking.registry import tracker_problems
 
     _trackers(

@@ -45,7 +45,8 @@ def read_samples(path: Path, needs: tuple[str, ...], reward: str) -> list[dict[s
     from rollcli.data.prompts import DataError, reward_fields
 
     if not path.is_file():
-        raise DataError(f"--input {str(path)!r} does not exist")
+        what = "is a folder, not a jsonl file" if path.is_dir() else "does not exist"
+        raise DataError(f"--input {str(path)!r} {what}")
     samples = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -149,13 +150,16 @@ def reward(
         from rollcli.rewards.registry import load_reward_fn, required_fields
         from rollcli.workers.reward import RewardWorker
 
+        if not timeout_s > 0:
+            fail(f"--timeout {timeout_s:g}: give a positive number of seconds", "e.g. --timeout 10")
         options = parse_options(option)
         section = {k: options.pop(k) for k in SECTION_KEYS if k in options}
         try:
             cfg = RewardConfig(fn=name, timeout_s=timeout_s, options=options, **section)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            fail(f"--option {'.'.join(str(p) for p in err['loc']) or name}: {err['msg']}")
+            from rollcli.config.errors import format_validation_error
+
+            raise format_validation_error(exc, RewardConfig, ("reward",), "--option") from None
         needs = required_fields(name, load_reward_fn(name))
         samples = read_samples(input_path, needs, name)
         worker = RewardWorker(cfg.fn, options=cfg.worker_options, timeout_s=cfg.timeout_s)

@@ -122,7 +122,9 @@ def scan(
     run_id: str,
     runs_dir: Path = RUNS_DIR,
     many: int = typer.Option(
-        3, help="Flag a rewarded reply stating at least this many numbers not in its prompt."
+        3,
+        min=1,
+        help="Flag a rewarded reply stating at least this many numbers not in its prompt.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the counts and examples as JSON."),
 ) -> None:
@@ -133,9 +135,9 @@ def scan(
     folder = find_run(run_id, runs_dir)
     steps = run_samples(RunDir(folder).samples)
     if not steps:
-        raise typer.BadParameter(
-            f"run {folder.name} saved no samples (run.save_samples was false, or no step finished)",
-            param_hint="RUN_ID",
+        fail(
+            f"run {folder.name} saved no samples",
+            "run.save_samples was false, or no step finished",
         )
     result = scan_rows(steps, many=many)
     if as_json:
