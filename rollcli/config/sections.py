@@ -129,6 +129,13 @@ class LoraConfig(Section):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
     )
 
+    @field_validator("target_modules", mode="before")
+    @classmethod
+    def _a_list_or_all_linear(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "all-linear":
+            raise ValueError("give a list of module names, e.g. [q_proj, v_proj], or all-linear")
+        return value
+
     @model_validator(mode="after")
     def _some_targets(self) -> LoraConfig:
         if isinstance(self.target_modules, list) and not self.target_modules:
@@ -324,6 +331,14 @@ class RunConfig(Section):
             )
         data["trackers"] = ["jsonl", "tensorboard"] if flag else ["jsonl"]
         return data
+
+    @field_validator("runs_dir")
+    @classmethod
+    def _a_folder(cls, runs_dir: str) -> str:
+        """An empty runs_dir would put the run folder in the working directory."""
+        if not runs_dir.strip():
+            raise ValueError("give the folder that holds the run folders, e.g. runs")
+        return runs_dir
 
     @field_validator("run_id")
     @classmethod
