@@ -33,7 +33,7 @@ class RichDisplay:
             console=console,
         )
         self.gen = Progress(
-            TextColumn("  {task.description}"),
+            TextColumn("  {task.description}", markup=False),
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}%"),
             console=console,

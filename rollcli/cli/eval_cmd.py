@@ -248,7 +248,7 @@ def _progress() -> Iterator[Callable[[str, int, int], None]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     progress = Progress(
-        TextColumn("  {task.description}"),
+        TextColumn("  {task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         console=err_console,
