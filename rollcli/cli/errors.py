@@ -1,10 +1,10 @@
 """User errors: one red line on stderr with a hint, a non-zero exit, tracebacks only with --debug.
 
 Message text is never read as console markup: an error that ends `e.g.
-train.lora.target_modules=[q_proj,v_proj]` prints its example (rich would take `[q_proj,v_proj]`
-for a style tag and drop it). Every
-command runs inside `RollGroup.invoke`, so an exception no command expected is one line too
-(exit 1), with the traceback only under `roll --debug ...` or ROLL_DEBUG=1.
+train.lora.target_modules=[q_proj,v_proj]` prints its example (rich would take
+`[q_proj,v_proj]` for a style tag and drop it). Every command runs inside `RollGroup`, so an
+exception no command expected is one line too (exit 1), a usage error is one line (exit 2),
+and the traceback shows only under `roll --debug ...` or ROLL_DEBUG=1.
 """
 
 from __future__ import annotations
