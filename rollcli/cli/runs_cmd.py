@@ -44,7 +44,9 @@ def list_runs(ctx: typer.Context, runs_dir: Path = RUNS_DIR) -> None:
         if given or runs_dir.exists():  # a typo in --runs-dir is not an empty list
             what = "is a file, not a folder" if runs_dir.exists() else "does not exist"
             fail(f"runs folder {runs_dir} {what}", "pass --runs-dir FOLDER that holds the runs")
-        err_console.print(f"no runs yet: {runs_dir}/ does not exist (roll train creates it)")
+        err_console.print(
+            f"no runs yet: {runs_dir}/ does not exist (roll train creates it)", markup=False
+        )
         return
     folders = sorted(
         (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),
