@@ -72,6 +72,11 @@ def print_error(message: str, hint: str = "") -> None:
 
 
 def _first_line(exc: BaseException) -> str:
+    """`TypeName: first line of the message`; a Ray task error names its cause (its own first
+    line is only `ray::Worker.method() (pid=..., ip=...)`)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        exc = cause
     lines = [line for line in str(exc).splitlines() if line.strip()]
     text = f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
     return text + (" ..." if len(lines) > 1 else "")

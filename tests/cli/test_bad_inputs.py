@@ -218,6 +218,22 @@ def test_an_unexpected_error_is_one_line_with_a_debug_hint(
     assert "roll --debug" in lines[0]
 
 
+def test_an_error_from_a_ray_worker_names_its_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    class TaskError(Exception):  # what a Ray task error carries: `cause`
+        def __init__(self) -> None:
+            super().__init__("ray::Worker.step() (pid=1, ip=1.2.3.4)\n  File ...")
+            self.cause = ZeroDivisionError("division by zero")
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise TaskError
+
+    monkeypatch.delenv("ROLL_DEBUG", raising=False)
+    monkeypatch.setattr("rollcli.config.catalogue.find_recipe", fails)
+    result = runner.invoke(app, ["recipes", "show", "rlvr"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ZeroDivisionError: division by zero (")
+
+
 @pytest.mark.parametrize(
     ("argv", "env"),
     [
