@@ -1,4 +1,4 @@
-"""Output paths a command writes (`roll recipes cp`, `roll data ...`, `roll plot -o`): checked
+"""Output paths a command writes (`roll recipes cp`, `roll data ...`): checked
 before any work, so a typo in a folder name is one line, not a traceback after minutes."""
 
 from __future__ import annotations

@@ -269,6 +269,13 @@ def test_trackers_without_jsonl_are_accepted_and_jsonl_kept() -> None:
     assert "  trackers:\n  - jsonl\n  - tensorboard\n" in result.stdout
 
 
+def test_doctor_prints_install_lines_with_their_brackets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pip install "roll-rl[swanlab]"` lost its `[swanlab]` to console markup."""
+    monkeypatch.setattr("rollcli.tracking.registry.is_installed", lambda name: name != "swanlab")
+    result = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    assert 'pip install "roll-rl[swanlab]"' in result.stdout
+
+
 def test_runs_ls_without_the_default_folder_is_no_runs_yet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
