@@ -10,6 +10,7 @@ import typer
 from rollcli import __version__
 from rollcli.cli import data_cmd, recipes_cmd, runs_cmd
 from rollcli.cli.doctor_cmd import doctor
+from rollcli.cli.errors import RollGroup, set_global_debug
 from rollcli.cli.eval_cmd import eval_cmd
 from rollcli.cli.export_cmd import export
 from rollcli.cli.logs_cmd import logs
@@ -20,6 +21,7 @@ from rollcli.cli.train_cmd import resume, train
 
 app = typer.Typer(
     name="roll",
+    cls=RollGroup,
     help="RL post-training of LLMs (RLVR, agentic RL, DPO, distillation, SFT) on Ray, from a laptop CPU to a GPU cluster.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -50,8 +52,14 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
+    debug: bool = typer.Option(
+        False,
+        "--debug",
+        help="Show the traceback of an error (roll --debug COMMAND ...; or ROLL_DEBUG=1).",
+    ),
 ) -> None:
     """roll: RL post-training of LLMs."""
+    set_global_debug(debug)
 
 
 def main() -> None:

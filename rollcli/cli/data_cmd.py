@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from rollcli.cli.errors import err_console, user_errors
+from rollcli.cli.out_file import check_writable
 from rollcli.cli.run_arg import RUNS_DIR, find_run
 
 app = typer.Typer(
@@ -31,13 +32,17 @@ def sft_from_run(
     runs_dir: Path = RUNS_DIR,
     min_reward: float = MIN_REWARD,
     per_prompt: int = typer.Option(
-        None, "--per-prompt", help="At most N distinct responses per prompt (default: all)."
+        None,
+        "--per-prompt",
+        min=1,
+        help="At most N distinct responses per prompt (default: all).",
     ),
     include_unfinished: bool = UNFINISHED,
 ) -> None:
     """Verified samples as SFT conversations: `roll train sft data.source=file data.train_path=OUT`."""
     from rollcli.data.from_run import sft_rows, write_jsonl
 
+    check_writable(out, makes_folders=True)
     with user_errors():
         rows = sft_rows(
             find_run(run_id, runs_dir),
@@ -47,7 +52,7 @@ def sft_from_run(
         )
         write_jsonl(rows, out)
     prompts = len({r["messages"][-2]["content"] for r in rows})
-    err_console.print(f"wrote {len(rows)} conversations ({prompts} prompts) to {out}")
+    err_console.print(f"wrote {len(rows)} conversations ({prompts} prompts) to {out}", markup=False)
 
 
 @app.command("dpo-from-run")
@@ -56,12 +61,13 @@ def dpo_from_run(
     out: Path = typer.Argument(..., help="The jsonl file to write (preference pairs)."),
     runs_dir: Path = RUNS_DIR,
     min_reward: float = MIN_REWARD,
-    per_prompt: int = typer.Option(1, "--per-prompt", help="At most N pairs per prompt."),
+    per_prompt: int = typer.Option(1, "--per-prompt", min=1, help="At most N pairs per prompt."),
     include_unfinished: bool = UNFINISHED,
 ) -> None:
     """Verified against failed samples of the same prompt as DPO pairs."""
     from rollcli.data.from_run import dpo_rows, write_jsonl
 
+    check_writable(out, makes_folders=True)
     with user_errors():
         rows = dpo_rows(
             find_run(run_id, runs_dir),
@@ -70,7 +76,7 @@ def dpo_from_run(
             include_unfinished=include_unfinished,
         )
         write_jsonl(rows, out)
-    err_console.print(f"wrote {len(rows)} preference pairs to {out}")
+    err_console.print(f"wrote {len(rows)} preference pairs to {out}", markup=False)
 
 
 @app.command("episodes")
@@ -85,8 +91,10 @@ def episodes(
     policy: str = typer.Option(
         "expert", "--policy", help="expert (the env's solver) or random (random legal moves)."
     ),
-    n: int = typer.Option(200, "--n", help="Episodes to play."),
-    seed: int = typer.Option(0, "--seed", help="The first env seed (below agentic.val_seed)."),
+    n: int = typer.Option(200, "--n", min=1, help="Episodes to play."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, help="The first env seed (below agentic.val_seed)."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Episodes of a scripted policy in the recipe's RL chat format, as SFT conversations:
@@ -94,15 +102,20 @@ def episodes(
     from rollcli.cli.eval_target import ENV_RECIPES
     from rollcli.config.errors import ConfigError
     from rollcli.config.loader import load_recipe
-    from rollcli.pipelines.scripted_episodes import write_episodes
+    from rollcli.config.warmup import POLICIES
 
     with user_errors(debug):
+        if policy not in POLICIES:  # checked before the seconds of imports that playing takes
+            raise ConfigError(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
         cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides or [])
         if cfg.pipeline != "agentic":
             raise ConfigError(
                 f"{source} is a {cfg.pipeline} recipe; roll data episodes plays environments: "
                 "give frozenlake, sokoban or an agentic recipe"
             )
+        check_writable(out, makes_folders=True)
+        from rollcli.pipelines.scripted_episodes import write_episodes
+
         played = write_episodes(cfg, out, policy=policy, n=n, seed=seed)
     rows = [ep for ep in played if ep.trainable]
     wins = sum(ep.success for ep in played)
@@ -111,4 +124,5 @@ def episodes(
         f"{seed + n - 1}) to {out}: {wins} solved, "
         f"{sum(ep.turns for ep in played) / max(len(played), 1):.1f} moves on average",
         highlight=False,
+        markup=False,
     )

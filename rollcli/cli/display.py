@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -32,7 +33,7 @@ class RichDisplay:
             console=console,
         )
         self.gen = Progress(
-            TextColumn("  {task.description}"),
+            TextColumn("  {task.description}", markup=False),
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}%"),
             console=console,
@@ -54,7 +55,10 @@ class RichDisplay:
     def start(
         self, *, run_id: str, run_dir: str, total_steps: int, start_step: int, engine: str
     ) -> None:
-        self.console.print(f"[bold]roll[/] run [cyan]{run_id}[/] → {run_dir}  (engine: {engine})")
+        self.console.print(
+            f"[bold]roll[/] run [cyan]{escape(run_id)}[/] → {escape(str(run_dir))}  "
+            f"(engine: {escape(engine)})"
+        )
         self._ensure_live()
         if self.step_task is not None:  # a second run on this display (a recipe's warm-up)
             self.steps.remove_task(self.step_task)
@@ -92,7 +96,7 @@ class RichDisplay:
             self.live.update(Group(self.steps, self.gen, self.status))
 
     def message(self, text: str) -> None:
-        self.console.print(text)
+        self.console.print(text, markup=False)
 
     def close(self) -> None:
         if self.live is not None:
@@ -115,10 +119,10 @@ def summary_table(
     wall_s: float,
     mean_step_s: float | None = None,
 ) -> Table:
-    table = Table(title=f"run {run_id} finished", show_header=False)
+    table = Table(title=f"run {escape(run_id)} finished", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    table.add_row("run folder", run_dir)
+    table.add_row("run folder", escape(run_dir))
     table.add_row("steps", str(final.get("step", "?")))
     if first_val is not None:
         table.add_row(

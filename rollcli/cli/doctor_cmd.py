@@ -12,13 +12,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rollcli.cli.errors import user_errors
 from rollcli.runs.gpu_support import nvidia_smi_gpus
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
 
 out = Console()
 
@@ -75,14 +80,20 @@ def doctor(
     With a RECIPE: what its run needs that is missing here, with the install command."""
     from rollcli.planning.backends import BACKENDS, is_installed, version_of
 
+    cfg = None
+    if recipe:  # a bad recipe is one line before any probing, not after the tables
+        from rollcli.config.loader import load_recipe
+
+        with user_errors(debug):
+            cfg, _ = load_recipe(recipe, overrides or [], {"resources.gpus": gpus})
     table = Table(title="backends", title_justify="left")
     for col in ("backend", "version", "install"):
         table.add_column(col)
     for b in BACKENDS.values():
         found = is_installed(b)
         version = (version_of(b) or "?") if found else "[red]missing[/]"
-        note = b.install if not found else ("GPU only" if b.gpu_only else "")
-        table.add_row(b.name, version, note)
+        note = escape(b.install) if not found else ("GPU only" if b.gpu_only else "")
+        table.add_row(escape(b.name), escape(version) if found else version, note)
     out.print(table)
     _trackers()
 
@@ -93,9 +104,9 @@ def doctor(
         out.print(f"  CUDA_VISIBLE_DEVICES={cvd!r}")
     _sandbox()
     _orphans()
-    if recipe:
+    if cfg is not None:
         with user_errors(debug):
-            _recipe(recipe, overrides or [], gpus)
+            _recipe(cfg)
 
 
 def _trackers(
@@ -118,8 +129,8 @@ def _trackers(
         found = is_installed(name)
         table.add_row(
             name,
-            "yes" if found else f"[red]no[/]: {info.install}",
-            where_it_logs(name, mode, project) if found else "-",
+            "yes" if found else f"[red]no[/]: {escape(info.install)}",
+            escape(where_it_logs(name, mode, project)) if found else "-",
         )
     out.print(table)
 
@@ -130,7 +141,9 @@ def _sandbox() -> None:
 
         layers = detect_isolation()
     except Exception as exc:  # the probe must never take doctor down
-        out.print(f"sandbox isolation: [yellow]could not probe[/] ({type(exc).__name__}: {exc})")
+        out.print(
+            f"sandbox isolation: [yellow]could not probe[/] ({type(exc).__name__}: {escape(str(exc))})"
+        )
         return
     on = [k for k, v in layers.items() if v and k != "strong"]
     off = [k for k, v in layers.items() if not v and k != "strong"]
@@ -146,15 +159,12 @@ def _orphans() -> None:
     out.print(f"[yellow]Ray processes without a live driver: {len(orphans)}[/] (a killed run, or")
     out.print("a `ray start` cluster you keep on purpose):")
     for p in orphans:
-        out.print(f"  {p.pid}  {p.cmdline[:100]}")
+        out.print(f"  {p.pid}  {escape(p.cmdline[:100])}")
     out.print("  end them with: " + "kill " + " ".join(str(p.pid) for p in orphans))
 
 
-def _recipe(recipe: str, overrides: list[str], gpus: int | None) -> None:
-    from rollcli.config.loader import load_recipe
+def _recipe(cfg: RecipeConfig) -> None:
     from rollcli.planning.backends import missing_backends
-
-    cfg, source = load_recipe(recipe, overrides, {"resources.gpus": gpus})
     from rollcli.tracking.registry import tracker_problems
 
     _trackers(
@@ -166,9 +176,9 @@ def _recipe(recipe: str, overrides: list[str], gpus: int | None) -> None:
     missing = missing_backends(cfg)
     missing += tracker_problems(cfg.run.trackers, cfg.run.tracker_mode)
     if not missing:
-        out.print(f"recipe {cfg.name}: [green]everything it needs is here[/]")
+        out.print(f"recipe {escape(cfg.name)}: [green]everything it needs is here[/]")
         return
-    out.print(f"recipe {cfg.name}: [red]{len(missing)} missing[/]")
+    out.print(f"recipe {escape(cfg.name)}: [red]{len(missing)} missing[/]")
     for line in missing:
-        out.print(f"  - {line}")
+        out.print(f"  - {escape(line)}")
     raise typer.Exit(1)

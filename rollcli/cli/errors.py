@@ -1,4 +1,11 @@
-"""User errors: one red line on stderr with a hint, a non-zero exit, tracebacks only with --debug."""
+"""User errors: one red line on stderr with a hint, a non-zero exit, tracebacks only with --debug.
+
+Message text is never read as console markup: an error that ends `e.g.
+train.lora.target_modules=[q_proj,v_proj]` prints its example (rich would take
+`[q_proj,v_proj]` for a style tag and drop it). Every command runs inside `RollGroup`, so an
+exception no command expected is one line too (exit 1), a usage error is one line (exit 2),
+and the traceback shows only under `roll --debug ...` or ROLL_DEBUG=1.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,27 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
 
 err_console = Console(stderr=True, highlight=False)
 
 USER_ERROR_EXIT = 2
+UNEXPECTED_EXIT = 1
+INTERRUPTED_EXIT = 130
+DEBUG_HINT = "`roll --debug ...` or ROLL_DEBUG=1 shows the traceback"
+
+# set by the global `roll --debug` option for the command that follows it
+_global_debug = False
+
+
+def set_global_debug(flag: bool) -> None:
+    global _global_debug
+    _global_debug = flag
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
@@ -36,31 +56,109 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def debug_enabled(flag: bool = False) -> bool:
-    return flag or os.environ.get("ROLL_DEBUG", "") not in ("", "0")
+    return flag or _global_debug or os.environ.get("ROLL_DEBUG", "") not in ("", "0")
+
+
+def error_line(message: str, hint: str = "") -> Text:
+    """`error: MESSAGE (HINT)` as rich Text: styled, with the message taken literally."""
+    line = Text.assemble(("error:", "red"), " ", message)
+    if hint:
+        line.append(f" ({hint})", style="dim")
+    return line
+
+
+def print_error(message: str, hint: str = "") -> None:
+    err_console.print(error_line(message, hint), soft_wrap=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    """`TypeName: first line of the message`; a Ray task error names its cause (its own first
+    line is only `ray::Worker.method() (pid=..., ip=...)`)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        exc = cause
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    text = f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
+    return text + (" ..." if len(lines) > 1 else "")
 
 
 @contextmanager
 def user_errors(debug: bool = False) -> Iterator[None]:
+    """A user error (bad recipe, key, file, run id) → its one line and exit 2; any other
+    exception → one line naming it and exit 1; with --debug the exception propagates."""
     try:
         yield
-    except typer.Exit:
-        raise
+    except (typer.Exit, typer.Abort, typer.TyperException):
+        raise  # an exit, or a usage error (typer.BadParameter, ...) that typer prints
     except Exception as exc:
-        if debug_enabled(debug) or not isinstance(exc, _user_error_types()):
-            if not debug_enabled(debug):
-                err_console.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
-                err_console.print(
-                    "[dim]run again with --debug (or ROLL_DEBUG=1) for the traceback[/]"
-                )
-                raise typer.Exit(1) from None
+        if debug_enabled(debug):
             raise
-        message = str(exc.args[0]) if exc.args else str(exc)
-        err_console.print(f"[red]error:[/] {message}", soft_wrap=True)
+        if not isinstance(exc, _user_error_types()):
+            print_error(_first_line(exc), f"an unexpected error; {DEBUG_HINT}")
+            raise typer.Exit(UNEXPECTED_EXIT) from None
+        print_error(str(exc.args[0]) if exc.args else str(exc))
         raise typer.Exit(USER_ERROR_EXIT) from None
 
 
 def fail(message: str, hint: str = "") -> NoReturn:
-    err_console.print(
-        f"[red]error:[/] {message}" + (f" [dim]({hint})[/]" if hint else ""), soft_wrap=True
-    )
+    print_error(message, hint)
     raise typer.Exit(USER_ERROR_EXIT)
+
+
+class RollGroup(TyperGroup):
+    """The root command group: every command runs inside `user_errors`, so no command
+    prints a traceback unless asked (`roll --debug COMMAND ...`, ROLL_DEBUG=1), Ctrl-C
+    is one word and exit 130, and a usage error (a missing argument, an unknown option, a
+    value of the wrong type) is one line too, exit 2, like every other error."""
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(
+                args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra
+            )
+        try:  # not standalone: usage errors come back here instead of typer's framed panel
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except typer.Abort:
+            err_console.print(Text("aborted", style="yellow"))
+            sys.exit(UNEXPECTED_EXIT)
+        except typer.TyperException as exc:  # click's ClickException and its kinds
+            _show_click_error(exc)
+            sys.exit(getattr(exc, "exit_code", USER_ERROR_EXIT))
+        # not standalone, typer returns what the command returned, or an Exit's code
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            with user_errors():
+                return super().invoke(ctx)
+        except KeyboardInterrupt:
+            if debug_enabled():
+                raise
+            err_console.print(Text("interrupted", style="yellow"))
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+        finally:
+            set_global_debug(False)
+
+
+def _show_click_error(exc: Exception) -> None:
+    """`error: Missing argument 'RECIPE'. (roll train --help shows the usage)`; other click
+    errors as typer shows them."""
+    ctx = getattr(exc, "ctx", None)
+    kind = type(exc).__name__
+    if kind == "NoArgsIsHelpError":  # its help is already printed
+        return
+    if ctx is not None and any(c.__name__ == "UsageError" for c in type(exc).__mro__):
+        message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+        print_error(message, f"`{ctx.command_path} --help` shows the usage")
+        return
+    from typer import rich_utils
+
+    rich_utils.rich_format_error(exc)  # type: ignore[arg-type]

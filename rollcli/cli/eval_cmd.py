@@ -119,14 +119,17 @@ def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[
     n = cfg.data.val_size if n is None else n
     seed = cfg.seed if seed is None else seed
     temperature = cfg.rollout.temperature if temperature is None else temperature
+    resolved = [  # every model is found before the first one is evaluated
+        resolve_eval_model(name, runs_dir, cfg.model, playing_envs=False)[0] for name in models
+    ]
     results = []
-    for name in models:
-        model_path, _ = resolve_eval_model(name, runs_dir, cfg.model, playing_envs=False)
+    for name, model_path in zip(models, resolved, strict=True):
         assert model_path is not None
         err_console.print(
             f"evaluating {name} on {source}: {n} held-out problems, greedy"
             + (f" + {k} samples each at temperature {temperature:g}" if k > 1 else ""),
             highlight=False,
+            markup=False,
         )
         with _progress() as report:
             results.append(
@@ -153,16 +156,19 @@ def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[
 
 def _eval_env(cfg, source, models, n, seed, temperature, runs_dir) -> tuple[dict, list[str]]:  # noqa: ANN001
     from rollcli.cli.eval_target import resolve_eval_model
-    from rollcli.pipelines.agentic_eval import evaluate, render_episode
 
     n = ENV_EPISODES if n is None else n
     seed = cfg.agentic.val_seed if seed is None else seed
+    # every model is found before the seconds of imports and the first model's episodes
+    resolved = [resolve_eval_model(name, runs_dir, cfg.model) for name in models]
+    from rollcli.pipelines.agentic_eval import evaluate, render_episode
+
     results = []
-    for name in models:
-        model_path, tokenizer_path = resolve_eval_model(name, runs_dir, cfg.model)
+    for name, (model_path, tokenizer_path) in zip(models, resolved, strict=True):
         err_console.print(
             f"evaluating {name} on {cfg.agentic.env} ({source}): {n} episodes from seed {seed}",
             highlight=False,
+            markup=False,
         )
         with _progress() as report:
             results.append(
@@ -242,7 +248,7 @@ def _progress() -> Iterator[Callable[[str, int, int], None]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     progress = Progress(
-        TextColumn("  {task.description}"),
+        TextColumn("  {task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         console=err_console,

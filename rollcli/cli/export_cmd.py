@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from rollcli.cli.errors import err_console, fail
 from rollcli.cli.run_arg import RUNS_DIR, find_run
@@ -52,7 +53,7 @@ def export(
         written = export_policy(checkpoint, out_dir, force=force, adapter=adapter)
     except ExportError as exc:
         fail(str(exc), exc.hint)
-    err_console.print(f"exported step {number} of run {folder.name} to {out_dir}:")
+    err_console.print(f"exported step {number} of run {folder.name} to {out_dir}:", markup=False)
     total = 0
     for path in written:
         size = path.stat().st_size
@@ -64,5 +65,5 @@ def export(
         else f"AutoModelForCausalLM.from_pretrained({str(out_dir)!r})"
     )
     err_console.print(
-        f"[dim]{len(written)} files, {_size(total)}; load with {load}[/]", soft_wrap=True
+        f"[dim]{len(written)} files, {_size(total)}; load with {escape(load)}[/]", soft_wrap=True
     )

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 
 from rollcli.cli.errors import err_console
 from rollcli.cli.run_arg import RUNS_DIR, find_run
@@ -50,4 +51,4 @@ def logs(
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     note = " (its process is gone)" if status == "killed" else ""
-    err_console.print(f"[dim]run {run.root.name} is {status}{note}[/]")
+    err_console.print(f"[dim]run {escape(run.root.name)} is {status}{note}[/]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from rollcli.cli.errors import err_console, fail
 from rollcli.cli.run_arg import RUNS_DIR, find_run
@@ -48,4 +49,4 @@ def plot(
         rows, output or folder / "plot.png", title=f"run {folder.name}", subtitle=subtitle
     )
     typer.echo(str(out))
-    err_console.print(f"[dim]wrote {len(rows)} steps of run {folder.name}[/]")
+    err_console.print(f"[dim]wrote {len(rows)} steps of run {escape(folder.name)}[/]")

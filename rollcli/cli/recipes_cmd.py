@@ -6,10 +6,12 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
 from rollcli.cli.errors import fail, user_errors
+from rollcli.cli.out_file import write_text
 
 app = typer.Typer(help="The recipe catalogue: list, show and copy recipes.", no_args_is_help=True)
 out = Console()
@@ -24,7 +26,7 @@ def list_recipes() -> None:
     for col in ("name", "pipeline", "model", "what it does"):
         table.add_column(col, overflow="fold")
     for e in catalogue():
-        table.add_row(e.name, e.pipeline, e.model, e.description)
+        table.add_row(*(escape(str(v)) for v in (e.name, e.pipeline, e.model, e.description)))
     out.print(table)
 
 
@@ -56,5 +58,5 @@ def copy(
         dest = dest / f"{name}.yaml"
     if dest.exists() and not force:
         fail(f"{dest} already exists", "pass --force to overwrite")
-    dest.write_text(text, encoding="utf-8")
+    write_text(dest, text)
     typer.echo(f"wrote {dest}")

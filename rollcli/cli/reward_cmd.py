@@ -1,6 +1,8 @@
 """`roll reward NAME --input FILE.jsonl [--json] [--option k=v ...]`: check a reward before
-training. Each line is a sample (`response` plus the fields the reward reads); it is scored by
-the same `RewardWorker` and runner that training's reward workers use."""
+training. Each line is a sample (`response` plus the fields the reward reads); its `answer` and
+`tag` are read as training reads a data file's (`rollcli.data.prompts.reward_fields`: a JSON
+number `42` is the text `"42"`), and it is scored by the same `RewardWorker` and runner that
+training's reward workers use."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rollcli.cli.errors import fail, user_errors
@@ -39,10 +42,11 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 
 def read_samples(path: Path, needs: tuple[str, ...], reward: str) -> list[dict[str, Any]]:
     """The samples of a jsonl file; a bad line or a missing field names the line."""
-    from rollcli.data.prompts import DataError
+    from rollcli.data.prompts import DataError, reward_fields
 
     if not path.is_file():
-        raise DataError(f"--input {str(path)!r} does not exist")
+        what = "is a folder, not a jsonl file" if path.is_dir() else "does not exist"
+        raise DataError(f"--input {str(path)!r} {what}")
     samples = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -63,7 +67,7 @@ def read_samples(path: Path, needs: tuple[str, ...], reward: str) -> list[dict[s
                     f"{path}:{n}: missing field {wanted} (the {reward!r} reward reads it; this "
                     f"line has {', '.join(sorted(sample)) or 'no fields'})"
                 )
-        samples.append(sample)
+        samples.append({**sample, **reward_fields(sample)})
     if not samples:
         raise DataError(f"{path}: no samples")
     return samples
@@ -99,13 +103,13 @@ def _why(result: dict[str, Any]) -> str:
 
 
 def _print(name: str, results: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    table = Table(title=f"reward {name}", box=box.SIMPLE_HEAD, show_edge=False)
+    table = Table(title=f"reward {escape(name)}", box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("why", overflow="fold", ratio=1)
     table.add_column("error", overflow="fold", ratio=1, style="red")
     for i, r in enumerate(results, 1):
-        table.add_row(str(i), f"{r['score']:.3f}", _why(r), r.get("error") or "")
+        table.add_row(str(i), f"{r['score']:.3f}", escape(_why(r)), escape(r.get("error") or ""))
     out.print(table)
     out.print(
         f"{summary['samples']} samples, mean score {summary['mean']:.4f}, "
@@ -116,7 +120,7 @@ def _print(name: str, results: list[dict[str, Any]], summary: dict[str, Any]) ->
         metrics.add_column("metric")
         metrics.add_column("mean", justify="right")
         for key, value in summary["metrics"].items():
-            metrics.add_row(f"reward/{key}", f"{value:.4f}")
+            metrics.add_row(escape(f"reward/{key}"), f"{value:.4f}")
         out.print(metrics)
 
 
@@ -146,13 +150,16 @@ def reward(
         from rollcli.rewards.registry import load_reward_fn, required_fields
         from rollcli.workers.reward import RewardWorker
 
+        if not timeout_s > 0:
+            fail(f"--timeout {timeout_s:g}: give a positive number of seconds", "e.g. --timeout 10")
         options = parse_options(option)
         section = {k: options.pop(k) for k in SECTION_KEYS if k in options}
         try:
             cfg = RewardConfig(fn=name, timeout_s=timeout_s, options=options, **section)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            fail(f"--option {'.'.join(str(p) for p in err['loc']) or name}: {err['msg']}")
+            from rollcli.config.errors import format_validation_error
+
+            raise format_validation_error(exc, RewardConfig, ("reward",), "--option") from None
         needs = required_fields(name, load_reward_fn(name))
         samples = read_samples(input_path, needs, name)
         worker = RewardWorker(cfg.fn, options=cfg.worker_options, timeout_s=cfg.timeout_s)

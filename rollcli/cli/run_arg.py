@@ -25,7 +25,10 @@ def find_run(run_id: str, runs_dir: Path) -> Path:
     as_path = Path(run_id)
     if as_path.is_dir() and _is_run(as_path):
         return as_path
-    known = sorted(p.name for p in runs_dir.iterdir() if _is_run(p)) if runs_dir.is_dir() else []
+    if not runs_dir.is_dir():
+        what = "is a file, not a folder" if runs_dir.exists() else "does not exist"
+        fail(f"no run {run_id!r}: runs folder {runs_dir} {what}", "pass --runs-dir FOLDER")
+    known = sorted(p.name for p in runs_dir.iterdir() if _is_run(p))
     close = difflib.get_close_matches(run_id, known, n=3, cutoff=0.6)
     if close:
         hint = "did you mean " + " or ".join(repr(c) for c in close) + "?"

@@ -10,8 +10,10 @@ from typing import Any
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from rollcli.cli.errors import err_console, fail
 from rollcli.cli.run_arg import RUNS_DIR, find_run
 
 app = typer.Typer(help="Runs on disk: list them, show one.", no_args_is_help=True)
@@ -33,17 +35,22 @@ def _fmt_started(stamp: float) -> str:
 
 
 @app.command("ls")
-def list_runs(runs_dir: Path = RUNS_DIR) -> None:
+def list_runs(ctx: typer.Context, runs_dir: Path = RUNS_DIR) -> None:
     """A table of the runs under the runs folder."""
     from rollcli.runs.run_dir import RunDir
 
-    folders = (
-        sorted(
-            (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),
-            key=lambda p: p.stat().st_mtime,
+    if not runs_dir.is_dir():
+        given = ctx.get_parameter_source("runs_dir").name != "DEFAULT"
+        if given or runs_dir.exists():  # a typo in --runs-dir is not an empty list
+            what = "is a file, not a folder" if runs_dir.exists() else "does not exist"
+            fail(f"runs folder {runs_dir} {what}", "pass --runs-dir FOLDER that holds the runs")
+        err_console.print(
+            f"no runs yet: {runs_dir}/ does not exist (roll train creates it)", markup=False
         )
-        if runs_dir.is_dir()
-        else []
+        return
+    folders = sorted(
+        (p for p in runs_dir.iterdir() if (p / "recipe.yaml").exists()),
+        key=lambda p: p.stat().st_mtime,
     )
     rows = [_row(folder, RunDir(folder)) for folder in folders]
     # A run id is what users copy into `roll logs` / `roll resume`: it is never wrapped or
@@ -52,7 +59,7 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
     show_recipe = any(not r[0].startswith(r[1]) for r in rows)
     columns = ["run id", "recipe", "model", "status", "step", "reward", "val", "started", "took"]
     table = Table(
-        title=f"runs in {runs_dir}",
+        title=escape(f"runs in {runs_dir}"),
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
@@ -67,7 +74,7 @@ def list_runs(runs_dir: Path = RUNS_DIR) -> None:
             width = max([len(col)] + [len(r[i]) for r in rows])
             table.add_column(col, no_wrap=True, min_width=width)
     for r in rows:
-        table.add_row(*(r if show_recipe else r[:1] + r[2:]))
+        table.add_row(*(escape(c) for c in (r if show_recipe else r[:1] + r[2:])))
     out.print(table)
 
 
@@ -117,7 +124,9 @@ def scan(
     run_id: str,
     runs_dir: Path = RUNS_DIR,
     many: int = typer.Option(
-        3, help="Flag a rewarded reply stating at least this many numbers not in its prompt."
+        3,
+        min=1,
+        help="Flag a rewarded reply stating at least this many numbers not in its prompt.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the counts and examples as JSON."),
 ) -> None:
@@ -128,16 +137,16 @@ def scan(
     folder = find_run(run_id, runs_dir)
     steps = run_samples(RunDir(folder).samples)
     if not steps:
-        raise typer.BadParameter(
-            f"run {folder.name} saved no samples (run.save_samples was false, or no step finished)",
-            param_hint="RUN_ID",
+        fail(
+            f"run {folder.name} saved no samples",
+            "run.save_samples was false, or no step finished",
         )
     result = scan_rows(steps, many=many)
     if as_json:
         typer.echo(json.dumps(result.summary(), indent=2))
         return
     table = Table(
-        title=f"{folder.name}: flagged samples (rewarded / unrewarded)",
+        title=f"{escape(folder.name)}: flagged samples (rewarded / unrewarded)",
         box=box.SIMPLE_HEAD,
         show_edge=False,
     )
@@ -157,8 +166,8 @@ def scan(
     )
     for ex in result.examples:
         out.print(
-            f"[bold]step {ex['step']}[/] {', '.join(ex['flags'])} (answer {ex['answer']}): "
-            f"{ex['response']!r}",
+            f"[bold]step {ex['step']}[/] "
+            + escape(f"{', '.join(ex['flags'])} (answer {ex['answer']}): {ex['response']!r}"),
             markup=True,
             highlight=False,
         )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.run_arg import RUNS_DIR, find_run
@@ -89,7 +90,7 @@ def train(
     from rollcli.runs.launch import launch_training, resume_training, run_exists
 
     if resume == "auto" and cfg.run.run_id and run_exists(cfg.run.runs_dir, cfg.run.run_id):
-        err_console.print(f"resuming run {cfg.run.run_id} (--resume auto)")
+        err_console.print(f"resuming run {cfg.run.run_id} (--resume auto)", markup=False)
         repeat = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if _resumable(k, v))]
         _run(debug, lambda d: resume_training(cfg.run.runs_dir, cfg.run.run_id, repeat, d))
         return
@@ -138,9 +139,9 @@ def _run(debug: bool, start) -> None:  # noqa: ANN001
     )
     if result.status == "interrupted":
         err_console.print(
-            f"[yellow]stopped early[/]; continue with: roll resume {result.run_id}"
+            f"[yellow]stopped early[/]; continue with: roll resume {escape(result.run_id)}"
             + (
-                f" --runs-dir {result.run_dir.parent}"
+                f" --runs-dir {escape(str(result.run_dir.parent))}"
                 if result.run_dir.parent.name != "runs"
                 else ""
             )

@@ -6,9 +6,10 @@ pipeline setup reads these objects; workers, losses and envs take flat arguments
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -127,6 +128,13 @@ class LoraConfig(Section):
     target_modules: list[str] | Literal["all-linear"] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
     )
+
+    @field_validator("target_modules", mode="before")
+    @classmethod
+    def _a_list_or_all_linear(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "all-linear":
+            raise ValueError("give a list of module names, e.g. [q_proj, v_proj], or all-linear")
+        return value
 
     @model_validator(mode="after")
     def _some_targets(self) -> LoraConfig:
@@ -281,11 +289,15 @@ class ResourcesConfig(Section):
     num_cpus: PositiveFloat | None = None  # default: all cores of this machine
 
 
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
 class RunConfig(Section):
     """Where the run folder goes, its cadences and limits, and what it logs to.
 
-    `trackers`: `jsonl` (metrics.jsonl, always listed: roll logs, roll plot and resume read
-    it), `tensorboard`, `swanlab`, `wandb` (extras). SwanLab and W&B log offline into the run
+    `trackers`: the trackers besides metrics.jsonl, which every run writes (roll logs, roll
+    plot and resume read it; `jsonl` is added to the list when left out): `tensorboard`,
+    `swanlab`, `wandb` (extras). SwanLab and W&B log offline into the run
     folder; `tracker_mode: online` (or WANDB_MODE / SWANLAB_MODE=online) logs to
     `tracker_project` online, which needs the tracker's API key (docs/runs.md).
     """
@@ -325,6 +337,34 @@ class RunConfig(Section):
         data["trackers"] = ["jsonl", "tensorboard"] if flag else ["jsonl"]
         return data
 
+    @field_validator("runs_dir")
+    @classmethod
+    def _a_folder(cls, runs_dir: str) -> str:
+        """An empty runs_dir would put the run folder in the working directory."""
+        if not runs_dir.strip():
+            raise ValueError("give the folder that holds the run folders, e.g. runs")
+        return runs_dir
+
+    @field_validator("run_id")
+    @classmethod
+    def _folder_name(cls, run_id: str | None) -> str | None:
+        """A run id names the run's folder, and users type it into `roll logs/resume`: no
+        `/`, spaces, shell characters, nor `.` / `..`."""
+        if run_id is None or RUN_ID.fullmatch(run_id):
+            return run_id
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-._")[:200] or "my-run"
+        raise ValueError(
+            "not a plain folder name: use letters, digits, '.', '_' and '-' (starting with "
+            f"a letter or digit, at most 200), e.g. {safe!r}"
+        )
+
+    @field_validator("trackers")
+    @classmethod
+    def _jsonl_always(cls, trackers: tuple[str, ...]) -> tuple[str, ...]:
+        """metrics.jsonl is the run's own record, written whatever the list says; the
+        resolved recipe lists it first so that it says so."""
+        return trackers if "jsonl" in trackers else ("jsonl", *trackers)
+
     @model_validator(mode="after")
     def _known_trackers(self) -> RunConfig:
         from rollcli.config.errors import did_you_mean
@@ -338,13 +378,6 @@ class RunConfig(Section):
                 )
         if len(set(self.trackers)) < len(self.trackers):
             raise ValueError(f"run.trackers lists a tracker twice: {list(self.trackers)}")
-        if "jsonl" not in self.trackers:
-            raise ValueError(
-                "run.trackers must list jsonl: metrics.jsonl is the run's own record (roll "
-                "logs, roll plot and resume read it); e.g. run.trackers=[jsonl,"
-                + ",".join(self.trackers)
-                + "]"
-            )
         if self.tracker_mode == "online" and not set(self.trackers) & set(ONLINE_TRACKERS):
             raise ValueError(
                 "run.tracker_mode is 'online' but run.trackers has no online tracker; add "

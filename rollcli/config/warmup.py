@@ -7,15 +7,18 @@ steps, and starts RL from that model; see `rollcli/runs/warmup.py`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from rollcli.config.sections import PositiveFloat, PositiveInt, Section
+
+Policy = Literal["expert", "random"]  # the env's solver, or random legal moves
+POLICIES: tuple[str, ...] = get_args(Policy)
 
 
 class WarmupConfig(Section):
     """SFT on scripted episodes inside an agentic run (its `warmup/` sub-run)."""
 
-    policy: Literal["expert", "random"] = "expert"  # the env's solver, or random legal moves
+    policy: Policy = "expert"
     episodes: PositiveInt = 800  # played on training seeds 0 .. episodes - 1
     val_episodes: PositiveInt = 32  # of those, held out for the warm-up's validation loss
     steps: PositiveInt = 16  # sft optimizer steps

@@ -102,8 +102,8 @@ def file_prompts(path: str, *, system_prompt: str | None = None, suffix: str = "
     rows = _read_rows(Path(path))
     prompts = []
     for n, row in enumerate(rows, 1):
-        row = _with_answer_spec(row)
-        if "answer" not in row:
+        fields = reward_fields(row)
+        if "answer" not in fields:
             raise DataError(
                 f"{path}: row {n} has no 'answer' field (nor 'tests' or 'constraints'; keys: {sorted(row)})"
             )
@@ -119,13 +119,31 @@ def file_prompts(path: str, *, system_prompt: str | None = None, suffix: str = "
             Prompt(
                 str(row.get("id", f"{Path(path).stem}-{n}")),
                 msgs,
-                str(row["answer"]),
-                str(row.get("tag", "math")),
+                fields["answer"],
+                fields["tag"],
             )
         )
     if not prompts:
         raise DataError(f"{path}: no rows")
     return prompts
+
+
+def reward_fields(row: dict[str, Any]) -> dict[str, str]:
+    """The `answer` and `tag` a reward sees for a data row, as training reads them: the
+    answer as text (a JSON number `42` is `"42"`; a code row's tests or an instruction row's
+    constraints as JSON), the tag defaulting by kind. `roll reward` reads its input the same
+    way. A row without an answer gives no `answer`.
+
+    >>> reward_fields({"prompt": "6*7?", "answer": 42})
+    {'answer': '42', 'tag': 'math'}
+    >>> reward_fields({"tests": ["assert f(1) == 2"], "entry_point": "f"})
+    {'answer': '{"tests": ["assert f(1) == 2"], "entry_point": "f"}', 'tag': 'code'}
+    """
+    row = _with_answer_spec(row)
+    fields = {"tag": str(row.get("tag", "math"))}
+    if "answer" in row:
+        fields = {"answer": str(row["answer"]), **fields}
+    return fields
 
 
 def _with_answer_spec(row: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.sections import AgenticConfig
+from rollcli.config.warmup import POLICIES
 from rollcli.pipelines.agentic_setup import env_kwargs, limits
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
@@ -38,8 +39,6 @@ from rollcli.workers.env_worker import EnvWorker
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import AgenticRecipe
-
-POLICIES = ("expert", "random")
 
 
 def expert_policy(hosts: list[EnvWorker], reply_prefix: str = "") -> ScriptedPolicy:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -32,7 +33,7 @@ def render_plan(plan: Plan) -> Group:
 
 
 def _table(plan: Plan) -> Table:
-    title = f"{plan.model_name} · {plan.mode}" if plan.model_name else plan.mode
+    title = escape(f"{plan.model_name} · {plan.mode}" if plan.model_name else plan.mode)
     title += " · GiB per device at its peak (* the role computing then)"
     table = Table(
         title=title,

@@ -2,7 +2,7 @@
 
 Each tracker names its import, the pip line that installs it and where it logs. `jsonl`
 (metrics.jsonl) is the run's own record: `roll logs`, `roll plot` and resume read it, so it
-is always written and `run.trackers` must list it. SwanLab and W&B log offline into the run
+is always written, whether `run.trackers` lists it or not. SwanLab and W&B log offline into the run
 folder unless the run asks for online logging and the tracker's API key is set (docs/runs.md).
 Light on purpose: the config and `roll doctor` read it, so it imports no tracker.
 """

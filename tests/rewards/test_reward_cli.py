@@ -37,6 +37,30 @@ def test_json_output_scores_every_line_like_training(tmp_path):
     assert data["summary"]["metrics"]["correct"] == 0.5
 
 
+def test_a_json_number_answer_scores_as_training_reads_it(tmp_path):
+    """`"answer": 42` is the text "42" to training (rollcli.data.prompts); `roll reward` must
+    agree, not score a correct reply 0."""
+    from rollcli.data.prompts import file_prompts
+    from rollcli.rollout.prompt_scheduler import sample_fields
+    from rollcli.workers.reward import RewardWorker
+
+    rows = [
+        {"prompt": "6 * 7?", "answer": 42, "response": "6 * 7 = 42"},
+        {"prompt": "7 / 2?", "answer": 3.5, "response": "7 / 2 = 3.5"},
+        {"prompt": "6 * 7?", "answer": 42, "response": "It is 41."},
+    ]
+    path = write(tmp_path, rows)
+    result = runner.invoke(app, ["reward", "math", "--input", path, "--json"])
+    assert result.exit_code == 0, result.output
+    scores = [r["score"] for r in json.loads(result.stdout)["results"]]
+    assert scores[0] == 1.0 and scores[1] == 1.0 and scores[2] < 0.5
+    training = [
+        {**sample_fields(p), "response": row["response"]}
+        for p, row in zip(file_prompts(path), rows, strict=True)
+    ]
+    assert [r["score"] for r in RewardWorker("math").score(training)] == scores
+
+
 def test_table_shows_scores_errors_and_per_domain_means(tmp_path):
     rows = [
         {"response": "2 + 2 = 4", "answer": "4", "tag": "math"},

@@ -1,4 +1,4 @@
-"""`run.trackers` and `run.tracker_mode`: validated names, jsonl always listed, the offline /
+"""`run.trackers` and `run.tracker_mode`: validated names, metrics.jsonl always written, the offline /
 online rule, and the TensorBoard tracker read back with TensorBoard's own reader."""
 
 from __future__ import annotations
@@ -21,10 +21,24 @@ def test_default_trackers_keep_metrics_jsonl_and_tensorboard() -> None:
 
 
 @pytest.mark.parametrize(
+    ("override", "resolved"),
+    [
+        ("run.trackers=[tensorboard,wandb]", ("jsonl", "tensorboard", "wandb")),
+        ("run.trackers=[wandb,jsonl]", ("wandb", "jsonl")),
+        ("run.trackers=[]", ("jsonl",)),
+    ],
+)
+def test_the_list_names_the_extra_trackers_and_metrics_jsonl_is_always_kept(
+    override: str, resolved: tuple[str, ...]
+) -> None:
+    cfg, _ = load_recipe("rlvr-math", [override])
+    assert cfg.run.trackers == resolved
+
+
+@pytest.mark.parametrize(
     ("override", "expected"),
     [
         ("run.trackers=[jsonl,wandbb]", "unknown tracker 'wandbb' (did you mean 'wandb'?)"),
-        ("run.trackers=[wandb]", "run.trackers must list jsonl"),
         ("run.trackers=[jsonl,jsonl]", "lists a tracker twice"),
         ("run.tracker_mode=online", "has no online tracker; add one of swanlab, wandb"),
     ],
