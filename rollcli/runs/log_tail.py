@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.runs.run_dir import RunDir
+from rollcli.tracking.peak import ShownPeak
 
 LIVE_STATUSES = ("starting", "running")
 # events a step logs before its own metrics row
@@ -144,6 +145,7 @@ class RunTail:
         self.events = _LineReader(run.root / "events.log")
         self.metrics = _LineReader(run.root / "metrics.jsonl")
         self.last_event_time: float | None = None
+        self.peak = ShownPeak()  # MFUs an older run logged above 100% show against a raised peak
 
     def total_steps(self) -> int | None:
         total = self.run.read_status().get("total_steps")
@@ -167,10 +169,12 @@ class RunTail:
             if isinstance(row, dict):
                 rows.append(row)
         total = self.total_steps()
-        steps = [
-            LogLine(when, "step", format_step(row, total))
-            for row, when in zip(rows, self._row_times(rows), strict=True)
-        ]
+        steps = []
+        for row, when in zip(rows, self._row_times(rows), strict=True):
+            shown, note = self.peak.rescale(row)
+            if note is not None:
+                steps.append(LogLine(when, "event", f"perf: {note}"))
+            steps.append(LogLine(when, "step", format_step(shown, total)))
         return merge(events, steps)
 
     @staticmethod
