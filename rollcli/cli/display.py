@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,6 +18,8 @@ from rich.progress import (
 )
 from rich.table import Table
 from rich.text import Text
+
+from rollcli.runs.step_time import StepTimes, training_step_s
 
 
 class RichDisplay:
@@ -54,7 +57,10 @@ class RichDisplay:
     def start(
         self, *, run_id: str, run_dir: str, total_steps: int, start_step: int, engine: str
     ) -> None:
-        self.console.print(f"[bold]roll[/] run [cyan]{run_id}[/] → {run_dir}  (engine: {engine})")
+        # two lines, the folder on its own and never broken by rich: a long path at 80
+        # columns split "(engine: hf)" across lines (the terminal may still wrap the path)
+        self.console.print(f"[bold]roll[/] run [cyan]{escape(run_id)}[/]  (engine: {engine})")
+        self.console.print(Text(f"  → {run_dir}"), soft_wrap=True)
         self._ensure_live()
         if self.step_task is not None:  # a second run on this display (a recipe's warm-up)
             self.steps.remove_task(self.step_task)
@@ -82,8 +88,8 @@ class RichDisplay:
             parts.append(f"reward {self.latest['reward/mean']:.3f}")
         if "response_length/mean" in self.latest:
             parts.append(f"length {self.latest['response_length/mean']:.1f}")
-        if "time/step_s" in self.latest:  # the training step, without its validation
-            step_s = self.latest["time/step_s"] - self.latest.get("time/validate_s", 0.0)
+        step_s = training_step_s(self.latest)  # the training step, without its validation
+        if step_s is not None:
             parts.append(f"{step_s:.1f} s/step")
         if self.val is not None:
             parts.append(f"val acc {val_accuracy_text(self.val, short=True)}")
@@ -113,8 +119,10 @@ def summary_table(
     final: dict[str, Any],
     first_val: dict[str, Any] | None,
     wall_s: float,
-    mean_step_s: float | None = None,
+    steps: StepTimes | None = None,
 ) -> Table:
+    """The end-of-run table. Its `mean step time` is the live line's `s/step`: the training
+    step without validation, which has its own row (`runs/step_time.py`)."""
     table = Table(title=f"run {run_id} finished", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -130,9 +138,12 @@ def summary_table(
         table.add_row("reward at the last step", f"{final['reward/mean']:.3f}")
     if "response_length/mean" in final:
         table.add_row("response length (tokens)", f"{final['response_length/mean']:.1f}")
-    if mean_step_s is not None:
-        table.add_row("mean step time", f"{mean_step_s:.1f} s")
-    table.add_row("wall time", f"{wall_s / 60:.1f} min")
+    if steps is not None and steps.mean_step_s is not None:
+        table.add_row("mean step time", f"{steps.mean_step_s:.1f} s (no validation)")
+    if steps is not None and steps.validations:
+        runs = "validation" if steps.validations == 1 else "validations"
+        table.add_row("validation time", f"{steps.validate_s:.0f} s ({steps.validations} {runs})")
+    table.add_row("wall time", f"{wall_s / 60:.1f} min (setup included)")
     return table
 
 

@@ -25,6 +25,7 @@ from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.registry import PIPELINES, pipeline_class
 from rollcli.runs.checkpoint import latest_checkpoint, read_state, run_checkpoint
 from rollcli.runs.run_dir import RunDir, new_run_id
+from rollcli.runs.step_time import StepTimes
 
 if TYPE_CHECKING:  # run_control imports torch
     from rollcli.pipelines.run_control import RunControl
@@ -91,7 +92,7 @@ class RunResult:
     final: dict[str, Any]
     first_val: dict[str, Any] | None  # the first metrics row with val/accuracy
     wall_s: float
-    mean_step_s: float | None = None
+    steps: StepTimes | None = None  # the mean training step, validation apart
     status: str = "finished"
     resumed_from: int | None = None
 
@@ -262,15 +263,13 @@ def _drive(
     )
     metrics = run.read_metrics()
     first_val = next((m for m in metrics if "val/accuracy" in m), None)
-    step_times = [m["time/step_s"] for m in metrics if "time/step_s" in m]
-    mean_step = sum(step_times) / len(step_times) if step_times else None
     return RunResult(
         run_id,
         run.root,
         final,
         first_val,
         time.perf_counter() - start,
-        mean_step,
+        StepTimes.of(metrics),
         status,
         start_step if resume_from is not None else None,
     )
