@@ -26,6 +26,7 @@ from rollcli.pipelines.registry import PIPELINES, pipeline_class
 from rollcli.runs.checkpoint import latest_checkpoint, read_state, run_checkpoint
 from rollcli.runs.run_dir import RunDir, new_run_id
 from rollcli.runs.step_time import StepTimes
+from rollcli.strategies.deepspeed_env import name_cpu_accelerator
 
 if TYPE_CHECKING:  # run_control imports torch
     from rollcli.pipelines.run_control import RunControl
@@ -106,6 +107,7 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
     _check_supported(cfg)
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()
+    name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
     model_path = _prepare_model(cfg, display)
     try:
         run = RunDir.create(cfg.run.runs_dir, run_id, dump_recipe(cfg))
@@ -159,6 +161,7 @@ def resume_training(
             f"to train further resume with train.steps=N (N > {done})"
         )
     start = time.perf_counter()
+    name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
     model_path = _prepare_model(cfg, display)
     changes = config_changes(recorded, cfg)
     if changes:
