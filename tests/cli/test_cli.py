@@ -141,3 +141,25 @@ def test_runs_ls_keeps_run_ids_whole_in_80_columns(tmp_path) -> None:
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
     for run_id in ids:  # whole, on one line, as `roll logs ID` needs it
         assert any(run_id in line for line in result.stdout.splitlines()), result.stdout
+
+
+def test_runs_ls_shows_model_names_unfolded_in_80_columns(tmp_path) -> None:
+    """The model column folded `smollm2-135m` into `smoll`/`m2-13`/`5m`: now the start and
+    took columns give way, a name fits on its line and a long one ends in "…"."""
+    from rollcli.runs.run_dir import RunDir
+
+    models = {
+        "rlvr-math-20261127-091830": "smollm2-135m",
+        "sft-20261127-101112": "/work/runs/rlvr-math-20261127-091830/checkpoints/step-30",
+    }
+    for run_id, model in models.items():
+        run = RunDir.create(tmp_path, run_id, "name: x\n")
+        run.write_status("finished", recipe=run_id[:-16], model=model, total_steps=30, step=30)
+        run.log_metrics({"step": 30, "reward/mean": 0.5, "val/accuracy": 0.25})
+    result = runner.invoke(app, ["runs", "ls", "--runs-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert len(lines) == 5  # title, header, rule, one line per run
+    assert "smollm2-135m" in lines[3] and "30/30" in lines[3] and "0.250" in lines[3]
+    assert "step-30 of rlv…" in lines[4]  # a checkpoint's step, its run id cut to fit
+    assert lines[1].split() == ["run", "id", "model", "status", "step", "reward", "val", "took"]
