@@ -51,6 +51,22 @@ def test_recipes_ls_show_cp(tmp_path) -> None:
     assert again.exit_code == 2 and "already exists" in again.stderr
 
 
+def test_recipes_ls_shows_the_aliases_the_docs_use() -> None:
+    from rollcli.config.catalogue import catalogue, find_recipe
+
+    listed = runner.invoke(app, ["recipes", "ls"], env={"COLUMNS": "80"})
+    lines = listed.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    name_cells = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    for entry in catalogue():
+        if entry.aliases:
+            also = f"also: {', '.join(entry.aliases)}"
+            assert name_cells[name_cells.index(entry.name) + 1] == also
+            for alias in entry.aliases:  # each one `roll train ALIAS` resolves
+                assert find_recipe(alias)[0] == entry.name
+    assert "also: rlvr, math" in name_cells
+
+
 def test_train_dry_run_prints_the_resolved_recipe_with_flags_applied() -> None:
     result = runner.invoke(
         app,
