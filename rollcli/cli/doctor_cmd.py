@@ -76,12 +76,12 @@ def doctor(
     from rollcli.planning.backends import BACKENDS, is_installed, version_of
 
     table = Table(title="backends", title_justify="left")
-    for col in ("backend", "version", "install"):
+    for col in ("backend", "version", "install (missing) or note"):
         table.add_column(col)
     for b in BACKENDS.values():
         found = is_installed(b)
         version = (version_of(b) or "?") if found else "[red]missing[/]"
-        note = b.install if not found else ("GPU only" if b.gpu_only else "")
+        note = b.note if found else b.install
         table.add_row(b.name, version, note)
     out.print(table)
     _trackers()
