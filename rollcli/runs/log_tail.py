@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.runs.run_dir import RunDir
+from rollcli.runs.step_time import training_step_s
 from rollcli.tracking.peak import ShownPeak
 
 LIVE_STATUSES = ("starting", "running")
@@ -59,6 +60,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     'step 4  informative 0.50  top Left 0.75'
     >>> format_step({"step": 2, "perf/generate_mfu": 0.0312, "perf/train_mfu": 0.254})
     'step 2  mfu gen 3.1% train 25.4%'
+    >>> format_step({"step": 30, "time/step_s": 240.0, "time/validate_s": 59.0})
+    'step 30  181.0 s (+59.0 s val)'
     """
     step = row.get("step", "?")
     if total_steps:
@@ -94,8 +97,10 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     ]
     if mfu:
         parts.append("mfu " + " ".join(mfu))
-    if isinstance(row.get("time/step_s"), (int, float)):
-        parts.append(f"{row['time/step_s']:.1f} s")
+    step_s = training_step_s(row)  # as the live line's s/step: validation apart
+    if step_s is not None:
+        val_s = row.get("time/validate_s")
+        parts.append(f"{step_s:.1f} s" + (f" (+{val_s:.1f} s val)" if val_s else ""))
     if row.get("step") == 0 and "reward/mean" not in row:
         parts.append("(before training)")
     return "  ".join(parts)
