@@ -43,3 +43,50 @@ def test_the_readme_claims_exact_resume_only_for_the_pipelines_that_have_it() ->
     assert "agentic" in exact.group(0)  # the sentence names the pipelines, agentic among them
     runs_doc = (Path(__file__).parents[1] / "docs" / "runs.md").read_text()
     assert "agentic" in runs_doc.split("## Resume", 1)[1].split("\n## ", 1)[0]
+
+
+DOCS = Path(__file__).parents[1] / "docs"
+
+
+def test_planning_md_names_the_keys_roll_plan_json_prints() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from rollcli.cli.app import app
+
+    text = (DOCS / "planning.md").read_text()
+    claimed = re.search(r"--json +# (\{[^}]*\})", text).group(1)
+    res = CliRunner().invoke(app, ["plan", "rlvr-math", "--json"])
+    plan = json.loads(res.stdout)
+    assert claimed == "{" + ", ".join(f'"{k}"' for k in plan) + "}"
+    for key in plan["devices"][0]:
+        assert f"`{key}`" in text
+    for key in plan["workers"][0]:
+        assert f"`{key}`" in text
+    for part in plan["devices"][0]["memory_bytes"]:
+        assert f"`{part}`" in text
+
+
+def test_the_readme_names_the_agentic_recipes_that_filter_groups() -> None:
+    from rollcli.config.loader import load_recipe
+
+    text = _paragraph("`roll train agentic-frozenlake` (also")
+    keep = {n: load_recipe(n, [])[0].agentic.keep_top_groups for n in ("agentic-sokoban",
+            "agentic-frozenlake", "webshop")}  # fmt: skip
+    assert keep == {"agentic-sokoban": 0.5, "agentic-frozenlake": 0.5, "webshop": 1.0}
+    assert "`agentic.keep_top_groups: 0.5`" in text
+    assert "`webshop` trains on every group (the default, 1.0)" in text
+
+
+def test_sft_docs_say_how_its_default_data_differs_from_rlvr_math() -> None:
+    from rollcli.config.loader import load_recipe
+
+    text = " ".join((DOCS / "sft-dpo-distill.md").read_text().split())
+    sft, rlvr = load_recipe("sft", [])[0].data, load_recipe("rlvr-math", [])[0].data
+    assert sft.task == rlvr.task == "chain_sum"
+    assert sft.task_args["max_digits"] == 1 and rlvr.task_args["max_digits"] == 2
+    assert (sft.val_size, rlvr.val_size) == (64, 256)
+    assert "one-digit sums and differences (`rlvr-math`: two-digit)" in text
+    assert "64 held out (`rlvr-math` holds out 256)" in text
+    assert "same problems and held-out split" not in text

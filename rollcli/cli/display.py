@@ -19,6 +19,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from rollcli.runs.step_time import StepTimes, training_step_s
+
 
 class RichDisplay:
     def __init__(self, console: Console) -> None:
@@ -55,10 +57,12 @@ class RichDisplay:
     def start(
         self, *, run_id: str, run_dir: str, total_steps: int, start_step: int, engine: str
     ) -> None:
+        # two lines, the folder on its own and never broken by rich: a long path at 80
+        # columns split "(engine: hf)" across lines (the terminal may still wrap the path)
         self.console.print(
-            f"[bold]roll[/] run [cyan]{escape(run_id)}[/] → {escape(str(run_dir))}  "
-            f"(engine: {escape(engine)})"
+            f"[bold]roll[/] run [cyan]{escape(run_id)}[/]  (engine: {escape(engine)})"
         )
+        self.console.print(Text(f"  → {run_dir}"), soft_wrap=True)
         self._ensure_live()
         if self.step_task is not None:  # a second run on this display (a recipe's warm-up)
             self.steps.remove_task(self.step_task)
@@ -86,8 +90,8 @@ class RichDisplay:
             parts.append(f"reward {self.latest['reward/mean']:.3f}")
         if "response_length/mean" in self.latest:
             parts.append(f"length {self.latest['response_length/mean']:.1f}")
-        if "time/step_s" in self.latest:  # the training step, without its validation
-            step_s = self.latest["time/step_s"] - self.latest.get("time/validate_s", 0.0)
+        step_s = training_step_s(self.latest)  # the training step, without its validation
+        if step_s is not None:
             parts.append(f"{step_s:.1f} s/step")
         if self.val is not None:
             parts.append(f"val acc {val_accuracy_text(self.val, short=True)}")
@@ -117,8 +121,10 @@ def summary_table(
     final: dict[str, Any],
     first_val: dict[str, Any] | None,
     wall_s: float,
-    mean_step_s: float | None = None,
+    steps: StepTimes | None = None,
 ) -> Table:
+    """The end-of-run table. Its `mean step time` is the live line's `s/step`: the training
+    step without validation, which has its own row (`runs/step_time.py`)."""
     table = Table(title=f"run {escape(run_id)} finished", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -134,9 +140,12 @@ def summary_table(
         table.add_row("reward at the last step", f"{final['reward/mean']:.3f}")
     if "response_length/mean" in final:
         table.add_row("response length (tokens)", f"{final['response_length/mean']:.1f}")
-    if mean_step_s is not None:
-        table.add_row("mean step time", f"{mean_step_s:.1f} s")
-    table.add_row("wall time", f"{wall_s / 60:.1f} min")
+    if steps is not None and steps.mean_step_s is not None:
+        table.add_row("mean step time", f"{steps.mean_step_s:.1f} s (no validation)")
+    if steps is not None and steps.validations:
+        runs = "validation" if steps.validations == 1 else "validations"
+        table.add_row("validation time", f"{steps.validate_s:.0f} s ({steps.validations} {runs})")
+    table.add_row("wall time", f"{wall_s / 60:.1f} min (setup included)")
     return table
 
 

@@ -87,12 +87,12 @@ def doctor(
         with user_errors(debug):
             cfg, _ = load_recipe(recipe, overrides or [], {"resources.gpus": gpus})
     table = Table(title="backends", title_justify="left")
-    for col in ("backend", "version", "install"):
+    for col in ("backend", "version", "install (missing) or note"):
         table.add_column(col)
     for b in BACKENDS.values():
         found = is_installed(b)
         version = (version_of(b) or "?") if found else "[red]missing[/]"
-        note = escape(b.install) if not found else ("GPU only" if b.gpu_only else "")
+        note = escape(b.note) if found else escape(b.install)
         table.add_row(escape(b.name), escape(version) if found else version, note)
     out.print(table)
     _trackers()

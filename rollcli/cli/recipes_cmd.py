@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from rollcli.cli.errors import fail, user_errors
 from rollcli.cli.out_file import write_text
@@ -22,11 +23,18 @@ def list_recipes() -> None:
     """List the recipes in the catalogue."""
     from rollcli.config.catalogue import catalogue
 
-    table = Table(title="roll recipes")
-    for col in ("name", "pipeline", "model", "what it does"):
+    table = Table(
+        title="roll recipes",
+        caption="also: other names for the recipe (`roll train rlvr` is rlvr-math)",
+    )
+    table.add_column("name", no_wrap=True)
+    for col in ("pipeline", "model", "what it does"):
         table.add_column(col, overflow="fold")
     for e in catalogue():
-        table.add_row(*(escape(str(v)) for v in (e.name, e.pipeline, e.model, e.description)))
+        name = Text(e.name)
+        if e.aliases:  # under the name: a column of its own left the description no room
+            name.append(f"\nalso: {', '.join(e.aliases)}", style="dim")
+        table.add_row(name, *(escape(str(v)) for v in (e.pipeline, e.model, e.description)))
     out.print(table)
 
 

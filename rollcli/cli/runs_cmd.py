@@ -53,11 +53,12 @@ def list_runs(ctx: typer.Context, runs_dir: Path = RUNS_DIR) -> None:
         key=lambda p: p.stat().st_mtime,
     )
     rows = [_row(folder, RunDir(folder)) for folder in folders]
-    # A run id is what users copy into `roll logs` / `roll resume`: it is never wrapped or
-    # cut, nor are the short columns; only the model folds in a narrow terminal. The recipe
-    # column is left out when every run id already starts with its recipe (the default ids).
-    show_recipe = any(not r[0].startswith(r[1]) for r in rows)
     columns = ["run id", "recipe", "model", "status", "step", "reward", "val", "started", "took"]
+    # The recipe column is left out when every run id already starts with its recipe (the
+    # default ids).
+    if not any(not r[0].startswith(r[1]) for r in rows):
+        columns.remove("recipe")
+    shown = fitting_columns(columns, rows, out.width)
     table = Table(
         title=escape(f"runs in {runs_dir}"),
         box=box.SIMPLE_HEAD,
@@ -65,17 +66,65 @@ def list_runs(ctx: typer.Context, runs_dir: Path = RUNS_DIR) -> None:
         pad_edge=False,
         collapse_padding=True,
     )
-    for i, col in enumerate(columns):
-        if col == "recipe" and not show_recipe:
-            continue
+    others = [c for c in shown if c != "model"]
+    model_room = out.width - sum(_width(rows, c) for c in others) - GAP * len(others)
+    for col in shown:
+        # nothing wraps: a folded model name (`smoll`/`m2-13`/`5m`) was unreadable, and a run
+        # id is what users copy into `roll logs` / `roll resume`; a long model path ends in
+        # "…" (the whole path is in `roll runs show`)
         if col == "model":
-            table.add_column(col, overflow="fold", ratio=1, min_width=5)
+            table.add_column(
+                col, no_wrap=True, overflow="ellipsis", max_width=max(MIN_MODEL, model_room)
+            )
         else:
-            width = max([len(col)] + [len(r[i]) for r in rows])
-            table.add_column(col, no_wrap=True, min_width=width)
+            table.add_column(col, no_wrap=True, min_width=_width(rows, col))
     for r in rows:
-        table.add_row(*(escape(c) for c in (r if show_recipe else r[:1] + r[2:])))
+        table.add_row(*(escape(r[ALL_COLUMNS.index(col)]) for col in shown))
     out.print(table)
+
+
+ALL_COLUMNS = ["run id", "recipe", "model", "status", "step", "reward", "val", "started", "took"]
+# dropped in this order while the table is wider than the terminal; the model then gets
+# what is left (at least MIN_MODEL characters, its end cut with "…")
+GIVE_WAY = ("started", "took", "recipe")
+MIN_MODEL = 12
+GAP = 2  # between two columns
+
+
+def fitting_columns(columns: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """The columns of `roll runs ls` that fit `width`: the optional ones give way, in the
+    order of GIVE_WAY, until the others fit with at least MIN_MODEL characters of model.
+
+    >>> rows = [["rlvr-math-20261127-091830", "rlvr-math", "smollm2-135m", "finished",
+    ...          "30/30", "0.500", "0.250", "09:18", "6m40s"]]
+    >>> cols = ["run id", "model", "status", "step", "reward", "val", "started", "took"]
+    >>> fitting_columns(cols, rows, 90) == cols
+    True
+    >>> fitting_columns(cols, rows, 80)
+    ['run id', 'model', 'status', 'step', 'reward', 'val', 'took']
+    >>> fitting_columns(cols, rows, 70)
+    ['run id', 'model', 'status', 'step', 'reward', 'val']
+    """
+
+    def need(cols: list[str]) -> int:
+        widths = [
+            min(MIN_MODEL, _width(rows, c)) if c == "model" else _width(rows, c) for c in cols
+        ]
+        return sum(widths) + GAP * (len(cols) - 1)
+
+    shown = list(columns)
+    for col in GIVE_WAY:
+        if need(shown) <= width:
+            break
+        if col in shown:
+            shown.remove(col)
+    return shown
+
+
+def _width(rows: list[list[str]], col: str) -> int:
+    """The column's widest cell or its header."""
+    i = ALL_COLUMNS.index(col)
+    return max([len(col)] + [len(r[i]) for r in rows])
 
 
 def _row(folder: Path, run: Any) -> list[str]:
@@ -88,7 +137,7 @@ def _row(folder: Path, run: Any) -> list[str]:
     return [
         folder.name,
         str(st.get("recipe", "?")),
-        str(st.get("model", "?")),
+        short_model(str(st.get("model", "?"))),
         run.effective_status(),
         f"{st.get('step', 0)}/{st.get('total_steps', '?')}",
         f"{reward:.3f}" if reward is not None else "-",
@@ -96,6 +145,23 @@ def _row(folder: Path, run: Any) -> list[str]:
         _fmt_started(started) if started else "-",
         _fmt_duration(end - started if started and end else None),
     ]
+
+
+def short_model(model: str) -> str:
+    """A model as `roll runs ls` shows it: a registry name as it is, a run's checkpoint as
+    `step-N of RUN-ID` (so a cut end still shows the step), another folder by its last part.
+
+    >>> short_model("smollm2-135m")
+    'smollm2-135m'
+    >>> short_model("/work/runs/rlvr-math-20261127-091830/checkpoints/step-30")
+    'step-30 of rlvr-math-20261127-091830'
+    >>> short_model("/home/me/models/Qwen2.5-0.5B-Instruct/")
+    'Qwen2.5-0.5B-Instruct'
+    """
+    parts = [p for p in model.split("/") if p]
+    if len(parts) >= 3 and parts[-2] == "checkpoints":
+        return f"{parts[-1]} of {parts[-3]}"
+    return parts[-1] if parts else model
 
 
 @app.command("show")

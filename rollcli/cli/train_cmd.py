@@ -134,7 +134,7 @@ def _run(debug: bool, start) -> None:  # noqa: ANN001
             result.final,
             result.first_val,
             result.wall_s,
-            result.mean_step_s,
+            result.steps,
         )
     )
     if result.status == "interrupted":

@@ -18,6 +18,7 @@ class CatalogueEntry:
     model: str
     description: str
     text: str
+    aliases: tuple[str, ...] = ()
 
 
 def _recipe_files() -> dict[str, str]:
@@ -40,6 +41,7 @@ def catalogue() -> list[CatalogueEntry]:
                 model=str(raw.get("model", "smollm2-135m")),
                 description=str(raw.get("description", "")).strip(),
                 text=text,
+                aliases=tuple(str(a) for a in raw.get("aliases") or ()),
             )
         )
     return entries

@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any
 
+from rollcli.strategies.deepspeed_env import name_cpu_accelerator
+
 
 def running_ray() -> Any:
     """The `ray` module when this process is in a Ray session, else None. Imports nothing:
@@ -41,8 +43,7 @@ def start_ray(address: str | None = None, num_cpus: float | None = None, num_gpu
         cpus = num_cpus if num_cpus is not None else float(os.cpu_count() or 1)
         # A CPU session: workers that import deepspeed (the strategy, or transformers'
         # checks) would each warn that it fell back to the CPU; name the CPU instead.
-        if not num_gpus:
-            os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        name_cpu_accelerator(on_gpu=bool(num_gpus))
         # Workers inherit it: torch's CPU tensors of 2 MiB and more go on transparent huge
         # pages (when the kernel offers them on request: `madvise`), so a fresh 100 MB
         # logits or gradient tensor is ~50 page faults, not ~25,000 (an rlvr-math train

@@ -19,7 +19,7 @@ class Backend:
     module: str  # the import name
     dist: str  # the distribution whose version we report
     install: str
-    gpu_only: bool = False
+    note: str = ""  # what `roll doctor` says of it when it is installed
 
 
 BACKENDS: dict[str, Backend] = {
@@ -36,14 +36,14 @@ BACKENDS: dict[str, Backend] = {
             "megatron.core",
             "megatron-core",
             'pip install "roll-rl[megatron]"',
-            gpu_only=True,
+            note="cannot train yet: no weight map (docs/gpu.md)",
         ),
         Backend(
             "sglang",
             "sglang",
             "sglang",
             "pip install sglang   (its own environment: it pins its own torch)",
-            gpu_only=True,
+            note="GPU only",
         ),
     )
 }

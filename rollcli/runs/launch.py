@@ -25,6 +25,8 @@ from rollcli.pipelines.display_protocol import Display
 from rollcli.pipelines.registry import PIPELINES, pipeline_class
 from rollcli.runs.checkpoint import latest_checkpoint, read_state, run_checkpoint
 from rollcli.runs.run_dir import RunDir, new_run_id
+from rollcli.runs.step_time import StepTimes
+from rollcli.strategies.deepspeed_env import name_cpu_accelerator
 
 if TYPE_CHECKING:  # run_control imports torch
     from rollcli.pipelines.run_control import RunControl
@@ -91,7 +93,7 @@ class RunResult:
     final: dict[str, Any]
     first_val: dict[str, Any] | None  # the first metrics row with val/accuracy
     wall_s: float
-    mean_step_s: float | None = None
+    steps: StepTimes | None = None  # the mean training step, validation apart
     status: str = "finished"
     resumed_from: int | None = None
 
@@ -105,6 +107,7 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
     _check_supported(cfg)
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()
+    name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
     model_path = _prepare_model(cfg, display)
     try:
         run = RunDir.create(cfg.run.runs_dir, run_id, dump_recipe(cfg))
@@ -158,6 +161,7 @@ def resume_training(
             f"to train further resume with train.steps=N (N > {done})"
         )
     start = time.perf_counter()
+    name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
     model_path = _prepare_model(cfg, display)
     changes = config_changes(recorded, cfg)
     if changes:
@@ -262,15 +266,13 @@ def _drive(
     )
     metrics = run.read_metrics()
     first_val = next((m for m in metrics if "val/accuracy" in m), None)
-    step_times = [m["time/step_s"] for m in metrics if "time/step_s" in m]
-    mean_step = sum(step_times) / len(step_times) if step_times else None
     return RunResult(
         run_id,
         run.root,
         final,
         first_val,
         time.perf_counter() - start,
-        mean_step,
+        StepTimes.of(metrics),
         status,
         start_step if resume_from is not None else None,
     )

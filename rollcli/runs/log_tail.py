@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.runs.run_dir import RunDir
+from rollcli.runs.step_time import training_step_s
+from rollcli.tracking.peak import ShownPeak
 
 LIVE_STATUSES = ("starting", "running")
 # events a step logs before its own metrics row
@@ -58,6 +60,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     'step 4  informative 0.50  top Left 0.75'
     >>> format_step({"step": 2, "perf/generate_mfu": 0.0312, "perf/train_mfu": 0.254})
     'step 2  mfu gen 3.1% train 25.4%'
+    >>> format_step({"step": 30, "time/step_s": 240.0, "time/validate_s": 59.0})
+    'step 30  181.0 s (+59.0 s val)'
     """
     step = row.get("step", "?")
     if total_steps:
@@ -93,8 +97,10 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     ]
     if mfu:
         parts.append("mfu " + " ".join(mfu))
-    if isinstance(row.get("time/step_s"), (int, float)):
-        parts.append(f"{row['time/step_s']:.1f} s")
+    step_s = training_step_s(row)  # as the live line's s/step: validation apart
+    if step_s is not None:
+        val_s = row.get("time/validate_s")
+        parts.append(f"{step_s:.1f} s" + (f" (+{val_s:.1f} s val)" if val_s else ""))
     if row.get("step") == 0 and "reward/mean" not in row:
         parts.append("(before training)")
     return "  ".join(parts)
@@ -144,6 +150,7 @@ class RunTail:
         self.events = _LineReader(run.root / "events.log")
         self.metrics = _LineReader(run.root / "metrics.jsonl")
         self.last_event_time: float | None = None
+        self.peak = ShownPeak()  # MFUs an older run logged above 100% show against a raised peak
 
     def total_steps(self) -> int | None:
         total = self.run.read_status().get("total_steps")
@@ -167,10 +174,12 @@ class RunTail:
             if isinstance(row, dict):
                 rows.append(row)
         total = self.total_steps()
-        steps = [
-            LogLine(when, "step", format_step(row, total))
-            for row, when in zip(rows, self._row_times(rows), strict=True)
-        ]
+        steps = []
+        for row, when in zip(rows, self._row_times(rows), strict=True):
+            shown, note = self.peak.rescale(row)
+            if note is not None:
+                steps.append(LogLine(when, "event", f"perf: {note}"))
+            steps.append(LogLine(when, "step", format_step(shown, total)))
         return merge(events, steps)
 
     @staticmethod

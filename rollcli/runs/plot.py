@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcli.runs.collapse import first_trips
+from rollcli.tracking.peak import ShownPeak
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -177,7 +178,15 @@ def _draw_step_time(ax: Any, rows: list[Row], key: str) -> str:
 
 
 def _draw_mfu(ax: Any, rows: list[Row], key: str) -> str:
-    """One line per phase, in percent of the measured matmul peak."""
+    """One line per phase, in percent of the measured matmul peak (raised where a phase ran
+    faster: `ShownPeak`, which the title says)."""
+    shown, raised = ShownPeak(), False
+    rescaled = []
+    for row in rows:
+        row, note = shown.rescale(row)
+        rescaled.append(row)
+        raised = raised or note is not None
+    rows = rescaled
     last = []
     for phase, label, short in MFU_PHASES:
         steps, values = series(rows, f"perf/{phase}_mfu")
@@ -188,7 +197,7 @@ def _draw_mfu(ax: Any, rows: list[Row], key: str) -> str:
             last.append(f"{short} {percent[-1]:.1f}%")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=9, loc="best")
-    return " ".join(last)
+    return " ".join(last) + (", peak raised" if raised else "")
 
 
 PANELS = (

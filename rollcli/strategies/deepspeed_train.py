@@ -34,6 +34,7 @@ import torch
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
 from rollcli.distributed.stores import open_store
+from rollcli.strategies.deepspeed_env import name_cpu_accelerator
 from rollcli.strategies.hf_train import (
     LossFn,
     MicroBatchFn,
@@ -56,10 +57,7 @@ class StrategyUnavailableError(RuntimeError):
 def import_deepspeed(on_gpu: bool | None = None) -> Any:
     """Import deepspeed with its JIT shared-memory op switched off; a clear error if absent.
     `on_gpu`: whether the model is on a GPU (default: whether CUDA is there)."""
-    if not (torch.cuda.is_available() if on_gpu is None else on_gpu):
-        # Name the accelerator, so its detector does not warn in every worker that it fell
-        # back to the CPU ("[real_accelerator.py] Setting accelerator to CPU").
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    name_cpu_accelerator(torch.cuda.is_available() if on_gpu is None else on_gpu)
     try:
         import deepspeed
         import deepspeed.ops

@@ -1,4 +1,6 @@
-"""The `megatron` training strategy (GPU only): megatron-core's GPTModel with TP/PP/CP/EP.
+"""The `megatron` training strategy: megatron-core's GPTModel with TP/PP/CP/EP. It trains
+nowhere yet: no Hugging Face -> megatron-core weight map is written, so the recipe check
+refuses `train.strategy: megatron` on every machine (config/capabilities.py).
 
 On a machine without CUDA the trainer refuses with a clear message; the parts that run on
 CPU (parallel state over gloo, tensor-parallel layers, the model config) live in

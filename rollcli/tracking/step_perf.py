@@ -3,7 +3,8 @@
 `perf/<phase>_gflop` is what the FLOP model (`tracking/flops.py`) counts for the tokens the
 phase computed for the batch the step trains on; `perf/<phase>_mfu` is that over
 `time/<phase>_s x perf/peak_gflops x devices` (the share of the machine's measured matmul
-peak the phase reached: 1.0 is every device multiplying at its peak the whole time).
+peak the phase reached: 1.0 is every device multiplying at its peak the whole time). A phase
+that runs faster than the peak raises it (`tracking/peak.py`), so the MFU stays at most 1.0.
 Samples that generated but were not trained on (groups dynamic sampling dropped, requests
 it aborted) are not useful work: they lower `generate_mfu`.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rollcli.tracking.flops import FlopModel, Group, train_factor
-from rollcli.tracking.peak import run_peak
+from rollcli.tracking.peak import raised_peak, run_peak, write_peak
 
 if TYPE_CHECKING:
     from rollcli.data.batch import Batch
@@ -81,14 +82,32 @@ def perf_metrics(
     return out
 
 
+def phase_rates(
+    flops: dict[str, float], seconds: dict[str, float], devices: dict[str, int] | None = None
+) -> dict[str, float]:
+    """FLOP/s per device of each phase that has a time.
+
+    >>> phase_rates({"train": 6e9, "forward": 1e9}, {"train": 2.0}, {"train": 3})
+    {'train': 1000000000.0}
+    """
+    return {
+        phase: count / (seconds[phase] * (devices or {}).get(phase, 1))
+        for phase, count in flops.items()
+        if seconds.get(phase)
+    }
+
+
 @dataclass
 class RunPerf:
     """A run's FLOP model and peak; `step_metrics` turns a step's FLOPs and times into
-    `perf/*`. `devices`: GPUs per phase (one device, the machine, on a CPU run)."""
+    `perf/*`. `devices`: GPUs per phase (one device, the machine, on a CPU run). `run`: the
+    run folder, told when a phase beats the peak (an event, and the new `perf_peak.json`)."""
 
     model: FlopModel
     peak_flops: float
     devices: dict[str, int] = field(default_factory=dict)
+    run: RunDir | None = None
+    peak: dict[str, Any] = field(default_factory=dict)  # the perf_peak.json record
 
     @classmethod
     def start(
@@ -104,9 +123,35 @@ class RunPerf:
             f"perf: matmul peak {peak['flops'] / 1e9:.1f} GFLOP/s per device, {peak['source']}"
             f"{where}; perf/*_mfu divide by it"
         )
-        return cls(FlopModel.from_spec(model_spec(model_path)), float(peak["flops"]))
+        model = FlopModel.from_spec(model_spec(model_path))
+        return cls(model, float(peak["flops"]), run=run, peak=peak)
 
     def step_metrics(self, flops: dict[str, float], metrics: Mapping[str, Any]) -> dict[str, float]:
-        """`perf_metrics` with each phase's time read from the step's `time/<phase>_s`."""
+        """`perf_metrics` with each phase's time read from the step's `time/<phase>_s`; a
+        phase faster than the peak raises it first (`tracking/peak.py`)."""
         seconds = {p: metrics.get(f"time/{p}_s") or 0.0 for p in flops}
+        old = self.peak_flops
+        self.peak_flops, phase = raised_peak(old, phase_rates(flops, seconds, self.devices))
+        if phase is not None:
+            self._record_raise(metrics.get("step"), phase, old)
         return perf_metrics(flops, seconds, self.peak_flops, self.devices)
+
+    def _record_raise(self, step: Any, phase: str, old: float) -> None:
+        new = self.peak_flops / 1e9
+        where = f"step {step}'s" if step is not None else "a step's"
+        first = self.peak.get("measured_flops", self.peak.get("flops", old))
+        self.peak = {
+            **{k: v for k, v in self.peak.items() if k not in ("flops", "source")},
+            "flops": self.peak_flops,
+            "source": f"raised: {where} {phase} phase ran at {new:.1f} GFLOP/s",
+            "measured_flops": first,
+            "measured_source": self.peak.get("measured_source", self.peak.get("source")),
+        }
+        if self.run is None:
+            return
+        write_peak(self.run.root, self.peak)
+        self.run.log_event(
+            f"perf: {where} {phase} phase ran at {new:.1f} GFLOP/s per device, faster than the "
+            f"matmul peak of {old / 1e9:.1f} (a probe on a busy machine reads low); the peak "
+            f"is raised to {new:.1f} GFLOP/s, so perf/*_mfu stays at most 100%"
+        )

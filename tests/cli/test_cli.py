@@ -51,6 +51,22 @@ def test_recipes_ls_show_cp(tmp_path) -> None:
     assert again.exit_code == 2 and "already exists" in again.stderr
 
 
+def test_recipes_ls_shows_the_aliases_the_docs_use() -> None:
+    from rollcli.config.catalogue import catalogue, find_recipe
+
+    listed = runner.invoke(app, ["recipes", "ls"], env={"COLUMNS": "80"})
+    lines = listed.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    name_cells = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    for entry in catalogue():
+        if entry.aliases:
+            also = f"also: {', '.join(entry.aliases)}"
+            assert name_cells[name_cells.index(entry.name) + 1] == also
+            for alias in entry.aliases:  # each one `roll train ALIAS` resolves
+                assert find_recipe(alias)[0] == entry.name
+    assert "also: rlvr, math" in name_cells
+
+
 def test_train_dry_run_prints_the_resolved_recipe_with_flags_applied() -> None:
     result = runner.invoke(
         app,
@@ -141,3 +157,25 @@ def test_runs_ls_keeps_run_ids_whole_in_80_columns(tmp_path) -> None:
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
     for run_id in ids:  # whole, on one line, as `roll logs ID` needs it
         assert any(run_id in line for line in result.stdout.splitlines()), result.stdout
+
+
+def test_runs_ls_shows_model_names_unfolded_in_80_columns(tmp_path) -> None:
+    """The model column folded `smollm2-135m` into `smoll`/`m2-13`/`5m`: now the start and
+    took columns give way, a name fits on its line and a long one ends in "…"."""
+    from rollcli.runs.run_dir import RunDir
+
+    models = {
+        "rlvr-math-20261127-091830": "smollm2-135m",
+        "sft-20261127-101112": "/work/runs/rlvr-math-20261127-091830/checkpoints/step-30",
+    }
+    for run_id, model in models.items():
+        run = RunDir.create(tmp_path, run_id, "name: x\n")
+        run.write_status("finished", recipe=run_id[:-16], model=model, total_steps=30, step=30)
+        run.log_metrics({"step": 30, "reward/mean": 0.5, "val/accuracy": 0.25})
+    result = runner.invoke(app, ["runs", "ls", "--runs-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert len(lines) == 5  # title, header, rule, one line per run
+    assert "smollm2-135m" in lines[3] and "30/30" in lines[3] and "0.250" in lines[3]
+    assert "step-30 of rlv…" in lines[4]  # a checkpoint's step, its run id cut to fit
+    assert lines[1].split() == ["run", "id", "model", "status", "step", "reward", "val", "took"]

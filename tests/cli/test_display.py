@@ -6,7 +6,8 @@ import io
 
 from rich.console import Console
 
-from rollcli.cli.display import RichDisplay
+from rollcli.cli.display import RichDisplay, summary_table
+from rollcli.runs.step_time import StepTimes
 
 
 def _display() -> tuple[RichDisplay, io.StringIO]:
@@ -40,4 +41,37 @@ def test_a_second_run_on_the_display_starts_on_its_own_line_in_a_file() -> None:
     display.close()
     lines = out.getvalue().splitlines()
     assert "  42.7 s/step" in lines
-    assert "roll run r → runs/r  (engine: hf)" in lines
+    assert lines[lines.index("roll run r  (engine: hf)") + 1] == "  → runs/r"
+
+
+def test_the_header_stays_whole_at_80_columns_with_a_long_run_folder() -> None:
+    display, out = _display()
+    run_dir = "/work/wt-display/runs/" + "rlvr-math-20261127-091830" * 3
+    display.start(run_id="rlvr-math-x", run_dir=run_dir, total_steps=1, start_step=0, engine="hf")
+    display.close()
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == ["roll run rlvr-math-x  (engine: hf)", f"  → {run_dir}"]
+
+
+def test_the_summary_step_time_is_the_live_lines_without_validation() -> None:
+    """The demo's summary said "mean step time 55.9 s" where the live line said 10.7 s/step:
+    it averaged whole steps, validation included."""
+    rows = [
+        {"step": 0, "val/accuracy": 0.05, "time/validate_s": 90.0},
+        {"step": 1, "reward/mean": 0.1, "time/step_s": 10.5},
+        {"step": 2, "reward/mean": 0.2, "val/accuracy": 0.3, "time/step_s": 100.9,
+         "time/validate_s": 90.0},
+    ]  # fmt: skip
+    display, _ = _display()
+    display.start(run_id="r", run_dir="runs/r", total_steps=2, start_step=0, engine="hf")
+    for row in rows:
+        display.step_done(row["step"], row)
+    display.close()
+    assert "10.9 s/step" in display.status.plain
+    table = summary_table("r", "runs/r", rows[-1], rows[0], 400.0, StepTimes.of(rows))
+    console = Console(file=io.StringIO(), width=80)
+    console.print(table)
+    text = console.file.getvalue()
+    assert "│ mean step time          │ 10.7 s (no validation)   │" in text
+    assert "│ validation time         │ 180 s (2 validations)    │" in text
+    assert "│ wall time               │ 6.7 min (setup included) │" in text

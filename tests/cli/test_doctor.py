@@ -22,6 +22,19 @@ def test_doctor_lists_backends_and_versions() -> None:
     assert "GPUs visible:" in res.output and "sandbox isolation:" in res.output
 
 
+def test_doctor_says_megatron_trains_nowhere_not_gpu_only(monkeypatch) -> None:
+    """It said "GPU only" of an installed megatron-core, which trains on no machine."""
+    import rollcli.planning.backends as backends
+
+    monkeypatch.setattr(backends, "is_installed", lambda b: True)
+    monkeypatch.setattr(backends, "version_of", lambda b: "1.0")
+    res = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    megatron = next(line for line in res.output.splitlines() if "megatron-core" in line)
+    assert "cannot train yet: no weight map (docs/gpu.md)" in megatron
+    assert "GPU only" not in megatron
+    assert "GPU only" in next(line for line in res.output.splitlines() if "│ sglang" in line)
+
+
 def test_doctor_recipe_names_what_is_missing() -> None:
     res = runner.invoke(app, ["doctor", "rlvr-math"], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "everything it needs is here" in res.output

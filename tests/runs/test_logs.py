@@ -95,6 +95,28 @@ def test_format_step_shows_what_the_row_has() -> None:
     assert format_step(agentic) == "step 3  informative 0.25  action H 0.40  top Down 0.70"
 
 
+def test_mfu_logged_above_100_percent_shows_against_a_raised_peak(tmp_path: Path) -> None:
+    """An older run's rows divided by a busy machine's probe (66.8 GFLOP/s): step 2's train
+    phase at 119.3% shows as 100% with a line saying why, and later rows keep the new peak."""
+    run = RunDir.create(tmp_path, "run-mfu", "name: x\n")
+    rows = [
+        {"step": 1, "perf/peak_gflops": 66.8, "perf/train_mfu": 0.5, "time": T0 + 1},
+        {"step": 2, "perf/peak_gflops": 66.8, "perf/forward_mfu": 1.089,
+         "perf/train_mfu": 1.193, "time": T0 + 2},
+        {"step": 3, "perf/peak_gflops": 66.8, "perf/train_mfu": 0.5, "time": T0 + 3},
+    ]  # fmt: skip
+    for row in rows:
+        run.log_metrics(row)
+    lines = [line.text for line in RunTail(run).poll()]
+    assert lines == [
+        "step 1  mfu train 50.0%",
+        "perf: step 2's train phase ran at 79.7 GFLOP/s, above the run's recorded peak of "
+        "66.8; MFU shown against 79.7 GFLOP/s",
+        "step 2  mfu fwd 91.3% train 100.0%",
+        "step 3  mfu train 41.9%",
+    ]
+
+
 def test_logs_merges_events_and_steps_in_time_order(finished_run: RunDir) -> None:
     runs_dir = str(finished_run.root.parent)
     result = runner.invoke(app, ["logs", "run-a", "--runs-dir", runs_dir])

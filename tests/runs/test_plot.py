@@ -86,6 +86,15 @@ def test_titles_carry_the_run_and_the_latest_values() -> None:
     assert all(ax.get_xlabel() == "step" for ax in fig.axes)
 
 
+def test_mfu_above_the_recorded_peak_is_drawn_against_a_raised_one() -> None:
+    rows = [_row(1, **{"perf/peak_gflops": 66.8, "perf/train_mfu": 1.193})]
+    rows.append(_row(2, **{"perf/peak_gflops": 66.8, "perf/train_mfu": 0.5}))
+    fig = draw_run(rows, title="run run-busy")
+    mfu = next(ax for ax in fig.axes if ax.get_title().startswith("MFU"))
+    assert mfu.get_title() == "MFU  (gen 1.7% fwd 16.8% train 41.9%, peak raised)"
+    assert max(y for line in mfu.get_lines() for y in line.get_ydata()) <= 100.0
+
+
 def test_missing_metrics_leave_a_panel_that_says_so(tmp_path: Path) -> None:
     rows = [{"step": k, "reward/mean": 0.1 * k, "actor/entropy": 0.5} for k in range(1, 4)]
     fig = draw_run(rows, title="run run-q")

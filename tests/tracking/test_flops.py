@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 import rollcli.tracking.flops as flops_module
+import rollcli.tracking.peak as peak_module
 import rollcli.tracking.step_perf as step_perf_module
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
@@ -20,9 +21,10 @@ from rollcli.models.registry import get_model_spec
 from rollcli.models.spec import ModelSpec
 from rollcli.planning.from_recipe import model_spec
 from rollcli.rollout.result import build_batch
+from rollcli.runs.run_dir import RunDir
 from rollcli.tracking.flops import FlopModel, Group
 from rollcli.tracking.peak import PEAK_FILE, matmul_peak, run_peak
-from rollcli.tracking.step_perf import RLStepWork, perf_metrics, rollout_groups
+from rollcli.tracking.step_perf import RLStepWork, RunPerf, perf_metrics, rollout_groups
 
 # 2 layers, hidden 8, 2 query heads and 1 key/value head of 4, MLP 16, vocab 10
 TINY = ModelSpec(
@@ -181,12 +183,39 @@ def test_the_peak_is_measured_once_per_run_folder(tmp_path: Path) -> None:
     assert run_peak(tmp_path, 1e12, measure) == {"flops": 1e12, "source": "run.peak_flops"}
 
 
+def test_a_phase_faster_than_a_busy_probe_raises_the_peak(tmp_path: Path) -> None:
+    """The issue's numbers: a probe of 66.8 GFLOP/s on a busy 2-core machine, then a step
+    whose train phase ran 79.7 GFLOP/s (MFU 119.3%) and forward 72.7 (108.9%)."""
+    run = RunDir.create(tmp_path, "run-busy", "name: x\n")
+    measured = {"flops": 66.8e9, "device": "cpu", "dtype": "float32", "source": "measured"}
+    perf = RunPerf(FlopModel.from_spec(TINY), 66.8e9, run=run, peak=measured)
+    step = {"step": 3, "time/train_s": 2.0, "time/forward_s": 1.0, "time/generate_s": 4.0}
+    out = perf.step_metrics({"generate": 40e9, "forward": 72.7e9, "train": 159.4e9}, step)
+    assert out["perf/peak_gflops"] == pytest.approx(79.7)
+    assert out["perf/train_mfu"] == pytest.approx(1.0)
+    assert out["perf/forward_mfu"] == pytest.approx(72.7 / 79.7)
+    assert out["perf/generate_mfu"] == pytest.approx(10.0 / 79.7)
+    record = json.loads((run.root / PEAK_FILE).read_text())
+    assert record["flops"] == pytest.approx(79.7e9)
+    assert record["source"] == "raised: step 3's train phase ran at 79.7 GFLOP/s"
+    assert (record["measured_flops"], record["measured_source"]) == (66.8e9, "measured")
+    assert record["device"] == "cpu"
+    events = (run.root / "events.log").read_text()
+    assert "step 3's train phase ran at 79.7 GFLOP/s per device, faster than the matmul" in events
+    assert "raised to 79.7 GFLOP/s, so perf/*_mfu stays at most 100%" in events
+    # a resumed run reads the raised figure; a slower step leaves it alone
+    assert run_peak(run.root, None, lambda: {})["flops"] == pytest.approx(79.7e9)
+    slower = perf.step_metrics({"train": 100e9}, {"step": 4, "time/train_s": 2.0})
+    assert slower["perf/train_mfu"] == pytest.approx(50 / 79.7)
+    assert events == (run.root / "events.log").read_text()
+
+
 def test_matmul_peak_times_a_real_matmul() -> None:
     peak = matmul_peak("cpu", size=256, seconds=0.05)
     assert 1e8 < peak < 1e14  # 0.1 GFLOP/s to 100 TFLOP/s: a CPU's range
 
 
-@pytest.mark.parametrize("module", [flops_module, step_perf_module])
+@pytest.mark.parametrize("module", [flops_module, step_perf_module, peak_module])
 def test_docstring_examples(module) -> None:  # noqa: ANN001
     assert doctest.testmod(module).failed == 0
 
