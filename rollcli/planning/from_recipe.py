@@ -17,6 +17,7 @@ from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
 from rollcli.planning.devices import PlanError, gpu_memory
 from rollcli.planning.request import PlanInput, RoleRequest
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
+from rollcli.planning.sharing import MAX_GPUS
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -241,6 +242,11 @@ def recipe_plan_input(
 ) -> PlanInput:
     """The plan request of `cfg`; flags (the CLI's --gpus, ...) win over the recipe."""
     num_gpus = cfg.resources.gpus if gpus is None else gpus
+    if num_gpus > MAX_GPUS:
+        raise ConfigError(
+            f"resources.gpus (--gpus) is {num_gpus:,}; roll plans clusters of up to "
+            f"{MAX_GPUS:,} GPUs: plan a part of yours, e.g. --gpus {MAX_GPUS}"
+        )
     num_nodes = nodes or cfg.devices.nodes
     mem_gib = gpu_mem_gib if gpu_mem_gib is not None else cfg.devices.gpu_mem_gib
     try:
@@ -282,11 +288,9 @@ def plan_recipe(cfg: RecipeConfig, **flags: object) -> Plan:
 def recipe_workers(cfg: RecipeConfig, plan: Plan) -> list[Workers]:
     """Each role's workers: `role_table.size_workers` on `resources.num_cpus` (default: this
     machine's cores), with a GPU plan's ranks."""
-    from rollcli.planning.ranks import rank_slots
+    from rollcli.planning.ranks import role_gpu_shares
 
-    shares: dict[str, list[float]] = {}
-    for slot in rank_slots(plan):
-        shares.setdefault(slot.role, []).append(slot.gpu_share)
+    shares = role_gpu_shares(plan)
     cores = cfg.resources.num_cpus or float(os.cpu_count() or 1)
     return size_workers(roles_for(cfg), cores, shares)
 

@@ -47,7 +47,7 @@ def _table(plan: Plan) -> Table:
         table.add_column(_HEADERS.get(name, name), justify="right", no_wrap=True)
     table.add_column("cap", justify="right")
     table.add_column("use", justify="right")
-    for label, device in _grouped(plan.devices):
+    for label, device in _grouped(plan):
         cells = [_gib(device.memory_bytes[name]) for name in _COLUMNS]
         names = [
             _short(r) + ("*" if r == device.peak_role and len(device.roles) > 1 else "")
@@ -99,7 +99,7 @@ def _roles_table(plan: Plan) -> Table:
             overflow="fold" if text else "ellipsis",
             no_wrap=not text,
         )
-    shared = {r for d in plan.devices if len(d.roles) > 1 for r in d.roles}
+    shared = {r for d in plan.judged if len(d.roles) > 1 for r in d.roles}
     for role, mem in plan.role_memory.items():
         where = plan.placements.get(role, "cpu")
         idle = _gib(mem.idle.total) if role in shared else "-"
@@ -143,22 +143,18 @@ def _workers_table(plan: Plan) -> Table:
     return table
 
 
-def _grouped(devices: list[DevicePlan]) -> list[tuple[str, DevicePlan]]:
-    """Runs of consecutive GPUs with identical roles and memory become one row."""
+def _grouped(plan: Plan) -> list[tuple[str, DevicePlan]]:
+    """One row per run of consecutive GPUs in a group (same roles, so same memory)."""
     rows: list[tuple[list[int], DevicePlan]] = []
-    for device in devices:
-        if device.id == "cpu":
-            continue
-        last = rows[-1] if rows else None
-        same = (
-            last and last[1].roles == device.roles and last[1].memory_bytes == device.memory_bytes
-        )
-        if same and last[0][-1] + 1 == device.id:
-            last[0].append(device.id)
-        else:
-            rows.append(([device.id], device))
+    for gpus, device in plan.gpu_groups:
+        start = 0
+        for i, gpu in enumerate(gpus):  # split a group at its gaps: "GPU 0-3", "GPU 6-7"
+            if i + 1 == len(gpus) or gpus[i + 1] != gpu + 1:
+                rows.append((gpus[start : i + 1], device))
+                start = i + 1
+    rows.sort(key=lambda row: row[0][0])
     out = [(f"GPU {format_indices(ids)}", device) for ids, device in rows]
-    out += [("host", d) for d in devices if d.id == "cpu"]
+    out += [("host", plan.host)] if plan.host else []
     return out
 
 
