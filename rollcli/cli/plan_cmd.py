@@ -52,7 +52,7 @@ def plan(
 
     flags = {"model": model, "resources.gpus": gpus, "devices.nodes": nodes}
     with user_errors(debug):
-        if gpu_kind and gpu_mem:
+        if gpu_kind is not None and gpu_mem is not None:
             from rollcli.config.errors import ConfigError
 
             raise ConfigError("give --gpu-kind or --gpu-mem, not both")
