@@ -74,8 +74,8 @@ def plan(
         )
     if result.mode != "cpu" and not gpu_kind and not gpu_mem and not cfg.devices.gpu_mem_gib:
         out.print(
-            f"[dim]GPU memory from devices.gpu_kind={cfg.devices.gpu_kind}; "
-            "pass --gpu-kind or --gpu-mem for yours[/]"
+            f"[dim]GPU memory of devices.gpu_kind={cfg.devices.gpu_kind} "
+            "(--gpu-kind or --gpu-mem for yours)[/]"
         )
     if not result.fits:
         raise typer.Exit(1)

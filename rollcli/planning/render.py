@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich import box
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -169,14 +171,35 @@ def _verdict(plan: Plan) -> Text:
     return Text(f"does not fit{where}", style="bold red")
 
 
-def _section(title: str, lines: list[str], style: str, numbered: bool = False) -> list[Text]:
+def _section(title: str, lines: list[str], style: str, numbered: bool = False) -> list:
     if not lines:
         return []
-    out = [Text(f"{title}:", style="bold")]
+    width = len(f"{len(lines)}.") if numbered else 1
+    out: list = [Text(f"{title}:", style="bold")]
     for i, line in enumerate(lines, 1):
-        bullet = f"{i}." if numbered else "-"
-        out.append(Text(f"  {bullet} {line}", style=style))
+        bullet = f"{i}.".rjust(width) if numbered else "-"
+        out.append(Hanging(f"  {bullet} ", line, style))
     return out
+
+
+class Hanging:
+    """`lead` then `text`, wrapped to the console's width under the text's first word (a
+    hanging indent), at spaces only: a `key=value` or `--flag` is never split over two
+    lines (one longer than a whole line runs past the edge rather than break)."""
+
+    def __init__(self, lead: str, text: str, style: str = "") -> None:
+        self.lead, self.text, self.style = lead, text, style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        indent = " " * len(self.lead)
+        lines = textwrap.wrap(
+            self.text,
+            width=max(options.max_width - len(indent), 20),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        for n, line in enumerate(lines or [""]):
+            yield Text((self.lead if n == 0 else indent) + line, style=self.style, no_wrap=True)
 
 
 def _gib(n: int | None) -> str:

@@ -4,6 +4,7 @@ valid (exit 2), and a flag wins over the recipe."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -39,3 +40,30 @@ def test_an_unknown_gpu_kind_flag_names_the_flag() -> None:
     res = runner.invoke(app, [*PLAN_8, "--gpu-kind", "bogus"])
     assert res.exit_code == 2
     assert res.stderr.startswith("error: --gpu-kind: unknown GPU kind 'bogus'; use one of h200")
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code"),
+    [
+        (PLAN_8, 1),
+        (["plan", "rlvr-math", "--model", "qwen2.5-72b", "--gpus", "1"], 1),  # a long ladder
+    ],
+)
+def test_advice_at_80_columns_hangs_under_its_text_and_never_splits_a_key(
+    args: list[str], exit_code: int
+) -> None:
+    res = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert res.exit_code == exit_code, res.output
+    lines = res.stdout.splitlines()
+    advice = lines[lines.index("advice:") + 1 :]
+    items = [n for n, line in enumerate(advice) if re.match(r"  \d+\. \S", line)]
+    assert items and items[0] == 0
+    end = next(n for n, line in enumerate(advice) if not line.startswith("  "))
+    body = advice[:end]
+    assert all(len(line) <= 80 for line in body)
+    # a continuation line starts under the text of its item, never at column 0
+    assert all(line.startswith("     ") for n, line in enumerate(body) if n not in items)
+    flat = " ".join(" ".join(body).split())
+    for key in re.findall(r"`[^`]+`", flat):  # every `key=value` sits on one line
+        assert any(key in line for line in body), key
+    assert len(body) > len(items)  # the check saw wrapped items
