@@ -1,7 +1,8 @@
 """The checks a run passes before anything starts, in two kinds.
 
 `check_recipe`: what does not depend on the machine (the pipeline is built, the model is
-one roll can plan, the data files exist, the environment takes the recipe's options).
+one roll can plan, the data files exist, the rewards resolve, the environment takes the
+recipe's options).
 `roll plan`, `roll train --dry-run` and `roll train` all call it, so each refuses with the
 same line, before Ray starts and before the run folder exists. `roll train` and
 `--dry-run` then check that the plan fits (`planning.from_recipe.check_plan`).
@@ -38,6 +39,7 @@ def check_recipe(cfg: RecipeConfig) -> None:
     _check_pipeline_built(cfg)
     model_spec(cfg.model)  # an unknown name: "cannot plan model ...", with a did-you-mean
     _check_data_files(cfg)
+    _check_rewards(cfg)
     if cfg.pipeline == "agentic":
         _check_env_options(cfg)
 
@@ -111,6 +113,18 @@ def _check_data_files(cfg: RecipeConfig) -> None:
                 f"{key}: data file {str(Path(path).expanduser())!r} does not exist; "
                 "give the path of a jsonl or parquet file"
             )
+
+
+def _check_rewards(cfg: RecipeConfig) -> None:
+    """reward.fn and each of reward.routes resolve to a function (a built-in, or user code
+    that imports here: the reward workers import it the same way)."""
+    from rollcli.rewards.registry import load_reward_fn
+
+    reward = getattr(cfg, "reward", None)
+    if reward is None:
+        return
+    for ref in (reward.fn, *reward.routes.values()):
+        load_reward_fn(ref)
 
 
 def _check_env_options(cfg: RecipeConfig) -> None:

@@ -26,6 +26,10 @@ LATE_ONLY = [
         "'webshop' does not",
     ),
     (
+        ["rlvr-math", "reward.fn=nopkg.rewards:score"],
+        "reward.fn = 'nopkg.rewards:score': cannot import 'nopkg.rewards'",
+    ),
+    (
         ["agentic-sokoban", "agentic.env_kwargs.bogus=1"],
         "agentic.env_kwargs.bogus: environment 'sokoban' takes no 'bogus'",
     ),
