@@ -149,6 +149,9 @@ def _grouped(plan: Plan) -> list[tuple[str, DevicePlan]]:
     """One row per run of consecutive GPUs in a group (same roles, so same memory)."""
     rows: list[tuple[list[int], DevicePlan]] = []
     for gpus, device in plan.gpu_groups:
+        if gpus[-1] - gpus[0] + 1 == len(gpus):  # ascending and unique: one run
+            rows.append((gpus, device))
+            continue
         start = 0
         for i, gpu in enumerate(gpus):  # split a group at its gaps: "GPU 0-3", "GPU 6-7"
             if i + 1 == len(gpus) or gpus[i + 1] != gpu + 1:

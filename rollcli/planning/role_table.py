@@ -172,7 +172,7 @@ def size_workers(
             cpus, each = (role.cpus,) * n, None
         else:
             cpus_of = {g: round(CPUS_PER_GPU * g, 4) for g in set(placed)}
-            cpus = tuple(cpus_of[g] for g in placed) or (share,) * n
+            cpus = tuple(map(cpus_of.__getitem__, placed)) or (share,) * n
             each = max(1, threads // n)
         out.append(Workers(role.name, role.worker, cpus, each, tuple(placed) or (0.0,) * n))
     return out
