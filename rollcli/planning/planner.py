@@ -185,6 +185,7 @@ def assess(inp: PlanInput) -> Plan:
     host_problems, host_notes = _host_offload(inp, groups, memory)
     problems += host_problems
     notes += host_notes
+    mode: Literal["colocated", "separate", "cpu"]
     if on_cpu:
         mode = "cpu"
     elif shared:

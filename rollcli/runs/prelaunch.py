@@ -25,7 +25,7 @@ from rollcli.config.capabilities import ENGINE_PIPELINES
 from rollcli.config.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rollcli.config.recipe import RecipeConfig
+    from rollcli.config.recipe import AgenticRecipe, RecipeConfig
 
 
 class PipelineNotBuiltError(ConfigError):
@@ -34,13 +34,14 @@ class PipelineNotBuiltError(ConfigError):
 
 def check_recipe(cfg: RecipeConfig) -> None:
     """Raise the error `roll train` would, for anything wrong whatever the machine."""
+    from rollcli.config.recipe import AgenticRecipe
     from rollcli.planning.from_recipe import model_spec
 
     _check_pipeline_built(cfg)
     model_spec(cfg.model)  # an unknown name: "cannot plan model ...", with a did-you-mean
     _check_data_files(cfg)
     _check_rewards(cfg)
-    if cfg.pipeline == "agentic":
+    if isinstance(cfg, AgenticRecipe):
         _check_env_options(cfg)
 
 
@@ -127,7 +128,7 @@ def _check_rewards(cfg: RecipeConfig) -> None:
         load_reward_fn(ref)
 
 
-def _check_env_options(cfg: RecipeConfig) -> None:
+def _check_env_options(cfg: AgenticRecipe) -> None:
     """The environment takes the recipe's teaching options and env_kwargs, for training
     and validation; the hf engine's turn cache is the only engine that takes
     agentic.turn_cache_mib."""
