@@ -85,7 +85,7 @@ def _role_ranks(plan: Plan) -> dict[str, list[tuple[tuple[int, ...], float]]]:
 def _sharing(plan: Plan) -> tuple[dict[int, int], dict[int, float]]:
     """Roles on each GPU, and the share of a GPU that k roles sharing it get each."""
     sharing = {gpu: len(device.roles) for gpus, device in plan.gpu_groups for gpu in gpus}
-    share = {k: math.floor(GPU_RESOLUTION / k) / GPU_RESOLUTION for k in set(sharing.values())}
+    share = {k: math.floor(GPU_RESOLUTION / k) / GPU_RESOLUTION for k in set(sharing.values()) if k}
     return sharing, share
 
 
