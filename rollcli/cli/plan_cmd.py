@@ -48,18 +48,17 @@ def plan(
     """
     from rollcli.config.loader import load_recipe
     from rollcli.planning.from_recipe import plan_recipe
-    from rollcli.runs.checkpoint import run_checkpoint
+    from rollcli.runs.prelaunch import check_recipe, with_run_model
 
     flags = {"model": model, "resources.gpus": gpus, "devices.nodes": nodes}
     with user_errors(debug):
-        if gpu_kind and gpu_mem:
+        if gpu_kind is not None and gpu_mem is not None:
             from rollcli.config.errors import ConfigError
 
             raise ConfigError("give --gpu-kind or --gpu-mem, not both")
         cfg, _ = load_recipe(recipe, overrides or [], flags)
-        checkpoint = run_checkpoint(cfg.model, cfg.run.runs_dir)  # a run id: its checkpoint
-        if checkpoint is not None:
-            cfg = cfg.model_copy(update={"model": str(checkpoint)})
+        cfg = with_run_model(cfg)  # a run id: its checkpoint
+        check_recipe(cfg)  # what `roll train` refuses whatever the machine, in its words
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
@@ -75,8 +74,8 @@ def plan(
         )
     if result.mode != "cpu" and not gpu_kind and not gpu_mem and not cfg.devices.gpu_mem_gib:
         out.print(
-            f"[dim]GPU memory from devices.gpu_kind={cfg.devices.gpu_kind}; "
-            "pass --gpu-kind or --gpu-mem for yours[/]"
+            f"[dim]GPU memory of devices.gpu_kind={cfg.devices.gpu_kind} "
+            "(--gpu-kind or --gpu-mem for yours)[/]"
         )
     if not result.fits:
         raise typer.Exit(1)

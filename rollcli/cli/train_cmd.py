@@ -53,7 +53,12 @@ def train(
     ray_address: str = typer.Option(
         None, "--ray-address", help="Join this Ray cluster instead of starting one."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved recipe and exit."),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Make every check `roll train` makes before it starts, print the resolved "
+        "recipe and exit (checks of this machine become notes).",
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Train with a recipe: validate it, start Ray and the workers, run the loop."""
@@ -83,9 +88,19 @@ def train(
             raise ConfigError(
                 "--resume auto looks for a run by its id: give --run-id ID (or run.run_id)"
             )
-    if dry_run:
+    if dry_run:  # every check `roll train` makes before it starts; this machine's as notes
+        from rollcli.runs.prelaunch import dry_run_notes
+
+        with user_errors(debug):
+            notes = dry_run_notes(cfg)
         typer.echo(f"# recipe {source}, resolved", err=True)
         typer.echo(dump_recipe(cfg), nl=False)
+        for note in notes:
+            err_console.print(
+                f"note: {note} (on the machine that trains, `roll train` checks this at launch)",
+                markup=False,
+                soft_wrap=True,
+            )
         return
     from rollcli.runs.launch import launch_training, resume_training, run_exists
 

@@ -112,29 +112,40 @@ def _build_tiny_random(spec: ModelSpec, out: Path) -> None:
 
 def resolve_model(ref: str) -> Path:
     """Turn a model reference into a local Hugging Face folder, materialising it if needed."""
+    check_model_here(ref)
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    spec = get_model_spec(ref)
+    target = cache_dir() / "models" / spec.name
+    if spec.source == "embedded":
+        return _atomic_materialise(target, _convert_embedded)
+    return _atomic_materialise(target, lambda out: _build_tiny_random(spec, out))
+
+
+def check_model_here(ref: str) -> None:
+    """Raise what `resolve_model` would for a model this machine cannot load, without
+    building anything: a folder without config.json, an unknown name, or a registry model
+    whose weights are elsewhere (the embedded and tiny-random ones are built on demand)."""
     path = Path(ref).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
             raise ModelNotFoundError(
                 f"{path} is a folder but has no config.json (not a Hugging Face model folder)"
             )
-        return path.resolve()
+        return
     try:
         spec = get_model_spec(ref)
     except KeyError as err:
         raise ModelNotFoundError(
             f"{err.args[0]}. A model is a registry name, a local Hugging Face folder or a run checkpoint"
         ) from None
-    target = cache_dir() / "models" / spec.name
-    if spec.source == "embedded":
-        return _atomic_materialise(target, _convert_embedded)
-    if spec.source == "random":
-        return _atomic_materialise(target, lambda out: _build_tiny_random(spec, out))
-    raise ModelNotFoundError(
-        f"model {spec.name!r} ({spec.hf_id}) is not on this machine; download it with "
-        f"`huggingface-cli download {spec.hf_id} --local-dir DIR` where a hub is reachable "
-        "and pass --model DIR"
-    )
+    if spec.source not in ("embedded", "random"):
+        raise ModelNotFoundError(
+            f"model {spec.name!r} ({spec.hf_id}) is not on this machine; download it with "
+            f"`huggingface-cli download {spec.hf_id} --local-dir DIR` where a hub is reachable "
+            "and pass --model DIR"
+        )
 
 
 def node_model_folder(path: str | Path) -> Path:

@@ -19,6 +19,7 @@ from rollcli.planning.devices import PlanError, format_indices
 from rollcli.planning.memory import lora_param_count
 from rollcli.planning.request import INFER_ROLES, TRAIN_ROLES, PlanInput, RoleRequest
 from rollcli.planning.roles import leaves_gpu_when_idle
+from rollcli.planning.sharing import MAX_GPUS
 
 if TYPE_CHECKING:
     from rollcli.planning.planner import Plan
@@ -100,7 +101,7 @@ def advise(inp: PlanInput, plan: Plan, assess: Assess) -> list[str]:
 
 def _badness(plan: Plan) -> tuple[int, float]:
     worst = max(
-        (d.memory_bytes["total"] / d.capacity_bytes for d in plan.devices if d.capacity_bytes),
+        (d.memory_bytes["total"] / d.capacity_bytes for d in plan.judged if d.capacity_bytes),
         default=0.0,
     )
     role_problems = sum(len(m.problems) for m in plan.role_memory.values())
@@ -120,7 +121,7 @@ def _outcome(plan: Plan) -> str:
 
 
 def _failing(plan: Plan) -> set[str]:
-    roles = {r for d in plan.devices if not d.fits for r in d.roles}
+    roles = {r for d in plan.judged if not d.fits for r in d.roles}
     return roles | {r for r, m in plan.role_memory.items() if m.problems}
 
 
@@ -222,7 +223,7 @@ def _inference(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
             text = "split the inference engine over more GPUs: " + _key("tp", req.role, req.tp * 2)
             yield text, _with(inp, req.role, tp=req.tp * 2)
     for req in inp.roles:
-        colocated = any(req.role in d.roles and len(d.roles) > 1 for d in plan.devices)
+        colocated = any(req.role in d.roles and len(d.roles) > 1 for d in plan.judged)
         if colocated and not leaves_gpu_when_idle(replace(req, offload_when_idle=True)):
             continue  # this role cannot leave its GPU when idle (see leaves_gpu_when_idle)
         if colocated and not req.offload_when_idle:
@@ -265,6 +266,8 @@ def _more_gpus(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     for factor in (2, 4, 8, 16, 32, 64):
         total = inp.num_gpus * factor
         node = max(inp.node_size, min(8, total))
+        if total > MAX_GPUS:
+            return
         if total % node:
             continue
         for tp_factor in (1, 2, 4, 8):

@@ -12,6 +12,7 @@ A role's `device_mapping` names the global GPU indices it runs on (GPU `i` lives
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Literal
 
 GiB = 1024**3
@@ -50,10 +51,10 @@ def parse_device_mapping(value: str | list[int], *, total_gpus: int) -> list[int
         raise PlanError(
             f"device mapping {value!r} has negative index {negative[0]}; indices start at 0"
         )
-    dupes = sorted({i for i in indices if indices.count(i) > 1})
-    if dupes:
+    if len(set(indices)) < len(indices):  # linear: a cluster may have 100,000 GPUs
+        dupe = min(i for i, n in Counter(indices).items() if n > 1)
         raise PlanError(
-            f"device mapping {value!r} lists GPU {dupes[0]} more than once; list each GPU once"
+            f"device mapping {value!r} lists GPU {dupe} more than once; list each GPU once"
         )
     if total_gpus <= 0:
         raise PlanError(
@@ -72,6 +73,8 @@ def parse_device_mapping(value: str | list[int], *, total_gpus: int) -> list[int
 
 def format_indices(indices: list[int]) -> str:
     """The inverse of parsing: [0, 1, 2, 5] -> "0-2,5"."""
+    if len(indices) > 1 and indices == list(range(indices[0], indices[0] + len(indices))):
+        return f"{indices[0]}-{indices[-1]}"  # one range, found at C speed (100,000 GPUs)
     parts: list[str] = []
     start = None
     for i, g in enumerate(indices):

@@ -7,6 +7,7 @@ The only place where planning reads a recipe: `roll plan` and `roll train` call
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,9 +15,10 @@ from typing import TYPE_CHECKING
 from rollcli.config.errors import ConfigError
 from rollcli.config.sections import DataConfig
 from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
-from rollcli.planning.devices import PlanError, gpu_memory
+from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.request import PlanInput, RoleRequest
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
+from rollcli.planning.sharing import MAX_GPUS
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -241,12 +243,13 @@ def recipe_plan_input(
 ) -> PlanInput:
     """The plan request of `cfg`; flags (the CLI's --gpus, ...) win over the recipe."""
     num_gpus = cfg.resources.gpus if gpus is None else gpus
+    if num_gpus > MAX_GPUS:
+        raise ConfigError(
+            f"resources.gpus (--gpus) is {num_gpus:,}; roll plans clusters of up to "
+            f"{MAX_GPUS:,} GPUs: plan a part of yours, e.g. --gpus {MAX_GPUS}"
+        )
     num_nodes = nodes or cfg.devices.nodes
-    mem_gib = gpu_mem_gib if gpu_mem_gib is not None else cfg.devices.gpu_mem_gib
-    try:
-        capacity = gpu_memory(f"{mem_gib}GiB" if mem_gib else (gpu_kind or cfg.devices.gpu_kind))
-    except PlanError as err:
-        raise ConfigError(f"devices.gpu_kind: {err}") from None
+    capacity = _gpu_capacity(cfg, gpu_kind, gpu_mem_gib)
     model = model_spec(cfg.model)
     lora_params = _lora_params(cfg, model)
     roles = roles_for(cfg)
@@ -262,6 +265,24 @@ def recipe_plan_input(
         # A CPU run is judged against this machine; a GPU cluster's nodes are not this one.
         host_memory_bytes=host_memory_bytes() if num_gpus == 0 else None,
     )
+
+
+def _gpu_capacity(cfg: RecipeConfig, gpu_kind: str | None, gpu_mem_gib: float | None) -> int:
+    """Bytes per GPU: --gpu-mem, else --gpu-kind, else devices.gpu_mem_gib or gpu_kind."""
+    if gpu_mem_gib is not None:
+        if not math.isfinite(gpu_mem_gib) or gpu_mem_gib <= 0:
+            raise ConfigError(
+                f"--gpu-mem {gpu_mem_gib:g}: give the GiB per GPU as a positive number "
+                "(e.g. --gpu-mem 80), or name the GPU with --gpu-kind (h100-80g, a100-40g, ...)"
+            )
+        return int(gpu_mem_gib * GiB)
+    if gpu_kind is None and cfg.devices.gpu_mem_gib:
+        return int(cfg.devices.gpu_mem_gib * GiB)
+    key = "--gpu-kind" if gpu_kind is not None else "devices.gpu_kind"
+    try:
+        return gpu_memory(gpu_kind if gpu_kind is not None else cfg.devices.gpu_kind)
+    except PlanError as err:
+        raise ConfigError(f"{key}: {err}") from None
 
 
 def plan_recipe(cfg: RecipeConfig, **flags: object) -> Plan:
@@ -282,11 +303,9 @@ def plan_recipe(cfg: RecipeConfig, **flags: object) -> Plan:
 def recipe_workers(cfg: RecipeConfig, plan: Plan) -> list[Workers]:
     """Each role's workers: `role_table.size_workers` on `resources.num_cpus` (default: this
     machine's cores), with a GPU plan's ranks."""
-    from rollcli.planning.ranks import rank_slots
+    from rollcli.planning.ranks import role_gpu_shares
 
-    shares: dict[str, list[float]] = {}
-    for slot in rank_slots(plan):
-        shares.setdefault(slot.role, []).append(slot.gpu_share)
+    shares = role_gpu_shares(plan)
     cores = cfg.resources.num_cpus or float(os.cpu_count() or 1)
     return size_workers(roles_for(cfg), cores, shares)
 

@@ -16,6 +16,7 @@ bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 from typing import Literal
 
 from rollcli.planning.devices import PlanError, format_indices, parse_device_mapping
@@ -30,10 +31,11 @@ from rollcli.planning.request import (
 )
 from rollcli.planning.role_table import Workers
 from rollcli.planning.roles import RoleMemory, estimate_role
+from rollcli.planning.sharing import MAX_GPUS, GpuGroup, group_gpus, spans_nodes
 from rollcli.planning.validate import validate_input, validate_role
 
 Placement = list[int] | Literal["cpu"]
-_ANY_GPU_COUNT = 1 << 20  # for syntax checks of GPU mappings in a CPU run
+_ANY_GPU_COUNT = MAX_GPUS  # for syntax checks of GPU mappings in a CPU run
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,9 @@ class Plan:
 
     mode: Literal["colocated", "separate", "cpu"]
     fits: bool
-    devices: list[DevicePlan]
+    # GPUs that host the same roles, with the plan of the first (they peak alike)
+    gpu_groups: list[tuple[list[int], DevicePlan]] = field(default_factory=list)
+    host: DevicePlan | None = None  # roles on the host (a CPU plan, or mapped to "cpu")
     advice: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -83,10 +87,25 @@ class Plan:
     node_size: int = 1  # GPUs per node: GPU i is on node i // node_size
     workers: list[Workers] = field(default_factory=list)  # a recipe's (`plan_recipe`)
 
+    @cached_property
+    def devices(self) -> list[DevicePlan]:
+        """Every GPU in index order, then the host if roles run there."""
+        by_gpu = {
+            gpu: DevicePlan(gpu, d.roles, d.memory_bytes, d.capacity_bytes, d.peak_role)
+            for gpus, d in self.gpu_groups
+            for gpu in gpus
+        }
+        return [by_gpu[gpu] for gpu in sorted(by_gpu)] + ([self.host] if self.host else [])
+
+    @property
+    def judged(self) -> list[DevicePlan]:
+        """One device of each GPU group, then the host: every distinct peak of the plan."""
+        return [device for _, device in self.gpu_groups] + ([self.host] if self.host else [])
+
     @property
     def peak_device(self) -> DevicePlan | None:
         """The device closest to (or furthest over) its capacity."""
-        judged = [d for d in self.devices if d.capacity_bytes and d.roles]
+        judged = [d for d in self.judged if d.capacity_bytes and d.roles]
         if not judged:
             return None
         return max(judged, key=lambda d: d.memory_bytes["total"] / d.capacity_bytes)
@@ -120,15 +139,18 @@ def assess(inp: PlanInput) -> Plan:
     """`make_plan` without advice: placement, per-device peaks and the verdict."""
     validate_input(inp)
     on_cpu = inp.num_gpus == 0
-    placements = {req.role: _place(req, inp) for req in inp.roles}
+    parsed = {req.role: _place(req, inp) for req in inp.roles}
+    placements: dict[str, Placement] = {
+        role: "cpu" if where == "cpu" else list(where) for role, where in parsed.items()
+    }
     for req in inp.roles:
         validate_role(req, placements[req.role], inp)
     _check_async(inp, placements)
 
-    sharing: dict[int | str, list[str]] = {}
-    for role, where in placements.items():
-        for device in [where] if where == "cpu" else where:
-            sharing.setdefault(device, []).append(role)
+    on_gpus = tuple((role, where) for role, where in parsed.items() if where != "cpu")
+    groups = group_gpus(on_gpus, inp.num_gpus, inp.node_size) if on_gpus else []
+    shared = {role for group in groups if len(group.roles) > 1 for role in group.roles}
+    host_roles = [role for role, where in placements.items() if where == "cpu"]
     memory: dict[str, RoleMemory] = {}
     for req in inp.roles:
         where = placements[req.role]
@@ -142,39 +164,39 @@ def assess(inp: PlanInput) -> Plan:
             capacity_bytes=inp.host_memory_bytes if on_host else inp.gpu_memory_bytes,
             on_cpu=on_host,
             # Host processes do not offload, so they count as not time-sharing.
-            colocated=not on_host and any(len(sharing[d]) > 1 for d in where),
+            colocated=not on_host and req.role in shared,
         )
 
-    devices = [
-        _gpu_plan(gpu, sharing.get(gpu, []), memory, inp.gpu_memory_bytes)
-        for gpu in range(inp.num_gpus)
+    gpu_groups = [
+        (g.gpus, _gpu_plan(g.gpus[0], list(g.roles), memory, inp.gpu_memory_bytes)) for g in groups
     ]
-    if "cpu" in sharing:
-        devices.append(_host_plan(sharing["cpu"], memory, inp.host_memory_bytes))
+    host = _host_plan(host_roles, memory, inp.host_memory_bytes) if host_roles else None
     problems = [p for m in memory.values() for p in m.problems]
     problems += [
-        f"{_device_name(d)} needs {_gib(d.memory_bytes['total'])} at its peak "
-        f"({'all roles together' if d.id == 'cpu' else f'{d.peak_role} computing'}) "
-        f"but has {_gib(d.capacity_bytes)}"
-        for d in devices
-        if not d.fits
+        _too_full(group, device)
+        for group, (_, device) in zip(groups, gpu_groups, strict=True)
+        if not device.fits
     ]
-    notes = [n for m in memory.values() for n in m.notes] + _layout_notes(inp, placements)
+    if host is not None and not host.fits:
+        problems.append(_too_full(None, host))
+    notes = [n for m in memory.values() for n in m.notes] + _layout_notes(inp, parsed, groups)
     if on_cpu and any(str(r.device_mapping).strip().lower() != "cpu" for r in inp.roles):
         notes.append("CPU run: GPU device mappings are ignored, every role runs on the host")
-    host_problems, host_notes = _host_offload(inp, placements, memory)
+    host_problems, host_notes = _host_offload(inp, groups, memory)
     problems += host_problems
     notes += host_notes
+    mode: Literal["colocated", "separate", "cpu"]
     if on_cpu:
         mode = "cpu"
-    elif any(len(roles) > 1 for key, roles in sharing.items() if key != "cpu"):
+    elif shared:
         mode = "colocated"
     else:
         mode = "separate"
     return Plan(
         mode=mode,
         fits=not problems,
-        devices=devices,
+        gpu_groups=gpu_groups,
+        host=host,
         problems=problems,
         notes=notes,
         placements=placements,
@@ -186,13 +208,14 @@ def assess(inp: PlanInput) -> Plan:
     )
 
 
-def _place(req: RoleRequest, inp: PlanInput) -> Placement:
+def _place(req: RoleRequest, inp: PlanInput) -> tuple[int, ...] | Literal["cpu"]:
     if req.role not in ROLES:
         raise PlanError(f"unknown role {req.role!r}; roles are {', '.join(ROLES)}")
     # A CPU run puts every role on the host whatever the recipe maps; still check syntax.
     total = inp.num_gpus or _ANY_GPU_COUNT
+    mapping = req.device_mapping
     try:
-        where = parse_device_mapping(req.device_mapping, total_gpus=total)
+        where = _parse(tuple(mapping) if isinstance(mapping, list) else mapping, total)
     except PlanError as err:
         raise PlanError(f"{req.role}.device_mapping: {err}") from None
     if inp.num_gpus == 0:
@@ -203,6 +226,14 @@ def _place(req: RoleRequest, inp: PlanInput) -> Placement:
             f"give it GPUs, e.g. '0-{inp.num_gpus - 1}'"
         )
     return where
+
+
+@lru_cache(maxsize=64)
+def _parse(mapping: object, total_gpus: int) -> tuple[int, ...] | Literal["cpu"]:
+    """`parse_device_mapping`, cached: the advice ladder re-plans the same mappings."""
+    value = list(mapping) if isinstance(mapping, tuple) else mapping
+    where = parse_device_mapping(value, total_gpus=total_gpus)  # type: ignore[arg-type]
+    return where if where == "cpu" else tuple(where)
 
 
 def _check_async(inp: PlanInput, placements: dict[str, Placement]) -> None:
@@ -241,16 +272,14 @@ def _host_plan(roles: list[str], memory: dict[str, RoleMemory], capacity: int | 
 
 
 def _host_offload(
-    inp: PlanInput, placements: dict[str, Placement], memory: dict[str, RoleMemory]
+    inp: PlanInput, groups: list[GpuGroup], memory: dict[str, RoleMemory]
 ) -> tuple[list[str], list[str]]:
     """Host memory each node needs for states that GPU roles offload."""
     per_node: dict[int, int] = {}
-    for role, where in placements.items():
-        if where == "cpu" or not memory[role].host_bytes:
-            continue
-        for gpu in where:
-            node = gpu // inp.node_size
-            per_node[node] = per_node.get(node, 0) + memory[role].host_bytes
+    for group in groups:
+        offloaded = sum(memory[role].host_bytes for role in group.roles)
+        for node, count in group.per_node.items() if offloaded else ():
+            per_node[node] = per_node.get(node, 0) + count * offloaded
     if not per_node:
         return [], []
     node, need = max(per_node.items(), key=lambda item: item[1])
@@ -263,18 +292,18 @@ def _host_offload(
     return [], [f"offloaded states take up to {_gib(need)} of host memory per node"]
 
 
-def _layout_notes(inp: PlanInput, placements: dict[str, Placement]) -> list[str]:
+def _layout_notes(
+    inp: PlanInput, parsed: dict[str, tuple[int, ...] | Literal["cpu"]], groups: list[GpuGroup]
+) -> list[str]:
     notes = []
-    used = {g for where in placements.values() if where != "cpu" for g in where}
-    idle = [g for g in range(inp.num_gpus) if g not in used]
+    idle = [g for group in groups if not group.roles for g in group.gpus]
     if idle:
         notes.append(f"GPU(s) {format_indices(idle)} have no role")
     for req in inp.roles:
-        where = placements[req.role]
+        where = parsed[req.role]
         if where == "cpu" or req.tp == 1:
             continue
-        groups = [where[i : i + req.tp] for i in range(0, len(where), req.tp)]
-        if any(len({g // inp.node_size for g in group}) > 1 for group in groups):
+        if spans_nodes(where, req.tp, inp.node_size):
             notes.append(
                 f"{req.role}: a tp={req.tp} group spans nodes; keep tensor parallel groups "
                 "within a node (NVLink) by mapping whole nodes"
@@ -304,8 +333,17 @@ def _layout(req: RoleRequest, where: Placement) -> str:
     return " ".join(parts)
 
 
-def _device_name(device: DevicePlan) -> str:
-    return "the host" if device.id == "cpu" else f"GPU {device.id}"
+def _too_full(group: GpuGroup | None, device: DevicePlan) -> str:
+    """The problem line of the host, or of a group's GPUs (they peak alike), over capacity."""
+    need, have = _gib(device.memory_bytes["total"]), _gib(device.capacity_bytes)
+    if group is None:
+        return f"the host needs {need} at its peak (all roles together) but has {have}"
+    if len(group.gpus) == 1:
+        return f"GPU {group.label} needs {need} at its peak ({device.peak_role} computing) but has {have}"
+    return (
+        f"GPU {group.label} each need {need} at their peak "
+        f"({device.peak_role} computing) but have {have}"
+    )
 
 
 def _gib(n: int | None) -> str:

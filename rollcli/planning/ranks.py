@@ -45,20 +45,48 @@ class RankSlot:
 def rank_slots(plan: Plan) -> list[RankSlot]:
     """Every rank of every GPU role of `plan`, role by role in the plan's order (none for a
     CPU plan, nor for roles mapped to "cpu")."""
-    sharing: dict[int, int] = {}
-    for where in plan.placements.values():
-        for gpu in [] if where == "cpu" else where:
-            sharing[gpu] = sharing.get(gpu, 0) + 1
-    slots = []
+    return [
+        RankSlot(role, rank, gpus, gpus[0] // plan.node_size, share)
+        for role, ranks in _role_ranks(plan).items()
+        for rank, (gpus, share) in enumerate(ranks)
+    ]
+
+
+def role_gpu_shares(plan: Plan) -> dict[str, list[float]]:
+    """Each GPU role's ranks' share of a GPU: `rank_slots`' `gpu_share`s, role by role,
+    without building a slot per rank (a plan may have 100,000 GPUs)."""
+    sharing, share = _sharing(plan)
+    shares = {}
     for role, where in plan.placements.items():
         if where == "cpu":
             continue
         step = plan.tp.get(role, 1) if role in INFER_ROLES else 1
-        for rank, start in enumerate(range(0, len(where), step)):
-            gpus = tuple(where[start : start + step])
-            share = math.floor(GPU_RESOLUTION / max(sharing[g] for g in gpus)) / GPU_RESOLUTION
-            slots.append(RankSlot(role, rank, gpus, gpus[0] // plan.node_size, share))
-    return slots
+        if step == 1:
+            shares[role] = [share[sharing[g]] for g in where]
+        else:
+            starts = range(0, len(where), step)
+            shares[role] = [share[max(sharing[g] for g in where[i : i + step])] for i in starts]
+    return shares
+
+
+def _role_ranks(plan: Plan) -> dict[str, list[tuple[tuple[int, ...], float]]]:
+    """(GPUs, share of each) of every rank, by role."""
+    sharing, share = _sharing(plan)
+    ranks = {}
+    for role, where in plan.placements.items():
+        if where == "cpu":
+            continue
+        step = plan.tp.get(role, 1) if role in INFER_ROLES else 1
+        groups = [tuple(where[start : start + step]) for start in range(0, len(where), step)]
+        ranks[role] = [(gpus, share[max(sharing[g] for g in gpus)]) for gpus in groups]
+    return ranks
+
+
+def _sharing(plan: Plan) -> tuple[dict[int, int], dict[int, float]]:
+    """Roles on each GPU, and the share of a GPU that k roles sharing it get each."""
+    sharing = {gpu: len(device.roles) for gpus, device in plan.gpu_groups for gpu in gpus}
+    share = {k: math.floor(GPU_RESOLUTION / k) / GPU_RESOLUTION for k in set(sharing.values()) if k}
+    return sharing, share
 
 
 def role_world_sizes(plan: Plan) -> dict[str, int]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich import box
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -48,7 +50,7 @@ def _table(plan: Plan) -> Table:
         table.add_column(_HEADERS.get(name, name), justify="right", no_wrap=True)
     table.add_column("cap", justify="right")
     table.add_column("use", justify="right")
-    for label, device in _grouped(plan.devices):
+    for label, device in _grouped(plan):
         cells = [_gib(device.memory_bytes[name]) for name in _COLUMNS]
         names = [
             _short(r) + ("*" if r == device.peak_role and len(device.roles) > 1 else "")
@@ -100,7 +102,7 @@ def _roles_table(plan: Plan) -> Table:
             overflow="fold" if text else "ellipsis",
             no_wrap=not text,
         )
-    shared = {r for d in plan.devices if len(d.roles) > 1 for r in d.roles}
+    shared = {r for d in plan.judged if len(d.roles) > 1 for r in d.roles}
     for role, mem in plan.role_memory.items():
         where = plan.placements.get(role, "cpu")
         idle = _gib(mem.idle.total) if role in shared else "-"
@@ -144,22 +146,21 @@ def _workers_table(plan: Plan) -> Table:
     return table
 
 
-def _grouped(devices: list[DevicePlan]) -> list[tuple[str, DevicePlan]]:
-    """Runs of consecutive GPUs with identical roles and memory become one row."""
+def _grouped(plan: Plan) -> list[tuple[str, DevicePlan]]:
+    """One row per run of consecutive GPUs in a group (same roles, so same memory)."""
     rows: list[tuple[list[int], DevicePlan]] = []
-    for device in devices:
-        if device.id == "cpu":
+    for gpus, device in plan.gpu_groups:
+        if gpus[-1] - gpus[0] + 1 == len(gpus):  # ascending and unique: one run
+            rows.append((gpus, device))
             continue
-        last = rows[-1] if rows else None
-        same = (
-            last and last[1].roles == device.roles and last[1].memory_bytes == device.memory_bytes
-        )
-        if same and last[0][-1] + 1 == device.id:
-            last[0].append(device.id)
-        else:
-            rows.append(([device.id], device))
+        start = 0
+        for i, gpu in enumerate(gpus):  # split a group at its gaps: "GPU 0-3", "GPU 6-7"
+            if i + 1 == len(gpus) or gpus[i + 1] != gpu + 1:
+                rows.append((gpus[start : i + 1], device))
+                start = i + 1
+    rows.sort(key=lambda row: row[0][0])
     out = [(f"GPU {format_indices(ids)}", device) for ids, device in rows]
-    out += [("host", d) for d in devices if d.id == "cpu"]
+    out += [("host", plan.host)] if plan.host else []
     return out
 
 
@@ -174,14 +175,35 @@ def _verdict(plan: Plan) -> Text:
     return Text(f"does not fit{where}", style="bold red")
 
 
-def _section(title: str, lines: list[str], style: str, numbered: bool = False) -> list[Text]:
+def _section(title: str, lines: list[str], style: str, numbered: bool = False) -> list:
     if not lines:
         return []
-    out = [Text(f"{title}:", style="bold")]
+    width = len(f"{len(lines)}.") if numbered else 1
+    out: list = [Text(f"{title}:", style="bold")]
     for i, line in enumerate(lines, 1):
-        bullet = f"{i}." if numbered else "-"
-        out.append(Text(f"  {bullet} {line}", style=style))
+        bullet = f"{i}.".rjust(width) if numbered else "-"
+        out.append(Hanging(f"  {bullet} ", line, style))
     return out
+
+
+class Hanging:
+    """`lead` then `text`, wrapped to the console's width under the text's first word (a
+    hanging indent), at spaces only: a `key=value` or `--flag` is never split over two
+    lines (one longer than a whole line runs past the edge rather than break)."""
+
+    def __init__(self, lead: str, text: str, style: str = "") -> None:
+        self.lead, self.text, self.style = lead, text, style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        indent = " " * len(self.lead)
+        lines = textwrap.wrap(
+            self.text,
+            width=max(options.max_width - len(indent), 20),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        for n, line in enumerate(lines or [""]):
+            yield Text((self.lead if n == 0 else indent) + line, style=self.style, no_wrap=True)
 
 
 def _gib(n: int | None) -> str:

