@@ -48,7 +48,7 @@ CASES: list[tuple[str, int, str]] = [
     ("train @T/bad.yaml", 2, "line 2 is not valid YAML"),
     ("train @T/list.yaml", 2, "a recipe must be a YAML mapping of keys, got list"),
     ("train @T/nopipeline.yaml", 2, "pipeline is missing"),
-    # ("train rlvr --dry-run --model qwen-7b", 2, "unknown model 'qwen-7b'"),  # issue 39: dry-run = train
+    ("train rlvr --dry-run --model qwen-7b", 2, "qwen-7b"),
     # plan
     ("plan nosuch", 2, "no recipe named 'nosuch'"),
     ("plan rlvr --gpu-kind h100-80g --gpu-mem 80", 2, "give --gpu-kind or --gpu-mem, not both"),
@@ -58,8 +58,11 @@ CASES: list[tuple[str, int, str]] = [
     ("plan rlvr devices.actor_train.zero_stage=7", 2, "zero_stage = 7"),
     ("plan rlvr --model nosuch-xyz", 2, "unknown model 'nosuch-xyz'"),
     ("plan @T/bad.yaml", 2, "not valid YAML"),
-    # ("plan rlvr --gpus 8 --gpu-mem 0", 2, "--gpu-mem"),  # issue 39: the planner's part
-    # ("plan rlvr --gpus 8 --gpu-mem -5", 2, "--gpu-mem"),
+    ("plan rlvr --gpus 8 --gpu-mem 0", 2, "--gpu-mem"),
+    ("plan rlvr --gpus 8 --gpu-mem -5", 2, "--gpu-mem"),
+    ("plan rlvr --gpus 200000", 2, "--gpus"),
+    ("train rlvr --dry-run data.source=file data.train_path=@T/none.jsonl", 2, "none.jsonl"),
+    ("train webshop --dry-run agentic.shaping=progress", 2, "shaping"),
     # eval
     ("eval nosuch-env", 2, "no recipe named 'nosuch-env'"),
     ("eval sft", 2, "sft is a sft recipe; roll eval plays environments"),
