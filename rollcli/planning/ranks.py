@@ -55,18 +55,7 @@ def rank_slots(plan: Plan) -> list[RankSlot]:
 def role_gpu_shares(plan: Plan) -> dict[str, list[float]]:
     """Each GPU role's ranks' share of a GPU: `rank_slots`' `gpu_share`s, role by role,
     without building a slot per rank (a plan may have 100,000 GPUs)."""
-    sharing, share = _sharing(plan)
-    shares = {}
-    for role, where in plan.placements.items():
-        if where == "cpu":
-            continue
-        step = plan.tp.get(role, 1) if role in INFER_ROLES else 1
-        if step == 1:
-            shares[role] = [share[sharing[g]] for g in where]
-        else:
-            starts = range(0, len(where), step)
-            shares[role] = [share[max(sharing[g] for g in where[i : i + step])] for i in starts]
-    return shares
+    return {role: [share for _, share in ranks] for role, ranks in _role_ranks(plan).items()}
 
 
 def _role_ranks(plan: Plan) -> dict[str, list[tuple[tuple[int, ...], float]]]:
