@@ -220,6 +220,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         offload_optimizer=place.offload_optimizer,
         offload_params=place.offload_params,
         micro_batch=micro_batch,
+        micro_batch_tokens=cfg.train.micro_batch_tokens,
         seq_len=prompt_len + response_len,
         prompt_len=prompt_len,
         grad_checkpointing=grad_ckpt,
@@ -228,6 +229,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         param_bytes=_param_bytes(cfg, role.name, strategy, on_cpu),
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
         lora_params=lora_params if role.name == "actor_train" else 0,
+        chunked_head=cfg.pipeline != "distill",
     )
 
 

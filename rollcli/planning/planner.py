@@ -10,7 +10,7 @@ their states). So, per GPU,
 
 The reported breakdown is the one at that peak phase. On the host (a CPU plan, or roles
 mapped to "cpu") processes do not offload: the peak is the sum of every role's active
-bytes.
+bytes, plus in a CPU run the driver process's own (`CPU_DRIVER_BYTES`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from rollcli.planning.devices import PlanError, format_indices, parse_device_mapping
-from rollcli.planning.memory import MemoryBreakdown
+from rollcli.planning.memory import CPU_DRIVER_BYTES, MemoryBreakdown
 from rollcli.planning.request import (
     HOST_ROLES,
     INFER_ROLES,
@@ -29,7 +29,7 @@ from rollcli.planning.request import (
     RoleRequest,
 )
 from rollcli.planning.role_table import Workers
-from rollcli.planning.roles import RoleMemory, estimate_role
+from rollcli.planning.roles import RoleMemory, estimate_role, with_process_runtime
 from rollcli.planning.validate import validate_input, validate_role
 
 Placement = list[int] | Literal["cpu"]
@@ -144,13 +144,16 @@ def assess(inp: PlanInput) -> Plan:
             # Host processes do not offload, so they count as not time-sharing.
             colocated=not on_host and any(len(sharing[d]) > 1 for d in where),
         )
+        if on_cpu:  # a GPU plan does not judge host memory
+            memory[req.role] = with_process_runtime(memory[req.role])
 
     devices = [
         _gpu_plan(gpu, sharing.get(gpu, []), memory, inp.gpu_memory_bytes)
         for gpu in range(inp.num_gpus)
     ]
     if "cpu" in sharing:
-        devices.append(_host_plan(sharing["cpu"], memory, inp.host_memory_bytes))
+        driver = CPU_DRIVER_BYTES if on_cpu else 0  # a CPU run's driver process is here too
+        devices.append(_host_plan(sharing["cpu"], memory, inp.host_memory_bytes, driver))
     problems = [p for m in memory.values() for p in m.problems]
     problems += [
         f"{_device_name(d)} needs {_gib(d.memory_bytes['total'])} at its peak "
@@ -232,8 +235,10 @@ def _gpu_plan(
     return DevicePlan(gpu, list(roles), peak.as_dict(), capacity, peak_role)
 
 
-def _host_plan(roles: list[str], memory: dict[str, RoleMemory], capacity: int | None) -> DevicePlan:
-    total = MemoryBreakdown()
+def _host_plan(
+    roles: list[str], memory: dict[str, RoleMemory], capacity: int | None, driver: int = 0
+) -> DevicePlan:
+    total = MemoryBreakdown(runtime=driver)
     for role in roles:
         total = total + memory[role].active
     heaviest = max(roles, key=lambda r: memory[r].active.total)
