@@ -198,6 +198,8 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         mapping = _default_mapping(role, gpus, _async(cfg, gpus))
     strategy = None
     micro_batch = cfg.train.micro_batch_size
+    if cfg.pipeline == "dpo":  # train.micro_batch_size counts pairs, two rows each
+        micro_batch *= 2
     grad_ckpt = cfg.train.gradient_checkpointing
     max_num_seqs = place.max_num_seqs
     if role.name == "actor_train":
@@ -230,7 +232,17 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
         lora_params=lora_params if role.name == "actor_train" else 0,
         chunked_head=cfg.pipeline != "distill",
+        shared_prefix=_shared_prefix(cfg, role),
     )
+
+
+def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
+    """Samples packed in one row by the shared-prefix layout (rlvr's default, agentic's
+    `train.shared_prefix`): a group's,
+    in the forwards and the update of actor_train, reference and critic; 1 elsewhere."""
+    if role.name not in ("actor_train", "reference", "critic") or not cfg.shared_prefix:
+        return 1
+    return cfg.agentic.group_size if cfg.pipeline == "agentic" else cfg.rollout.group_size
 
 
 def recipe_plan_input(

@@ -132,7 +132,9 @@ def weight_bytes(num_params: int, *, tp: int = 1, pp: int = 1, param_bytes: int 
     return round(param_bytes * num_params / (tp * pp))
 
 
-def layer_activation_bytes(spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2) -> int:
+def layer_activation_bytes(
+    spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2, counted: bool = False
+) -> int:
     """Activations one decoder layer saves for backward, for `tokens` = b·s tokens.
 
     A stated approximation for llama/qwen layers with memory-efficient (flash) attention,
@@ -145,6 +147,17 @@ def layer_activation_bytes(spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2
     MoE layers route each token to k experts: I becomes k · moe_intermediate_size.
     This plays the role of Korthikanti et al. 2022's s·b·h·(34 + 5·a·s/h) (GPT layer, 4h
     GELU MLP, scores stored): for a GPT layer it gives 40·s·b·h, with no 5·a·s/h term.
+
+    `counted`: what transformers' llama layer (sdpa attention) was counted to save on the
+    CPU (`torch.autograd.graph.saved_tensors_hooks`, docs/planning.md): 11,148 elements a
+    token for smollm2-135m, 1.32x the stand-in, which leaves out the SiLU's output (I),
+    the attention output's contiguous copy read by o_proj (q) and one more h per layer:
+
+        bytes = dtype · b·s · (5h + 3q + 2kv + 4I)
+
+    >>> from rollcli.models.registry import MODELS
+    >>> layer_activation_bytes(MODELS["smollm2-135m"], tokens=1, dtype_bytes=1, counted=True)
+    11136
     """
     h = spec.hidden_size
     q = spec.num_attention_heads * spec.head_dim
@@ -154,6 +167,8 @@ def layer_activation_bytes(spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2
         if spec.num_experts
         else spec.intermediate_size
     )
+    if counted:
+        return dtype_bytes * tokens * (5 * h + 3 * q + 2 * kv + 4 * inter)
     return dtype_bytes * tokens * (4 * h + 2 * q + 2 * kv + 3 * inter)
 
 
@@ -171,9 +186,11 @@ def activation_bytes(
     tp: int = 1,
     dtype_bytes: int = 2,
     head: int | None = None,
+    counted: bool = False,
 ) -> int:
     """Peak activations of one training rank for one micro-batch; `head`: the LM head's
-    bytes where they are not the whole fp32 logits (`chunked_head_bytes`).
+    bytes where they are not the whole fp32 logits (`chunked_head_bytes`); `counted`: the
+    layer's saved tensors as counted on the CPU (`layer_activation_bytes`).
 
     Without checkpointing every layer keeps its saved tensors:
         L · layer_activation_bytes + logits
@@ -185,7 +202,9 @@ def activation_bytes(
     micro-batches of L/p layers, the same as L layers of one micro-batch.
     """
     tokens = micro_batch * seq_len
-    per_layer = layer_activation_bytes(spec, tokens=tokens, dtype_bytes=dtype_bytes)
+    per_layer = layer_activation_bytes(
+        spec, tokens=tokens, dtype_bytes=dtype_bytes, counted=counted
+    )
     if grad_checkpointing:
         body = spec.num_layers * dtype_bytes * tokens * spec.hidden_size + per_layer
     else:

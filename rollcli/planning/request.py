@@ -48,6 +48,9 @@ class RoleRequest:
     param_bytes: 2 for bf16/fp16 weights (mixed-precision Adam), 4 for fp32.
     offload_when_idle: a colocated role moves its states to host memory while another
         role on the same GPU computes (worker offload, vLLM sleep mode).
+    shared_prefix: samples of one prompt packed in one row, the prompt once (rlvr's
+        `train.shared_prefix`, `rollcli.data.shared_prefix`): a row of `shared_prefix`
+        samples holds prompt_len + shared_prefix · (seq_len − prompt_len) tokens (1: none).
     chunked_head: the role scores tokens through roll's chunked LM head (every pipeline
         but distill, whose teacher and student exchange whole logits); on the CPU the plan
         then counts the head's buffers (`memory.chunked_head_bytes`), not `[b, s, V]` logits.
@@ -74,6 +77,7 @@ class RoleRequest:
     offload_when_idle: bool = True
     lora_params: int = 0
     chunked_head: bool = False
+    shared_prefix: int = 1
 
     @property
     def resolved_strategy(self) -> str:

@@ -82,18 +82,31 @@ def estimate_role(
 
 
 def rows_per_forward(req: RoleRequest, *, budget_applies: bool = True) -> int:
-    """The rows a worker puts through one forward: `micro_batch`, fewer where
-    `micro_batch_tokens` of padded tokens hold fewer rows of `seq_len` (the workers'
-    `micro_batch_tokens` split; at least one row).
+    """The samples a worker puts through one forward: `micro_batch`, fewer where
+    `micro_batch_tokens` of padded tokens hold fewer (the workers' `micro_batch_tokens`
+    split; at least one).
 
     >>> rows_per_forward(RoleRequest("actor_train", "cpu", micro_batch=16, seq_len=288,
     ...                              micro_batch_tokens=4096))
     14
+    >>> rows_per_forward(RoleRequest("actor_train", "cpu", micro_batch=16, seq_len=288,
+    ...                  prompt_len=256, micro_batch_tokens=1024, shared_prefix=8))
+    16
     """
     budget = req.micro_batch_tokens if budget_applies else None
-    if budget is None:
-        return req.micro_batch
-    return max(1, min(req.micro_batch, budget // max(1, req.seq_len)))
+    rows = req.micro_batch
+    while budget is not None and rows > 1 and tokens_per_forward(req, rows) > budget:
+        rows -= 1
+    return rows
+
+
+def tokens_per_forward(req: RoleRequest, rows: int) -> int:
+    """Tokens of a forward over `rows` samples: rows · seq_len, or with the shared-prefix
+    layout ⌈rows / k⌉ packed rows of the prompt and k responses each."""
+    k = req.shared_prefix
+    if k <= 1:
+        return rows * req.seq_len
+    return -(-rows // k) * req.prompt_len + rows * (req.seq_len - req.prompt_len)
 
 
 def with_process_runtime(memory: RoleMemory) -> RoleMemory:
@@ -111,19 +124,26 @@ def _cpu_head(req: RoleRequest, model: ModelSpec, rows: int, on_cpu: bool, train
     return chunked_head_bytes(model, scored_tokens=rows * scored, train=train)
 
 
+def _tokens(req: RoleRequest, rows: int) -> tuple[int, int]:
+    """(micro_batch, seq_len) arguments whose product is a forward's tokens."""
+    return (rows, req.seq_len) if req.shared_prefix <= 1 else (1, tokens_per_forward(req, rows))
+
+
 def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> MemoryBreakdown:
     dp = max(1, ranks // (req.tp * req.pp))
     # The budget splits rows by length, which only the hf strategy or one rank allows
     # (`data_parallel.token_budget`).
     rows = rows_per_forward(req, budget_applies=req.resolved_strategy == "hf" or dp == 1)
+    micro_batch, seq_len = _tokens(req, rows)
     acts = activation_bytes(
         model,
-        micro_batch=rows,
-        seq_len=req.seq_len,
+        micro_batch=micro_batch,
+        seq_len=seq_len,
         grad_checkpointing=req.grad_checkpointing,
         tp=req.tp,
         dtype_bytes=req.param_bytes,
         head=_cpu_head(req, model, rows, on_cpu, train=True),
+        counted=on_cpu,  # the saved tensors counted on the CPU (memory.layer_activation_bytes)
     )
     if req.lora_params:  # frozen base weights; the adapters train (stage 0, replicated)
         frozen = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
@@ -148,10 +168,11 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
 def _forward(req: RoleRequest, model: ModelSpec, on_cpu: bool = False) -> MemoryBreakdown:
     weights = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
     rows = rows_per_forward(req)
+    micro_batch, seq_len = _tokens(req, rows)
     acts = forward_activation_bytes(
         model,
-        micro_batch=rows,
-        seq_len=req.seq_len,
+        micro_batch=micro_batch,
+        seq_len=seq_len,
         tp=req.tp,
         dtype_bytes=req.param_bytes,
         head=_cpu_head(req, model, rows, on_cpu, train=False),

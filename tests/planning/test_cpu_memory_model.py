@@ -20,7 +20,9 @@ PSI = param_count(SMOL)
 H, V, L = SMOL.hidden_size, SMOL.vocab_size, SMOL.num_layers
 Q = SMOL.num_attention_heads * SMOL.head_dim
 KV = SMOL.num_kv_heads * SMOL.head_dim
-PER_TOKEN_LAYER = 4 * (4 * H + 2 * Q + 2 * KV + 3 * SMOL.intermediate_size)  # fp32
+MLP = SMOL.intermediate_size
+PER_TOKEN_LAYER = 4 * (4 * H + 2 * Q + 2 * KV + 3 * MLP)  # fp32, the stand-in's
+COUNTED_LAYER = 4 * (5 * H + 3 * Q + 2 * KV + 4 * MLP)  # fp32, as counted on the CPU
 
 
 def test_the_planner_copies_the_heads_constants() -> None:
@@ -47,13 +49,14 @@ def test_rlvr_math_cpu_plan_by_hand() -> None:
     cfg, _ = load_recipe("rlvr-math", [])
     assert (cfg.train.micro_batch_size, cfg.train.micro_batch_tokens) == (16, 4096)
     assert (cfg.data.max_prompt_tokens, cfg.rollout.max_new_tokens) == (256, 32)
+    assert cfg.shared_prefix and cfg.rollout.group_size == 8
     plan = plan_recipe(cfg)
-    rows = 4096 // 288  # 14 of the 16 rows of 288 tokens fit the token budget
-    tokens = rows * 288
+    # 16 samples = 2 groups of 8, each packed as one row: the prompt once, 8 responses
+    tokens = 2 * 256 + 16 * 32
     train = plan.role_memory["actor_train"].active
-    head = 2 * 4 * 256 * V + 4 * rows * 32 * V + 4 * V * H
+    head = 2 * 4 * 256 * V + 4 * 16 * 32 * V + 4 * V * H
     assert (train.weights, train.grads, train.optimizer) == (4 * PSI, 4 * PSI, 8 * PSI)
-    assert train.activations == L * PER_TOKEN_LAYER * tokens + head
+    assert train.activations == L * COUNTED_LAYER * tokens + head
     assert train.runtime == CPU_PROCESS_BYTES
     reference = plan.role_memory["reference"].active
     assert reference.weights == 4 * PSI
@@ -65,6 +68,19 @@ def test_rlvr_math_cpu_plan_by_hand() -> None:
     assert host["total"] == sum(m.active.total for m in plan.role_memory.values()) + (
         CPU_DRIVER_BYTES
     )
+
+
+def test_plain_rows_fill_the_token_budget_and_dpo_counts_two_rows_a_pair() -> None:
+    cfg, _ = load_recipe("rlvr-math", ["train.shared_prefix=false"])
+    train = plan_recipe(cfg).role_memory["actor_train"].active
+    rows = 4096 // 288  # 14 of the 16 rows of 288 tokens fit the token budget
+    head = 2 * 4 * 256 * V + 4 * rows * 32 * V + 4 * V * H
+    assert train.activations == L * COUNTED_LAYER * rows * 288 + head
+    dpo, _ = load_recipe("dpo", [])
+    assert dpo.train.micro_batch_size == 8  # pairs: 16 rows of 384, 10 fit 4096 tokens
+    seq = dpo.data.max_prompt_tokens + dpo.dpo.max_response_tokens
+    reference = plan_recipe(dpo).role_memory["reference"].active
+    assert reference.activations == PER_TOKEN_LAYER * (4096 // seq) * seq + 2 * 4 * 256 * V
 
 
 def test_distill_keeps_whole_logits_and_a_gpu_plan_has_no_process_runtime() -> None:
