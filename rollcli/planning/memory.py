@@ -149,7 +149,7 @@ def layer_activation_bytes(
     GELU MLP, scores stored): for a GPT layer it gives 40·s·b·h, with no 5·a·s/h term.
 
     `counted`: what transformers' llama layer (sdpa attention) was counted to save on the
-    CPU (`torch.autograd.graph.saved_tensors_hooks`, docs/planning.md): 11,148 elements a
+    CPU (`bench/layer_saved.py`, saved_tensors_hooks): 11,147 elements a
     token for smollm2-135m, 1.32x the stand-in, which leaves out the SiLU's output (I),
     the attention output's contiguous copy read by o_proj (q) and one more h per layer:
 
