@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -236,6 +237,20 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
     )
 
 
+def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | None:
+    """distill's actor_train trains the student: `distill.student`, or the teacher cut to
+    `distill.student_layers` (default a third of its layers, `models.student`); None: the
+    recipe's model."""
+    if cfg.pipeline != "distill" or role.name != "actor_train":
+        return None
+    if cfg.distill.student is not None:
+        return model_spec(cfg.distill.student)
+    from rollcli.models.student import default_student_layers
+
+    layers = cfg.distill.student_layers or default_student_layers(model.num_layers)
+    return replace(model, name=f"{model.name} student", num_layers=layers)
+
+
 def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
     """Samples packed in one row by the shared-prefix layout (rlvr's default, agentic's
     `train.shared_prefix`): a group's,
@@ -271,7 +286,10 @@ def recipe_plan_input(
         num_nodes=num_nodes,
         gpus_per_node=cfg.devices.num_gpus_per_node,
         gpu_memory_bytes=capacity,
-        roles=[_request(cfg, role, num_gpus, lora_params) for role in roles],
+        roles=[
+            replace(_request(cfg, role, num_gpus, lora_params), model=_role_model(cfg, role, model))
+            for role in roles
+        ],
         async_mode=_async(cfg, num_gpus),
         # A CPU run is judged against this machine; a GPU cluster's nodes are not this one.
         host_memory_bytes=host_memory_bytes() if num_gpus == 0 else None,
@@ -281,8 +299,6 @@ def recipe_plan_input(
 def plan_recipe(cfg: RecipeConfig, **flags: object) -> Plan:
     """`make_plan` of the recipe, with the workers each role starts (`plan.workers`: what
     the cluster builder creates); a request that cannot work is a ConfigError naming the key."""
-    from dataclasses import replace
-
     from rollcli.planning.planner import make_plan
 
     inp = recipe_plan_input(cfg, **flags)  # type: ignore[arg-type]

@@ -48,6 +48,7 @@ class RoleRequest:
     param_bytes: 2 for bf16/fp16 weights (mixed-precision Adam), 4 for fp32.
     offload_when_idle: a colocated role moves its states to host memory while another
         role on the same GPU computes (worker offload, vLLM sleep mode).
+    model: the role's own model where it is not the plan's (distill's student).
     shared_prefix: samples of one prompt packed in one row, the prompt once (rlvr's
         `train.shared_prefix`, `rollcli.data.shared_prefix`): a row of `shared_prefix`
         samples holds prompt_len + shared_prefix · (seq_len − prompt_len) tokens (1: none).
@@ -78,6 +79,7 @@ class RoleRequest:
     lora_params: int = 0
     chunked_head: bool = False
     shared_prefix: int = 1
+    model: ModelSpec | None = None
 
     @property
     def resolved_strategy(self) -> str:

@@ -57,6 +57,7 @@ def estimate_role(
     colocated: bool,
 ) -> RoleMemory:
     """Bytes one rank of `req` uses; `ranks` is how many devices the role spans."""
+    model = req.model or model
     offloaded = 0
     if req.role in TRAIN_ROLES:
         active, problems, notes = _train(req, model, ranks, on_cpu), (), ()

@@ -83,11 +83,21 @@ def test_plain_rows_fill_the_token_budget_and_dpo_counts_two_rows_a_pair() -> No
     assert reference.activations == PER_TOKEN_LAYER * (4096 // seq) * seq + 2 * 4 * 256 * V
 
 
-def test_distill_keeps_whole_logits_and_a_gpu_plan_has_no_process_runtime() -> None:
+def test_distill_plans_its_student_and_keeps_whole_logits() -> None:
     cfg, _ = load_recipe("distill", [])
-    teacher = plan_recipe(cfg).role_memory["teacher"].active
+    plan = plan_recipe(cfg)
+    teacher = plan.role_memory["teacher"].active
     tokens = min(cfg.train.micro_batch_size, 4096 // 512) * 512
     assert teacher.activations == PER_TOKEN_LAYER * tokens + 4 * tokens * V
+    # the student is the teacher cut to a third of its layers: 10 of 30
+    per_layer = (PSI - V * H - H) // L  # smollm2 ties its head to the embedding
+    student = V * H + 10 * per_layer + H
+    train = plan.role_memory["actor_train"].active
+    assert (train.weights, train.grads, train.optimizer) == (4 * student, 4 * student, 8 * student)
+    assert train.activations == 10 * COUNTED_LAYER * tokens + 4 * tokens * V
+
+
+def test_a_gpu_plan_has_no_process_runtime() -> None:
     gpu, _ = load_recipe("rlvr-math", [])
     gpu_plan = plan_recipe(gpu, gpus=1, gpu_kind="h100-80g")
     assert all(m.active.runtime == 0 for m in gpu_plan.role_memory.values())
