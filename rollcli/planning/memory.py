@@ -37,7 +37,7 @@ from dataclasses import dataclass, fields
 
 from rollcli.models.registry import ModelSpec, param_count
 
-# Measured on this build's CPU workers (docs/planning.md, "Calibrated on the CPU"): the PSS
+# Measured on this build's CPU workers (docs/planning.md, "On the CPU"): the PSS
 # of a Ray worker process before it holds a model (Python, torch, transformers, Ray's core
 # worker, tokenizer), and of the driver process (the run's data and batches between stages).
 CPU_PROCESS_BYTES = 240 * 2**20

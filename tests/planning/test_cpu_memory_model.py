@@ -1,6 +1,7 @@
-"""The CPU memory model's figures against hand computations (docs/planning.md, "Calibrated
-on the CPU"): each role a process with its runtime, the micro-batch token budget, and the
-chunked LM head's buffers instead of whole logits."""
+"""The CPU memory model's figures against hand computations (docs/planning.md, "On the
+CPU"): each role a process with its runtime, the micro-batch token budget and shared-prefix
+packing, the layer's saved tensors as counted, the chunked LM head's buffers instead of
+whole logits, and distill's student."""
 
 from __future__ import annotations
 
