@@ -236,6 +236,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         lora_params=lora_params if role.name == "actor_train" else 0,
         chunked_head=cfg.pipeline != "distill",
         shared_prefix=_shared_prefix(cfg, role) if on_cpu else 1,
+        session_bytes=_session_bytes(cfg, role, strategy),
     )
 
 
@@ -251,6 +252,14 @@ def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | 
 
     layers = cfg.distill.student_layers or default_student_layers(model.num_layers)
     return replace(model, name=f"{model.name} student", num_layers=layers)
+
+
+def _session_bytes(cfg: RecipeConfig, role: Role, strategy: str | None) -> int:
+    """agentic's hf engine keeps episodes' KV between turns, up to `agentic.turn_cache_mib`
+    (`agentic_setup.turn_cache_mib`; vllm and sglang cache prefixes inside their own pool)."""
+    if cfg.pipeline != "agentic" or role.name != "actor_infer" or strategy != "hf":
+        return 0
+    return round(cfg.agentic.turn_cache_mib * 2**20)
 
 
 def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:

@@ -49,6 +49,8 @@ class RoleRequest:
     offload_when_idle: a colocated role moves its states to host memory while another
         role on the same GPU computes (worker offload, vLLM sleep mode).
     model: the role's own model where it is not the plan's (distill's student).
+    session_bytes: the hf engine's KV kept between an episode's turns (agentic's
+        `agentic.turn_cache_mib`), on top of a step's decode buffers.
     shared_prefix: samples of one prompt packed in one row, the prompt once (rlvr's
         `train.shared_prefix`, `rollcli.data.shared_prefix`): a row of `shared_prefix`
         samples holds prompt_len + shared_prefix · (seq_len − prompt_len) tokens (1: none).
@@ -80,6 +82,7 @@ class RoleRequest:
     chunked_head: bool = False
     shared_prefix: int = 1
     model: ModelSpec | None = None
+    session_bytes: int = 0
 
     @property
     def resolved_strategy(self) -> str:

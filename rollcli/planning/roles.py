@@ -194,6 +194,8 @@ def _infer(
             pp=req.pp,
             dtype_bytes=req.param_bytes,
         )
+        # the episodes' KV kept between turns (agentic), a budget the engine holds to
+        active = active + MemoryBreakdown(kv_cache=req.session_bytes)
         return active, (), ()
     if on_cpu or capacity_bytes is None:
         # No pre-reserved pool: the cache grows to what the batch needs.

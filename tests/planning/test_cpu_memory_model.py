@@ -102,3 +102,11 @@ def test_a_gpu_plan_has_no_process_runtime() -> None:
     gpu, _ = load_recipe("rlvr-math", [])
     gpu_plan = plan_recipe(gpu, gpus=1, gpu_kind="h100-80g")
     assert all(m.active.runtime == 0 for m in gpu_plan.role_memory.values())
+
+
+def test_agentic_hf_engine_counts_the_turn_cache() -> None:
+    cfg, _ = load_recipe("agentic-frozenlake", ["warmup=null"])
+    infer = plan_recipe(cfg).role_memory["actor_infer"].active
+    without, _ = load_recipe("agentic-frozenlake", ["warmup=null", "agentic.turn_cache_mib=0"])
+    base = plan_recipe(without).role_memory["actor_infer"].active
+    assert infer.kv_cache - base.kv_cache == cfg.agentic.turn_cache_mib * 2**20 == 1024 * 2**20
