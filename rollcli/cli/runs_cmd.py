@@ -165,24 +165,83 @@ def short_model(model: str) -> str:
 
 
 @app.command("show")
-def show(run_id: str, runs_dir: Path = RUNS_DIR) -> None:
-    """Status and latest metrics of one run (JSON)."""
+def show(
+    run_id: str,
+    runs_dir: Path = RUNS_DIR,
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the status, the latest metrics and the memory as JSON."
+    ),
+) -> None:
+    """Status of one run and each role's peak memory, planned and measured."""
+    from rollcli.runs.peak_memory import read_memory
     from rollcli.runs.run_dir import RunDir
 
     folder = find_run(run_id, runs_dir)
     run = RunDir(folder)
     metrics = run.read_metrics()
-    typer.echo(
-        json.dumps(
-            {
-                "run_id": folder.name,
-                "folder": str(folder),
-                **run.read_status(),
-                "last_metrics": metrics[-1] if metrics else None,
-            },
-            indent=2,
+    memory = read_memory(folder)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "run_id": folder.name,
+                    "folder": str(folder),
+                    **run.read_status(),
+                    "last_metrics": metrics[-1] if metrics else None,
+                    "memory": memory or None,
+                },
+                indent=2,
+            )
         )
+        return
+    st = run.read_status()
+    out.print(f"run      {folder.name}", markup=False, highlight=False)
+    out.print(f"folder   {folder}", markup=False, highlight=False)
+    for key, value in (
+        ("recipe", st.get("recipe", "?")),
+        ("model", st.get("model", "?")),
+        ("status", run.effective_status()),
+        ("step", f"{st.get('step', 0)}/{st.get('total_steps', '?')}"),
+    ):
+        out.print(f"{key:<8} {value}", markup=False, highlight=False)
+    if st.get("error"):
+        out.print(f"error    {st['error']}", markup=False, highlight=False)
+    out.print(memory_table(memory) if memory.get("roles") else "no memory recorded (memory.json)")
+    out.print("(`roll runs show --json` for the latest metrics)", style="dim", highlight=False)
+
+
+def memory_table(memory: dict[str, Any]) -> Table:
+    """Each role's peak memory per rank: planned, measured and measured / planned."""
+    from rollcli.runs.peak_memory import OVER_PLAN, ratio
+
+    what = {"pss": "PSS", "cuda": "torch peak allocated"}.get(memory.get("measure"), "?")
+    table = Table(
+        title=f"peak memory of one rank, MiB (measured: {what})",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        title_justify="left",
     )
+    table.add_column("role")
+    for col in ("planned", "measured", "ratio", "at step"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for role, row in memory["roles"].items():
+        r = ratio(row)
+        shown = "-" if r is None else f"{r:.2f}"
+        if r is not None and r > OVER_PLAN:
+            shown = f"[red]{shown}[/]"
+        step = row.get("at_step")
+        table.add_row(
+            role,
+            _mib(row.get("planned_bytes")),
+            _mib(row.get("measured_bytes")),
+            shown,
+            "-" if step is None else str(step),
+        )
+    return table
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:,.0f}"
 
 
 @app.command("scan")

@@ -27,6 +27,14 @@ class ProcessControl:
             "ip": ray.util.get_node_ip_address(),
         }
 
+    def peak_gpu_memory(self) -> int | None:
+        """torch's peak allocated bytes on this process's GPU (None: it uses none)."""
+        import torch
+
+        if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+            return None
+        return int(torch.cuda.max_memory_allocated())
+
     def rng_state(self) -> dict[str, Any]:
         return capture_rng()
 

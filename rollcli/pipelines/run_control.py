@@ -29,6 +29,7 @@ from rollcli.runs.checkpoint import (
     write_checkpoint,
 )
 from rollcli.runs.faults import FaultInjector, fault_roles
+from rollcli.runs.peak_memory import PeakMemory
 from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
 
@@ -69,12 +70,21 @@ class RunControl:
         self.clusters: list[Cluster] = []
         self.worker_pids: dict[str, list[int]] = {}
         self.faults = FaultInjector.from_env(self._kill_worker)
+        self.memory = PeakMemory(
+            run.root,
+            planned_per_rank(cfg),
+            measure="cuda" if cfg.resources.gpus > 0 else "pss",
+            log_event=run.log_event,
+            step=lambda: self.current_step,
+        )
 
     # ---- workers -----------------------------------------------------------------------
     def started(self, clusters: list[Cluster]) -> None:
         """Record the running clusters (the first is the trained one)."""
         self.clusters = clusters
         self.worker_pids = {c.name: c.call("process_id") for c in clusters}
+        if self.memory.measure == "pss":  # the workers' PSS, sampled from this process
+            self.memory.watch(self.worker_pids)
         lora = self.cfg.train.lora
         if lora is not None and self.restarts == 0:
             trained, total = clusters[0].call("trainable_parameters")[0]
@@ -90,7 +100,8 @@ class RunControl:
             c.kill()
 
     def shutdown(self) -> None:
-        """Kill the workers, close the tracker."""
+        """Record the last memory peaks, kill the workers, close the tracker."""
+        self.memory.stop()
         self.kill_workers()
         if self.tracker is not None:
             self.tracker.close()
@@ -158,10 +169,20 @@ class RunControl:
 
     def log(self, metrics: dict[str, Any]) -> None:
         self.run.log_metrics(metrics)
+        if self.memory.measure == "cuda":
+            self.record_gpu_peaks()
         if self.tracker is not None:
             self.tracker.log(metrics, metrics["step"])
         self.run.write_status("running", step=metrics["step"], total_steps=self.cfg.train.steps)
         self.ui.step_done(metrics["step"], metrics)
+
+    def record_gpu_peaks(self) -> None:
+        """Each GPU role's peak so far (torch's peak allocated, the highest of its ranks)."""
+        for cluster in self.clusters:
+            peaks = [p for p in cluster.poll("peak_gpu_memory") if p is not None]
+            if peaks:
+                self.memory.update(cluster.name, max(peaks))
+        self.memory.write()
 
     # ---- checkpoints ---------------------------------------------------------------------
     def checkpoint(
@@ -259,3 +280,12 @@ class RunControl:
         where = f"checkpoint {checkpoint.name}" if checkpoint else "the start"
         self.run.log_event(f"workers restarted; retrying from step {start + 1} ({where})")
         return start
+
+
+def planned_per_rank(cfg: RecipeConfig) -> dict[str, int]:
+    """The plan's bytes for one rank of each role while it computes (what `memory.json`
+    compares a measured peak with)."""
+    from rollcli.planning.from_recipe import plan_recipe
+
+    plan = plan_recipe(cfg)
+    return {role: memory.active.total for role, memory in plan.role_memory.items()}

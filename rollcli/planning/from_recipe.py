@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -200,6 +201,8 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         mapping = _default_mapping(role, gpus, _async(cfg, gpus))
     strategy = None
     micro_batch = cfg.train.micro_batch_size
+    if cfg.pipeline == "dpo":  # train.micro_batch_size counts pairs, two rows each
+        micro_batch *= 2
     grad_ckpt = cfg.train.gradient_checkpointing
     max_num_seqs = place.max_num_seqs
     if role.name == "actor_train":
@@ -222,6 +225,9 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         offload_optimizer=place.offload_optimizer,
         offload_params=place.offload_params,
         micro_batch=micro_batch,
+        # CPU plans only so far: on GPUs the same split and packing are not yet checked
+        # against a run (docs/planning.md), and the plan keeps its whole micro-batch
+        micro_batch_tokens=cfg.train.micro_batch_tokens if on_cpu else None,
         seq_len=prompt_len + response_len,
         prompt_len=prompt_len,
         grad_checkpointing=grad_ckpt,
@@ -230,7 +236,41 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         param_bytes=_param_bytes(cfg, role.name, strategy, on_cpu),
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
         lora_params=lora_params if role.name == "actor_train" else 0,
+        chunked_head=cfg.pipeline != "distill",
+        shared_prefix=_shared_prefix(cfg, role) if on_cpu else 1,
+        session_bytes=_session_bytes(cfg, role, strategy),
     )
+
+
+def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | None:
+    """distill's actor_train trains the student: `distill.student`, or the teacher cut to
+    `distill.student_layers` (default a third of its layers, `models.student`); None: the
+    recipe's model."""
+    if cfg.pipeline != "distill" or role.name != "actor_train":
+        return None
+    if cfg.distill.student is not None:
+        return model_spec(cfg.distill.student)
+    from rollcli.models.student import default_student_layers
+
+    layers = cfg.distill.student_layers or default_student_layers(model.num_layers)
+    return replace(model, name=f"{model.name} student", num_layers=layers)
+
+
+def _session_bytes(cfg: RecipeConfig, role: Role, strategy: str | None) -> int:
+    """agentic's hf engine keeps episodes' KV between turns, up to `agentic.turn_cache_mib`
+    (`agentic_setup.turn_cache_mib`; vllm and sglang cache prefixes inside their own pool)."""
+    if cfg.pipeline != "agentic" or role.name != "actor_infer" or strategy != "hf":
+        return 0
+    return round(cfg.agentic.turn_cache_mib * 2**20)
+
+
+def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
+    """Samples packed in one row by the shared-prefix layout (rlvr's default, agentic's
+    `train.shared_prefix`): a group's,
+    in the forwards and the update of actor_train, reference and critic; 1 elsewhere."""
+    if role.name not in ("actor_train", "reference", "critic") or not cfg.shared_prefix:
+        return 1
+    return cfg.agentic.group_size if cfg.pipeline == "agentic" else cfg.rollout.group_size
 
 
 def recipe_plan_input(
@@ -260,7 +300,10 @@ def recipe_plan_input(
         num_nodes=num_nodes,
         gpus_per_node=cfg.devices.num_gpus_per_node,
         gpu_memory_bytes=capacity,
-        roles=[_request(cfg, role, num_gpus, lora_params) for role in roles],
+        roles=[
+            replace(_request(cfg, role, num_gpus, lora_params), model=_role_model(cfg, role, model))
+            for role in roles
+        ],
         async_mode=_async(cfg, num_gpus),
         # A CPU run is judged against this machine; a GPU cluster's nodes are not this one.
         host_memory_bytes=host_memory_bytes() if num_gpus == 0 else None,
@@ -288,8 +331,6 @@ def _gpu_capacity(cfg: RecipeConfig, gpu_kind: str | None, gpu_mem_gib: float | 
 def plan_recipe(cfg: RecipeConfig, **flags: object) -> Plan:
     """`make_plan` of the recipe, with the workers each role starts (`plan.workers`: what
     the cluster builder creates); a request that cannot work is a ConfigError naming the key."""
-    from dataclasses import replace
-
     from rollcli.planning.planner import make_plan
 
     inp = recipe_plan_input(cfg, **flags)  # type: ignore[arg-type]

@@ -37,6 +37,14 @@ from dataclasses import dataclass, fields
 
 from rollcli.models.registry import ModelSpec, param_count
 
+# Measured on this build's CPU workers (docs/planning.md, "On the CPU"): the PSS
+# of a Ray worker process before it holds a model (Python, torch, transformers, Ray's core
+# worker, tokenizer), and of the driver process (the run's data and batches between stages).
+CPU_PROCESS_BYTES = 240 * 2**20
+CPU_DRIVER_BYTES = 400 * 2**20
+# rollcli.strategies.lm_head's constants (no torch here; a test checks they agree)
+HEAD_CHUNK_TOKENS = 256
+KEEP_LOGITS_BYTES = 256 * 2**20
 ADAM_MIXED_PRECISION_BYTES = 12  # the ZeRO paper's K: fp32 master + momentum + variance
 DEEPSPEED_FP32_GRAD_BYTES = 4  # DeepSpeed bf16: the fp32 gradients of the master weights
 
@@ -50,10 +58,18 @@ class MemoryBreakdown:
     optimizer: int = 0
     activations: int = 0
     kv_cache: int = 0
+    runtime: int = 0  # a host process's own: interpreter, torch, Ray (`CPU_PROCESS_BYTES`)
 
     @property
     def total(self) -> int:
-        return self.weights + self.grads + self.optimizer + self.activations + self.kv_cache
+        return (
+            self.weights
+            + self.grads
+            + self.optimizer
+            + self.activations
+            + self.kv_cache
+            + self.runtime
+        )
 
     def __add__(self, other: MemoryBreakdown) -> MemoryBreakdown:
         return MemoryBreakdown(
@@ -116,7 +132,9 @@ def weight_bytes(num_params: int, *, tp: int = 1, pp: int = 1, param_bytes: int 
     return round(param_bytes * num_params / (tp * pp))
 
 
-def layer_activation_bytes(spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2) -> int:
+def layer_activation_bytes(
+    spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2, counted: bool = False
+) -> int:
     """Activations one decoder layer saves for backward, for `tokens` = b·s tokens.
 
     A stated approximation for llama/qwen layers with memory-efficient (flash) attention,
@@ -129,6 +147,17 @@ def layer_activation_bytes(spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2
     MoE layers route each token to k experts: I becomes k · moe_intermediate_size.
     This plays the role of Korthikanti et al. 2022's s·b·h·(34 + 5·a·s/h) (GPT layer, 4h
     GELU MLP, scores stored): for a GPT layer it gives 40·s·b·h, with no 5·a·s/h term.
+
+    `counted`: what transformers' llama layer (sdpa attention) was counted to save on the
+    CPU (`bench/layer_saved.py`, saved_tensors_hooks): 11,147 elements a
+    token for smollm2-135m, 1.32x the stand-in, which leaves out the SiLU's output (I),
+    the attention output's contiguous copy read by o_proj (q) and one more h per layer:
+
+        bytes = dtype · b·s · (5h + 3q + 2kv + 4I)
+
+    >>> from rollcli.models.registry import MODELS
+    >>> layer_activation_bytes(MODELS["smollm2-135m"], tokens=1, dtype_bytes=1, counted=True)
+    11136
     """
     h = spec.hidden_size
     q = spec.num_attention_heads * spec.head_dim
@@ -138,6 +167,8 @@ def layer_activation_bytes(spec: ModelSpec, *, tokens: int, dtype_bytes: int = 2
         if spec.num_experts
         else spec.intermediate_size
     )
+    if counted:
+        return dtype_bytes * tokens * (5 * h + 3 * q + 2 * kv + 4 * inter)
     return dtype_bytes * tokens * (4 * h + 2 * q + 2 * kv + 3 * inter)
 
 
@@ -154,8 +185,12 @@ def activation_bytes(
     grad_checkpointing: bool,
     tp: int = 1,
     dtype_bytes: int = 2,
+    head: int | None = None,
+    counted: bool = False,
 ) -> int:
-    """Peak activations of one training rank for one micro-batch.
+    """Peak activations of one training rank for one micro-batch; `head`: the LM head's
+    bytes where they are not the whole fp32 logits (`chunked_head_bytes`); `counted`: the
+    layer's saved tensors as counted on the CPU (`layer_activation_bytes`).
 
     Without checkpointing every layer keeps its saved tensors:
         L · layer_activation_bytes + logits
@@ -167,21 +202,57 @@ def activation_bytes(
     micro-batches of L/p layers, the same as L layers of one micro-batch.
     """
     tokens = micro_batch * seq_len
-    per_layer = layer_activation_bytes(spec, tokens=tokens, dtype_bytes=dtype_bytes)
+    per_layer = layer_activation_bytes(
+        spec, tokens=tokens, dtype_bytes=dtype_bytes, counted=counted
+    )
     if grad_checkpointing:
         body = spec.num_layers * dtype_bytes * tokens * spec.hidden_size + per_layer
     else:
         body = spec.num_layers * per_layer
-    return math.ceil(body / tp) + logits_bytes(spec, tokens=tokens, tp=tp)
+    if head is None:
+        head = logits_bytes(spec, tokens=tokens, tp=tp)
+    return math.ceil(body / tp) + head
+
+
+def chunked_head_bytes(spec: ModelSpec, *, scored_tokens: int, train: bool) -> int:
+    """The LM head of this build's fp32 CPU workers (`rollcli.strategies.lm_head`), which
+    never builds `[b, s, V]` logits: it scores `scored_tokens` positions (the responses'; a
+    whole sequence for sft) a chunk of at most 256 at a time in two kept float32 scratch
+    buffers (the logits and what is computed from them). A training call also keeps the
+    scored positions' logits for its backward when they take at most 256 MiB, and its
+    backward accumulates the head's weight gradient in one `[V, h]` buffer:
+
+        forward   2 · 4 · min(n, 256) · V
+        train     2 · 4 · min(n, 256) · V + (4 · n · V if ≤ 256 MiB) + 4 · V · h
+
+    >>> from rollcli.models.registry import MODELS
+    >>> chunked_head_bytes(MODELS["smollm2-135m"], scored_tokens=100, train=False)
+    39321600
+    """
+    scratch = 2 * 4 * min(scored_tokens, HEAD_CHUNK_TOKENS) * spec.vocab_size
+    if not train:
+        return scratch
+    kept = 4 * scored_tokens * spec.vocab_size
+    kept = kept if kept <= KEEP_LOGITS_BYTES else 0
+    return scratch + kept + 4 * spec.vocab_size * spec.hidden_size
 
 
 def forward_activation_bytes(
-    spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, dtype_bytes: int = 2
+    spec: ModelSpec,
+    *,
+    micro_batch: int,
+    seq_len: int,
+    tp: int = 1,
+    dtype_bytes: int = 2,
+    head: int | None = None,
 ) -> int:
-    """Peak activations of a forward-only pass (no grad): one layer's working set + logits."""
+    """Peak activations of a forward-only pass (no grad): one layer's working set + logits
+    (or `head`, as in `activation_bytes`)."""
     tokens = micro_batch * seq_len
     per_layer = layer_activation_bytes(spec, tokens=tokens, dtype_bytes=dtype_bytes)
-    return math.ceil(per_layer / tp) + logits_bytes(spec, tokens=tokens, tp=tp)
+    if head is None:
+        head = logits_bytes(spec, tokens=tokens, tp=tp)
+    return math.ceil(per_layer / tp) + head
 
 
 def hf_engine_memory(

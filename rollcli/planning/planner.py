@@ -10,7 +10,7 @@ their states). So, per GPU,
 
 The reported breakdown is the one at that peak phase. On the host (a CPU plan, or roles
 mapped to "cpu") processes do not offload: the peak is the sum of every role's active
-bytes.
+bytes, plus in a CPU run the driver process's own (`CPU_DRIVER_BYTES`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from functools import cached_property, lru_cache
 from typing import Literal
 
 from rollcli.planning.devices import PlanError, format_indices, parse_device_mapping
-from rollcli.planning.memory import MemoryBreakdown
+from rollcli.planning.memory import CPU_DRIVER_BYTES, MemoryBreakdown
 from rollcli.planning.request import (
     HOST_ROLES,
     INFER_ROLES,
@@ -30,7 +30,7 @@ from rollcli.planning.request import (
     RoleRequest,
 )
 from rollcli.planning.role_table import Workers
-from rollcli.planning.roles import RoleMemory, estimate_role
+from rollcli.planning.roles import RoleMemory, estimate_role, with_process_runtime
 from rollcli.planning.sharing import MAX_GPUS, GpuGroup, group_gpus, spans_nodes
 from rollcli.planning.validate import validate_input, validate_role
 
@@ -166,11 +166,14 @@ def assess(inp: PlanInput) -> Plan:
             # Host processes do not offload, so they count as not time-sharing.
             colocated=not on_host and req.role in shared,
         )
+        if on_cpu:  # a GPU plan does not judge host memory
+            memory[req.role] = with_process_runtime(memory[req.role])
 
     gpu_groups = [
         (g.gpus, _gpu_plan(g.gpus[0], list(g.roles), memory, inp.gpu_memory_bytes)) for g in groups
     ]
-    host = _host_plan(host_roles, memory, inp.host_memory_bytes) if host_roles else None
+    driver = CPU_DRIVER_BYTES if on_cpu else 0  # a CPU run's driver process is here too
+    host = _host_plan(host_roles, memory, inp.host_memory_bytes, driver) if host_roles else None
     problems = [p for m in memory.values() for p in m.problems]
     problems += [
         _too_full(group, device)
@@ -263,8 +266,10 @@ def _gpu_plan(
     return DevicePlan(gpu, list(roles), peak.as_dict(), capacity, peak_role)
 
 
-def _host_plan(roles: list[str], memory: dict[str, RoleMemory], capacity: int | None) -> DevicePlan:
-    total = MemoryBreakdown()
+def _host_plan(
+    roles: list[str], memory: dict[str, RoleMemory], capacity: int | None, driver: int = 0
+) -> DevicePlan:
+    total = MemoryBreakdown(runtime=driver)
     for role in roles:
         total = total + memory[role].active
     heaviest = max(roles, key=lambda r: memory[r].active.total)

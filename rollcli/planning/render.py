@@ -13,9 +13,9 @@ from rich.text import Text
 from rollcli.planning.devices import format_indices
 from rollcli.planning.planner import DevicePlan, Plan
 
-_COLUMNS = ("weights", "grads", "optimizer", "activations", "kv_cache", "total")
+_COLUMNS = ("weights", "grads", "optimizer", "activations", "kv_cache", "runtime", "total")
 # Short headers and role names keep both tables readable in an 80-column terminal.
-_HEADERS = {"optimizer": "optim", "activations": "activ", "kv_cache": "kv"}
+_HEADERS = {"optimizer": "optim", "activations": "activ", "kv_cache": "kv", "runtime": "proc"}
 SHORT_ROLES = {"actor_train": "train", "actor_infer": "infer", "reference": "ref"}
 
 
@@ -46,12 +46,13 @@ def _table(plan: Plan) -> Table:
     )
     table.add_column("device", no_wrap=True)
     table.add_column("roles", overflow="fold", min_width=10)
-    for name in _COLUMNS:
+    columns = _columns(plan)
+    for name in columns:
         table.add_column(_HEADERS.get(name, name), justify="right", no_wrap=True)
     table.add_column("cap", justify="right")
     table.add_column("use", justify="right")
     for label, device in _grouped(plan):
-        cells = [_gib(device.memory_bytes[name]) for name in _COLUMNS]
+        cells = [_gib(device.memory_bytes[name]) for name in columns]
         names = [
             _short(r) + ("*" if r == device.peak_role and len(device.roles) > 1 else "")
             for r in device.roles
@@ -59,6 +60,13 @@ def _table(plan: Plan) -> Table:
         roles = " ".join(names) or "-"
         table.add_row(label, roles, *cells, _gib(device.capacity_bytes), _use(device))
     return table
+
+
+def _columns(plan: Plan) -> tuple[str, ...]:
+    """The memory columns, `runtime` only where some role is a host process (it counts)."""
+    if any(m.active.runtime for m in plan.role_memory.values()):
+        return _COLUMNS
+    return tuple(c for c in _COLUMNS if c != "runtime")
 
 
 def _short(role: str) -> str:
@@ -93,8 +101,13 @@ def merge_gpu_lines(lines: list[str]) -> list[str]:
 
 def _roles_table(plan: Plan) -> Table:
     """Per role, one rank's memory while it computes and what it leaves while idle."""
-    table = _titled("per rank, by role (GiB)")
-    for name in ("role", "devices", "layout", *_COLUMNS[:-1], "active", "idle"):
+    on_host = plan.mode == "cpu"  # every role on the host: no devices column
+    table = _titled(
+        "per rank (a process on the host), by role (GiB)" if on_host else "per rank, by role (GiB)"
+    )
+    columns = _columns(plan)[:-1]
+    text_columns = ("role", "layout") if on_host else ("role", "devices", "layout")
+    for name in (*text_columns, *columns, "active", "idle"):
         text = name in ("role", "devices", "layout")
         table.add_column(
             _HEADERS.get(name, name),
@@ -107,10 +120,10 @@ def _roles_table(plan: Plan) -> Table:
         where = plan.placements.get(role, "cpu")
         idle = _gib(mem.idle.total) if role in shared else "-"
         devices = "host" if where == "cpu" else format_indices(where)
-        cells = [_gib(mem.active.as_dict()[name]) for name in _COLUMNS[:-1]]
+        cells = [_gib(mem.active.as_dict()[name]) for name in columns]
         table.add_row(
             _short(role),
-            devices,
+            *([] if on_host else [devices]),
             plan.layouts.get(role, ""),
             *cells,
             _gib(mem.active.total),

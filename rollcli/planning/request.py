@@ -42,10 +42,21 @@ class RoleRequest:
     prompt_len: the prompt's share of seq_len (the hf engine keeps the prefill's cache of
         the prompts while it fills its decode buffer).
     micro_batch: sequences per forward/backward (train) or forward (reference, reward).
+    micro_batch_tokens: padded tokens per forward at most (`train.micro_batch_tokens`):
+        the workers split a micro-batch of more into smaller ones (None: no budget).
     gpu_memory_utilization, max_num_seqs: the vLLM/SGLang engine's settings.
     param_bytes: 2 for bf16/fp16 weights (mixed-precision Adam), 4 for fp32.
     offload_when_idle: a colocated role moves its states to host memory while another
         role on the same GPU computes (worker offload, vLLM sleep mode).
+    model: the role's own model where it is not the plan's (distill's student).
+    session_bytes: the hf engine's KV kept between an episode's turns (agentic's
+        `agentic.turn_cache_mib`), on top of a step's decode buffers.
+    shared_prefix: samples of one prompt packed in one row, the prompt once (rlvr's
+        `train.shared_prefix`, `rollcli.data.shared_prefix`): a row of `shared_prefix`
+        samples holds prompt_len + shared_prefix · (seq_len − prompt_len) tokens (1: none).
+    chunked_head: the role scores tokens through roll's chunked LM head (every pipeline
+        but distill, whose teacher and student exchange whole logits); on the CPU the plan
+        then counts the head's buffers (`memory.chunked_head_bytes`), not `[b, s, V]` logits.
     lora_params: a trained role with LoRA: its adapter parameters (0: every weight
         trains); the frozen base then has no gradients or optimizer state.
     """
@@ -59,6 +70,7 @@ class RoleRequest:
     offload_optimizer: bool = False
     offload_params: bool = False
     micro_batch: int = 1
+    micro_batch_tokens: int | None = None
     seq_len: int = 2048
     prompt_len: int = 0
     grad_checkpointing: bool = True
@@ -67,6 +79,10 @@ class RoleRequest:
     param_bytes: int = 2
     offload_when_idle: bool = True
     lora_params: int = 0
+    chunked_head: bool = False
+    shared_prefix: int = 1
+    model: ModelSpec | None = None
+    session_bytes: int = 0
 
     @property
     def resolved_strategy(self) -> str:

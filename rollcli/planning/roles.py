@@ -7,8 +7,10 @@ from dataclasses import dataclass, replace
 from rollcli.models.registry import ModelSpec, param_count
 from rollcli.planning.devices import GiB
 from rollcli.planning.memory import (
+    CPU_PROCESS_BYTES,
     MemoryBreakdown,
     activation_bytes,
+    chunked_head_bytes,
     forward_activation_bytes,
     hf_engine_memory,
     inference_memory,
@@ -55,19 +57,20 @@ def estimate_role(
     colocated: bool,
 ) -> RoleMemory:
     """Bytes one rank of `req` uses; `ranks` is how many devices the role spans."""
+    model = req.model or model
     offloaded = 0
     if req.role in TRAIN_ROLES:
-        active, problems, notes = _train(req, model, ranks), (), ()
+        active, problems, notes = _train(req, model, ranks, on_cpu), (), ()
         resident = MemoryBreakdown(active.weights, active.grads, active.optimizer)
         unsharded = _train(
-            replace(req, offload_optimizer=False, offload_params=False), model, ranks
+            replace(req, offload_optimizer=False, offload_params=False), model, ranks, on_cpu
         )
         offloaded = unsharded.total - active.total
     elif req.role in INFER_ROLES:
         active, problems, notes = _infer(req, model, capacity_bytes, on_cpu)
         resident = active
     elif req.role in FORWARD_ROLES:
-        active = _forward(req, model)
+        active = _forward(req, model, on_cpu)
         resident, problems, notes = MemoryBreakdown(weights=active.weights), (), ()
     else:
         active = resident = MemoryBreakdown()
@@ -79,15 +82,69 @@ def estimate_role(
     return RoleMemory(req.role, active, idle, problems, notes, host)
 
 
-def _train(req: RoleRequest, model: ModelSpec, ranks: int) -> MemoryBreakdown:
+def rows_per_forward(req: RoleRequest, *, budget_applies: bool = True) -> int:
+    """The samples a worker puts through one forward: `micro_batch`, fewer where
+    `micro_batch_tokens` of padded tokens hold fewer (the workers' `micro_batch_tokens`
+    split; at least one).
+
+    >>> rows_per_forward(RoleRequest("actor_train", "cpu", micro_batch=16, seq_len=288,
+    ...                              micro_batch_tokens=4096))
+    14
+    >>> rows_per_forward(RoleRequest("actor_train", "cpu", micro_batch=16, seq_len=288,
+    ...                  prompt_len=256, micro_batch_tokens=1024, shared_prefix=8))
+    16
+    """
+    budget = req.micro_batch_tokens if budget_applies else None
+    rows = req.micro_batch
+    while budget is not None and rows > 1 and tokens_per_forward(req, rows) > budget:
+        rows -= 1
+    return rows
+
+
+def tokens_per_forward(req: RoleRequest, rows: int) -> int:
+    """Tokens of a forward over `rows` samples: rows · seq_len, or with the shared-prefix
+    layout ⌈rows / k⌉ packed rows of the prompt and k responses each."""
+    k = req.shared_prefix
+    if k <= 1:
+        return rows * req.seq_len
+    return -(-rows // k) * req.prompt_len + rows * (req.seq_len - req.prompt_len)
+
+
+def with_process_runtime(memory: RoleMemory) -> RoleMemory:
+    """`memory` plus a host process's own bytes (`CPU_PROCESS_BYTES`), active and idle: in
+    a CPU run every role's rank is a process of its own, a model in it or not."""
+    own = MemoryBreakdown(runtime=CPU_PROCESS_BYTES)
+    return replace(memory, active=memory.active + own, idle=memory.idle + own)
+
+
+def _cpu_head(req: RoleRequest, model: ModelSpec, rows: int, on_cpu: bool, train: bool):  # noqa: ANN202
+    """The chunked head's bytes on the CPU (fp32), else None (whole logits counted)."""
+    if not (on_cpu and req.chunked_head and req.param_bytes == 4):
+        return None
+    scored = req.seq_len - req.prompt_len or req.seq_len  # sft: every position
+    return chunked_head_bytes(model, scored_tokens=rows * scored, train=train)
+
+
+def _tokens(req: RoleRequest, rows: int) -> tuple[int, int]:
+    """(micro_batch, seq_len) arguments whose product is a forward's tokens."""
+    return (rows, req.seq_len) if req.shared_prefix <= 1 else (1, tokens_per_forward(req, rows))
+
+
+def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> MemoryBreakdown:
     dp = max(1, ranks // (req.tp * req.pp))
+    # The budget splits rows by length, which only the hf strategy or one rank allows
+    # (`data_parallel.token_budget`).
+    rows = rows_per_forward(req, budget_applies=req.resolved_strategy == "hf" or dp == 1)
+    micro_batch, seq_len = _tokens(req, rows)
     acts = activation_bytes(
         model,
-        micro_batch=req.micro_batch,
-        seq_len=req.seq_len,
+        micro_batch=micro_batch,
+        seq_len=seq_len,
         grad_checkpointing=req.grad_checkpointing,
         tp=req.tp,
         dtype_bytes=req.param_bytes,
+        head=_cpu_head(req, model, rows, on_cpu, train=True),
+        counted=on_cpu,  # the saved tensors counted on the CPU (memory.layer_activation_bytes)
     )
     if req.lora_params:  # frozen base weights; the adapters train (stage 0, replicated)
         frozen = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
@@ -109,14 +166,17 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int) -> MemoryBreakdown:
     return states + MemoryBreakdown(activations=acts)
 
 
-def _forward(req: RoleRequest, model: ModelSpec) -> MemoryBreakdown:
+def _forward(req: RoleRequest, model: ModelSpec, on_cpu: bool = False) -> MemoryBreakdown:
     weights = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
+    rows = rows_per_forward(req)
+    micro_batch, seq_len = _tokens(req, rows)
     acts = forward_activation_bytes(
         model,
-        micro_batch=req.micro_batch,
-        seq_len=req.seq_len,
+        micro_batch=micro_batch,
+        seq_len=seq_len,
         tp=req.tp,
         dtype_bytes=req.param_bytes,
+        head=_cpu_head(req, model, rows, on_cpu, train=False),
     )
     return MemoryBreakdown(weights=weights, activations=acts)
 
@@ -134,6 +194,8 @@ def _infer(
             pp=req.pp,
             dtype_bytes=req.param_bytes,
         )
+        # the episodes' KV kept between turns (agentic), a budget the engine holds to
+        active = active + MemoryBreakdown(kv_cache=req.session_bytes)
         return active, (), ()
     if on_cpu or capacity_bytes is None:
         # No pre-reserved pool: the cache grows to what the batch needs.

@@ -4,6 +4,7 @@ recipe.yaml          the resolved recipe
 status.json          status, step, host, pid, heartbeat (every step and every 30 s)
 metrics.jsonl        one JSON object per step
 events.log           human-readable events (start, validation, checkpoints, errors)
+memory.json          each role's peak memory beside the plan's (rollcli.runs.peak_memory)
 samples/step-N.jsonl prompt, response, reward, answer of every sample
 checkpoints/step-N/  policy as a Hugging Face folder + training state
 tensorboard/         TensorBoard event files        } the trackers of run.trackers

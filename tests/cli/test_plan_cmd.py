@@ -61,7 +61,7 @@ def test_json_schema_and_zero3_numbers() -> None:
     dev = plan["devices"][0]
     assert set(dev) == {"id", "roles", "memory_bytes", "capacity_bytes"}
     assert set(dev["memory_bytes"]) == {
-        "weights", "grads", "optimizer", "activations", "kv_cache", "total"
+        "weights", "grads", "optimizer", "activations", "kv_cache", "runtime", "total"
     }  # fmt: skip
     assert dev["capacity_bytes"] == 81559 * 1024**2
     # The peak phase is rollout: vLLM holds the whole bf16 model (2 bytes/param, tp=1) and

@@ -5,6 +5,7 @@ import pytest
 
 from rollcli.models.registry import get_model_spec, param_count
 from rollcli.planning import PlanError, PlanInput, RoleRequest, gpu_memory, make_plan
+from rollcli.planning.memory import CPU_DRIVER_BYTES, CPU_PROCESS_BYTES
 
 GiB = 1024**3
 H100 = gpu_memory("h100-80g")
@@ -135,7 +136,7 @@ def test_to_json_keys():
     assert data["workers"] == []  # a recipe's plan lists them (`plan_recipe`)
     for device in data["devices"]:
         assert set(device) == {"id", "roles", "memory_bytes", "capacity_bytes"}
-        keys = {"weights", "grads", "optimizer", "activations", "kv_cache", "total"}
+        keys = {"weights", "grads", "optimizer", "activations", "kv_cache", "runtime", "total"}
         assert set(device["memory_bytes"]) == keys
         memory = device["memory_bytes"]
         assert memory["total"] == sum(memory[k] for k in keys - {"total"})
@@ -155,7 +156,9 @@ def test_cpu_plan():
     assert [d.id for d in small.devices] == ["cpu"] and small.devices[0].capacity_bytes == 16 * GiB
     host = small.devices[0].memory_bytes
     train, infer = small.role_memory["actor_train"].active, small.role_memory["actor_infer"].active
-    assert host["total"] == train.total + infer.total  # processes on the host do not offload
+    # processes on the host do not offload; the driver process is there too
+    assert host["total"] == train.total + infer.total + CPU_DRIVER_BYTES
+    assert train.runtime == infer.runtime == CPU_PROCESS_BYTES  # each role is a process
     big = make_plan(
         PlanInput(get_model_spec("qwen2.5-7b"), 0, roles=roles, host_memory_bytes=16 * GiB)
     )

@@ -1,0 +1,112 @@
+"""The CPU memory model's figures against hand computations (docs/planning.md, "On the
+CPU"): each role a process with its runtime, the micro-batch token budget and shared-prefix
+packing, the layer's saved tensors as counted, the chunked LM head's buffers instead of
+whole logits, and distill's student."""
+
+from __future__ import annotations
+
+from rollcli.config.loader import load_recipe
+from rollcli.models.registry import MODELS, param_count
+from rollcli.planning.from_recipe import plan_recipe
+from rollcli.planning.memory import (
+    CPU_DRIVER_BYTES,
+    CPU_PROCESS_BYTES,
+    HEAD_CHUNK_TOKENS,
+    KEEP_LOGITS_BYTES,
+    chunked_head_bytes,
+)
+
+SMOL = MODELS["smollm2-135m"]
+PSI = param_count(SMOL)
+H, V, L = SMOL.hidden_size, SMOL.vocab_size, SMOL.num_layers
+Q = SMOL.num_attention_heads * SMOL.head_dim
+KV = SMOL.num_kv_heads * SMOL.head_dim
+MLP = SMOL.intermediate_size
+PER_TOKEN_LAYER = 4 * (4 * H + 2 * Q + 2 * KV + 3 * MLP)  # fp32, the stand-in's
+COUNTED_LAYER = 4 * (5 * H + 3 * Q + 2 * KV + 4 * MLP)  # fp32, as counted on the CPU
+
+
+def test_the_planner_copies_the_heads_constants() -> None:
+    from rollcli.strategies import lm_head
+
+    assert HEAD_CHUNK_TOKENS == lm_head.HEAD_CHUNK_TOKENS
+    assert KEEP_LOGITS_BYTES == lm_head.KEEP_LOGITS_BYTES
+
+
+def test_chunked_head_by_hand() -> None:
+    # a forward keeps two [min(n, 256), V] fp32 scratch buffers
+    assert chunked_head_bytes(SMOL, scored_tokens=1000, train=False) == 2 * 4 * 256 * V
+    # training 14 rows x 32 response tokens: the kept logits (88 MB < 256 MiB) and the
+    # head's [V, h] weight-gradient buffer come on top
+    n = 14 * 32
+    assert chunked_head_bytes(SMOL, scored_tokens=n, train=True) == (
+        2 * 4 * 256 * V + 4 * n * V + 4 * V * H
+    )
+    # sft's 4 x 512 positions: 403 MB of logits are above 256 MiB, so none are kept
+    assert chunked_head_bytes(SMOL, scored_tokens=2048, train=True) == 2 * 4 * 256 * V + 4 * V * H
+
+
+def test_rlvr_math_cpu_plan_by_hand() -> None:
+    cfg, _ = load_recipe("rlvr-math", [])
+    assert (cfg.train.micro_batch_size, cfg.train.micro_batch_tokens) == (16, 4096)
+    assert (cfg.data.max_prompt_tokens, cfg.rollout.max_new_tokens) == (256, 32)
+    assert cfg.shared_prefix and cfg.rollout.group_size == 8
+    plan = plan_recipe(cfg)
+    # 16 samples = 2 groups of 8, each packed as one row: the prompt once, 8 responses
+    tokens = 2 * 256 + 16 * 32
+    train = plan.role_memory["actor_train"].active
+    head = 2 * 4 * 256 * V + 4 * 16 * 32 * V + 4 * V * H
+    assert (train.weights, train.grads, train.optimizer) == (4 * PSI, 4 * PSI, 8 * PSI)
+    assert train.activations == L * COUNTED_LAYER * tokens + head
+    assert train.runtime == CPU_PROCESS_BYTES
+    reference = plan.role_memory["reference"].active
+    assert reference.weights == 4 * PSI
+    assert reference.activations == PER_TOKEN_LAYER * tokens + 2 * 4 * 256 * V
+    assert reference.total == 4 * PSI + reference.activations + CPU_PROCESS_BYTES
+    reward = plan.role_memory["reward"].active
+    assert reward.total == reward.runtime == CPU_PROCESS_BYTES  # a process, no model
+    host = plan.devices[0].memory_bytes
+    assert host["total"] == sum(m.active.total for m in plan.role_memory.values()) + (
+        CPU_DRIVER_BYTES
+    )
+
+
+def test_plain_rows_fill_the_token_budget_and_dpo_counts_two_rows_a_pair() -> None:
+    cfg, _ = load_recipe("rlvr-math", ["train.shared_prefix=false"])
+    train = plan_recipe(cfg).role_memory["actor_train"].active
+    rows = 4096 // 288  # 14 of the 16 rows of 288 tokens fit the token budget
+    head = 2 * 4 * 256 * V + 4 * rows * 32 * V + 4 * V * H
+    assert train.activations == L * COUNTED_LAYER * rows * 288 + head
+    dpo, _ = load_recipe("dpo", [])
+    assert dpo.train.micro_batch_size == 8  # pairs: 16 rows of 384, 10 fit 4096 tokens
+    seq = dpo.data.max_prompt_tokens + dpo.dpo.max_response_tokens
+    reference = plan_recipe(dpo).role_memory["reference"].active
+    assert reference.activations == PER_TOKEN_LAYER * (4096 // seq) * seq + 2 * 4 * 256 * V
+
+
+def test_distill_plans_its_student_and_keeps_whole_logits() -> None:
+    cfg, _ = load_recipe("distill", [])
+    plan = plan_recipe(cfg)
+    teacher = plan.role_memory["teacher"].active
+    tokens = min(cfg.train.micro_batch_size, 4096 // 512) * 512
+    assert teacher.activations == PER_TOKEN_LAYER * tokens + 4 * tokens * V
+    # the student is the teacher cut to a third of its layers: 10 of 30
+    per_layer = (PSI - V * H - H) // L  # smollm2 ties its head to the embedding
+    student = V * H + 10 * per_layer + H
+    train = plan.role_memory["actor_train"].active
+    assert (train.weights, train.grads, train.optimizer) == (4 * student, 4 * student, 8 * student)
+    assert train.activations == 10 * COUNTED_LAYER * tokens + 4 * tokens * V
+
+
+def test_a_gpu_plan_has_no_process_runtime() -> None:
+    gpu, _ = load_recipe("rlvr-math", [])
+    gpu_plan = plan_recipe(gpu, gpus=1, gpu_kind="h100-80g")
+    assert all(m.active.runtime == 0 for m in gpu_plan.role_memory.values())
+
+
+def test_agentic_hf_engine_counts_the_turn_cache() -> None:
+    cfg, _ = load_recipe("agentic-frozenlake", ["warmup=null"])
+    infer = plan_recipe(cfg).role_memory["actor_infer"].active
+    without, _ = load_recipe("agentic-frozenlake", ["warmup=null", "agentic.turn_cache_mib=0"])
+    base = plan_recipe(without).role_memory["actor_infer"].active
+    assert infer.kv_cache - base.kv_cache == cfg.agentic.turn_cache_mib * 2**20 == 1024 * 2**20
