@@ -21,8 +21,9 @@ WARMUP_RUN = "warmup"  # the sub-run's folder inside the RL run's folder
 EPISODES_FILE = "episodes.jsonl"
 
 
-def warmup_recipe(cfg: AgenticRecipe, episodes: Path) -> SFTRecipe:
-    """The sft recipe of `cfg`'s warm-up, training on the conversations in `episodes`."""
+def warmup_recipe(cfg: AgenticRecipe, episodes: Path, runs_dir: Path) -> SFTRecipe:
+    """The sft recipe of `cfg`'s warm-up, training on the conversations in `episodes`, its
+    run in `runs_dir` (the RL run's folder)."""
     warmup = cfg.warmup
     assert warmup is not None
     return SFTRecipe.model_validate(
@@ -54,7 +55,7 @@ def warmup_recipe(cfg: AgenticRecipe, episodes: Path) -> SFTRecipe:
             },
             "resources": cfg.resources.model_dump(),
             "run": {
-                "runs_dir": "",  # set by the caller: the RL run's folder
+                "runs_dir": str(runs_dir),
                 "run_id": WARMUP_RUN,
                 "eval_every": 0,  # validate at the start and the end
                 "save_every": 0,
@@ -82,10 +83,7 @@ def warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
             display.phase(f"warm-up: playing {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
             write_episodes(cfg, episodes, policy=cfg.warmup.policy, n=cfg.warmup.episodes, seed=0)
             run.log_event(f"warm-up: wrote {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
-        recipe = warmup_recipe(cfg, episodes)
-        recipe = recipe.model_copy(
-            update={"run": recipe.run.model_copy(update={"runs_dir": str(run.root)})}
-        )
+        recipe = warmup_recipe(cfg, episodes, run.root)
         run.log_event(f"warm-up: sft for {cfg.warmup.steps} steps in {folder}")
         if run_exists(run.root, WARMUP_RUN):
             resume_training(run.root, WARMUP_RUN, [], display)
