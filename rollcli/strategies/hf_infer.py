@@ -29,9 +29,10 @@ from typing import Any
 
 import torch
 
-from rollcli.data.padding import pad_left, position_ids_from_mask
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
-from rollcli.strategies.hf_turn_cache import Session, TurnCache, batched_past
+from rollcli.strategies.hf_prefill import prefill, prefill_sessions
+from rollcli.strategies.hf_turn_cache import Session, TurnCache
+from rollcli.strategies.host_memory import release_free_memory
 from rollcli.strategies.lm_head import plain_head
 
 
@@ -107,8 +108,8 @@ class HFInferEngine:
         use_gqa_attention(model)  # on CPU: no copies of the grouped key/value heads
         # On CPU a decode step's head is `W @ h^T` (see `_decode_logits`)
         head = plain_head(model)
-        cpu = next(model.parameters()).device.type == "cpu"
-        self._head = head if cpu and type(head) is torch.nn.Linear else None
+        self._on_cpu = next(model.parameters()).device.type == "cpu"
+        self._head = head if self._on_cpu and type(head) is torch.nn.Linear else None
 
     @torch.no_grad()
     def generate(
@@ -147,6 +148,8 @@ class HFInferEngine:
                 out += self._decode(chunk, start, params, eos, on_sample or (lambda g: None), names)
         finally:
             self.progress.reset(0)
+            if self._on_cpu:  # the call's KV buffers leave the process (host_memory.py)
+                release_free_memory()
         return out
 
     def _decode(
@@ -158,8 +161,6 @@ class HFInferEngine:
         on_sample: OnSample,
         sessions: list[str] | None = None,
     ) -> list[Generation]:
-        from transformers import DynamicCache
-
         from rollcli.strategies.hf_kv_buffer import to_buffers
 
         n = params.n
@@ -173,36 +174,30 @@ class HFInferEngine:
         if self.progress.stop.is_set():
             return gens
         device = next(self.model.parameters()).device
-        # each row: [its reused KV, left-padded to the longest][its new tokens, left-padded]
-        past, past_mask = batched_past(reuse)
-        new = [p[k:] for p, (_, k) in zip(prompts, reuse, strict=True)]
-        ids, mask = pad_left(new, self.pad_token_id)
-        positions = position_ids_from_mask(mask) + past_mask.sum(1, keepdim=True)
-        mask = torch.cat([past_mask, mask], dim=1)
-        # the model's device: CPU, or its GPU
-        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
-        if past is not None:
-            past = DynamicCache([(k.to(device), v.to(device)) for k, v in past])
-        out = self.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=past,
-            use_cache=True,
-            **self._last_logits,
-        )
-        cache = out.past_key_values
+        if any(n for _, n in reuse):  # the prefill and the decode write into one buffer
+            done = prefill_sessions(
+                self.model,
+                prompts,
+                reuse,
+                self.pad_token_id,
+                params.max_new_tokens,
+                **self._last_logits,
+            )
+        else:
+            done = prefill(self.model, prompts, self.pad_token_id, **self._last_logits)
+        cache = done.cache
         if n > 1:
             cache.batch_repeat_interleave(n)
-        to_buffers(cache, mask.shape[1] + params.max_new_tokens)  # decode writes in place
-        logits = out.logits[:, -1].repeat_interleave(n, dim=0)
-        mask = mask.repeat_interleave(n, dim=0)
-        next_position = positions[:, -1].repeat_interleave(n) + 1
+        to_buffers(cache, done.mask.shape[1] + params.max_new_tokens)  # decode writes in place
+        logits = done.logits.repeat_interleave(n, dim=0)
+        mask = done.mask.repeat_interleave(n, dim=0)
+        next_position = done.next_position.repeat_interleave(n)
         generator = torch.Generator(device=device).manual_seed(params.seed + offset)
         warpers = _warpers(params)  # none at temperature 1 without top-k / top-p
         temperature = params.temperature if params.temperature > 0 else 1.0
         sampling = params.temperature > 0
-        alive = list(range(len(gens)))  # rows of the batch, as indices into `gens`
+        # rows of the batch, as indices into `gens` (sessions: n = 1, rows in `done.order`)
+        alive = done.order if n == 1 else list(range(len(gens)))
         for _ in range(params.max_new_tokens):
             tokens, picked = _sample(logits, warpers, generator if sampling else None, temperature)
             self.progress.add(len(alive))

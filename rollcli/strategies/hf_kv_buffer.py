@@ -5,6 +5,9 @@ copies per SmolLM2-135M step).
 
 `keys` / `values` are views of the written positions, so everything that reads a
 `DynamicLayer` (masks, sequence length, the session store) reads this one the same way.
+
+A multi-turn batch (`hf_prefill.prefill_sessions`) starts from buffers that hold its
+sessions' KV (`session_cache`): its prefill appends the new turns in place too.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ class BufferLayer(DynamicLayer):
     """A `DynamicLayer` over a `[B, kv_heads, capacity, D]` buffer; it doubles when full."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
+        """The positions of `keys` / `values` copied into a buffer of `capacity`."""
         super().__init__()
         self.dtype, self.device = keys.dtype, keys.device
         self.is_initialized = True
@@ -24,6 +28,19 @@ class BufferLayer(DynamicLayer):
         self._k = self._buffer(keys, max(capacity, self.length))
         self._v = self._buffer(values, self._k.shape[-2])
         self._views()
+
+    @classmethod
+    def over(cls, k_buffer: torch.Tensor, v_buffer: torch.Tensor, length: int) -> BufferLayer:
+        """A layer whose first `length` positions of `k_buffer` / `v_buffer` are written
+        (the buffers are used as they are, not copied)."""
+        layer = cls.__new__(cls)
+        DynamicLayer.__init__(layer)
+        layer.dtype, layer.device = k_buffer.dtype, k_buffer.device
+        layer.is_initialized = True
+        layer.length = length
+        layer._k, layer._v = k_buffer, v_buffer
+        layer._views()
+        return layer
 
     def _buffer(self, states: torch.Tensor, capacity: int) -> torch.Tensor:
         b, h, _, d = states.shape
@@ -70,6 +87,16 @@ class BufferLayer(DynamicLayer):
 
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError("a BufferLayer is never cropped (the hf engine's decode only)")
+
+
+def session_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], length: int):
+    """A `DynamicCache` of `BufferLayer`s over `layers` (per layer the key and value buffers,
+    `[B, kv_heads, capacity, D]`), their first `length` positions written."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    cache.layers = [BufferLayer.over(k, v, length) for k, v in layers]
+    return cache
 
 
 def to_buffers(cache, capacity: int) -> None:

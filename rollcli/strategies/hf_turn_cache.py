@@ -85,31 +85,3 @@ class TurnCache:
         session = self.sessions.pop(session_id, None)
         if session is not None:
             self.nbytes -= session.nbytes
-
-
-def batched_past(
-    rows: list[tuple[Session | None, int]],
-) -> tuple[list[tuple[torch.Tensor, torch.Tensor]] | None, torch.Tensor]:
-    """The reused KV of a batch's rows, left-padded with zeros to the longest (`None` when
-    no row reuses any) per layer as `[batch, kv_heads, P, head_dim]`, and its attention mask
-    `[batch, P]` (1 on the reused positions)."""
-    width = max((n for _, n in rows), default=0)
-    mask = torch.zeros(len(rows), width, dtype=torch.long)
-    if width == 0:
-        return None, mask
-    some = next(s for s, n in rows if n)
-    layers = []
-    for layer, (k0, _) in enumerate(some.layers):
-        heads, _, dim = k0.shape
-        keys = k0.new_zeros(len(rows), heads, width, dim)
-        values = torch.zeros_like(keys)
-        for i, (session, n) in enumerate(rows):
-            if n:
-                k, v = session.layers[layer]
-                keys[i, :, width - n :] = k[:, :n]
-                values[i, :, width - n :] = v[:, :n]
-        layers.append((keys, values))
-    for i, (_, n) in enumerate(rows):
-        if n:
-            mask[i, width - n :] = 1
-    return layers, mask

@@ -34,15 +34,20 @@ def engines(tiny_model) -> tuple[HFInferEngine, HFInferEngine]:
     return cached, plain
 
 
-def play(engine: HFInferEngine, sessions: list[str] | None, edit_turn: int = -1) -> tuple:
+def play(
+    engine: HFInferEngine, sessions: list[str] | None, edit_turn: int = -1, evict_turn: int = -1
+) -> tuple:
     """Three turns of the three episodes in one batch each; each prompt is the last prompt
     + the reply + the env's turn. At `edit_turn` episode 0's prompt changes an early token
-    (it no longer extends its session). Returns every turn's generations and prompts."""
+    (it no longer extends its session); at `evict_turn` episode 1's session is gone (as the
+    turn cache's budget drops one). Returns every turn's generations and prompts."""
     prompts = [list(p) for p in FIRST]
     turns, asked = [], []
     for turn in range(3):
         if turn == edit_turn:
             prompts[0][2] = 43
+        if turn == evict_turn and sessions:
+            engine.end_sessions([sessions[1]])
         kwargs = {"sessions": sessions} if sessions else {}
         gens = engine.generate(prompts, GREEDY, **kwargs)
         turns.append(gens)
@@ -89,6 +94,49 @@ def test_a_prompt_that_does_not_extend_its_session_falls_back(engines) -> None:
     assert with_sessions[2][0].cached_tokens == 2
     assert all(g.cached_tokens > 2 for g in with_sessions[2][1:])
     cached.end_sessions(ids)
+
+
+def test_a_batch_of_kept_and_evicted_sessions_is_merged_right(engines) -> None:
+    """Episode 1's session was evicted: the batch is prefilled in two parts, merged into a
+    cache as wide as the longest prompt (not the longest reuse plus the longest new part),
+    and every token and log-prob equals full prefills'."""
+    cached, plain = engines
+    ids = ["m", "n", "o"]
+    (with_sessions, _), (without, _) = play(cached, ids, evict_turn=2), play(plain, None)
+    assert_same(with_sessions, without)
+    assert with_sessions[2][1].cached_tokens == 0
+    assert with_sessions[2][0].cached_tokens > 0 and with_sessions[2][2].cached_tokens > 0
+    cached.end_sessions(ids)
+
+
+def test_a_session_batch_is_one_buffer_as_wide_as_its_longest_prompt(engines) -> None:
+    """Rows that reuse KV and a row that does not: one buffer of the longest prompt plus the
+    room, rows right-aligned (reusing first), every forward written into it in place, and
+    the last logits those of full prefills."""
+    from rollcli.strategies.hf_prefill import prefill, prefill_sessions
+
+    cached, _ = engines
+    model = cached.model
+    cached.generate([[1, 17, 42, 99, 7, 300, 301]], GREEDY, sessions=["w"])
+    long = cached.sessions.sessions["w"].ids + [50, 51]
+    short = [3, 8, 200, 11, 12, 13, 14, 15]
+    reuse = [(None, 0), cached.sessions.reusable("w", long)]
+    done = prefill_sessions(model, [short, long], reuse, cached.pad_token_id, room=4)
+    assert done.order == [1, 0]
+    width = max(len(long), len(short))
+    assert done.mask.shape[1] == width
+    assert done.mask.sum(1).tolist() == [len(long), len(short)]
+    assert done.next_position.tolist() == [len(long), len(short)]
+    layer = done.cache.layers[0]
+    assert layer._k.shape[:3] == (2, layer._k.shape[1], width + 4) and layer.length == width
+    reference = prefill(model, [long, short], cached.pad_token_id)
+    torch.testing.assert_close(done.logits, reference.logits, atol=1e-5, rtol=1e-5)
+    for mine, ref in zip(done.cache.layers, reference.cache.layers, strict=True):
+        for row, n in ((0, len(long)), (1, len(short))):
+            torch.testing.assert_close(
+                mine.keys[row][:, width - n :], ref.keys[row][:, -n:], atol=1e-5, rtol=1e-5
+            )
+    cached.end_sessions(["w"])
 
 
 def test_sessions_are_freed_and_bounded(engines, tiny_model) -> None:
