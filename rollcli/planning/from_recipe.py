@@ -100,10 +100,11 @@ def _lengths(cfg: RecipeConfig) -> tuple[int, int]:
     if cfg.pipeline == "dpo":
         return cfg.data.max_prompt_tokens, cfg.dpo.max_response_tokens
     if cfg.pipeline == "agentic":
-        # The estimate as it has been: a default prompt (256 tokens; an agentic recipe has no
-        # data section) plus one turn. It undercounts a multi-turn conversation (up to
-        # agentic.max_context_tokens), with which the shipped agentic plans stop fitting here.
-        return DataConfig().max_prompt_tokens, cfg.rollout.max_new_tokens
+        # A conversation grows to agentic.max_context_tokens (the engine's KV buffer of a
+        # turn, a trained row); its first prompt is the env's, here a default prompt's 256
+        # tokens (the plain prefill of a first turn holds its KV twice: hf_engine_memory).
+        first = min(DataConfig().max_prompt_tokens, cfg.agentic.max_context_tokens // 2)
+        return first, cfg.agentic.max_context_tokens - first
     return cfg.data.max_prompt_tokens, cfg.rollout.max_new_tokens
 
 
