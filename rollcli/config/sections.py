@@ -45,6 +45,7 @@ class DataConfig(Section):
     def _file_needs_path(self) -> DataConfig:
         if self.source == "file" and not self.train_path:
             raise ValueError("data.source is 'file' but data.train_path is not set")
+        _paths_need_file(self.source, self.train_path, self.val_path, "data.")
         return self
 
     @model_validator(mode="after")
@@ -80,7 +81,18 @@ class MixDomainConfig(Section):
     def _file_needs_path(self) -> MixDomainConfig:
         if self.source == "file" and not self.train_path:
             raise ValueError("source is 'file' but train_path is not set")
+        _paths_need_file(self.source, self.train_path, self.val_path, "")
         return self
+
+
+def _paths_need_file(source: str, train_path: str | None, val_path: str | None, at: str) -> None:
+    """A data file named for a source that reads none would be silently unused: refused."""
+    for key, path in (("train_path", train_path), ("val_path", val_path)):
+        if path is not None and source != "file":
+            raise ValueError(
+                f"{at}{key} applies to {at}source = 'file' (it is {source!r}), so {path!r} "
+                f"would not be read; add {at}source=file or remove {at}{key}"
+            )
 
 
 class RolloutConfig(Section):

@@ -62,6 +62,8 @@ CASES: list[tuple[str, int, str]] = [
     ("plan rlvr --gpus 8 --gpu-mem -5", 2, "--gpu-mem"),
     ("plan rlvr --gpus 200000", 2, "--gpus"),
     ("train rlvr --dry-run data.source=file data.train_path=@T/none.jsonl", 2, "none.jsonl"),
+    ("train rlvr --dry-run data.train_path=@T/x.jsonl", 2, "add data.source=file"),
+    ("plan rlvr-mix data.mix.math.val_path=v.jsonl", 2, "val_path applies to source"),
     ("train webshop --dry-run agentic.shaping=progress", 2, "shaping"),
     # eval
     ("eval nosuch-env", 2, "no recipe named 'nosuch-env'"),

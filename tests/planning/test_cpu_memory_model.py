@@ -110,3 +110,20 @@ def test_agentic_hf_engine_counts_the_turn_cache() -> None:
     without, _ = load_recipe("agentic-frozenlake", ["warmup=null", "agentic.turn_cache_mib=0"])
     base = plan_recipe(without).role_memory["actor_infer"].active
     assert infer.kv_cache - base.kv_cache == cfg.agentic.turn_cache_mib * 2**20 == 1024 * 2**20
+
+
+def test_agentic_hf_engine_plans_whole_conversations() -> None:
+    """A turn's KV buffer holds every concurrent episode's conversation, up to
+    agentic.max_context_tokens, beside the first turn's plain prefill of 256 tokens (its own
+    cache while the buffer fills); a measured run at ~720 of 1536 tokens: docs/planning.md."""
+    cfg, _ = load_recipe("agentic-frozenlake", ["warmup=null", "agentic.turn_cache_mib=0"])
+    infer = plan_recipe(cfg).role_memory["actor_infer"].active
+    episodes = cfg.agentic.groups_per_step * cfg.agentic.group_size
+    per_token = 2 * L * KV * 4
+    assert infer.kv_cache == episodes * (1536 + 256) * per_token
+    shorter, _ = load_recipe(
+        "agentic-frozenlake",
+        ["warmup=null", "agentic.turn_cache_mib=0", "agentic.max_context_tokens=768"],
+    )
+    small = plan_recipe(shorter).role_memory["actor_infer"].active
+    assert small.kv_cache == episodes * (768 + 256) * per_token
