@@ -21,32 +21,25 @@ class BufferLayer(DynamicLayer):
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
         """The positions of `keys` / `values` copied into a buffer of `capacity`."""
-        super().__init__()
-        self.dtype, self.device = keys.dtype, keys.device
-        self.is_initialized = True
-        self.length = keys.shape[-2]
-        self._k = self._buffer(keys, max(capacity, self.length))
-        self._v = self._buffer(values, self._k.shape[-2])
-        self._views()
+        length = keys.shape[-2]
+        capacity = max(capacity, length)
+        self._hold(_copied(keys, capacity, length), _copied(values, capacity, length), length)
 
     @classmethod
     def over(cls, k_buffer: torch.Tensor, v_buffer: torch.Tensor, length: int) -> BufferLayer:
         """A layer whose first `length` positions of `k_buffer` / `v_buffer` are written
         (the buffers are used as they are, not copied)."""
         layer = cls.__new__(cls)
-        DynamicLayer.__init__(layer)
-        layer.dtype, layer.device = k_buffer.dtype, k_buffer.device
-        layer.is_initialized = True
-        layer.length = length
-        layer._k, layer._v = k_buffer, v_buffer
-        layer._views()
+        layer._hold(k_buffer, v_buffer, length)
         return layer
 
-    def _buffer(self, states: torch.Tensor, capacity: int) -> torch.Tensor:
-        b, h, _, d = states.shape
-        out = states.new_empty(b, h, capacity, d)
-        out[:, :, : self.length] = states[:, :, : self.length]
-        return out
+    def _hold(self, k_buffer: torch.Tensor, v_buffer: torch.Tensor, length: int) -> None:
+        DynamicLayer.__init__(self)
+        self.dtype, self.device = k_buffer.dtype, k_buffer.device
+        self.is_initialized = True
+        self.length = length
+        self._k, self._v = k_buffer, v_buffer
+        self._views()
 
     def _views(self) -> None:
         self.keys = self._k[:, :, : self.length]
@@ -57,8 +50,8 @@ class BufferLayer(DynamicLayer):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         end = self.length + key_states.shape[-2]
         if end > self._k.shape[-2]:  # more positions than planned: grow (rare)
-            self._k = self._buffer(self._k, 2 * end)
-            self._v = self._buffer(self._v, 2 * end)
+            self._k = _copied(self._k, 2 * end, self.length)
+            self._v = _copied(self._v, 2 * end, self.length)
         self._k[:, :, self.length : end] = key_states
         self._v[:, :, self.length : end] = value_states
         self.length = end
@@ -87,6 +80,14 @@ class BufferLayer(DynamicLayer):
 
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError("a BufferLayer is never cropped (the hf engine's decode only)")
+
+
+def _copied(states: torch.Tensor, capacity: int, length: int) -> torch.Tensor:
+    """A `[B, heads, capacity, D]` buffer holding the first `length` positions of `states`."""
+    b, h, _, d = states.shape
+    out = states.new_empty(b, h, capacity, d)
+    out[:, :, :length] = states[:, :, :length]
+    return out
 
 
 def session_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], length: int):

@@ -12,8 +12,9 @@ shorter recomputes a few of its last reused positions).
 
 Before: the reused KV left-padded to the longest reuse, then the new tokens left-padded to
 the longest new part, built as a `DynamicCache` (a copy), concatenated with the new tokens'
-KV (another) and copied into the decode's buffer (a third): 64 FrozenLake episodes of ~720
-tokens, half of them evicted, peaked at 7.9 GB where the conversations' KV is 2.1 GB.
+KV (another) and copied into the decode's buffer (a third): 64 FrozenLake-sized
+episodes of ~720 tokens, about half of them evicted, peaked at 8.4 GB (with the ~2 GB that
+glibc kept, `host_memory.py`) where the conversations' KV is 2.1 GB; now 4.9 GB.
 """
 
 from __future__ import annotations

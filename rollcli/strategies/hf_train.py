@@ -27,7 +27,6 @@ import torch
 
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
-from rollcli.strategies.host_memory import release_free_memory
 from rollcli.strategies.lr_schedule import LrFactor, finish_update
 from rollcli.strategies.step_metrics import Metric, StepMetrics
 
@@ -135,7 +134,6 @@ class HFTrainer:
         self.model = model
         self.grad_clip = grad_clip
         self.world_size = world_size
-        self._on_cpu = next(model.parameters()).device.type == "cpu"
         sparse_tied_embedding(model)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -178,9 +176,6 @@ class HFTrainer:
                     loss.backward()
                     total += float(loss.detach())
                     step_metrics.add(metrics)
-                    del loss
-                    if self._on_cpu:  # rows of other lengths next: host_memory.py
-                        release_free_memory()
                 losses.append(total)
                 grad_norms.append(self._clip_and_step())
         out = step_metrics.means(self.world_size)
