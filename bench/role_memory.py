@@ -6,6 +6,8 @@ loads (the runtime), after, and at its peak, beside the plan's figures for that 
     python bench/role_memory.py train  --rows 16 --prompt 256 --response 32 [--tokens 4096]
     python bench/role_memory.py forward --rows 16 --prompt 256 --response 32 [--tokens 4096]
     python bench/role_memory.py generate --rows 32 --prompt 256 --response 32
+    python bench/role_memory.py train --rows 8 --prompt 256 --response 480 --tokens 4096 \
+        --group 8 --scored 0.25     # an agentic map's 8 episodes behind one first prompt
 
 Used for the CPU memory model's numbers in docs/planning.md ("Calibrated on this machine").
 """
@@ -28,6 +30,12 @@ def main() -> None:
     ap.add_argument("--response", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=None, help="train.micro_batch_tokens")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--group", type=int, default=1, help="rows sharing a prompt, packed (train.shared_prefix)"
+    )
+    ap.add_argument(
+        "--scored", type=float, default=1.0, help="share of response tokens the model wrote"
+    )
     args = ap.parse_args()
 
     from rollcli.runs.peak_memory import pss_bytes
@@ -46,7 +54,10 @@ def main() -> None:
 
     path = str(resolve_model("smollm2-135m"))
     g = torch.Generator().manual_seed(0)
-    prompts = torch.randint(100, 49000, (args.rows, args.prompt), generator=g).tolist()
+    prompts = torch.randint(100, 49000, (args.rows, args.prompt), generator=g)
+    if args.group > 1:  # each group's rows share its first row's prompt
+        prompts = prompts[torch.arange(args.rows) // args.group * args.group]
+    prompts = prompts.tolist()
     responses = torch.randint(100, 49000, (args.rows, args.response), generator=g).tolist()
     runtime = pss_bytes(pid)
     threading.Thread(target=sample, daemon=True).start()
@@ -79,9 +90,17 @@ def main() -> None:
         else:
             from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
+            if args.scored < 1.0:  # env observations between the turns are not trained on
+                width = batch["response_mask"].shape[1]
+                turn = torch.arange(width) % 40 < 40 * args.scored
+                batch.set("response_mask", batch["response_mask"] * turn.float())
             batch.set("advantages", batch["response_mask"].float())
             batch.set("old_logprobs", torch.zeros(batch["response_mask"].shape))
-            update = PolicyUpdateArgs(micro_batch_size=args.rows, micro_batch_tokens=args.tokens)
+            update = PolicyUpdateArgs(
+                micro_batch_size=args.rows,
+                micro_batch_tokens=args.tokens,
+                shared_prefix=args.group > 1,
+            )
             for step in (1, 2):  # Adam's states exist from the first step's end
                 worker.train_step(batch, update)
                 print(f"after step {step}: peak {peak[0] / MiB:.0f} MiB", flush=True)
