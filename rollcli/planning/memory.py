@@ -42,6 +42,12 @@ from rollcli.models.registry import ModelSpec, param_count
 # worker, tokenizer), and of the driver process (the run's data and batches between stages).
 CPU_PROCESS_BYTES = 240 * 2**20
 CPU_DRIVER_BYTES = 400 * 2**20
+# glibc keeps the blocks a training pass frees resident for reuse, and the pass's tensors of
+# other sizes do not always fit them: a CPU training process peaked 0.1-0.3 of its
+# activations above its live tensors (`bench/role_memory.py train`, beside the same run with
+# `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072`, which returns every block at once but
+# made the update 15-20% slower, so it is not used).
+CPU_ALLOCATOR_SLACK = 0.3
 # rollcli.strategies.lm_head's constants (no torch here; a test checks they agree)
 HEAD_CHUNK_TOKENS = 256
 KEEP_LOGITS_BYTES = 256 * 2**20
@@ -389,3 +395,9 @@ def lora_param_count(spec: ModelSpec, *, r: int, target_modules: tuple[str, ...]
         )
     per_layer = sum(r * (shapes[n][0] + shapes[n][1]) * shapes[n][2] for n in names)
     return spec.num_layers * per_layer
+
+
+def packed_mask_bytes(tokens: int, dtype_bytes: int) -> int:
+    """The shared-prefix layout's attention of one packed row of `tokens`: the bool mask it
+    is built from and the additive one every layer reads (`strategies.hf_shared_prefix`)."""
+    return (1 + dtype_bytes) * tokens * tokens

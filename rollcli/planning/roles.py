@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from rollcli.models.registry import ModelSpec, param_count
 from rollcli.planning.devices import GiB
 from rollcli.planning.memory import (
+    CPU_ALLOCATOR_SLACK,
     CPU_PROCESS_BYTES,
     MemoryBreakdown,
     activation_bytes,
@@ -16,6 +17,7 @@ from rollcli.planning.memory import (
     inference_memory,
     kv_cache_bytes_per_token,
     model_state_bytes,
+    packed_mask_bytes,
     weight_bytes,
 )
 from rollcli.planning.request import FORWARD_ROLES, INFER_ROLES, TRAIN_ROLES, RoleRequest
@@ -130,6 +132,15 @@ def _tokens(req: RoleRequest, rows: int) -> tuple[int, int]:
     return (rows, req.seq_len) if req.shared_prefix <= 1 else (1, tokens_per_forward(req, rows))
 
 
+def _masks(req: RoleRequest, rows: int) -> int:
+    """The attention masks of a forward's ⌈rows / k⌉ packed rows (shared-prefix layout)."""
+    k = req.shared_prefix
+    if k <= 1:
+        return 0
+    width = req.prompt_len + min(rows, k) * (req.seq_len - req.prompt_len)
+    return -(-rows // k) * packed_mask_bytes(width, req.param_bytes)
+
+
 def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> MemoryBreakdown:
     dp = max(1, ranks // (req.tp * req.pp))
     # The budget splits rows by length, which only the hf strategy or one rank allows
@@ -146,6 +157,9 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
         head=_cpu_head(req, model, rows, on_cpu, train=True),
         counted=on_cpu,  # the saved tensors counted on the CPU (memory.layer_activation_bytes)
     )
+    if on_cpu:  # freed blocks glibc keeps resident during the pass
+        acts = int(acts * (1 + CPU_ALLOCATOR_SLACK))
+    acts += _masks(req, rows)
     if req.lora_params:  # frozen base weights; the adapters train (stage 0, replicated)
         frozen = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
         adapters = model_state_bytes(
@@ -178,7 +192,7 @@ def _forward(req: RoleRequest, model: ModelSpec, on_cpu: bool = False) -> Memory
         dtype_bytes=req.param_bytes,
         head=_cpu_head(req, model, rows, on_cpu, train=False),
     )
-    return MemoryBreakdown(weights=weights, activations=acts)
+    return MemoryBreakdown(weights=weights, activations=acts + _masks(req, rows))
 
 
 def _infer(
