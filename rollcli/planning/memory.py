@@ -397,7 +397,8 @@ def lora_param_count(spec: ModelSpec, *, r: int, target_modules: tuple[str, ...]
     return spec.num_layers * per_layer
 
 
-def packed_mask_bytes(tokens: int, dtype_bytes: int) -> int:
-    """The shared-prefix layout's attention of one packed row of `tokens`: the bool mask it
-    is built from and the additive one every layer reads (`strategies.hf_shared_prefix`)."""
-    return (1 + dtype_bytes) * tokens * tokens
+def packed_mask_bytes(elements: int, dtype_bytes: int) -> int:
+    """The shared-prefix layout's attention masks of `elements` (Σ L² over the packed
+    rows): the bool mask they are built from and the additive one every layer reads
+    (`strategies.hf_shared_prefix`)."""
+    return (1 + dtype_bytes) * elements

@@ -119,47 +119,66 @@ def with_process_runtime(memory: RoleMemory) -> RoleMemory:
     return replace(memory, active=memory.active + own, idle=memory.idle + own)
 
 
-def _cpu_head(req: RoleRequest, model: ModelSpec, rows: int, on_cpu: bool, train: bool):  # noqa: ANN202
+@dataclass(frozen=True)
+class ForwardShape:
+    """The largest forward a worker runs: its tokens, the response tokens the head scores,
+    and the elements of its packed rows' attention masks (Σ L², shared-prefix layout)."""
+
+    tokens: int
+    scored: int
+    mask_elements: int = 0
+
+
+def forward_shape(req: RoleRequest, *, budget_applies: bool = True) -> ForwardShape:
+    """`rows_per_forward` samples at the longest, or, where the budget splits a micro-batch
+    of the longest samples, as many tokens as the budget holds: samples shorter than the
+    longest fill it with more of them (a webshop micro-batch of 4 conversations of up to
+    2,560 tokens is one conversation at the longest, two of 2,048).
+
+    >>> forward_shape(RoleRequest("actor_train", "cpu", micro_batch=4, seq_len=2560,
+    ...               prompt_len=256, micro_batch_tokens=4096, shared_prefix=4)).tokens
+    4096
+    """
+    rows = rows_per_forward(req, budget_applies=budget_applies)
+    tokens = tokens_per_forward(req, rows)
+    scored = rows * (req.seq_len - req.prompt_len or req.seq_len)  # sft: every position
+    k = req.shared_prefix
+    width = req.prompt_len + min(rows, k) * (req.seq_len - req.prompt_len)
+    masks = -(-rows // k) * width * width if k > 1 else 0
+    budget = req.micro_batch_tokens if budget_applies else None
+    filled = min(tokens_per_forward(req, req.micro_batch), budget or 0)
+    if filled > tokens:  # the extra tokens may all be scored, in one packed row
+        scored += filled - tokens
+        tokens = filled
+        masks = filled * filled if k > 1 else 0
+    return ForwardShape(tokens, scored, masks)
+
+
+def _cpu_head(req: RoleRequest, model: ModelSpec, shape: ForwardShape, on_cpu: bool, train: bool):  # noqa: ANN202
     """The chunked head's bytes on the CPU (fp32), else None (whole logits counted)."""
     if not (on_cpu and req.chunked_head and req.param_bytes == 4):
         return None
-    scored = req.seq_len - req.prompt_len or req.seq_len  # sft: every position
-    return chunked_head_bytes(model, scored_tokens=rows * scored, train=train)
-
-
-def _tokens(req: RoleRequest, rows: int) -> tuple[int, int]:
-    """(micro_batch, seq_len) arguments whose product is a forward's tokens."""
-    return (rows, req.seq_len) if req.shared_prefix <= 1 else (1, tokens_per_forward(req, rows))
-
-
-def _masks(req: RoleRequest, rows: int) -> int:
-    """The attention masks of a forward's ⌈rows / k⌉ packed rows (shared-prefix layout)."""
-    k = req.shared_prefix
-    if k <= 1:
-        return 0
-    width = req.prompt_len + min(rows, k) * (req.seq_len - req.prompt_len)
-    return -(-rows // k) * packed_mask_bytes(width, req.param_bytes)
+    return chunked_head_bytes(model, scored_tokens=shape.scored, train=train)
 
 
 def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> MemoryBreakdown:
     dp = max(1, ranks // (req.tp * req.pp))
     # The budget splits rows by length, which only the hf strategy or one rank allows
     # (`data_parallel.token_budget`).
-    rows = rows_per_forward(req, budget_applies=req.resolved_strategy == "hf" or dp == 1)
-    micro_batch, seq_len = _tokens(req, rows)
+    shape = forward_shape(req, budget_applies=req.resolved_strategy == "hf" or dp == 1)
     acts = activation_bytes(
         model,
-        micro_batch=micro_batch,
-        seq_len=seq_len,
+        micro_batch=1,
+        seq_len=shape.tokens,
         grad_checkpointing=req.grad_checkpointing,
         tp=req.tp,
         dtype_bytes=req.param_bytes,
-        head=_cpu_head(req, model, rows, on_cpu, train=True),
+        head=_cpu_head(req, model, shape, on_cpu, train=True),
         counted=on_cpu,  # the saved tensors counted on the CPU (memory.layer_activation_bytes)
     )
     if on_cpu:  # freed blocks glibc keeps resident during the pass
         acts = int(acts * (1 + CPU_ALLOCATOR_SLACK))
-    acts += _masks(req, rows)
+    acts += packed_mask_bytes(shape.mask_elements, req.param_bytes)
     if req.lora_params:  # frozen base weights; the adapters train (stage 0, replicated)
         frozen = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
         adapters = model_state_bytes(
@@ -182,17 +201,18 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
 
 def _forward(req: RoleRequest, model: ModelSpec, on_cpu: bool = False) -> MemoryBreakdown:
     weights = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
-    rows = rows_per_forward(req)
-    micro_batch, seq_len = _tokens(req, rows)
+    shape = forward_shape(req)
     acts = forward_activation_bytes(
         model,
-        micro_batch=micro_batch,
-        seq_len=seq_len,
+        micro_batch=1,
+        seq_len=shape.tokens,
         tp=req.tp,
         dtype_bytes=req.param_bytes,
-        head=_cpu_head(req, model, rows, on_cpu, train=False),
+        head=_cpu_head(req, model, shape, on_cpu, train=False),
     )
-    return MemoryBreakdown(weights=weights, activations=acts + _masks(req, rows))
+    return MemoryBreakdown(
+        weights=weights, activations=acts + packed_mask_bytes(shape.mask_elements, req.param_bytes)
+    )
 
 
 def _infer(

@@ -9,6 +9,7 @@ import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
 from rollcli.models.shapes import RANDOM_INIT_KEY
+from rollcli.strategies.attention_masks import padded_rows_mask
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.lm_head import head_logprobs, plain_head
 
@@ -143,10 +144,9 @@ def response_logprobs(
     if head_mask is not None:
         real = real & head_mask.bool()
     head = plain_head(model)
+    mask = padded_rows_mask(model, batch_tensors["attention_mask"])
     if head is None:
-        logits = response_logits(
-            model, input_ids, batch_tensors["attention_mask"], batch_tensors["position_ids"], width
-        )
+        logits = response_logits(model, input_ids, mask, batch_tensors["position_ids"], width)
         if temperature != 1.0:
             logits = logits / temperature
         logprobs = logprobs_from_logits(logits, labels).masked_fill(~real, 0.0)
@@ -155,7 +155,7 @@ def response_logprobs(
         return logprobs, entropy_from_logits(logits).masked_fill(~real, 0.0)
     hidden = model.get_decoder()(
         input_ids=input_ids,
-        attention_mask=batch_tensors["attention_mask"],
+        attention_mask=mask,
         position_ids=batch_tensors["position_ids"],
         use_cache=False,
     ).last_hidden_state

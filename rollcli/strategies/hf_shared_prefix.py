@@ -13,42 +13,30 @@ import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
 from rollcli.data.shared_prefix import SharedPrefixLayout, shared_prefix_layout
-from rollcli.strategies.hf_gqa_attention import NAME as SDPA_GQA
+from rollcli.strategies.attention_masks import (
+    MASKED_ATTENTION,
+    additive_mask,
+    attention_implementation,
+    hf_module,
+)
 from rollcli.strategies.lm_head import head_logprobs, plain_head
-
-MASKED_ATTENTION = ("sdpa", SDPA_GQA, "eager")
-
-
-def _module(model) -> torch.nn.Module:  # noqa: ANN001
-    """The Hugging Face module behind a DeepSpeed engine (or the model itself)."""
-    return getattr(model, "module", model)
 
 
 def attention_mask(model, layout: SharedPrefixLayout) -> torch.Tensor:  # noqa: ANN001
-    """The layout's attention as one additive mask in the model's dtype (0 where allowed,
-    the dtype's minimum elsewhere), which `sdpa`, roll's `sdpa_gqa` and `eager` all read.
-
-    Not the bool mask: torch's `scaled_dot_product_attention` turns a bool mask into a
-    float one inside every call, and autograd keeps each layer's copy for the backward,
-    4·L² bytes per layer (a 4,016-token packed row: 62 MiB × 30 layers of smollm2-135m);
-    built once here, every layer saves the same tensor."""
-    module = _module(model)
-    impl = getattr(module.config, "_attn_implementation", None)
+    """The layout's attention as one additive mask (`strategies.attention_masks`)."""
+    impl = attention_implementation(model)
     if impl not in MASKED_ATTENTION:
         raise ValueError(
             f"train.shared_prefix needs the model's attention to be one of {MASKED_ATTENTION} "
             f"(it reads a 4-D mask); this model runs {impl!r}: set train.shared_prefix=false"
         )
-    allowed = layout.attention()
-    dtype = module.get_input_embeddings().weight.dtype
-    additive = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    return additive.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return additive_mask(model, layout.attention())
 
 
 def check_window(model, layout: SharedPrefixLayout) -> None:  # noqa: ANN001
     """A sliding window cuts by column distance, which the packed rows change; it cuts
     nothing while a packed row fits in it (a plain row is never longer)."""
-    window = getattr(_module(model).config, "sliding_window", None)
+    window = getattr(hf_module(model).config, "sliding_window", None)
     if window is not None and layout.input_ids.shape[1] > window:
         raise ValueError(
             f"train.shared_prefix: a packed row of {layout.input_ids.shape[1]} tokens is "

@@ -87,13 +87,28 @@ def test_plain_rows_fill_the_token_budget_and_dpo_counts_two_rows_a_pair() -> No
     cfg, _ = load_recipe("rlvr-math", ["train.shared_prefix=false"])
     train = plan_recipe(cfg).role_memory["actor_train"].active
     rows = 4096 // 288  # 14 of the 16 rows of 288 tokens fit the token budget
-    head = 2 * 4 * 256 * V + 4 * rows * 32 * V + 4 * V * H
-    assert train.activations == slack(L * COUNTED_LAYER * rows * 288 + head)
+    # shorter rows fill the budget: 4096 tokens, of which the 64 beyond 14 rows may be scored
+    scored = rows * 32 + 4096 - rows * 288
+    head = 2 * 4 * 256 * V + 4 * scored * V + 4 * V * H
+    assert train.activations == slack(L * COUNTED_LAYER * 4096 + head)
     dpo, _ = load_recipe("dpo", [])
     assert dpo.train.micro_batch_size == 8  # pairs: 16 rows of 384, 10 fit 4096 tokens
     seq = dpo.data.max_prompt_tokens + dpo.dpo.max_response_tokens
     reference = plan_recipe(dpo).role_memory["reference"].active
-    assert reference.activations == PER_TOKEN_LAYER * (4096 // seq) * seq + 2 * 4 * 256 * V
+    assert reference.activations == PER_TOKEN_LAYER * 4096 + 2 * 4 * 256 * V
+
+
+def test_an_agentic_micro_batch_is_planned_at_the_token_budget() -> None:
+    """webshop's 4 conversations of up to 2,560 tokens: the budget holds one at the longest,
+    but two or more shorter ones fill all of its 4,096 (plain rows: webshop does not pack)."""
+    cfg, _ = load_recipe("webshop", ["warmup=null"])
+    assert (cfg.train.micro_batch_size, cfg.agentic.max_context_tokens) == (4, 2560)
+    assert not cfg.shared_prefix
+    train = plan_recipe(cfg).role_memory["actor_train"].active
+    scored = 2560 - 256 + 4096 - 2560
+    head = 2 * 4 * 256 * V + 4 * V * H  # 3,840 scored positions' logits exceed 256 MiB
+    assert 4 * scored * V > 256 * 2**20
+    assert train.activations == slack(L * COUNTED_LAYER * 4096 + head)
 
 
 def test_distill_plans_its_student_and_keeps_whole_logits() -> None:

@@ -219,3 +219,27 @@ def test_every_layer_saves_the_same_mask_for_the_backward(tiny_model, attn):
         shared_prefix_logprobs(model, inputs)
     assert model.config.num_hidden_layers > 1
     assert len(square) <= 1
+
+
+def test_padded_plain_rows_save_one_mask_and_give_the_same_logprobs(tiny_model):
+    """Plain rows of different lengths (padding): one additive mask for every layer, and
+    the log-probs of the 2-D padding mask that transformers would expand itself."""
+    import rollcli.strategies.hf_model as hf_model
+
+    model = _model(tiny_model, "sdpa").train()
+    inputs = _inputs()
+    length = inputs["input_ids"].shape[1]
+    square: set[int] = set()
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() == 4 and t.shape[1:] == (1, length, length) and t.dtype.is_floating_point:
+            square.add(t.untyped_storage().data_ptr())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        ours, _ = response_logprobs(model, inputs)
+    assert len(square) == 1
+    with torch.no_grad(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hf_model, "padded_rows_mask", lambda model, mask: mask)
+        theirs, _ = response_logprobs(model, inputs)
+    assert torch.equal(ours.detach(), theirs)
