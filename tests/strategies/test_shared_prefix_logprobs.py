@@ -198,6 +198,18 @@ def test_a_head_mask_gives_the_same_values_and_gradients_where_it_is_set(
         torch.testing.assert_close(g, full, rtol=1e-4, atol=1e-6)
 
 
+def _saved_masks(length: int, storages: set[int]):
+    """Autograd's saved-tensor hooks that collect the storages of the `[B, 1, L, L]` float
+    masks a forward keeps for its backward."""
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() == 4 and t.shape[1:] == (1, length, length) and t.dtype.is_floating_point:
+            storages.add(t.untyped_storage().data_ptr())
+        return t
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+
+
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_every_layer_saves_the_same_mask_for_the_backward(tiny_model, attn):
     """One additive mask for the whole model: torch's attention would turn a bool mask into
@@ -209,13 +221,7 @@ def test_every_layer_saves_the_same_mask_for_the_backward(tiny_model, attn):
         inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], 4
     ).input_ids.shape[1]
     square: set[int] = set()
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        if t.dim() == 4 and t.shape[1:] == (1, length, length) and t.dtype.is_floating_point:
-            square.add(t.untyped_storage().data_ptr())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with _saved_masks(length, square):
         shared_prefix_logprobs(model, inputs)
     assert model.config.num_hidden_layers > 1
     assert len(square) <= 1
@@ -230,13 +236,7 @@ def test_padded_plain_rows_save_one_mask_and_give_the_same_logprobs(tiny_model):
     inputs = _inputs()
     length = inputs["input_ids"].shape[1]
     square: set[int] = set()
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        if t.dim() == 4 and t.shape[1:] == (1, length, length) and t.dtype.is_floating_point:
-            square.add(t.untyped_storage().data_ptr())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with _saved_masks(length, square):
         ours, _ = response_logprobs(model, inputs)
     assert len(square) == 1
     with torch.no_grad(), pytest.MonkeyPatch.context() as patch:
