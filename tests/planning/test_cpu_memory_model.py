@@ -92,8 +92,9 @@ def test_plain_rows_fill_the_token_budget_and_dpo_counts_two_rows_a_pair() -> No
     head = 2 * 4 * 256 * V + 4 * scored * V + 4 * V * H
     assert train.activations == slack(L * COUNTED_LAYER * 4096 + head)
     dpo, _ = load_recipe("dpo", [])
-    assert dpo.train.micro_batch_size == 8  # pairs: 16 rows of 384, 10 fit 4096 tokens
-    seq = dpo.data.max_prompt_tokens + dpo.dpo.max_response_tokens
+    # pairs: 16 rows of 384, 10 fit 4096 tokens, and shorter ones fill the budget
+    assert dpo.train.micro_batch_size == 8
+    assert dpo.data.max_prompt_tokens + dpo.dpo.max_response_tokens == 384
     reference = plan_recipe(dpo).role_memory["reference"].active
     assert reference.activations == PER_TOKEN_LAYER * 4096 + 2 * 4 * 256 * V
 
