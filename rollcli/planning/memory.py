@@ -400,5 +400,5 @@ def lora_param_count(spec: ModelSpec, *, r: int, target_modules: tuple[str, ...]
 def packed_mask_bytes(elements: int, dtype_bytes: int) -> int:
     """The shared-prefix layout's attention masks of `elements` (Σ L² over the packed
     rows): the bool mask they are built from and the additive one every layer reads
-    (`strategies.hf_shared_prefix`)."""
+    (`strategies.attention_masks`)."""
     return (1 + dtype_bytes) * elements

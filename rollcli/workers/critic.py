@@ -14,6 +14,7 @@ from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.data.shared_prefix import shared_prefix_micro_batches
 from rollcli.models.loading import node_model_folder
 from rollcli.runs.checkpoint import load_tensors_file
+from rollcli.strategies.attention_masks import padded_rows_mask
 from rollcli.strategies.device import batch_to, pick_device, to_cpu
 from rollcli.strategies.hf_shared_prefix import shared_prefix_values
 from rollcli.strategies.hf_train import HFTrainer
@@ -40,7 +41,7 @@ def _values(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Te
     width = int(inputs["prompt_width"][0])
     out = model(
         input_ids=inputs["input_ids"],
-        attention_mask=inputs["attention_mask"],
+        attention_mask=padded_rows_mask(model, inputs["attention_mask"]),
         position_ids=inputs["position_ids"],
     )
     return out.logits[:, width - 1 : -1, 0]

@@ -243,3 +243,28 @@ def test_padded_plain_rows_save_one_mask_and_give_the_same_logprobs(tiny_model):
         patch.setattr(hf_model, "padded_rows_mask", lambda model, mask: mask)
         theirs, _ = response_logprobs(model, inputs)
     assert torch.equal(ours.detach(), theirs)
+
+
+def test_critic_values_of_padded_rows_save_one_mask(tiny_model):
+    """The critic's plain-row forward hands over the same one additive mask, with the values
+    the 2-D padding mask gives."""
+    from transformers import AutoModelForTokenClassification
+
+    from rollcli.workers.critic import _values
+
+    torch.manual_seed(0)
+    model = AutoModelForTokenClassification.from_pretrained(str(tiny_model), num_labels=1).eval()
+    inputs = _inputs()
+    width = int(inputs["prompt_width"][0])
+    square: set[int] = set()
+    with _saved_masks(inputs["input_ids"].shape[1], square):
+        ours = _values(model, inputs)
+    assert len(square) == 1
+    with torch.no_grad():
+        theirs = model(
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            position_ids=inputs["position_ids"],
+        ).logits[:, width - 1 : -1, 0]
+    real = inputs["attention_mask"][:, width:].bool()
+    assert torch.equal(ours.detach()[real], theirs[real])
