@@ -38,6 +38,9 @@ def plan(
         None, "--gpu-kind", help="h100-80g, h200, a100-80g, a100-40g, l40s, 4090, ..."
     ),
     gpu_mem: float = typer.Option(None, "--gpu-mem", help="GiB per GPU (instead of --gpu-kind)."),
+    engine: str = typer.Option(
+        None, "--engine", help="Plan this rollout engine (hf, vllm, sglang) instead of auto's."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
@@ -47,10 +50,16 @@ def plan(
     2 for a bad recipe, key or flag; so a script can test `roll plan ... && roll train ...`.
     """
     from rollcli.config.loader import load_recipe
-    from rollcli.planning.from_recipe import plan_recipe
+    from rollcli.planning.auto_strategy import resolve_auto
+    from rollcli.planning.from_recipe import engine_line, plan_recipe
     from rollcli.runs.prelaunch import check_recipe, with_run_model
 
-    flags = {"model": model, "resources.gpus": gpus, "devices.nodes": nodes}
+    flags = {
+        "model": model,
+        "resources.gpus": gpus,
+        "devices.nodes": nodes,
+        "rollout.engine": engine,
+    }
     with user_errors(debug):
         if gpu_kind is not None and gpu_mem is not None:
             from rollcli.config.errors import ConfigError
@@ -59,12 +68,16 @@ def plan(
         cfg, _ = load_recipe(recipe, overrides or [], flags)
         cfg = with_run_model(cfg)  # a run id: its checkpoint
         check_recipe(cfg)  # what `roll train` refuses whatever the machine, in its words
+        choice = resolve_auto(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
+        cfg = choice.cfg
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        auto = [*choice.lines, *filter(None, [engine_line(cfg)])]
+        typer.echo(json.dumps({**result.to_json(), "auto": auto}, indent=2))
         raise typer.Exit(0 if result.fits else 1)
-    from rollcli.planning.render import render_plan
+    from rollcli.planning.render import render_lines, render_plan
 
+    out.print(render_lines([*choice.lines, *filter(None, [engine_line(cfg)])]))
     out.print(render_plan(result))
     warmup = getattr(cfg, "warmup", None)
     if warmup is not None:  # the sft sub-run fits where RL's trainer does (one model, no engine)

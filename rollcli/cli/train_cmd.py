@@ -89,12 +89,16 @@ def train(
                 "--resume auto looks for a run by its id: give --run-id ID (or run.run_id)"
             )
     if dry_run:  # every check `roll train` makes before it starts; this machine's as notes
-        from rollcli.runs.prelaunch import dry_run_notes
+        from rollcli.runs.prelaunch import dry_run
 
         with user_errors(debug):
-            notes = dry_run_notes(cfg)
+            choice, notes = dry_run(cfg)
         typer.echo(f"# recipe {source}, resolved", err=True)
-        typer.echo(dump_recipe(cfg), nl=False)
+        from rollcli.planning.from_recipe import engine_line
+        from rollcli.planning.render import render_lines
+
+        err_console.print(render_lines([*choice.lines, *filter(None, [engine_line(choice.cfg)])]))
+        typer.echo(dump_recipe(choice.cfg), nl=False)
         for note in notes:
             err_console.print(
                 f"note: {note} (on the machine that trains, `roll train` checks this at launch)",

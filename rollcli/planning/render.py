@@ -199,16 +199,28 @@ def _section(title: str, lines: list[str], style: str, numbered: bool = False) -
     return out
 
 
+def render_lines(lines: list[str]) -> Group:
+    """Lines wrapped like the advice: a line's leading spaces are its indent, and its
+    continuation lines hang under its text."""
+    out = []
+    for line in lines:
+        text = line.lstrip(" ")
+        lead = line[: len(line) - len(text)]
+        out.append(Hanging(lead, text, hang=2))
+    return Group(*out)
+
+
 class Hanging:
     """`lead` then `text`, wrapped to the console's width under the text's first word (a
     hanging indent), at spaces only: a `key=value` or `--flag` is never split over two
     lines (one longer than a whole line runs past the edge rather than break)."""
 
-    def __init__(self, lead: str, text: str, style: str = "") -> None:
-        self.lead, self.text, self.style = lead, text, style
+    def __init__(self, lead: str, text: str, style: str = "", hang: int = 0) -> None:
+        """`hang`: continuation lines start this much further in than `lead`'s width."""
+        self.lead, self.text, self.style, self.hang = lead, text, style, hang
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        indent = " " * len(self.lead)
+        indent = " " * (len(self.lead) + self.hang)
         lines = textwrap.wrap(
             self.text,
             width=max(options.max_width - len(indent), 20),

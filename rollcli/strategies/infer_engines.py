@@ -21,14 +21,18 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def resolve_engine(name: str) -> str:
-    """`auto` becomes `vllm` when installed, else `hf`; a named engine is checked.
+def resolve_engine(name: str, *, on_gpu: bool = False, check: bool = True) -> str:
+    """`auto` becomes `vllm` on GPUs (a GPU run's engine) and, on a CPU, `vllm` when
+    installed, else `hf`; a named engine is checked (`check=False`: only resolved, as the
+    planner does for a machine that is not this one).
 
-    >>> resolve_engine("hf")
-    'hf'
+    >>> resolve_engine("hf"), resolve_engine("auto", on_gpu=True, check=False)
+    ('hf', 'vllm')
     """
     if name == "auto":
-        return "vllm" if vllm_available() else "hf"
+        name = "vllm" if on_gpu or vllm_available() else "hf"
+    if not check and name in INFER_ENGINES:
+        return name
     if name not in INFER_ENGINES:
         raise ValueError(
             f"unknown inference engine {name!r}; choose one of auto, {', '.join(INFER_ENGINES)}"

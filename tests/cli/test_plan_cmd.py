@@ -23,7 +23,8 @@ def test_plan_imports_no_torch_or_ray() -> None:
         "import sys\n"
         "from typer.testing import CliRunner\n"
         "from rollcli.cli.app import app\n"
-        "r = CliRunner().invoke(app, ['plan', 'rlvr-math', '--model', 'qwen2.5-7b', '--gpus', '8'])\n"
+        "r = CliRunner().invoke(app, ['plan', 'rlvr-math', '--model', 'qwen2.5-7b', '--gpus', '8',"
+        " 'train.strategy=hf'])\n"
         "assert r.exit_code == 1, r.output\n"  # plain hf does not fit: 1, with the advice
         "print(sorted(m for m in ('torch', 'ray', 'deepspeed', 'vllm') if m in sys.modules))\n"
     )
@@ -33,9 +34,9 @@ def test_plan_imports_no_torch_or_ray() -> None:
 
 
 def test_qwen25_7b_on_8_gpus_table_and_advice() -> None:
-    res = runner.invoke(
-        app, ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8"], env={"COLUMNS": "120"}
-    )
+    args = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "train.strategy=hf"]
+    args += ["--engine", "hf"]
+    res = runner.invoke(app, args, env={"COLUMNS": "120"})
     assert res.exit_code == 1, res.output  # does not fit: a script can tell
     assert "qwen2.5-7b · colocated" in res.output
     assert "GPU 0-7" in res.output and "train* infer ref" in res.output
@@ -52,7 +53,8 @@ def test_json_schema_and_zero3_numbers() -> None:
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
-    assert set(plan) == {"mode", "fits", "devices", "workers", "advice"}
+    assert set(plan) == {"mode", "fits", "devices", "workers", "advice", "auto"}
+    assert plan["auto"] == []  # the strategy is the recipe's: nothing for auto to choose
     assert plan["mode"] == "colocated" and plan["fits"] is True and plan["advice"] == []
     assert len(plan["devices"]) == 9 and plan["devices"][8]["roles"] == ["reward"]  # the host
     assert [(w["role"], w["ranks"]) for w in plan["workers"]] == [
@@ -142,7 +144,7 @@ def test_train_refuses_a_plan_that_does_not_fit_before_starting(tmp_path: Path) 
     assert not any(tmp_path.iterdir())  # no run folder, nothing launched
     res = subprocess.run(
         [sys.executable, "-m", "rollcli", "train", "rlvr-math", "--model", "qwen2.5-7b",
-         "--gpus", "8", "--runs-dir", str(tmp_path)],
+         "--gpus", "8", "train.strategy=hf", "--runs-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 2
@@ -150,8 +152,8 @@ def test_train_refuses_a_plan_that_does_not_fit_before_starting(tmp_path: Path) 
 
 
 def test_exit_status_says_whether_the_plan_fits() -> None:
-    base = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--json"]
-    res = runner.invoke(app, base)
+    base = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--json", "--engine", "hf"]
+    res = runner.invoke(app, [*base, "train.strategy=hf"])
     assert res.exit_code == 1 and json.loads(res.output)["fits"] is False
     res = runner.invoke(
         app, [*base, "train.strategy=deepspeed", "devices.actor_train.zero_stage=3"]

@@ -13,7 +13,8 @@ from rollcli.cli.app import app
 from rollcli.planning.devices import GPU_KINDS
 
 runner = CliRunner()
-PLAN_8 = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8"]
+PLAN_8 = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--engine", "hf"]
+PLAN_8 += ["train.strategy=hf"]  # plain hf does not fit: the advice
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan"])

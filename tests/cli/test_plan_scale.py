@@ -10,7 +10,7 @@ from rollcli.cli.app import app
 from rollcli.planning.sharing import MAX_GPUS
 
 runner = CliRunner()
-PLAN_7B = ["plan", "rlvr-math", "--model", "qwen2.5-7b"]
+PLAN_7B = ["plan", "rlvr-math", "--model", "qwen2.5-7b", "train.strategy=hf", "--engine", "hf"]
 
 
 def test_a_100000_gpu_plan_answers_with_its_figures() -> None:

@@ -154,7 +154,7 @@ def test_dry_run_plan_and_train_give_the_same_verdict(
             "rlvr-math",
             ["devices.actor_train.zero_stage=2"],
             0,
-            "devices.actor_train.zero_stage=2 needs strategy deepspeed, not hf",
+            "devices.actor_train.zero_stage=2 needs strategy deepspeed, not auto",
         ),
         (
             "rlvr-math",

@@ -94,8 +94,11 @@ def test_the_readme_7b_run_fits_only_with_its_settings() -> None:
 def test_auto_engine_and_cpu_dtypes_are_what_runs() -> None:
     reqs, plan, args = _decisions(_cfg([], gpus=8, model="qwen2.5-7b"))
     assert args["actor_infer"]["engine"] == reqs["actor_infer"].resolved_strategy
-    assert args["actor_infer"]["engine"] == resolve_engine("auto")  # the run's own choice
+    # the run's own choice: vllm on GPUs, installed here or not (the launch checks it)
+    assert args["actor_infer"]["engine"] == resolve_engine("auto", on_gpu=True, check=False)
+    assert args["actor_infer"]["engine"] == "vllm"
     reqs, plan, args = _decisions(_cfg([], gpus=0, model="tiny-random"))
+    assert args["actor_infer"]["engine"] == resolve_engine("auto")  # a CPU: what is installed
     assert plan.mode == "cpu"
     assert args["actor_train"]["precision"] == "fp32"
     assert args["actor_infer"]["dtype"] == "float32"

@@ -75,6 +75,7 @@ def test_dry_run_notes_what_only_the_training_machine_can_answer(
     monkeypatch.setattr(gpu_support, "visible_gpu_count", lambda env=None: 0)  # a laptop
     args = ["train", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--dry-run"]
     args += ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3"]  # fits 8 H100s
+    args += ["rollout.engine=hf"]  # with the hf engine
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "model: qwen2.5-7b" in res.stdout  # the resolved recipe

@@ -57,7 +57,7 @@ class RLPipeline:
         self.placement: Placement | None = None  # the run's plan and where workers go
         # the engine sleeps while training runs on the GPU it shares (set by the plan)
         self.engine_sleeps = False
-        self.engine = resolve_engine(cfg.rollout.engine)
+        self.engine = resolve_engine(cfg.rollout.engine, on_gpu=cfg.resources.gpus > 0)
         self.source = make_source(cfg, ctl, model_path, self.engine)
 
     # ---- setup -----------------------------------------------------------------------

@@ -1,0 +1,102 @@
+"""`train.strategy: auto`: hf where it fits (always on a CPU), else the cheapest advice that
+fits, never over a key the user set; `roll plan`, `--dry-run` and `roll train` agree."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+from rollcli.config.loader import load_recipe
+from rollcli.planning.auto_strategy import explicit_keys, resolve_auto
+from rollcli.planning.from_recipe import plan_recipe
+
+runner = CliRunner()
+
+
+def _cfg(*overrides: str, gpus: int = 8, model: str = "qwen2.5-7b"):  # noqa: ANN202
+    flags = {"model": model, "resources.gpus": gpus}
+    return load_recipe("rlvr-math", list(overrides), flags)[0]
+
+
+def test_a_cpu_run_is_hf_and_its_plan_does_not_change() -> None:
+    cfg = _cfg(gpus=0, model="smollm2-135m")
+    assert cfg.train.strategy == "auto"
+    choice = resolve_auto(cfg)
+    assert choice.cfg.train.strategy == "hf"
+    assert choice.lines == ["train.strategy auto → hf (a CPU run trains with plain torch)"]
+    explicit_hf = load_recipe("rlvr-math", ["train.strategy=hf"])[0]
+    assert plan_recipe(choice.cfg).to_json() == plan_recipe(explicit_hf).to_json()
+
+
+def test_hf_is_kept_where_it_fits() -> None:
+    choice = resolve_auto(_cfg(model="qwen2.5-0.5b", gpus=8))
+    assert choice.cfg.train.strategy == "hf"
+    assert choice.lines[0].startswith("train.strategy auto → hf: it fits (")
+
+
+def test_7b_on_8_gpus_shards_and_fits_where_hf_does_not() -> None:
+    cfg = _cfg()
+    assert not plan_recipe(_cfg("train.strategy=hf")).fits
+    choice = resolve_auto(cfg)
+    chosen = choice.cfg
+    assert chosen.train.strategy == "deepspeed"
+    assert chosen.devices.actor_train.zero_stage == 3
+    assert plan_recipe(chosen).fits
+    assert choice.lines[0].startswith("train.strategy auto: hf needs ")
+    assert any("ZeRO-3" in line for line in choice.lines)
+    assert choice.lines[-1].startswith("  → it fits (")
+    # only keys auto may set changed; everything else is the recipe's
+    before = cfg.model_dump(mode="json")
+    after = chosen.model_dump(mode="json")
+    changed = {
+        f"{section}.{key}"
+        for section in before
+        if isinstance(before[section], dict)
+        for key in before[section]
+        if before[section][key] != after[section][key]
+    }
+    assert changed <= {"train.strategy", "devices.actor_train", "devices.actor_infer"}
+
+
+def test_a_key_the_user_set_is_kept() -> None:
+    # the engine's memory share is what auto lowers for 7b on 8 GPUs; set, it stays
+    util = "devices.actor_infer.gpu_memory_utilization=0.8"
+    chosen = resolve_auto(_cfg(util)).cfg
+    assert chosen.devices.actor_infer.gpu_memory_utilization == 0.8
+    assert "devices.actor_infer.gpu_memory_utilization" in explicit_keys(_cfg(util))
+    assert "devices.actor_infer.gpu_memory_utilization" not in explicit_keys(_cfg())
+    assert plan_recipe(chosen).fits  # auto found another way (offload) around it
+
+
+def test_what_cannot_fit_stays_hf_and_is_refused_with_the_advice() -> None:
+    res = runner.invoke(app, ["plan", "rlvr", "--model", "qwen2.5-72b", "--gpus", "1"])
+    assert res.exit_code == 1, res.output
+    flat = " ".join(res.output.split())
+    assert "train.strategy auto → hf: it needs" in flat and "advice:" in flat
+
+
+@pytest.mark.parametrize("model,gpus", [("qwen3-30b-a3b", 8), ("qwen2.5-72b", 16)])
+def test_large_plans_never_apply_tp_lora_or_more_gpus(model: str, gpus: int) -> None:
+    chosen = resolve_auto(_cfg(model=model, gpus=gpus)).cfg
+    assert chosen.devices.actor_infer.tp == 1 and chosen.train.lora is None
+    assert chosen.resources.gpus == gpus
+
+
+def test_plan_dry_run_and_train_show_the_same_choice() -> None:
+    args = ["rlvr", "--model", "qwen2.5-7b", "--gpus", "8"]
+    plan = runner.invoke(app, ["plan", *args, "--json"])
+    assert plan.exit_code == 0, plan.output  # the mission's example fits by itself
+    lines = json.loads(plan.output)["auto"]
+    assert lines[0].startswith("train.strategy auto: hf needs")
+    dry = runner.invoke(app, ["train", *args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    resolved = yaml.safe_load(dry.stdout)
+    assert resolved["train"]["strategy"] == "deepspeed"
+    assert resolved["devices"]["actor_train"]["zero_stage"] == 3
+    flat = " ".join(dry.stderr.split())  # wrapped to the terminal
+    for line in lines:  # the same lines, on stderr
+        assert " ".join(line.split()) in flat
