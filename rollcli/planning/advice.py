@@ -378,3 +378,9 @@ def _fits(assess: Assess, inp: PlanInput) -> bool:
 
 # The whole ladder, in the order advice tries it (module docstring).
 LADDER: tuple[StepKind, ...] = (_zero, _lora, _offload, _activations, _inference, _more_gpus)
+# The steps `train.strategy: auto` takes by itself (planning/auto_strategy.py), cheapest
+# first: sharding costs a collective per layer, the engine's memory share and a smaller
+# micro-batch little, recomputation a third more compute, offload copies every step. Not
+# LoRA (it changes what trains) and not more GPUs (they change the machine); tensor
+# parallelism is a `devices.actor_infer.tp` step inside `_inference` that auto refuses.
+AUTO_LADDER: tuple[StepKind, ...] = (_zero, _inference, _activations, _offload)

@@ -24,14 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from rollcli.config.errors import ConfigError
-from rollcli.planning.advice import (
-    _activations,
-    _inference,
-    _offload,
-    _zero,
-    changed_keys,
-    climb,
-)
+from rollcli.planning.advice import AUTO_LADDER, changed_keys, climb
 from rollcli.planning.devices import PlanError
 
 if TYPE_CHECKING:
@@ -53,12 +46,6 @@ AUTO_FIELDS = frozenset(
         "max_num_seqs",
     }
 )
-
-
-# The advice ladder's steps auto takes, cheapest first: sharding costs a collective per
-# layer, the engine's memory share and smaller micro-batches cost little, recomputation a
-# third more compute, offload host-device copies every step.
-AUTO_LADDER = (_zero, _inference, _activations, _offload)
 
 
 @dataclass(frozen=True)
@@ -91,7 +78,6 @@ def resolve_auto(
     if plan.fits:
         return AutoChoice(plain, [f"train.strategy auto → hf: it fits ({_peak(plan)})"])
     explicit = explicit_keys(cfg)
-    kinds = tuple(AUTO_LADDER)
 
     def permit(current: PlanInput, candidate: PlanInput) -> bool:
         keys = _auto_keys(inp, candidate)
@@ -103,7 +89,7 @@ def resolve_auto(
             return False
         return True
 
-    steps, final = climb(inp, plan, assess, kinds, permit)
+    steps, final = climb(inp, plan, assess, AUTO_LADDER, permit)
     keys = _auto_keys(inp, steps[-1][1]) if steps else None
     if not final.fits or not keys:
         return AutoChoice(
