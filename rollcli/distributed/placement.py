@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollcli.planning.planner import Plan
-from rollcli.planning.ranks import rank_slots
+from rollcli.planning.ranks import RankSlot, rank_slots
 
 # Ray then leaves an actor's CUDA_VISIBLE_DEVICES as its runtime_env sets it
 NOSET_VISIBLE = "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
@@ -105,38 +105,52 @@ class DevicePlacement:
                 f"{have.get('GPU', 0):g} GPU, {have.get('CPU', 0):g} CPU); check --gpus, "
                 "--nodes and devices.num_gpus_per_node against the cluster"
             )
+        visible = self._hold_groups(slots, timeout_s)
         self.roles: dict[str, list[WorkerPlacement]] = {}
-        for slot in slots:
+        for slot, group in zip(slots, visible, strict=True):
             node, index = self.bundles[slot.gpus[0]]
-            visible = self._hold(slot.gpus, slot.gpu_share, timeout_s) if len(slot.gpus) > 1 else ()
             self.roles.setdefault(slot.role, []).append(
                 WorkerPlacement(
                     self.groups[node],
                     index,
-                    num_gpus=0 if visible else slot.gpu_share,
+                    num_gpus=0 if group else slot.gpu_share,
                     num_cpus=round(cpus_per_gpu * slot.gpu_share, 4),
-                    visible_gpus=visible,
+                    visible_gpus=group,
                 )
             )
 
-    def _hold(self, gpus: tuple[int, ...], share: float, timeout_s: float) -> tuple[str, ...]:
-        """A `GpuHold` with `share` of each of `gpus` (one node's); the GPU ids they got."""
+    def _hold_groups(self, slots: list[RankSlot], timeout_s: float) -> list[tuple[str, ...]]:
+        """For each rank of several GPUs (a tp group), a `GpuHold` with its share of each of
+        them; the GPU ids they got, rank by rank (empty for a rank of one GPU)."""
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        holds: list[Any] = []
-        for gpu in gpus:
-            node, index = self.bundles[gpu]
-            where = PlacementGroupSchedulingStrategy(
-                placement_group=self.groups[node], placement_group_bundle_index=index
-            )
-            holds.append(
-                ray.remote(GpuHold)
-                .options(num_cpus=0, num_gpus=share, scheduling_strategy=where)
-                .remote()
-            )
-        self.holds += holds
-        return tuple(ray.get([h.gpu.remote() for h in holds], timeout=timeout_s))
+        hold = ray.remote(GpuHold)
+        ids: list[list[Any]] = []
+        for slot in slots:
+            holds: list[Any] = []
+            for gpu in slot.gpus if len(slot.gpus) > 1 else ():
+                node, index = self.bundles[gpu]
+                where = PlacementGroupSchedulingStrategy(
+                    placement_group=self.groups[node], placement_group_bundle_index=index
+                )
+                options = {"num_cpus": 0, "num_gpus": slot.gpu_share, "scheduling_strategy": where}
+                holds.append(hold.options(**options).remote())
+            self.holds += holds
+            ids.append([h.gpu.remote() for h in holds])
+        try:
+            got = ray.get([ref for refs in ids for ref in refs], timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            self.remove()
+            raise PlacementError(
+                f"Ray could not start the GPU holds of {sum(map(bool, ids))} tensor-parallel "
+                f"rank(s) within {timeout_s:g} s; check the cluster's GPUs against the plan"
+            ) from None
+        out, start = [], 0
+        for refs in ids:
+            out.append(tuple(got[start : start + len(refs)]))
+            start += len(refs)
+        return out
 
     @classmethod
     def build(cls, plan: Plan, **kwargs: Any) -> DevicePlacement | None:
