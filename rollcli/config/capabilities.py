@@ -7,13 +7,15 @@ line; nothing after loading re-checks. What it does not judge: whether this mach
 backends and GPUs (`runs/launch.py` probes them) and whether the plan fits in memory
 (`roll plan` exits 1, `roll train` refuses with the advice).
 
-Pure: reads only the recipe, imports only the config layer (no torch, no Ray).
+Pure: reads only the recipe, imports only the config layer (no torch, no Ray; the tp/pp
+rule in parallel.py reads the role table and whether vllm is installed, as the run does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from rollcli.config.parallel import parallel_error
 from rollcli.config.recipe import PIPELINES, RecipeConfig
 
 GPU_PIPELINES = ("rlvr", "agentic")  # the pipelines that may run with resources.gpus > 0
@@ -192,6 +194,7 @@ RULES: tuple[Callable[[RecipeConfig], str | None], ...] = (
     _data_parallel,
     _async_rollout,
     _engine,
+    parallel_error,  # devices.<role>.tp / pp that the role's strategy does not run
 )
 
 

@@ -6,6 +6,14 @@ scheduled into the bundle of its first GPU with its share of it: roles that over
 plan (colocated) share bundles with fractional GPUs and time-share them; disjoint roles
 (separate) hold bundles of their own and run concurrently. A CPU plan needs no placement:
 `DevicePlacement.build` returns None and workers are scheduled by `num_cpus` as before.
+
+An inference rank of `tp > 1` drives `tp` GPUs, but a Ray actor takes resources from one
+bundle only. So a small `GpuHold` actor takes the rank's share of each GPU of its group
+(Ray's books then show the whole group taken) and says which GPU Ray gave it; the rank
+itself takes its CPUs and no GPU, with `CUDA_VISIBLE_DEVICES` set to the holds' GPUs (and
+Ray told not to overwrite it), so its engine's tensor-parallel processes see exactly the
+group. vLLM's own answer (its Ray executor, `VLLM_RAY_BUNDLE_INDICES`) covers vLLM only;
+this one also serves SGLang, which has no Ray executor.
 """
 
 from __future__ import annotations
@@ -14,7 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollcli.planning.planner import Plan
-from rollcli.planning.ranks import rank_slots
+from rollcli.planning.ranks import RankSlot, rank_slots
+
+# Ray then leaves an actor's CUDA_VISIBLE_DEVICES as its runtime_env sets it
+NOSET_VISIBLE = "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
 
 
 class PlacementError(RuntimeError):
@@ -29,11 +40,13 @@ class WorkerPlacement:
     bundle_index: int
     num_gpus: float
     num_cpus: float
+    # a tensor-parallel group's GPUs, held by `GpuHold`s (empty: the GPU Ray gives the actor)
+    visible_gpus: tuple[str, ...] = ()
 
     def actor_options(self) -> dict[str, Any]:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        return {
+        options: dict[str, Any] = {
             "num_gpus": self.num_gpus,
             "num_cpus": self.num_cpus,
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
@@ -42,6 +55,20 @@ class WorkerPlacement:
                 placement_group_capture_child_tasks=True,
             ),
         }
+        if self.visible_gpus:
+            visible = {NOSET_VISIBLE: "1", "CUDA_VISIBLE_DEVICES": ",".join(self.visible_gpus)}
+            options["runtime_env"] = {"env_vars": visible}
+        return options
+
+
+class GpuHold:
+    """Holds a share of one GPU for a tensor-parallel inference rank (see the module
+    docstring); `gpu` is the id Ray gave it, as CUDA_VISIBLE_DEVICES spells it."""
+
+    def gpu(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_accelerator_ids()["GPU"][0])
 
 
 class DevicePlacement:
@@ -52,11 +79,12 @@ class DevicePlacement:
         from ray.util.placement_group import placement_group
 
         slots = rank_slots(plan)
-        used = sorted({slot.gpus[0] for slot in slots})
+        used = sorted({gpu for slot in slots for gpu in slot.gpus})
         nodes = sorted({gpu // plan.node_size for gpu in used})
         # bundle of each used GPU: (node, index within the node's group)
         self.bundles: dict[int, tuple[int, int]] = {}
         self.groups: dict[int, Any] = {}
+        self.holds: list[Any] = []  # the GpuHold actors of tensor-parallel ranks
         for node in nodes:
             gpus = [g for g in used if g // plan.node_size == node]
             for index, gpu in enumerate(gpus):
@@ -77,17 +105,52 @@ class DevicePlacement:
                 f"{have.get('GPU', 0):g} GPU, {have.get('CPU', 0):g} CPU); check --gpus, "
                 "--nodes and devices.num_gpus_per_node against the cluster"
             )
+        visible = self._hold_groups(slots, timeout_s)
         self.roles: dict[str, list[WorkerPlacement]] = {}
-        for slot in slots:
+        for slot, group in zip(slots, visible, strict=True):
             node, index = self.bundles[slot.gpus[0]]
             self.roles.setdefault(slot.role, []).append(
                 WorkerPlacement(
                     self.groups[node],
                     index,
-                    num_gpus=slot.gpu_share,
+                    num_gpus=0 if group else slot.gpu_share,
                     num_cpus=round(cpus_per_gpu * slot.gpu_share, 4),
+                    visible_gpus=group,
                 )
             )
+
+    def _hold_groups(self, slots: list[RankSlot], timeout_s: float) -> list[tuple[str, ...]]:
+        """For each rank of several GPUs (a tp group), a `GpuHold` with its share of each of
+        them; the GPU ids they got, rank by rank (empty for a rank of one GPU)."""
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        hold = ray.remote(GpuHold)
+        ids: list[list[Any]] = []
+        for slot in slots:
+            holds: list[Any] = []
+            for gpu in slot.gpus if len(slot.gpus) > 1 else ():
+                node, index = self.bundles[gpu]
+                where = PlacementGroupSchedulingStrategy(
+                    placement_group=self.groups[node], placement_group_bundle_index=index
+                )
+                options = {"num_cpus": 0, "num_gpus": slot.gpu_share, "scheduling_strategy": where}
+                holds.append(hold.options(**options).remote())
+            self.holds += holds
+            ids.append([h.gpu.remote() for h in holds])
+        try:
+            got = ray.get([ref for refs in ids for ref in refs], timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            self.remove()
+            raise PlacementError(
+                f"Ray could not start the GPU holds of {sum(map(bool, ids))} tensor-parallel "
+                f"rank(s) within {timeout_s:g} s; check the cluster's GPUs against the plan"
+            ) from None
+        out, start = [], 0
+        for refs in ids:
+            out.append(tuple(got[start : start + len(refs)]))
+            start += len(refs)
+        return out
 
     @classmethod
     def build(cls, plan: Plan, **kwargs: Any) -> DevicePlacement | None:
@@ -98,8 +161,12 @@ class DevicePlacement:
         return self.roles.get(role)
 
     def remove(self) -> None:
+        import ray
         from ray.util.placement_group import remove_placement_group
 
+        for hold in self.holds:
+            ray.kill(hold)
+        self.holds = []
         for pg in self.groups.values():
             remove_placement_group(pg)
         self.groups = {}

@@ -17,6 +17,10 @@ What each decision becomes:
   rows at a time, the size its memory was planned for (not `train.micro_batch_size`).
 - engine: the plan's `actor_infer` strategy, which resolves `rollout.engine: auto` the way
   the run does (`infer_engines.resolve_engine`).
+- tensor parallel inference: `devices.actor_infer.tp` becomes the vllm / sglang engine's
+  `tp` (its `tensor_parallel_size` / `tp_size`); each rank drives `tp` GPUs, which the
+  placement holds for it (`distributed/placement.py`). A tp / pp a strategy does not run
+  was refused when the recipe loaded (`config/parallel.py`).
 - the engine's memory on GPUs: vLLM reserves the KV cache the plan computed (not the CPU
   key `rollout.vllm_kv_cache_gib`), for `max_num_seqs` sequences of `seq_len` tokens.
 - idle offload: only actor_infer's vllm/sglang engine leaves a shared GPU when idle
@@ -84,6 +88,7 @@ def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, An
         if plan.mode != "cpu":  # the reservation the plan judged, for the plan's sequences
             kv = plan.role_memory["actor_infer"].active.kv_cache
             kwargs.update(
+                tp=req.tp,  # one engine per tp GPUs (planning/ranks.py), its tensor_parallel_size
                 kv_cache_gib=round(kv / GiB, 3),
                 max_num_seqs=req.max_num_seqs,
                 max_model_len=req.seq_len,

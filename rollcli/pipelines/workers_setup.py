@@ -7,8 +7,9 @@ What each worker gets:
   model roles colocated on CPU get the threads of every core they share (split between a
   role's own ranks) and an equal part of the cores for Ray's bookkeeping; light roles
   (reward, env) a sliver each. On GPUs each rank sits in its GPU's placement-group bundle
-  with its share of that GPU (`DevicePlacement`); a CPU run on a Ray cluster of several
-  nodes pins the model roles' ranks to nodes (`NodeSpread`).
+  with its share of that GPU (`DevicePlacement`; a tensor-parallel engine's rank sees and
+  holds the `tp` GPUs of its group); a CPU run on a Ray cluster of several nodes pins the
+  model roles' ranks to nodes (`NodeSpread`).
 - the plan's decisions (training strategy and precision, engine, dtypes:
   `role_args.role_args`), and the recipe's trainer settings (`train.*`, `critic.*`),
   reward function and environments.

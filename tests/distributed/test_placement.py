@@ -45,10 +45,13 @@ def _probe_class():
 
     class Probe:
         def where(self) -> dict:
+            import os
+
             import ray
 
             ctx = ray.get_runtime_context()
             return {
+                "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
                 "gpu_ids": [str(g) for g in ctx.get_accelerator_ids()["GPU"]],
                 "resources": ctx.get_assigned_resources(),
                 "pg": ctx.get_placement_group_id(),
@@ -107,6 +110,42 @@ def test_colocated_roles_share_each_gpu_with_fractional_shares(placements) -> No
     assert len({tuple(r["gpu_ids"]) for r in ranks["actor_train"]}) == 4
     # every actor ran inside the plan's placement group
     assert {r["pg"] for rs in ranks.values() for r in rs} == {placement.groups[0].id.hex()}
+
+
+def test_a_tensor_parallel_engine_holds_and_sees_its_group(placements) -> None:
+    """actor_infer tp=2 beside actor_train on GPUs 0-3: each engine rank sees the two GPUs
+    of its group (those of train ranks 0-1, then 2-3), and its holds take its share of
+    both, so Ray's books show every GPU of the group taken (before: only the first)."""
+    import ray
+
+    plan = _plan("0-3", "0-3", infer_tp=2)
+    placement = DevicePlacement.build(plan, cpus_per_gpu=0.5)
+    placements(placement)
+    assert _bundles() == {i: {"GPU": 1.0, "CPU": 0.5} for i in range(4)}
+    train, infer = _cluster("actor_train", placement), _cluster("actor_infer", placement)
+    train_ids = [r["gpu_ids"][0] for r in train]
+    assert [r["visible"] for r in train] == train_ids  # Ray's own: one GPU each
+    assert [r["visible"] for r in infer] == [",".join(train_ids[:2]), ",".join(train_ids[2:])]
+    for rank in infer:  # its GPUs are the holds'; it keeps its bundle's CPU share
+        assert rank["gpu_ids"] == [] and "GPU" not in rank["resources"]
+        assert rank["resources"]["CPU"] == pytest.approx(0.25)
+    assert len(placement.holds) == 4  # a half of each GPU, two per engine
+    # with the test's clusters gone, the holds still take the engines' half of every GPU
+    pg = placement.groups[0].id.hex()
+    free = _wait_for(
+        lambda: [ray.available_resources().get(f"GPU_group_{i}_{pg}") for i in range(4)], [0.5] * 4
+    )
+    assert free == [0.5] * 4
+
+
+def _wait_for(read, want, timeout_s: float = 10.0):  # noqa: ANN001, ANN202
+    """`read()` once it equals `want` (Ray's resource view lags its actors), else its last."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (got := read()) != want and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return got
 
 
 def test_rank_slots_follow_the_plan() -> None:

@@ -65,6 +65,7 @@ def test_every_gpu_plan_decision_is_in_the_workers_arguments() -> None:
         "dtype": dtype_name(infer.param_bytes),
         "engine_kwargs": {
             "dtype": "bfloat16",
+            "tp": infer.tp,  # its tensor_parallel_size (tests/strategies/test_tp_wiring.py)
             "kv_cache_gib": pytest.approx(kv / GiB, abs=1e-3),
             "max_num_seqs": infer.max_num_seqs,
             "max_model_len": infer.seq_len,

@@ -1,0 +1,139 @@
+"""Which strategies split a model over GPUs (`devices.<role>.tp` / `pp`), and the refusal of
+a split that a role's strategy would not run.
+
+The planner divides a role's weights, KV cache and activations by tp · pp. A strategy that
+ignores them holds the whole model on each GPU, so a plan that "fits" with `tp: 2` runs
+out of memory. Hence one table, `PARALLEL_STRATEGIES`: a strategy runs the parallel keys it
+lists and no others (a strategy that is not in it, such as hf, deepspeed or fsdp2, runs
+neither). `parallel_error` refuses the rest when the recipe loads (a rule of
+`capabilities.RULES`), and the planner's advice proposes tp only where it runs.
+
+What that means per role:
+
+| role | strategy | tp | pp |
+| --- | --- | --- | --- |
+| actor_train | megatron (refused in this build for want of a weight map) | yes | yes |
+| actor_train | hf, deepspeed, any other | no | no |
+| actor_infer | vllm, sglang (GPU runs) | yes | no |
+| actor_infer | hf (also `auto` where vllm is not installed) | no | no |
+| critic, reference, teacher | hf | no | no |
+| reward, env | no model | no | no |
+
+Inference pipeline stages are not wired (the placement gives an engine one rank per `tp`
+GPUs), so `pp > 1` is refused for every engine with the equivalent `tp` as the fix.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
+
+# strategy -> the parallel keys it runs (`devices.<role>.tp` / `pp` above 1)
+PARALLEL_STRATEGIES: dict[str, tuple[str, ...]] = {
+    "megatron": ("tp", "pp"),  # megatron-core's parallel state (strategies/megatron_parallel.py)
+    "vllm": ("tp",),  # tensor_parallel_size over the rank's tp GPUs (strategies/vllm_infer.py)
+    "sglang": ("tp",),  # tp_size (strategies/sglang_infer.py)
+}
+KINDS = {"tp": "tensor", "pp": "pipeline"}
+
+
+def runs_parallel(strategy: str | None, key: str) -> bool:
+    """Whether `strategy` runs `key` ("tp" or "pp") above 1.
+
+    >>> runs_parallel("vllm", "tp"), runs_parallel("vllm", "pp"), runs_parallel("hf", "tp")
+    (True, False, False)
+    """
+    return key in PARALLEL_STRATEGIES.get(strategy or "", ())
+
+
+def parallel_error(cfg: RecipeConfig) -> str | None:
+    """The first `devices.<role>.tp` / `pp` above 1 that the role's strategy does not run,
+    as one line naming the key, its value and what to do instead; None when all run. Roles
+    the recipe does not run are left to the planner (`from_recipe._check_devices`)."""
+    for role, (strategy, named) in _strategies(cfg).items():
+        place = getattr(cfg.devices, role)
+        for key in ("tp", "pp"):
+            value = getattr(place, key)
+            if value == 1:
+                continue
+            at = f"devices.{role}.{key}={value}"
+            if strategy is None:
+                return f"{at}: {named} hold no model to split; remove devices.{role}.{key}"
+            if not runs_parallel(strategy, key):
+                why = (
+                    "in this build it splits by tp only"
+                    if runs_parallel(strategy, "tp")
+                    else "each rank holds the whole model"
+                )
+                fix = _instead(cfg, role, key)
+                return f"{at}: {named} runs no {KINDS[key]} parallelism ({why}); {fix}"
+            if role == "actor_infer" and cfg.resources.gpus == 0:
+                return (
+                    f"{at}: tensor-parallel inference splits the engine over GPUs, and this "
+                    f"is a CPU run (--gpus 0); set devices.{role}.{key}=1"
+                )
+    return None
+
+
+def _strategies(cfg: RecipeConfig) -> dict[str, tuple[str | None, str]]:
+    """`devices.<key>` of each role the recipe runs -> (its strategy, None for no model;
+    how a refusal names it)."""
+    from rollcli.planning.role_table import roles_for
+
+    out: dict[str, tuple[str | None, str]] = {}
+    for role in roles_for(cfg):
+        if role.name == "actor_train":
+            out[role.devices] = (cfg.train.strategy, f"train.strategy {cfg.train.strategy}")
+        elif role.name == "actor_infer":
+            out[role.devices] = _engine(_engine_key(cfg))
+        elif role.name == "critic":
+            out[role.devices] = ("hf", "the critic (trained with hf)")
+        elif role.name in ("reference", "teacher"):
+            out[role.devices] = ("hf", f"the {role.name} (hf forwards)")
+        else:
+            out.setdefault(role.devices, (None, f"the {role.devices} workers"))
+    return out
+
+
+def _engine_key(cfg: RecipeConfig) -> str:
+    """`rollout.engine` of a recipe that generates (rlvr, agentic); `auto` elsewhere."""
+    rollout = getattr(cfg, "rollout", None)
+    return rollout.engine if rollout is not None else "auto"
+
+
+def _engine(engine: str) -> tuple[str, str]:
+    """`rollout.engine` as the run resolves it (`infer_engines.resolve_engine`): `auto` is
+    vllm where vllm is installed, else hf."""
+    if engine != "auto":
+        return engine, f"the {engine} inference engine"
+    from rollcli.strategies import infer_engines
+
+    if infer_engines.vllm_available():
+        return "vllm", "the vllm inference engine (rollout.engine auto)"
+    return "hf", "rollout.engine auto (the hf engine here: vllm is not installed)"
+
+
+def _instead(cfg: RecipeConfig, role: str, key: str) -> str:
+    """What to do instead of an unrunnable `devices.<role>.<key>`."""
+    place = getattr(cfg.devices, role)
+    reset = f"set devices.{role}.{key}=1"
+    if role == "actor_infer":
+        engine, _ = _engine(_engine_key(cfg))
+        if key == "pp":
+            if runs_parallel(engine, "tp"):
+                return f"use devices.actor_infer.tp={place.tp * place.pp} with pp=1 instead"
+            return reset
+        if _engine_key(cfg) == "auto":
+            return (
+                f"install vllm (pip install vllm), or set rollout.engine=vllm or sglang, or {reset}"
+            )
+        return f"use rollout.engine=vllm or sglang (they split the engine over tp GPUs), or {reset}"
+    if role == "actor_train" and cfg.train.lora is None:  # LoRA trains with hf only
+        shard = "to spread the model's states over the GPUs use"
+        if cfg.train.strategy == "hf":
+            return f"{reset}, and {shard} train.strategy=deepspeed with devices.actor_train.zero_stage=3"
+        if cfg.train.strategy == "deepspeed":
+            return f"{reset}, and {shard} devices.actor_train.zero_stage=3"
+    return reset
