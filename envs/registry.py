@@ -23,6 +23,7 @@ BUILTIN_MODULES: list[str] = [
     "rollcli.envs.sokoban",
     "rollcli.envs.frozenlake",
     "rollcli.envs.webshop",
+    "rollcli.envs.tools",
 ]
 
 

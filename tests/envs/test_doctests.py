@@ -13,6 +13,12 @@ MODULES = [
     "rollcli.envs.sokoban.generator",
     "rollcli.envs.sokoban.level",
     "rollcli.envs.sokoban.solver",
+    "rollcli.envs.tools.calculator",
+    "rollcli.envs.tools.call_format",
+    "rollcli.envs.tools.catalog",
+    "rollcli.envs.tools.env",
+    "rollcli.envs.tools.tasks",
+    "rollcli.envs.tools.tool",
 ]
 
 
