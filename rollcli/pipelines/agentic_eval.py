@@ -118,7 +118,13 @@ def evaluate(
             n=1, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
         )
         policy = ModelPolicy([worker], params, sessions=turn_cache_mib(agentic, "hf") > 0)
-    fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix, agentic.user_suffix)
+    fmt = TurnFormat(
+        tokenizer,
+        hosts[0].instructions(),
+        agentic.reply_prefix,
+        agentic.user_suffix,
+        tools=hosts[0].tools(),
+    )
     episodes, _ = play_episodes(
         hosts,
         policy,

@@ -82,7 +82,13 @@ def scripted_episodes(
         chosen = expert_policy(hosts, agentic.reply_prefix)
     else:
         chosen = random_policy(seed, agentic.reply_prefix)
-    fmt = TurnFormat(tokenizer, hosts[0].instructions(), agentic.reply_prefix, agentic.user_suffix)
+    fmt = TurnFormat(
+        tokenizer,
+        hosts[0].instructions(),
+        agentic.reply_prefix,
+        agentic.user_suffix,
+        tools=hosts[0].tools(),
+    )
     specs = [EpisodeSpec(i, i, seed + i) for i in range(n)]
     episodes, _ = play_episodes(
         hosts, chosen, specs, fmt, limits(agentic, max_new_tokens), on_progress

@@ -37,10 +37,16 @@ def user_turn(result: dict[str, Any]) -> str:
     'P_\\n_G'
     >>> user_turn({"observation": "P_", "reward": -0.1, "info": {"action_is_valid": False}})
     'Reward -0.1. Invalid reply, nothing happened.\\nP_'
+
+    An env that names its observation's role (`observation_role`, a tool env) words the
+    whole observation itself: a tool result is shown as it is.
+
+    >>> user_turn({"observation": "42", "reward": 0.0, "info": {"observation_role": "tool"}})
+    '42'
     """
     obs = str(result.get("observation", ""))
     info = result.get("info")
-    if info is None or "reward" not in result:
+    if info is None or "reward" not in result or "observation_role" in info:
         return obs
     note = f"Reward {float(result['reward']):g}."
     if not info.get("action_is_valid", True):
@@ -99,10 +105,7 @@ class Episode:
             self._finish("error", result["error"])
             return
         self.prompt_ids = fmt.first_prompt(user_text)
-        self.messages = [
-            {"role": "system", "content": fmt.system_prompt},
-            {"role": "user", "content": user_text + fmt.user_suffix},
-        ]
+        self.messages = [{"role": "system", "content": fmt.system_prompt}, fmt.message(user_text)]
         self.actions = list(result.get("actions", []))
         self.state_key = str(result.get("state_key", ""))
 
@@ -140,7 +143,8 @@ class Episode:
         if self.turns >= limits.max_turns:
             self._finish("max_turns")
             return
-        env_ids = fmt.next_turn(user_text, self.last_reply_finished)
+        role = str(self.infos[-1].get("observation_role", "user"))  # "tool": a tool result
+        env_ids = fmt.next_turn(user_text, self.last_reply_finished, role)
         needed = len(self.prompt_ids) + len(self.response_ids) + len(env_ids)
         if needed + limits.max_new_tokens > limits.max_context_tokens:
             self._finish("context")
@@ -149,7 +153,7 @@ class Episode:
         self.loss_mask += [0] * len(env_ids)
         if self.behaviour is not None:
             self.behaviour += [0.0] * len(env_ids)
-        self.messages.append({"role": "user", "content": user_text + fmt.user_suffix})
+        self.messages.append(fmt.message(user_text, role))
         self.actions = list(result.get("actions", []))
         self.state_key = str(result.get("state_key", ""))
 

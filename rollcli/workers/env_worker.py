@@ -40,6 +40,12 @@ def system_prompt(env: Any) -> str:
     return str(getattr(env, "instructions", "") or "")
 
 
+def env_tools(env: Any) -> list[dict[str, Any]]:
+    """The JSON schemas of the tools the env offers (a tool env's `tool_schemas`), for the
+    chat template; none for other envs."""
+    return list(getattr(env, "tool_schemas", None) or [])
+
+
 class EnvWorker:
     def __init__(self, env: str, env_kwargs: dict[str, Any] | None = None) -> None:
         self.env_name = env
@@ -49,6 +55,9 @@ class EnvWorker:
 
     def instructions(self) -> str:
         return system_prompt(self.probe)
+
+    def tools(self) -> list[dict[str, Any]]:
+        return env_tools(self.probe)
 
     def reset(self, items: list[tuple[int, int]]) -> dict[int, dict[str, Any]]:
         """Start an episode in each `slot` with its `seed` (a fresh env instance per slot)."""

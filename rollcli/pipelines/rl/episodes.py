@@ -51,7 +51,7 @@ from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
 from rollcli.rollout.result import RolloutResult
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies.hf_infer import SamplingParams
-from rollcli.workers.env_worker import build_env, system_prompt
+from rollcli.workers.env_worker import build_env, env_tools, system_prompt
 
 AHEAD_FILE = "episodes_ahead.pt"  # async mode: played episodes of the steps after it
 
@@ -77,7 +77,9 @@ class EpisodeSource:
         probe = _build_checked(ag.env, env_kwargs(ag))
         _build_checked(ag.env, env_kwargs(ag, validation=True), "agentic.val_env_kwargs")
         self.pad_id = tokenizer.pad_token_id
-        self.fmt = TurnFormat(tokenizer, system_prompt(probe), ag.reply_prefix, ag.user_suffix)
+        self.fmt = TurnFormat(
+            tokenizer, system_prompt(probe), ag.reply_prefix, ag.user_suffix, env_tools(probe)
+        )
         self.limits = limits(ag, self.cfg.rollout.max_new_tokens, model_context(self.model_path))
 
     def describe(self) -> str:
