@@ -186,6 +186,9 @@ class ToolEnv(gymnasium.Env):
             outcome = self._answer(str(reply.answer))
         else:
             outcome = _Outcome(NEITHER, "user", valid=False, reason="no tool call and no answer")
+        observation = outcome.observation
+        if reply.calls > 1:
+            observation += "\n(only the first tool call of a reply is run)"
         penalty = 0.0 if outcome.valid else self.format_penalty
         truncated = not outcome.terminated and self._steps >= self.max_steps
         self._active = not (outcome.terminated or truncated)
@@ -202,7 +205,7 @@ class ToolEnv(gymnasium.Env):
             "tool_error": outcome.error,
             "observation_role": outcome.role,
         }
-        return outcome.observation, outcome.reward + penalty, outcome.terminated, truncated, info
+        return observation, outcome.reward + penalty, outcome.terminated, truncated, info
 
     # ---- one reply ---------------------------------------------------------------------
     def _call(self, reply: Reply) -> _Outcome:
@@ -225,8 +228,6 @@ class ToolEnv(gymnasium.Env):
             return _error("raised", f"{name}: {self._cut(text)}", valid=True, action=name)
         text = self._cut(_as_text(result)) or "(no output)"
         self._results.append(text)
-        if reply.calls > 1:
-            text += "\n(only the first tool call of a reply is run)"
         return _Outcome(text, "tool", action=name, effective=True)
 
     def _answer(self, answer: str) -> _Outcome:

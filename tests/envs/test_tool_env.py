@@ -61,6 +61,14 @@ def test_the_turn_limit_truncates_with_no_reward() -> None:
         env.step("<answer>1</answer>")
 
 
+def test_only_the_first_call_of_a_reply_runs_and_the_observation_says_so() -> None:
+    env = _env()
+    reply = call("calculator", expression="2 * 3") + call("calculator", expression="2 * 4")
+    obs, *_, info = env.step(reply)
+    assert obs == "6\n(only the first tool call of a reply is run)" and info["tool_error"] == ""
+    assert env.get_state_key().endswith("\n6")
+
+
 def test_the_state_key_grows_with_each_result_but_not_with_errors() -> None:
     env = _env()
     key = env.get_state_key()
