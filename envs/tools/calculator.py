@@ -30,6 +30,7 @@ import ast
 import math
 import operator
 from collections.abc import Callable
+from typing import cast
 
 MAX_DIGITS = 100  # results (and powers) larger than 10**MAX_DIGITS are refused
 MAX_CHARS = 500  # longer expressions are refused before parsing
@@ -68,7 +69,7 @@ def calculator(expression: str) -> str:
 
 def _evaluate(node: ast.AST) -> float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+        return cast(float, node.value)  # an int stays an int: products are exact
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
