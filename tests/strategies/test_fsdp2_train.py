@@ -102,6 +102,8 @@ def test_step_matches_hf_and_full_weights_save_a_transformers_folder(tiny_model,
         torch.testing.assert_close(tensor, expected[name], rtol=0, atol=1e-6, msg=name)
     assert not torch.equal(trained["model.norm.weight"], before["model.norm.weight"])
 
+    with fsdp._full_weights() as copy:  # tied weights stay one tensor (sent once)
+        assert copy.lm_head.weight is copy.model.embed_tokens.weight
     fsdp.save_pretrained(str(tmp_path))  # the gathered copy's save_pretrained
     from transformers import AutoModelForCausalLM
 
