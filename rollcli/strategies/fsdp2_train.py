@@ -38,7 +38,7 @@ import contextlib
 import copy
 import datetime
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ def meta_copy(model: torch.nn.Module) -> torch.nn.Module:
     return skeleton
 
 
-def filled(skeleton: torch.nn.Module, full: dict[str, torch.Tensor]) -> torch.nn.Module:
+def filled(skeleton: torch.nn.Module, full: Mapping[str, Any]) -> torch.nn.Module:
     """A copy of `skeleton` holding the tensors of the full state dict `full`; a parameter
     with several names (tied) is one parameter again, found under any of them."""
     module = copy.deepcopy(skeleton)
@@ -185,7 +185,7 @@ class FSDP2Trainer(HFTrainer):
     def _clip_and_step(self) -> float:
         """Clip by the norm of the whole gradient (every rank's shards) and step."""
         params = [p for p in self.model.parameters() if p.grad is not None]
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        norm = torch.nn.utils.get_total_norm([g for p in params if (g := p.grad) is not None])
         if hasattr(norm, "full_tensor"):  # a DTensor: reduced over the ranks' shards
             norm = norm.full_tensor()
         if self.grad_clip is not None:
