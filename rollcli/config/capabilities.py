@@ -23,6 +23,7 @@ GPU_PIPELINES = ("rlvr", "agentic")  # the pipelines that may run with resources
 STRATEGY_PIPELINES: dict[str, tuple[str, ...]] = {
     "auto": PIPELINES,  # resolved before a run: planning/auto_strategy.py
     "hf": PIPELINES,
+    "fsdp2": ("rlvr", "agentic"),
     "deepspeed": ("rlvr", "agentic"),
     "megatron": (),
 }
@@ -55,12 +56,21 @@ def capability_error(cfg: RecipeConfig) -> str | None:
 
 
 def train_layout_error(
-    where: str, strategy: str, zero_stage: int, offload_optimizer: bool, offload_params: bool
+    where: str,
+    strategy: str,
+    zero_stage: int,
+    offload_optimizer: bool,
+    offload_params: bool,
+    tp: int = 1,
+    pp: int = 1,
 ) -> str | None:
-    """A training role's ZeRO stage and offload against its strategy (`where` names the
-    role: `devices.actor_train` in a recipe, `actor_train` in a plan request)."""
+    """A training role's ZeRO stage, offload and model parallel sizes against its strategy
+    (`where` names the role: `devices.actor_train` in a recipe, `actor_train` in a plan
+    request)."""
     if strategy in ("hf", "auto") and zero_stage:
         return f"{where}.zero_stage={zero_stage} needs strategy deepspeed, not {strategy}"
+    if strategy == "fsdp2":
+        return _fsdp2_layout_error(where, zero_stage, offload_optimizer, tp, pp)
     if strategy == "megatron" and zero_stage > 1:
         return (
             f"{where}.zero_stage={zero_stage}: megatron shards only the optimizer "
@@ -75,6 +85,29 @@ def train_layout_error(
         return (
             f"{where}.offload_params needs strategy deepspeed with zero_stage 3 "
             f"(got {strategy}, stage {zero_stage})"
+        )
+    return None
+
+
+def _fsdp2_layout_error(
+    where: str, zero_stage: int, offload_optimizer: bool, tp: int, pp: int
+) -> str | None:
+    """FSDP2 here is always fully sharded data parallel (ZeRO-3's split), and its CPU
+    offload moves parameters, gradients and optimizer states together."""
+    if zero_stage not in (0, 3):
+        return (
+            f"{where}.zero_stage={zero_stage}: strategy fsdp2 always shards weights, gradients "
+            "and optimizer states (stage 3); remove zero_stage or use strategy deepspeed"
+        )
+    if offload_optimizer:
+        return (
+            f"{where}.offload_optimizer: FSDP2 offloads parameters, gradients and optimizer "
+            f"states together; set {where}.offload_params=true instead"
+        )
+    if tp > 1 or pp > 1:
+        return (
+            f"{where}: strategy fsdp2 is data parallel only here (tp={tp}, pp={pp}); use "
+            "tp=1 and pp=1"
         )
     return None
 
@@ -103,11 +136,10 @@ def _strategy(cfg: RecipeConfig) -> str | None:
 
 
 def _lora(cfg: RecipeConfig) -> str | None:
-    if cfg.train.lora is not None and cfg.train.strategy not in ("hf", "auto"):
+    if cfg.train.lora is not None and cfg.train.strategy not in ("hf", "fsdp2", "auto"):
         return (
-            f"train.lora runs on train.strategy=hf (it is {cfg.train.strategy!r}); the frozen "
-            "base needs no ZeRO sharding of gradients or optimizer state, so set "
-            "train.strategy=hf or remove train.lora"
+            f"train.lora runs on train.strategy=hf or fsdp2 (it is {cfg.train.strategy!r}); "
+            "set one of them or remove train.lora"
         )
     return None
 
@@ -122,9 +154,18 @@ def _placement(cfg: RecipeConfig) -> str | None:
             place.zero_stage,
             place.offload_optimizer,
             place.offload_params,
+            place.tp,
+            place.pp,
         )
         if error:
             return error
+    fsdp2_offload = cfg.train.strategy == "fsdp2" and cfg.devices.actor_train.offload_params
+    if fsdp2_offload and cfg.resources.gpus == 0:
+        return (
+            "devices.actor_train.offload_params: FSDP2's CPU offload moves states off GPUs; "
+            "this is a CPU run (--gpus 0), where they are in host memory already: set it "
+            "to false"
+        )
     return None
 
 

@@ -163,13 +163,15 @@ class TrainConfig(Section):
 
     `strategy`: `auto` (`hf` wherever it fits, always on a CPU; on GPUs where it does not,
     the smallest change from the planner's advice that fits: `planning/auto_strategy.py`),
-    `hf` (plain torch), `deepspeed` (ZeRO, `devices.actor_train.zero_stage`; the
-    `deepspeed` extra) or `megatron` (refused until the Hugging Face to megatron-core
-    weight map exists). Which pipeline takes which: `rollcli.config.capabilities`.
-    `lora`: train low-rank adapters instead of every weight (`hf` strategy; docs/lora.md).
+    `hf` (plain torch), `fsdp2` (torch's `fully_shard`: weights, gradients and Adam states
+    sharded over the ranks, no extra package; `devices.actor_train.offload_params` is its
+    CPU offload), `deepspeed` (ZeRO, `devices.actor_train.zero_stage`; the `deepspeed`
+    extra) or `megatron` (refused until the Hugging Face to megatron-core weight map exists).
+    Which pipeline takes which: `rollcli.config.capabilities`.
+    `lora`: train low-rank adapters instead of every weight (`hf` or `fsdp2`; docs/lora.md).
     """
 
-    strategy: Literal["auto", "hf", "deepspeed", "megatron"] = "auto"
+    strategy: Literal["auto", "hf", "fsdp2", "deepspeed", "megatron"] = "auto"
     steps: PositiveInt = 20
     lr: PositiveFloat = 1e-6
     warmup_steps: NonNegInt = 0  # linear warm-up over this many optimizer steps
@@ -206,7 +208,7 @@ class TrainConfig(Section):
     def _shared_prefix_strategy(self) -> TrainConfig:
         if self.shared_prefix and self.strategy == "megatron":
             raise ValueError(
-                "train.shared_prefix runs on train.strategy hf or deepspeed, not megatron; "
+                "train.shared_prefix runs on train.strategy hf, fsdp2 or deepspeed, not megatron; "
                 "set train.shared_prefix=false"
             )
         return self
@@ -591,7 +593,9 @@ class RolePlacement(Section):
 
     `device_mapping`: "0-7", "0,1,2", [0, 1, 2, 3] or "cpu"; unset: every GPU for the model
     roles (they are colocated), the host for `reward` and `env`, the host in a CPU run.
-    `zero_stage`, `offload_*`: training roles with `train.strategy: deepspeed`.
+    `zero_stage`, `offload_*`: training roles with `train.strategy: deepspeed`; with `fsdp2`
+    (always fully sharded) `offload_params` is FSDP2's CPU offload of parameters, gradients
+    and optimizer states together (GPU runs).
     `gpu_memory_utilization`, `max_num_seqs`: the rollout engine (actor_infer) on GPU.
     """
 

@@ -5,7 +5,7 @@ The group: rank 0 opens a TCP store on a port the kernel picks (`open_store`, se
 stores.py) and reports its node's address with it; the driver hands both to every rank
 (which may run on other nodes), and all ranks join at once
 (`join_group`: gloo on CPU, nccl on GPU). It is the default process group, the one
-DeepSpeed and `HFTrainer`'s gradient all-reduce use.
+DeepSpeed, FSDP2 and `HFTrainer`'s gradient all-reduce use.
 
 The shards: `Cluster.dispatch` gives rank r the r-th contiguous chunk of a batch. A
 worker splits its chunk into mini-batches of `mini_batch_size / N` rows, one optimizer
@@ -108,14 +108,14 @@ def token_budget(strategy: str, world_size: int, max_tokens: int | None) -> int 
 
     A budget splits rows by their lengths, so ranks may run different numbers of forwards.
     That is safe with one rank, or with the hf strategy (its ranks meet once per optimizer
-    step, in the gradient all-reduce); DeepSpeed's ZeRO-3 and Megatron run collectives in
-    every forward, where a rank with fewer forwards leaves the others waiting forever: there
-    micro-batches are `micro_batch_size` rows, the same number on every rank.
+    step, in the gradient all-reduce); FSDP2, DeepSpeed's ZeRO-3 and Megatron run collectives
+    in every forward, where a rank with fewer forwards leaves the others waiting forever:
+    there micro-batches are `micro_batch_size` rows, the same number on every rank.
 
     >>> token_budget("hf", 2, 4096), token_budget("deepspeed", 1, 4096)
     (4096, 4096)
-    >>> token_budget("deepspeed", 2, 4096) is None
-    True
+    >>> token_budget("deepspeed", 2, 4096) is None, token_budget("fsdp2", 2, 4096) is None
+    (True, True)
     """
     return max_tokens if strategy == "hf" or world_size == 1 else None
 

@@ -71,6 +71,7 @@ def version_of(backend: Backend) -> str | None:
 def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
     """(backend, why) for every backend the recipe's run needs."""
     needs = [(BACKENDS["torch"], "models"), (BACKENDS["ray"], "workers")]
+    # train.strategy fsdp2 is torch's own `torch.distributed.fsdp`: nothing more to install
     if cfg.train.strategy == "deepspeed":
         needs.append((BACKENDS["deepspeed"], "train.strategy: deepspeed"))
     if cfg.train.strategy == "megatron":

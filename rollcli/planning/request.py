@@ -18,7 +18,7 @@ FORWARD_ROLES = names("forward")  # weights + forward activations
 HOST_ROLES = names("none")  # no model: environments and rule rewards
 ROLES = TRAIN_ROLES + INFER_ROLES + FORWARD_ROLES + HOST_ROLES
 
-TRAIN_STRATEGIES = ("deepspeed", "megatron", "hf")
+TRAIN_STRATEGIES = ("deepspeed", "fsdp2", "megatron", "hf")
 INFER_STRATEGIES = ("vllm", "sglang", "hf")
 
 
@@ -35,9 +35,10 @@ class RoleRequest:
     """One role's placement and parallel layout.
 
     device_mapping: "0-7", "0,1,2", [0, 1, 2, 3] or "cpu" (see `devices.py`).
-    strategy: train roles deepspeed | megatron | hf; actor_infer vllm | sglang | hf;
-        None picks deepspeed, vllm or hf by role. megatron's distributed optimizer is
-        zero_stage 1.
+    strategy: train roles deepspeed | fsdp2 | megatron | hf; actor_infer vllm | sglang |
+        hf; None picks deepspeed, vllm or hf by role. megatron's distributed optimizer is
+        zero_stage 1; fsdp2 is always fully sharded (stage 3) and its `offload_params`
+        moves weights, gradients and optimizer states to host memory.
     seq_len: prompt + response tokens (the inference engine's max model length).
     prompt_len: the prompt's share of seq_len (the hf engine keeps the prefill's cache of
         the prompts while it fills its decode buffer).

@@ -40,12 +40,15 @@ class RoleMemory:
 
 
 def effective_zero_stage(req: RoleRequest) -> int:
-    """hf trains plain data parallel (stage 0); megatron's distributed optimizer is stage 1."""
+    """hf trains plain data parallel (stage 0); megatron's distributed optimizer is stage 1;
+    fsdp2 (`fully_shard`) shards weights, gradients and optimizer states (stage 3)."""
     strategy = req.resolved_strategy
     if strategy == "hf":
         return 0
     if strategy == "megatron":
         return min(req.zero_stage, 1)
+    if strategy == "fsdp2":
+        return 3
     return req.zero_stage
 
 
@@ -179,12 +182,23 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
     if on_cpu:  # freed blocks glibc keeps resident during the pass
         acts = int(acts * (1 + CPU_ALLOCATOR_SLACK))
     acts += packed_mask_bytes(shape.mask_elements, req.param_bytes)
+    fsdp2 = req.resolved_strategy == "fsdp2"
     if req.lora_params:  # frozen base weights; the adapters train (stage 0, replicated)
         frozen = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
         adapters = model_state_bytes(
             req.lora_params, dp=1, zero_stage=0, tp=req.tp, pp=req.pp, param_bytes=req.param_bytes
         )
+        if fsdp2:  # fully_shard splits the frozen base and the adapters alike
+            frozen = round(frozen / dp)
+            adapters = model_state_bytes(
+                req.lora_params, dp=dp, zero_stage=3, param_bytes=4, **_fsdp2_offload(req)
+            )
         return adapters + MemoryBreakdown(weights=frozen, activations=acts)
+    if fsdp2:  # fp32 shards are the master weights; gradients reach them in fp32
+        states = model_state_bytes(
+            param_count(model), dp=dp, zero_stage=3, param_bytes=4, **_fsdp2_offload(req)
+        )
+        return states + MemoryBreakdown(activations=acts)
     states = model_state_bytes(
         param_count(model),
         dp=dp,
@@ -197,6 +211,12 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
         fp32_grads=req.resolved_strategy == "deepspeed",
     )
     return states + MemoryBreakdown(activations=acts)
+
+
+def _fsdp2_offload(req: RoleRequest) -> dict[str, bool]:
+    """FSDP2's CPU offload (`offload_params`) moves weights, gradients and optimizer
+    states to host memory together."""
+    return {"offload_optimizer": req.offload_params, "offload_params": req.offload_params}
 
 
 def _forward(req: RoleRequest, model: ModelSpec, on_cpu: bool = False) -> MemoryBreakdown:

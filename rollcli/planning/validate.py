@@ -93,7 +93,7 @@ def _check_strategy(req: RoleRequest) -> None:
     if req.zero_stage not in (0, 1, 2, 3):
         raise PlanError(f"{role}.zero_stage is {req.zero_stage}; use 0, 1, 2 or 3")
     error = train_layout_error(
-        role, strategy, req.zero_stage, req.offload_optimizer, req.offload_params
+        role, strategy, req.zero_stage, req.offload_optimizer, req.offload_params, req.tp, req.pp
     )
     if error:
         raise PlanError(error)

@@ -44,12 +44,17 @@ def plain_head(model) -> torch.nn.Module | None:  # noqa: ANN001
     """The output projection when the logits are exactly `head(decoder(x))`, else None.
 
     None for heads that scale or cap their logits (the model must compute those) and for
-    wrappers such as a DeepSpeed engine, whose forward must run as a whole. A peft (LoRA)
-    model's head is its base model's: the adapters sit inside the decoder.
+    wrappers such as a DeepSpeed engine, whose forward must run as a whole; so must an
+    FSDP2 model's (`fully_shard`): its root forward gathers the embeddings and the head,
+    which stay sharded when the decoder is called alone. A peft (LoRA) model's head is its
+    base model's: the adapters sit inside the decoder.
     """
     from peft import PeftModel
+    from torch.distributed.fsdp import FSDPModule
     from transformers import PreTrainedModel
 
+    if isinstance(model, FSDPModule):
+        return None
     if isinstance(model, PeftModel):
         model = model.get_base_model()
     if not isinstance(model, PreTrainedModel):

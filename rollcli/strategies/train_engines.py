@@ -1,4 +1,5 @@
-"""Which training strategy a train worker runs: `hf` (plain torch), `deepspeed` or `megatron`.
+"""Which training strategy a train worker runs: `hf` (plain torch), `fsdp2` (torch's
+`fully_shard`), `deepspeed` or `megatron`.
 
 `TrainStrategy` holds the flat arguments the recipe's `train.strategy` and
 `devices.actor_train.*` keys give a worker; the pipeline builds it from the recipe and
@@ -12,7 +13,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-TRAIN_STRATEGIES = ("hf", "deepspeed", "megatron")
+TRAIN_STRATEGIES = ("hf", "fsdp2", "deepspeed", "megatron")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class TrainStrategy:
                 "offload_optimizer": self.offload_optimizer,
                 "offload_params": self.offload_params,
             }
+        if self.name == "fsdp2":  # always fully sharded; its CPU offload moves every state
+            return {"offload_params": self.offload_params}
         if self.name == "megatron":
             return {"tp": self.tp, "pp": self.pp}
         return {}
@@ -63,6 +66,10 @@ def make_trainer(
         from rollcli.strategies.hf_train import HFTrainer
 
         return HFTrainer(model, world_size=world_size, **train_args)
+    if strategy == "fsdp2":
+        from rollcli.strategies.fsdp2_train import FSDP2Trainer
+
+        return FSDP2Trainer(model, rank=rank, world_size=world_size, **train_args, **options)
     if strategy == "deepspeed":
         from rollcli.strategies.deepspeed_train import DeepSpeedTrainer
 

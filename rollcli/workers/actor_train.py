@@ -14,7 +14,9 @@ DeepSpeed's partitioned checkpoint) see every rank.
 With `lora` (a `LoraSpec`) the model carries peft adapters and only they train
 (strategies/lora.py): `compute_ref_logprobs` is the reference policy (adapters off), the
 weight sync sends merged weights under the base names, and a checkpoint holds the merged
-Hugging Face folder plus the adapter (`adapter/`), which resuming loads.
+Hugging Face folder plus the adapter (`adapter/`), which resuming loads. With the `fsdp2`
+strategy the adapters are added to the frozen base first, then the whole is sharded; its
+own checkpoint (`fsdp2/`) holds the adapters and their Adam states, which resuming loads.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 from rollcli.workers.policy_step_metrics import metric_weights
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "prompt_width")
+LORA_STRATEGIES = ("hf", "fsdp2")
 
 
 def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
@@ -95,12 +98,13 @@ def _tis_weights(
 
 def _with_precision(strategy: str, options: dict[str, Any], precision: str) -> dict[str, Any]:
     """The strategy's options with the precision it needs to be told of: DeepSpeed's `bf16`
-    switch. hf runs autocast in the worker; megatron has no mixed precision here yet.
+    switch, FSDP2's mixed-precision policy. hf runs autocast in the worker; megatron has no
+    mixed precision here yet.
 
     >>> _with_precision("deepspeed", {"zero_stage": 3}, "bf16-mixed")
     {'zero_stage': 3, 'bf16': True}
     """
-    if strategy == "deepspeed":
+    if strategy in ("deepspeed", "fsdp2"):
         return {**options, "bf16": precision == "bf16-mixed"}
     if strategy == "megatron" and precision != "fp32":
         raise ValueError(f"train.strategy megatron runs fp32 only here, not {precision}")
@@ -130,7 +134,7 @@ class ActorTrainWorker:
     ) -> None:
         """`num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU);
         `precision`: `fp32` or `bf16-mixed`, the plan's training dtype (strategies/precision.py);
-        `lora`: train low-rank adapters on the frozen model (only with `strategy` hf)."""
+        `lora`: train low-rank adapters on the frozen model (`strategy` hf or fsdp2)."""
         model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         set_threads(num_threads)
         torch.manual_seed(seed)
@@ -142,8 +146,8 @@ class ActorTrainWorker:
             self.model.gradient_checkpointing_enable()
         self.lora = lora is not None
         if lora is not None:
-            if strategy != "hf":
-                raise ValueError(f"LoRA trains with the hf strategy, not {strategy!r}")
+            if strategy not in LORA_STRATEGIES:
+                raise ValueError(f"LoRA trains with the hf or fsdp2 strategy, not {strategy!r}")
             if self.precision == "bf16-mixed":  # frozen: no fp32 master copy (as planned);
                 self.model.to(torch.bfloat16)  # peft keeps the adapters in fp32
             self.model = lora_adapters.apply_lora(self.model, lora)
@@ -213,8 +217,8 @@ class ActorTrainWorker:
             )
 
     def _compute(self):  # noqa: ANN202
-        """bf16 autocast for the hf strategy in `bf16-mixed` (DeepSpeed's bf16 mode casts
-        the module itself)."""
+        """bf16 autocast for the hf strategy in `bf16-mixed` (DeepSpeed's bf16 mode and
+        FSDP2's mixed-precision policy cast the module themselves)."""
         return compute_context(self.precision if self.strategy == "hf" else "fp32", self.device)
 
     @torch.no_grad()
@@ -362,16 +366,16 @@ class ActorTrainWorker:
             with self._full_weights():
                 return 0.0
         assert self.sender is not None, "open_weight_sync was not called"
-        if self.lora:  # merged weights under the base names, one tensor at a time
-            model = self.model
-            return self.sender.send(
-                lora_adapters.base_tensors(model), lora_adapters.merged_value(model)
-            )
         with self._full_weights() as model:
+            if self.lora:  # merged weights under the base names, one tensor at a time
+                return self.sender.send(
+                    lora_adapters.base_tensors(model), lora_adapters.merged_value(model)
+                )
             return self.sender.send(model)
 
     def _full_weights(self):  # noqa: ANN202
-        """The model with whole parameters (a ZeRO-3 trainer gathers its partitions)."""
+        """The model with whole parameters (a ZeRO-3 trainer gathers its partitions, FSDP2
+        a plain copy on rank 0); every rank must enter."""
         full = getattr(self.trainer, "full_weights", None)
         return full() if full is not None else contextlib.nullcontext(self.model)
 
@@ -390,16 +394,17 @@ class ActorTrainWorker:
             self.tokenizer.save_pretrained(folder)
 
     def _save_lora(self, folder: str) -> None:
-        if self.rank != 0:
-            return
-        lora_adapters.save_merged(self.model, folder)
-        lora_adapters.save_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)
+        with self._full_weights() as model:
+            if self.rank != 0:
+                return
+            lora_adapters.save_merged(model, folder)
+            lora_adapters.save_adapter(model, Path(folder) / lora_adapters.ADAPTER_DIR)
         self.tokenizer.save_pretrained(folder)
 
     def save_state(self, folder: str) -> None:
-        """The optimizer state: deepspeed ranks each write their partition; with `hf` the
-        ranks hold the same state and rank 0 writes it."""
-        if self.strategy != "hf":  # deepspeed writes its own partitioned states
+        """The optimizer state: deepspeed and fsdp2 ranks each write their partition; with
+        `hf` the ranks hold the same state and rank 0 writes it."""
+        if self.strategy != "hf":  # deepspeed and fsdp2 write their own partitioned states
             self.trainer.save_checkpoint(folder)
         if self.rank != 0:
             return
@@ -414,12 +419,12 @@ class ActorTrainWorker:
             Path(folder) / "actor_optim.pt", map_location=self.device
         )
         self.trainer.load_state_dict(state)
-        if self.lora:
+        if self.strategy != "hf":  # weights (fsdp2 + LoRA: the adapters), optimizer
+            self.trainer.load_checkpoint(folder)  # partitions and scheduler: its own files
+        elif self.lora:
             lora_adapters.load_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)
-        elif self.strategy == "hf":  # one file or shards; strict (tied weights excepted)
+        else:  # one file or shards; strict (tied weights excepted)
             load_saved_weights(self.model, folder, device=str(self.device))
-        else:  # weights, optimizer partitions and scheduler from the strategy's own files
-            self.trainer.load_checkpoint(folder)
         torch.set_rng_state(state["rng"].cpu())
 
 

@@ -44,5 +44,7 @@ def test_shared_prefix_is_refused_where_it_cannot_apply(recipe, override, expect
 
 
 def test_megatron_refuses_it() -> None:
-    with pytest.raises(ConfigError, match="train.shared_prefix runs on train.strategy hf or"):
+    with pytest.raises(
+        ConfigError, match="train.shared_prefix runs on train.strategy hf, fsdp2 or"
+    ):
         load_recipe("rlvr-math", ["train.strategy=megatron", "train.shared_prefix=true"])

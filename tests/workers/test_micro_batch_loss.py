@@ -1,5 +1,5 @@
 """Micro-batching does not change the policy update: for every `loss_agg` mode the loss
-and every parameter gradient of actor_train's micro-batched step (hf and deepspeed) equal
+and every parameter gradient of actor_train's micro-batched step (hf, deepspeed, fsdp2) equal
 one full-batch computation on the untrimmed batch, for several splits (rows of uneven
 length, a row budget, a token budget)."""
 
@@ -67,6 +67,7 @@ def _check(worker, reference, captured_grads, mode: str, policy_loss: str = "ppo
         (got,) = captured_grads
         assert len(got) == len(names)
         for name, g in zip(names, got, strict=True):
+            g = g.full_tensor() if hasattr(g, "full_tensor") else g  # fsdp2: one rank's DTensor
             torch.testing.assert_close(
                 g, grads[name], rtol=1e-4, atol=1e-6, msg=f"{mode} {micro} {tokens}: {name}"
             )
@@ -87,6 +88,16 @@ def test_deepspeed_micro_batches_make_the_full_batch_step(
 ):
     pytest.importorskip("deepspeed")
     _check(_worker(tiny_model, "deepspeed", zero_stage=0), reference, captured_grads, mode)
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum-norm"])
+def test_fsdp2_micro_batches_make_the_full_batch_step(tiny_model, reference, captured_grads, mode):
+    import torch.distributed as dist
+
+    try:
+        _check(_worker(tiny_model, "fsdp2"), reference, captured_grads, mode)
+    finally:  # the one-rank group fsdp2 opened in this process
+        dist.destroy_process_group()
 
 
 def test_critic_micro_batches_make_the_full_batch_step(tiny_model, captured_grads):

@@ -1,0 +1,97 @@
+"""`roll plan` with train.strategy fsdp2: every model state divided by the data-parallel
+ranks (ZeRO-3's split), fp32 shards as the master weights with fp32 gradients, its CPU
+offload moving all three; what FSDP2 cannot run is refused with one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from rollcli.config.errors import ConfigError
+from rollcli.config.loader import load_recipe
+from rollcli.models.registry import get_model_spec, param_count
+from rollcli.planning import PlanInput, RoleRequest, make_plan
+from rollcli.planning.devices import PlanError
+from rollcli.planning.from_recipe import plan_recipe
+
+GiB = 1024**3
+
+
+def _train_memory(**req):  # noqa: ANN003, ANN202
+    spec = get_model_spec("qwen2.5-7b")
+    role = RoleRequest("actor_train", "0-7", strategy="fsdp2", **req)
+    plan = make_plan(PlanInput(spec, 8, gpu_memory_bytes=80 * GiB, roles=[role]))
+    return plan, plan.role_memory["actor_train"], param_count(spec)
+
+
+def test_bf16_mixed_states_per_rank_by_hand() -> None:
+    plan, memory, psi = _train_memory(param_bytes=2)
+    # fp32 shards (the master weights, 4 bytes) + fp32 gradients reduce-scattered into them
+    # (4) + Adam's m and v (8), each over the 8 ranks: 16Ψ/8 = 15.2 GB for 7.6B parameters
+    states = memory.active
+    assert states.weights == pytest.approx(4 * psi / 8, abs=1)
+    assert states.grads == pytest.approx(4 * psi / 8, abs=1)
+    assert states.optimizer == pytest.approx(8 * psi / 8, abs=1)
+    assert 14.1 * GiB < states.weights + states.grads + states.optimizer < 14.3 * GiB
+    assert plan.layouts["actor_train"] == "fsdp2 dp=8"
+    fp32 = _train_memory(param_bytes=4)[1].active
+    assert (fp32.weights, fp32.grads, fp32.optimizer) == (
+        states.weights,
+        states.grads,
+        states.optimizer,
+    )
+
+
+def test_cpu_offload_moves_weights_gradients_and_optimizer_states() -> None:
+    plan, memory, psi = _train_memory(offload_params=True)
+    states = memory.active
+    assert (states.weights, states.grads, states.optimizer) == (0, 0, 0)
+    assert memory.host_bytes == pytest.approx(16 * psi / 8, abs=3)
+    assert plan.layouts["actor_train"] == "fsdp2 dp=8 offload-params"
+
+
+def test_lora_shards_the_frozen_base_and_the_adapters() -> None:
+    adapters = 10_000_000
+    _, memory, psi = _train_memory(param_bytes=2, lora_params=adapters)
+    states = memory.active
+    # bf16 frozen base (2 bytes) and fp32 adapters (4 + 4 grads + 8 Adam), all over 8 ranks
+    assert states.weights == pytest.approx((2 * psi + 4 * adapters) / 8, abs=2)
+    assert states.grads == 4 * adapters // 8
+    assert states.optimizer == 8 * adapters // 8
+
+
+def test_a_recipe_plans_fsdp2_on_gpus() -> None:
+    cfg, _ = load_recipe(
+        "rlvr-math", ["model=qwen2.5-7b", "train.strategy=fsdp2"], {"resources.gpus": 8}
+    )
+    plan = plan_recipe(cfg)
+    psi = param_count(get_model_spec("qwen2.5-7b"))
+    states = plan.role_memory["actor_train"].active
+    assert states.weights + states.grads + states.optimizer == pytest.approx(16 * psi / 8, abs=3)
+    assert plan.layouts["actor_train"].startswith("fsdp2")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "gpus", "message"),
+    [
+        (["devices.actor_train.zero_stage=2"], 8, "fsdp2 always shards weights"),
+        (["devices.actor_train.offload_optimizer=true"], 8, "set devices.actor_train.offload_p"),
+        (["devices.actor_train.tp=2"], 8, "fsdp2 is data parallel only here"),
+        (["devices.actor_train.offload_params=true"], 0, "this is a CPU run"),
+        (["train.strategy=fsdp2", "train.lora.r=8"], 0, None),  # LoRA is allowed
+    ],
+)
+def test_what_fsdp2_cannot_run_is_refused_in_one_line(overrides, gpus, message) -> None:
+    overrides = ["train.strategy=fsdp2", *overrides]
+    if message is None:
+        load_recipe("rlvr-math", overrides, {"resources.gpus": gpus})
+        return
+    with pytest.raises(ConfigError, match=message) as err:
+        load_recipe("rlvr-math", overrides, {"resources.gpus": gpus})
+    assert "\n" not in str(err.value)
+
+
+def test_the_planner_refuses_the_same_layouts() -> None:
+    spec = get_model_spec("qwen2.5-0.5b")
+    role = RoleRequest("actor_train", "0-1", strategy="fsdp2", zero_stage=1)
+    with pytest.raises(PlanError, match="fsdp2 always shards"):
+        make_plan(PlanInput(spec, 2, roles=[role]))
