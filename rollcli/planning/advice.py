@@ -187,11 +187,25 @@ def _trainers(inp: PlanInput, plan: Plan) -> Iterator[RoleRequest]:
     return (r for r in inp.roles if r.role in TRAIN_ROLES and r.role in failing)
 
 
+def _fsdp2(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
+    """actor_train on plain `hf` over several GPUs: shard its states with FSDP2 (torch's
+    own, nothing to install): what `train.strategy: auto` tries before DeepSpeed."""
+    for req in _trainers(inp, plan):
+        where = plan.placements[req.role]
+        dp = 1 if where == "cpu" else len(where) // (req.tp * req.pp)
+        if req.role == "actor_train" and dp > 1 and req.resolved_strategy == "hf":
+            text = f"shard model states over {dp} GPUs with FSDP2: " + _key(
+                "strategy", req.role, "fsdp2"
+            )
+            yield text, _with(inp, req.role, strategy="fsdp2")
+
+
 def _zero(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     for req in _trainers(inp, plan):
         where = plan.placements[req.role]
         dp = 1 if where == "cpu" else len(where) // (req.tp * req.pp)
-        if dp > 1 and req.zero_stage < 3 and req.resolved_strategy != "megatron":
+        fully_sharded = req.resolved_strategy in ("megatron", "fsdp2")
+        if dp > 1 and req.zero_stage < 3 and not fully_sharded:
             text = f"shard model states over {dp} GPUs with ZeRO-3: " + _key(
                 "zero_stage", req.role, 3
             )
@@ -229,6 +243,18 @@ def _offload(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     for req in _trainers(inp, plan):
         if req.resolved_strategy == "megatron" or plan.placements[req.role] == "cpu":
             continue
+        if req.resolved_strategy == "fsdp2":  # its CPU offload moves every state at once
+            if not req.offload_params:
+                text = "offload weights, gradients and Adam states to host memory: " + _key(
+                    "offload_params", req.role, True
+                )
+                yield text, _with(inp, req.role, offload_params=True)
+            continue
+        if req.role == "actor_train" and req.resolved_strategy == "hf" and not req.lora_params:
+            text = "offload weights, gradients and Adam states to host memory with FSDP2: "
+            text += _key("strategy", req.role, "fsdp2") + " and "
+            text += _key("offload_params", req.role, True)
+            yield text, _with(inp, req.role, strategy="fsdp2", offload_params=True)
         if not req.offload_optimizer:
             stage = max(req.zero_stage, 1)
             text = "offload Adam states to host memory: " + _key(
@@ -389,8 +415,8 @@ def _fits(assess: Assess, inp: PlanInput) -> bool:
 # The whole ladder, in the order advice tries it (module docstring).
 LADDER: tuple[StepKind, ...] = (_zero, _lora, _offload, _activations, _inference, _more_gpus)
 # The steps `train.strategy: auto` takes by itself (planning/auto_strategy.py), cheapest
-# first: sharding costs a collective per layer, the engine's memory share and a smaller
+# first (FSDP2 before DeepSpeed: torch's own, nothing to install): sharding costs a collective per layer, the engine's memory share and a smaller
 # micro-batch little, recomputation a third more compute, offload copies every step. Not
 # LoRA (it changes what trains) and not more GPUs (they change the machine); tensor
 # parallelism is a `devices.actor_infer.tp` step inside `_inference` that auto refuses.
-AUTO_LADDER: tuple[StepKind, ...] = (_zero, _inference, _activations, _offload)
+AUTO_LADDER: tuple[StepKind, ...] = (_fsdp2, _zero, _inference, _activations, _offload)

@@ -38,16 +38,21 @@ def test_hf_is_kept_where_it_fits() -> None:
     assert choice.lines[0].startswith("train.strategy auto → hf: it fits (")
 
 
-def test_7b_on_8_gpus_shards_and_fits_where_hf_does_not() -> None:
+def test_7b_on_8_gpus_shards_with_fsdp2_where_hf_does_not_fit() -> None:
     cfg = _cfg()
     assert not plan_recipe(_cfg("train.strategy=hf")).fits
     choice = resolve_auto(cfg)
     chosen = choice.cfg
-    assert chosen.train.strategy == "deepspeed"
-    assert chosen.devices.actor_train.zero_stage == 3
+    assert chosen.train.strategy == "fsdp2"  # preferred to DeepSpeed, which would fit too
     assert plan_recipe(chosen).fits
+    deepspeed = [  # ZeRO-3 with the engine's memory share it needs
+        "train.strategy=deepspeed",
+        "devices.actor_train.zero_stage=3",
+        "devices.actor_infer.gpu_memory_utilization=0.55",
+    ]
+    assert plan_recipe(_cfg(*deepspeed)).fits
     assert choice.lines[0].startswith("train.strategy auto: hf needs ")
-    assert any("ZeRO-3" in line for line in choice.lines)
+    assert any("FSDP2" in line for line in choice.lines)
     assert choice.lines[-1].startswith("  → it fits (")
     # only keys auto may set changed; everything else is the recipe's
     before = cfg.model_dump(mode="json")
@@ -60,6 +65,12 @@ def test_7b_on_8_gpus_shards_and_fits_where_hf_does_not() -> None:
         if before[section][key] != after[section][key]
     }
     assert changed <= {"train.strategy", "devices.actor_train", "devices.actor_infer"}
+
+
+def test_one_gpu_offloads_with_fsdp2() -> None:
+    chosen = resolve_auto(_cfg(gpus=1)).cfg
+    assert chosen.train.strategy == "fsdp2" and chosen.devices.actor_train.offload_params
+    assert plan_recipe(chosen).fits
 
 
 def test_a_key_the_user_set_is_kept() -> None:
@@ -95,8 +106,7 @@ def test_plan_dry_run_and_train_show_the_same_choice() -> None:
     dry = runner.invoke(app, ["train", *args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     resolved = yaml.safe_load(dry.stdout)
-    assert resolved["train"]["strategy"] == "deepspeed"
-    assert resolved["devices"]["actor_train"]["zero_stage"] == 3
+    assert resolved["train"]["strategy"] == "fsdp2"
     flat = " ".join(dry.stderr.split())  # wrapped to the terminal
     for line in lines:  # the same lines, on stderr
         assert " ".join(line.split()) in flat
