@@ -419,4 +419,5 @@ LADDER: tuple[StepKind, ...] = (_zero, _lora, _offload, _activations, _inference
 # micro-batch little, recomputation a third more compute, offload copies every step. Not
 # LoRA (it changes what trains) and not more GPUs (they change the machine); tensor
 # parallelism is a `devices.actor_infer.tp` step inside `_inference` that auto refuses.
-AUTO_LADDER: tuple[StepKind, ...] = (_fsdp2, _zero, _inference, _activations, _offload)
+# `_inference` comes again after offload: the memory share that fits may only exist then.
+AUTO_LADDER: tuple[StepKind, ...] = (_fsdp2, _zero, _inference, _activations, _offload, _inference)

@@ -110,3 +110,41 @@ def test_plan_dry_run_and_train_show_the_same_choice() -> None:
     flat = " ".join(dry.stderr.split())  # wrapped to the terminal
     for line in lines:  # the same lines, on stderr
         assert " ".join(line.split()) in flat
+
+
+def _cell(model: str, gpus: int, kind: str) -> str:
+    """One cell of docs/planning.md's table of what auto chooses (see its legend)."""
+    flags = {"model": model, "resources.gpus": gpus, "devices.gpu_kind": kind}
+    cfg = load_recipe("rlvr", [], flags)[0]
+    chosen = resolve_auto(cfg).cfg
+    plan = plan_recipe(chosen)
+    worst = plan.peak_device
+    peak = f"({worst.memory_bytes['total'] / 2**30:.0f}/{worst.capacity_bytes / 2**30:.0f})"
+    if not plan.fits:
+        return f"does not fit {peak}"
+    train = chosen.devices.actor_train
+    strategy = chosen.train.strategy
+    bits = [strategy + (f" zero{train.zero_stage}" if strategy == "deepspeed" else "")]
+    if strategy == "fsdp2" and train.offload_params:
+        bits = ["fsdp2 + CPU offload"]
+    bits += ["offload-opt"] if train.offload_optimizer else []
+    bits += ["offload-params"] if train.offload_params and strategy != "fsdp2" else []
+    bits += ["recompute"] if chosen.train.gradient_checkpointing else []
+    util = chosen.devices.actor_infer.gpu_memory_utilization
+    bits += [f"engine {util}"] if util != 0.8 else []
+    return ", ".join(bits) + f" {peak}"
+
+
+def test_planning_md_table_is_what_auto_chooses() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "planning.md").read_text(encoding="utf-8")
+    rows = [
+        line.strip("|").split(" | ")
+        for line in text.splitlines()
+        if line.startswith("| qwen") and line.count("|") == 6
+    ]
+    assert len(rows) >= 16
+    for model, kind, *cells in rows:
+        for gpus, cell in zip((1, 8, 16), cells, strict=True):
+            assert _cell(model.strip(), gpus, kind.strip()) == cell.strip(), (model, kind, gpus)
