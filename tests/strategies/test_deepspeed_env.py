@@ -42,7 +42,9 @@ def test_a_run_names_the_cpu_before_it_prepares_the_model(
         raise _Stop
 
     monkeypatch.setattr(launch, "_prepare_model", prepare)
-    monkeypatch.setattr(launch, "_check_supported", lambda cfg: None)
+    from rollcli.planning.auto_strategy import AutoChoice
+
+    monkeypatch.setattr(launch, "_check_supported", lambda cfg: AutoChoice(cfg, []))
     cfg, _ = load_recipe("rlvr-math", [f"resources.gpus={gpus}"])
     with pytest.raises(_Stop):
         launch.launch_training(cfg, display=None)  # type: ignore[arg-type]

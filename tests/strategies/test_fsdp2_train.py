@@ -26,11 +26,13 @@ LORA = LoraSpec(r=4, alpha=8.0)
 @pytest.fixture(autouse=True)
 def _one_rank_group():
     """FSDP2 opens a one-rank process group in this process; close it after each test so
-    that no other test finds one."""
-    yield
+    that no other test finds one. A group another test opened (DeepSpeed's, whose library
+    keeps a handle to it) is left as it is."""
     import torch.distributed as dist
 
-    if dist.is_initialized():
+    opened_before = dist.is_initialized()
+    yield
+    if dist.is_initialized() and not opened_before:
         dist.destroy_process_group()
 
 
