@@ -220,7 +220,7 @@ def test_tool_errors_become_episode_metrics() -> None:
         call("calculator", expression="2 ** 99999"), "<answer>127250</answer>",
     ]]  # fmt: skip
     metrics = episode_metrics([Episode(EpisodeSpec(0, 0, 7), infos=infos)], "env")
-    assert metrics["env/tool_calls"] == 4.0
+    assert metrics["env/tool_calls"] == metrics["env/tool_calls_per_episode"] == 4.0
     assert metrics["env/tool_errors"] == 3.0
     assert metrics["env/tool_call_valid"] == 0.25
     errors = {k.rsplit("/", 1)[1]: v for k, v in metrics.items() if "/tool_error/" in k}
