@@ -61,7 +61,7 @@ from rollcli.envs.registry import register_env
 from rollcli.envs.text_env import MAX_REPLY_CHARS, reset_info
 from rollcli.envs.tools.call_format import CALL_SHAPE, Reply, parse_reply
 from rollcli.envs.tools.catalog import load_tools
-from rollcli.envs.tools.tasks import TaskSource, ToolTask
+from rollcli.envs.tools.tasks import TaskSource, ToolTask, arithmetic_expression
 from rollcli.envs.tools.tasks import judge as make_judge
 from rollcli.envs.tools.tool import ToolError
 
@@ -165,6 +165,42 @@ class ToolEnv(gymnasium.Env):
     def get_state_key(self) -> str:
         """The task and the results obtained so far (GiGPO groups equal states)."""
         return "\n".join([self._require_task().prompt, *self._results])
+
+    def expert_reply(self) -> str:
+        """The reply a solver writes now, for `roll data episodes --policy expert` and an
+        agentic recipe's warm-up: on an arithmetic task ("What is <expression>?",
+        `tasks.arithmetic`) a call of the calculator on the expression as the prompt writes
+        it (without a calculator, of python printing it), then, once a call has returned,
+        its result as the final answer. A task of another shape, or an env with neither
+        tool, has no expert: ValueError.
+
+        >>> env = ToolEnv(tasks="arithmetic")
+        >>> _ = env.reset(seed=7)
+        >>> print(env.expert_reply())
+        <tool_call>
+        {"name": "calculator", "arguments": {"expression": "254 × 504 - 766"}}
+        </tool_call>
+        >>> _ = env.step(env.expert_reply())
+        >>> env.expert_reply()
+        '<answer>127250</answer>'
+        """
+        task = self._require_task()
+        if self._results:
+            return f"<answer>{self._results[-1].strip()}</answer>"
+        expression = arithmetic_expression(task.prompt)
+        if expression is None:
+            raise ValueError(
+                f"the tool env's expert solves arithmetic tasks ('What is <expression>?'), "
+                f"not {task.prompt[:60]!r}"
+            )
+        if "calculator" in self.tools:
+            call = {"name": "calculator", "arguments": {"expression": expression}}
+        elif "python" in self.tools:
+            code = f"print({expression.replace('×', '*')})"
+            call = {"name": "python", "arguments": {"code": code}}
+        else:
+            raise ValueError("the tool env's expert calls calculator or python; add one to tools")
+        return f"<tool_call>\n{json.dumps(call, ensure_ascii=False)}\n</tool_call>"
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -40,6 +40,8 @@ from rollcli.envs.tools.catalog import load_function
 MAX_ANSWER_CHARS = 200  # longer answers are not parsed by the math judge (it has no timeout)
 _PLAIN_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 ARITHMETIC_KINDS = ("product", "chain")
+ARITHMETIC_PROMPT = "What is {}?"
+_ARITHMETIC_ASKS = re.compile(r"What is ([\d\s()+\-×*/]+)\?")
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,18 @@ def arithmetic(seed: int, kinds: Sequence[str] = ARITHMETIC_KINDS) -> dict[str, 
             text, value = f"({a} + {c}) × {d}", (a + c) * d
         else:
             text, value = f"{a} × {d} + {b} × {d + 1}", a * d + b * (d + 1)
-    return {"prompt": f"What is {text}?", "answer": str(value)}
+    return {"prompt": ARITHMETIC_PROMPT.format(text), "answer": str(value)}
+
+
+def arithmetic_expression(prompt: str) -> str | None:
+    """The expression an `arithmetic` prompt asks for (as written there, ``×`` included),
+    or None for a prompt of another shape; what the tool env's expert types.
+
+    >>> arithmetic_expression("What is (317 + 402) × 58?"), arithmetic_expression("Hi?")
+    ('(317 + 402) × 58', None)
+    """
+    match = _ARITHMETIC_ASKS.fullmatch(prompt)
+    return match.group(1) if match else None
 
 
 BUILTIN_TASKS: dict[str, Callable[..., Any]] = {"arithmetic": arithmetic}

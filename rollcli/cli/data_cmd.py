@@ -82,7 +82,8 @@ def dpo_from_run(
 @app.command("episodes")
 def episodes(
     target: str = typer.Argument(
-        ..., help="An environment (frozenlake, sokoban) or an agentic recipe / YAML file."
+        ...,
+        help="An environment (frozenlake, sokoban, webshop, tool) or an agentic recipe / YAML file.",
     ),
     overrides: list[str] = typer.Argument(
         None, help="Recipe overrides as key.path=value, e.g. agentic.env_kwargs.size=4."

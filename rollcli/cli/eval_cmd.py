@@ -27,7 +27,7 @@ ENV_EPISODES = 200  # default --n for environments: a 95% interval of about ±0.
 def eval_cmd(
     target: str = typer.Argument(
         ...,
-        help="An environment (sokoban, frozenlake, webshop), an agentic recipe, or an rlvr "
+        help="An environment (sokoban, frozenlake, webshop, tool), an agentic recipe, or an rlvr "
         "recipe (rlvr-math, rlvr-code, rlvr-mix) / YAML file.",
     ),
     model: str = typer.Option(
@@ -239,6 +239,16 @@ def _env_text(s: dict[str, Any]) -> str:
         f"  effective actions   {s['effective_action_rate']:.3f}\n"
         f"  mean steps          {s['mean_steps']:.2f}"
         + (f"\n  env errors          {s['env_errors']}" if s["env_errors"] else "")
+        + (_tool_text(s) if "tool_calls_per_episode" in s else "")
+    )
+
+
+def _tool_text(s: dict[str, Any]) -> str:
+    kinds = ", ".join(f"{k} {v}" for k, v in s["tool_error_kinds"].items() if v)
+    return (
+        f"\n  tool calls/episode  {s['tool_calls_per_episode']:.2f}"
+        f"\n  calls that ran      {s['tool_call_valid']:.3f}"
+        f"\n  tool errors         {s['tool_errors']}" + (f" ({kinds})" if kinds else "")
     )
 
 

@@ -14,6 +14,7 @@ ENV_RECIPES = {
     "sokoban": "agentic-sokoban",
     "frozenlake": "agentic-frozenlake",
     "webshop": "webshop",
+    "tool": "agentic-tool-math",
 }
 
 

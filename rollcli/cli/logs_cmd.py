@@ -34,7 +34,9 @@ def logs(
     A step line shows step k/N, reward, validation accuracy (when the step validated), KL,
     entropy, response length, each phase's share of the matmul peak (mfu) and step time
     (agentic runs: the share of informative groups, the first action token's entropy and
-    the most frequent action). With -f it follows the run until it stops."""
+    the most frequent action; tool envs also tool calls per episode, the share of calls that
+    ran, and tool errors with the most common kind). With -f it follows the run until it
+    stops."""
     from rollcli.runs.log_tail import RunTail
     from rollcli.runs.log_tail import follow as follow_run
     from rollcli.runs.run_dir import RunDir

@@ -60,6 +60,21 @@ class EvalResult:
             "effective_action_rate": m["eval/effective_action_rate"],
             "mean_steps": m["eval/mean_steps"],
             "env_errors": int(m["eval/env_errors"]),
+            **self.tool_summary(),
+        }
+
+    def tool_summary(self) -> dict[str, Any]:
+        """A tool env's calls per episode, the share of calls that ran and the errors by
+        kind; nothing for other envs."""
+        m = self.metrics
+        if "eval/tool_calls" not in m:
+            return {}
+        kinds = {k.rsplit("/", 1)[1]: int(v) for k, v in m.items() if "/tool_error/" in k}
+        return {
+            "tool_calls_per_episode": m["eval/tool_calls_per_episode"],
+            "tool_call_valid": m["eval/tool_call_valid"],
+            "tool_errors": int(m["eval/tool_errors"]),
+            "tool_error_kinds": kinds,
         }
 
     def rows(self) -> list[dict[str, Any]]:

@@ -4,10 +4,11 @@ written as SFT conversations (`write_episodes`).
 The episodes are played by the agentic pipeline's own scheduler, env workers, prompts and
 parsing (`play_episodes`, plain objects in this process), so each conversation is exactly
 what an RL run of the same recipe shows the model: its system prompt (the env's
-instructions), its observations and step outcomes as user turns, and each move as an
-assistant turn ``<answer>Move</answer>`` (the recipe's `reply_prefix` included, as in the
-run's samples files). `roll train sft data.source=file data.train_path=FILE` trains on every
-assistant turn.
+instructions, with a tool env's tools declared), its observations and step outcomes as user
+turns, and each move as an assistant turn ``<answer>Move</answer>`` (the recipe's
+`reply_prefix` included, as in the run's samples files), or for a tool env the whole reply,
+a ``<tool_call>`` or the final answer. `roll train sft data.source=file
+data.train_path=FILE` trains on every assistant turn.
 
 Two policies:
 
@@ -15,7 +16,9 @@ Two policies:
   safe walk to the goal; Sokoban: the first move of a shortest solution, by breadth-first
   search; WebShop: the oracle's next action, which reads the goal). On non-slippery ice and
   in generated Sokoban rooms every expert episode succeeds within the recipe's turn limit if
-  the shortest solution fits in it.
+  the shortest solution fits in it. An env whose replies are more than a move has
+  `expert_reply` instead, the whole reply (the tool env: a calculator call on the task's
+  expression, then the result as the answer).
 - ``random``: a uniformly random legal move each turn (the format-only control: it teaches
   the answer format and flattens the prior over moves, not the task).
 
@@ -34,22 +37,36 @@ from rollcli.config.warmup import POLICIES
 from rollcli.pipelines.agentic_setup import env_kwargs, limits
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
-from rollcli.rollout.episode_scheduler import ScriptedPolicy, play_episodes, random_policy
+from rollcli.rollout.episode_scheduler import (
+    ScriptedPolicy,
+    answer_reply,
+    play_episodes,
+    random_policy,
+)
 from rollcli.workers.env_worker import EnvWorker
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import AgenticRecipe
 
 
+def has_expert(env: Any) -> bool:
+    """Whether `env` has a solver: `expert_reply()` (the whole reply) or `expert_action()`
+    (a move, written in answer tags)."""
+    return hasattr(env, "expert_reply") or hasattr(env, "expert_action")
+
+
 def expert_policy(hosts: list[EnvWorker], reply_prefix: str = "") -> ScriptedPolicy:
-    """Each turn the expert move of the episode's own env (`env.expert_action()`), read
-    from plain `EnvWorker` hosts (an episode's env sits in its host's slot `spec.index`)."""
+    """Each turn the expert reply of the episode's own env, read from plain `EnvWorker`
+    hosts (an episode's env sits in its host's slot `spec.index`): `env.expert_reply()`
+    where the env writes whole replies, else `env.expert_action()` in answer tags."""
 
-    def choose(ep: Episode) -> str:
+    def reply(ep: Episode) -> str:
         env = next(h.envs[ep.spec.index] for h in hosts if ep.spec.index in h.envs)
-        return env.expert_action()
+        if hasattr(env, "expert_reply"):
+            return str(env.expert_reply())
+        return answer_reply(env.expert_action())
 
-    return ScriptedPolicy(choose, reply_prefix)
+    return ScriptedPolicy(reply, reply_prefix)
 
 
 def scripted_episodes(
@@ -75,7 +92,7 @@ def scripted_episodes(
         )
     hosts = [EnvWorker(agentic.env, env_kwargs(agentic))]
     if policy == "expert":
-        if not hasattr(hosts[0].probe, "expert_action"):
+        if not has_expert(hosts[0].probe):
             raise ConfigError(
                 f"environment {agentic.env!r} has no expert policy; use --policy random"
             )
@@ -90,9 +107,12 @@ def scripted_episodes(
         tools=hosts[0].tools(),
     )
     specs = [EpisodeSpec(i, i, seed + i) for i in range(n)]
-    episodes, _ = play_episodes(
-        hosts, chosen, specs, fmt, limits(agentic, max_new_tokens), on_progress
-    )
+    try:
+        episodes, _ = play_episodes(
+            hosts, chosen, specs, fmt, limits(agentic, max_new_tokens), on_progress
+        )
+    except ValueError as exc:  # the policy's: a task the expert cannot solve, a reply prefix
+        raise ConfigError(f"--policy {policy}: {exc}") from None
     return episodes
 
 

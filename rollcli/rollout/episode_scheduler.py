@@ -133,20 +133,32 @@ class ModelPolicy:
 
 
 class ScriptedPolicy:
-    """A policy without a model: `choose(episode)` is each turn's move, answered at once in
-    the answer format (the random baseline, the expert of `roll data episodes`)."""
+    """A policy without a model: `reply(episode)` is each turn's whole reply text, written
+    at once (the random baseline, the experts of `roll data episodes`). A move of an env
+    that answers in tags is `answer_reply(move)`; a tool env's expert writes its calls too.
 
-    def __init__(self, choose: Callable[[Episode], str], reply_prefix: str = "") -> None:
-        self.choose = choose
-        self.reply_prefix = reply_prefix  # the prompt already opens the answer
+    With a `reply_prefix` the prompt already holds the reply's opening, so the policy sends
+    the rest; a reply that does not start with the prefix cannot follow that prompt and is
+    an error that says so."""
+
+    def __init__(self, reply: Callable[[Episode], str], reply_prefix: str = "") -> None:
+        self.reply = reply
+        self.reply_prefix = reply_prefix  # the prompt already opens the reply
         self.free = True
         self.width = 1
 
     def submit(self, episodes: list[Episode]) -> tuple[int, Any]:
         replies = []
         for ep in episodes:
-            text = f"<answer>{self.choose(ep)}</answer>".removeprefix(self.reply_prefix)
-            replies.append({"token_ids": [], "text": text, "finished": True})
+            text = self.reply(ep)
+            if not text.startswith(self.reply_prefix):
+                raise ValueError(
+                    f"the scripted reply {text[:60]!r} does not start with agentic.reply_prefix "
+                    f"{self.reply_prefix!r}, which every prompt already ends with"
+                )
+            replies.append(
+                {"token_ids": [], "text": text[len(self.reply_prefix) :], "finished": True}
+            )
         return 0, Done(replies)
 
     def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
@@ -159,10 +171,21 @@ class ScriptedPolicy:
         pass
 
 
+def answer_reply(move: str) -> str:
+    """A move in the answer format of roll's envs.
+
+    >>> answer_reply("Left")
+    '<answer>Left</answer>'
+    """
+    return f"<answer>{move}</answer>"
+
+
 def random_policy(seed: int = 0, reply_prefix: str = "") -> ScriptedPolicy:
     """The baseline: a uniformly random legal action each turn."""
     rng = random.Random(seed)
-    return ScriptedPolicy(lambda ep: rng.choice(ep.actions) if ep.actions else "", reply_prefix)
+    return ScriptedPolicy(
+        lambda ep: answer_reply(rng.choice(ep.actions) if ep.actions else ""), reply_prefix
+    )
 
 
 # ---- the scheduler -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ LIVE_STATUSES = ("starting", "running")
 # events a step logs before its own metrics row
 STEP_EVENTS = ("validation:", "time limit")
 ACTION_FRAC = "agentic/action_frac/"  # agentic: the share of turns that took each action
+TOOL_ERROR = "env/tool_error/"  # tool envs: training episodes' tool errors, per kind (count)
 _EVENT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)  (.*)$")
 
 
@@ -58,6 +59,9 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     >>> format_step({"step": 4, "agentic/informative_groups": 0.5,
     ...     "agentic/action_frac/Left": 0.75, "agentic/action_frac/Up": 0.25})
     'step 4  informative 0.50  top Left 0.75'
+    >>> format_step({"step": 5, "env/tool_calls_per_episode": 1.25, "env/tool_call_valid": 0.8,
+    ...     "env/tool_errors": 16.0, "env/tool_error/malformed": 12.0, "env/tool_error/raised": 4.0})
+    'step 5  calls/ep 1.25  call valid 0.80  tool errors 16 (malformed 12)'
     >>> format_step({"step": 2, "perf/generate_mfu": 0.0312, "perf/train_mfu": 0.254})
     'step 2  mfu gen 3.1% train 25.4%'
     >>> format_step({"step": 30, "time/step_s": 240.0, "time/validate_s": 59.0})
@@ -77,6 +81,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
         ("response_length/mean", "len", "{:.1f}"),
         ("agentic/informative_groups", "informative", "{:.2f}"),
         ("agentic/first_action_entropy", "action H", "{:.2f}"),
+        ("env/tool_calls_per_episode", "calls/ep", "{:.2f}"),
+        ("env/tool_call_valid", "call valid", "{:.2f}"),
     )
     for key, label, fmt in fields:
         value = row.get(key)
@@ -86,6 +92,12 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     if actions:  # the agentic policy's most frequent action: a collapse shows as 1.00
         top = max(actions, key=actions.__getitem__)
         parts.append(f"top {top} {actions[top]:.2f}")
+    errors = row.get("env/tool_errors")
+    if isinstance(errors, (int, float)):  # a tool env: its errors and the most common kind
+        kinds = {k.removeprefix(TOOL_ERROR): v for k, v in row.items() if k.startswith(TOOL_ERROR)}
+        common = max(kinds, key=kinds.__getitem__) if kinds else None
+        kind = f" ({common} {kinds[common]:g})" if errors and common and kinds[common] else ""
+        parts.append(f"tool errors {errors:g}{kind}")
     mfu = [
         f"{label} {100 * row[key]:.1f}%"
         for key, label in (

@@ -1,6 +1,8 @@
 """One PNG of a run's curves: train reward, validation accuracy, KL, entropy, response length,
-step time and each phase's share of the matmul peak (`perf/*_mfu`) against the step. A panel
-whose metric the run did not log says so.
+step time and each phase's share of the matmul peak (`perf/*_mfu`) against the step, and for
+a tool env's run its tool use (calls per episode, the share of calls that ran, each kind of
+error per call). A panel whose metric the run did not log says so; the tool panel is left
+out of runs without tools.
 
 Drawn with matplotlib's object API on the Agg canvas: no pyplot, no global backend switch.
 """
@@ -80,6 +82,7 @@ class Panel:
     ylabel: str
     draw: Callable[[Any, list[Row], str], str]  # draws, returns the title's "last value" part
     missing: str  # why the metric may be absent
+    only_if_logged: bool = False  # a run without the metric leaves the panel's place empty
 
 
 def _last(values: list[float], fmt: str) -> str:
@@ -200,6 +203,26 @@ def _draw_mfu(ax: Any, rows: list[Row], key: str) -> str:
     return " ".join(last) + (", peak raised" if raised else "")
 
 
+def _draw_tools(ax: Any, rows: list[Row], key: str) -> str:
+    """Training episodes' tool calls per episode, the share of calls that ran, and each kind
+    of tool error per call (the kinds that occurred)."""
+    label = _draw_curve(ax, rows, key, "{:.2f}", label="calls per episode")
+    steps, valid = series(rows, "env/tool_call_valid")
+    if valid:
+        ax.plot(steps, valid, color="tab:green", marker="o", markersize=3, label="calls that ran")
+        label += f", valid {valid[-1]:.2f}"
+    kinds = sorted({k for row in rows for k in row if k.startswith("env/tool_error/")})
+    for kind in kinds:
+        kept = [r for r in rows_with(rows, kind) if r.get("env/tool_calls")]
+        if any(r[kind] for r in kept):
+            per_call = [r[kind] / r["env/tool_calls"] for r in kept]
+            name = kind.rsplit("/", 1)[1]
+            ax.plot([r["step"] for r in kept], per_call, ls="--", lw=1, label=f"{name} per call")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, loc="best")
+    return label
+
+
 PANELS = (
     Panel(
         "train reward", "reward/mean", "mean reward", _draw_reward, "no rollout steps logged yet"
@@ -240,6 +263,14 @@ PANELS = (
         _draw_mfu,
         "logged by rlvr and sft runs (docs/performance.md)",
     ),
+    Panel(
+        "tool use",
+        "env/tool_calls_per_episode",
+        "per episode / share",
+        _draw_tools,
+        "logged by tool environments (docs/agents.md)",
+        only_if_logged=True,
+    ),
 )
 
 
@@ -265,7 +296,7 @@ def _say_missing(ax: Any, panel: Panel) -> None:
 
 def draw_run(rows: list[Row], *, title: str, subtitle: str = "") -> Figure:
     """The figure of `rows` (metrics.jsonl): seven panels in two rows of four, 2000 x 900
-    pixels (the eighth place left empty)."""
+    pixels, the eighth place a tool env's tool use (empty for other runs)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -274,7 +305,8 @@ def draw_run(rows: list[Row], *, title: str, subtitle: str = "") -> Figure:
     FigureCanvasAgg(fig)
     fig.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize=15)
     axes = fig.subplots(2, 4)
-    for ax in axes.flat[len(PANELS) :]:
+    shown = [p for p in PANELS if not p.only_if_logged or series(rows, p.key)[1]]
+    for ax in axes.flat[len(shown) :]:
         fig.delaxes(ax)
     all_steps = [row["step"] for row in rows if isinstance(row.get("step"), int)]
     xlim = (min(all_steps) - 0.5, max(all_steps) + 0.5) if all_steps else None
@@ -282,7 +314,7 @@ def draw_run(rows: list[Row], *, title: str, subtitle: str = "") -> Figure:
     if trips:  # red dashed lines at the steps where a collapse signal first tripped
         marks = ", ".join(f"{name} (step {step})" for name, step in trips.items())
         fig.suptitle(f"{fig.get_suptitle()}\ncollapse signals: {marks}", fontsize=15, color="C3")
-    for ax, panel in zip(axes.flat, PANELS, strict=False):
+    for ax, panel in zip(axes.flat, shown, strict=False):
         ax.tick_params(labelsize=10)
         if not series(rows, panel.key)[1]:
             _say_missing(ax, panel)

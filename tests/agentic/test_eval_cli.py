@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from rollcli.cli.app import app
 from rollcli.cli.eval_cmd import ENV_EPISODES
+from rollcli.cli.eval_target import resolve_eval_target
 from rollcli.evaluation.stats import (
     mcnemar_exact,
     mean_difference_interval,
@@ -50,10 +51,26 @@ def test_tiny_random_model_plays_and_renders_an_episode() -> None:
     assert "example episode" in result.stdout and "── reply 1" in result.stdout
 
 
+def test_the_tool_env_reports_success_and_tool_use_on_held_out_tasks() -> None:
+    # `roll eval tool` is the agentic-tool-math recipe's env; --seed picks validation tasks
+    out = _eval("tool", "--model", "tiny-random", "--n", "2", "--seed", "3",
+                "rollout.max_new_tokens=4")  # fmt: skip
+    assert out["env"] == "tool" and out["episodes"] == 2
+    assert [r["seed"] for r in out["outcomes"]] == [3, 4]
+    assert {"success_rate", "success_ci95", "episodes"} <= set(out)
+    assert out["mean_steps"] == 3.0  # agentic-tool-math: max_turns 3, no answer from noise
+    assert out["tool_error_kinds"].keys() == {
+        "malformed", "unknown_tool", "bad_arguments", "raised", "timeout"
+    }  # fmt: skip
+    assert 0.0 <= out["tool_call_valid"] <= 1.0 and out["tool_calls_per_episode"] >= 0.0
+    recipe = resolve_eval_target("agentic-tool-math", [])[0]
+    assert resolve_eval_target("tool", [])[0] == recipe
+
+
 def test_an_offline_recipe_is_refused() -> None:
     result = runner.invoke(app, ["eval", "dpo", "--model", "random"])
     assert result.exit_code == 2
-    assert "give sokoban, frozenlake, webshop, an agentic or an rlvr recipe" in result.stderr
+    assert "give sokoban, frozenlake, webshop, tool, an agentic or an rlvr recipe" in result.stderr
 
 
 def test_json_has_every_episode() -> None:

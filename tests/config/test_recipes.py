@@ -32,12 +32,14 @@ def test_catalogue_names_the_recipes_users_asked_for() -> None:
         "sft",
         "rlvr-code",
         "agentic-frozenlake",
+        "agentic-tool-math",
     } <= names
 
 
 def test_recipe_found_by_alias_and_unique_prefix() -> None:
     assert find_recipe("rlvr")[0] == "rlvr-math"
     assert find_recipe("agentic-s")[0] == "agentic-sokoban"
+    assert find_recipe("tool-math")[0] == find_recipe("agentic-t")[0] == "agentic-tool-math"
     with pytest.raises(
         ConfigError, match="ambiguous: it matches agentic-frozenlake, agentic-sokoban"
     ):

@@ -176,6 +176,42 @@ def test_the_python_tool_runs_in_the_sandbox_with_its_limits() -> None:
     assert obs == "Error: python: the program ran past the 1 s limit"
 
 
+# ---- the expert (the warm-up's demonstrations) ---------------------------------------------------
+def test_the_expert_calls_the_calculator_on_the_expression_then_answers_its_result() -> None:
+    for seed in range(40):
+        env = ToolEnv(tasks="arithmetic", max_steps=3)
+        prompt, _ = env.reset(seed=seed)
+        first = env.expert_reply()
+        expression = prompt.removeprefix("What is ").removesuffix("?")
+        assert first == call("calculator", expression=expression).replace(
+            json.dumps(expression), json.dumps(expression, ensure_ascii=False)
+        )  # the expression as the prompt writes it, "×" included
+        obs, reward, terminated, _, info = env.step(first)
+        assert (reward, terminated, info["tool_error"]) == (0.0, False, "")
+        assert env.expert_reply() == f"<answer>{obs}</answer>"
+        _, reward, terminated, _, info = env.step(env.expert_reply())
+        assert (reward, terminated, info["success"]) == (1.0, True, True)
+
+
+@needs_sandbox
+def test_without_a_calculator_the_expert_prints_the_expression_with_python() -> None:
+    env = _env(tools=["python"], max_steps=3)
+    assert env.expert_reply() == call("python", code="print(254 * 504 - 766)")
+    env.step(env.expert_reply())
+    assert env.expert_reply() == "<answer>127250</answer>"  # the printed line, stripped
+
+
+def test_a_task_the_expert_cannot_solve_is_one_clear_error(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "city_tasks_for_test.py").write_text(
+        "def tasks(seed):\n    return {'prompt': 'Capital of France?', 'answer': 'Paris'}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = make("tool", tasks="city_tasks_for_test:tasks")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="solves arithmetic tasks .* not 'Capital of France\\?'"):
+        env.expert_reply()
+
+
 # ---- metrics, tasks, registration -----------------------------------------------------------------------
 def test_tool_errors_become_episode_metrics() -> None:
     env = _env(max_steps=5)
@@ -184,7 +220,7 @@ def test_tool_errors_become_episode_metrics() -> None:
         call("calculator", expression="2 ** 99999"), "<answer>127250</answer>",
     ]]  # fmt: skip
     metrics = episode_metrics([Episode(EpisodeSpec(0, 0, 7), infos=infos)], "env")
-    assert metrics["env/tool_calls"] == 4.0
+    assert metrics["env/tool_calls"] == metrics["env/tool_calls_per_episode"] == 4.0
     assert metrics["env/tool_errors"] == 3.0
     assert metrics["env/tool_call_valid"] == 0.25
     errors = {k.rsplit("/", 1)[1]: v for k, v in metrics.items() if "/tool_error/" in k}

@@ -93,6 +93,15 @@ def test_format_step_shows_what_the_row_has() -> None:
     agentic = {"step": 3, "agentic/informative_groups": 0.25, "agentic/first_action_entropy": 0.4}
     agentic |= {"agentic/action_frac/Left": 0.2, "agentic/action_frac/Down": 0.7}
     assert format_step(agentic) == "step 3  informative 0.25  action H 0.40  top Down 0.70"
+    tools = {"step": 5, "env/tool_calls": 40.0, "env/tool_calls_per_episode": 1.25}
+    tools |= {"env/tool_call_valid": 0.6, "env/tool_errors": 16.0}
+    tools |= {"env/tool_error/malformed": 12.0, "env/tool_error/raised": 4.0}
+    assert format_step(tools) == (
+        "step 5  calls/ep 1.25  call valid 0.60  tool errors 16 (malformed 12)"
+    )
+    assert format_step(tools | {"env/tool_errors": 0.0}) == (
+        "step 5  calls/ep 1.25  call valid 0.60  tool errors 0"
+    )
 
 
 def test_mfu_logged_above_100_percent_shows_against_a_raised_peak(tmp_path: Path) -> None:

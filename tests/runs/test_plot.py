@@ -1,4 +1,5 @@
-"""`roll plot`: one PNG with seven panels, read back pixel by pixel."""
+"""`roll plot`: one PNG with seven panels (eight for a tool env's run), read back pixel by
+pixel."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rollcli.runs.plot import PANELS, draw_run
 from rollcli.runs.run_dir import RunDir
 
 runner = CliRunner()
+ALWAYS = [p for p in PANELS if not p.only_if_logged]  # drawn for every run
 
 
 def _row(step: int, **extra: float) -> dict[str, float]:
@@ -48,7 +50,7 @@ def _panels(png: Path) -> list[np.ndarray]:
     body = image[80:, :, :3]
     h, w = body.shape[0] // 2, body.shape[1] // 4
     areas = [body[r * h : (r + 1) * h, c * w : (c + 1) * w] for r in range(2) for c in range(4)]
-    return areas[: len(PANELS)]
+    return areas[: len(ALWAYS)]
 
 
 def test_plot_writes_a_png_with_every_panel_drawn(tmp_path: Path) -> None:
@@ -99,7 +101,7 @@ def test_missing_metrics_leave_a_panel_that_says_so(tmp_path: Path) -> None:
     rows = [{"step": k, "reward/mean": 0.1 * k, "actor/entropy": 0.5} for k in range(1, 4)]
     fig = draw_run(rows, title="run run-q")
     texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig.axes}
-    assert len(texts) == len(PANELS) == 7
+    assert len(texts) == len(ALWAYS) == 7
     assert texts["validation accuracy"] == ["no 'val/accuracy' in metrics", "(no validation ran)"]
     assert texts["KL to reference"][0] == "no 'actor/kl' in metrics"
     assert texts["response length"][0] == "no 'response_length/mean' in metrics"
@@ -126,6 +128,32 @@ def test_plot_errors(tmp_path: Path) -> None:
     _run(tmp_path, [_row(1)], "run-one")
     jpg = runner.invoke(app, ["plot", "run-one", "-o", "x.jpg", "--runs-dir", str(tmp_path)])
     assert jpg.exit_code == 2 and "is not a .png file" in jpg.stderr
+
+
+def test_a_tool_env_run_gets_an_eighth_panel_of_its_tool_use(tmp_path: Path) -> None:
+    tools = [
+        {"env/tool_calls": 40.0, "env/tool_calls_per_episode": 1.25, "env/tool_call_valid": 0.5,
+         "env/tool_error/malformed": 20.0, "env/tool_error/raised": 0.0},
+        {"env/tool_calls": 32.0, "env/tool_calls_per_episode": 1.0, "env/tool_call_valid": 0.75,
+         "env/tool_error/malformed": 8.0, "env/tool_error/raised": 0.0},
+    ]  # fmt: skip
+    rows = [_row(k + 1, **extra) for k, extra in enumerate(tools)]
+    fig = draw_run(rows, title="run t")
+    assert len(fig.axes) == len(PANELS) == 8
+    panel = fig.axes[7]
+    assert panel.get_title() == "tool use  (last 1.00, valid 0.75)"
+    lines = {line.get_label(): list(line.get_ydata()) for line in panel.get_lines()}
+    assert lines == {  # a kind that never occurred is not drawn
+        "calls per episode": [1.25, 1.0],
+        "calls that ran": [0.5, 0.75],
+        "malformed per call": [0.5, 0.25],
+    }
+    run = _run(tmp_path, rows, "run-t")
+    result = runner.invoke(app, ["plot", "run-t", "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    body = imread(run.root / "plot.png")[80:, :, :3]
+    eighth = body[body.shape[0] // 2 :, 3 * body.shape[1] // 4 :]
+    assert ((eighth.max(axis=2) - eighth.min(axis=2)) > 0.2).mean() > 0.002  # drawn
 
 
 def test_agentic_first_action_entropy_joins_the_entropy_panel() -> None:

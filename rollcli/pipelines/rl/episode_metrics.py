@@ -17,9 +17,9 @@ validation):
 =========================  ==========================================================
 
 Tool environments (`rollcli.envs.tools`) add `tool_metrics`: ``tool_calls`` (replies that
-called a tool, well-formed or not), ``tool_errors`` (calls that gave an error
-observation), ``tool_call_valid`` (the share of calls that ran and returned a result) and
-``tool_error/<kind>`` for each kind of `ToolEnv`'s errors (count).
+called a tool, well-formed or not), ``tool_calls_per_episode``, ``tool_errors`` (calls that
+gave an error observation), ``tool_call_valid`` (the share of calls that ran and returned a
+result) and ``tool_error/<kind>`` for each kind of `ToolEnv`'s errors (count).
 
 Training steps also log (no prefix choice) what a collapse looks like:
 ``agentic/action_frac/<Action>`` (`action_fractions`), ``agentic/informative_groups`` and
@@ -53,18 +53,19 @@ def episode_metrics(episodes: list[Episode], prefix: str) -> dict[str, float]:
         "format_errors": float(sum(not i.get("action_is_valid", True) for i in infos)),
         "env_errors": float(sum(ep.error is not None for ep in episodes)),
         "cut_frac": sum(ep.end in ("max_turns", "context") for ep in episodes) / n,
-        **tool_metrics(infos),
+        **tool_metrics(infos, len(episodes)),
     }
     return {f"{prefix}/{k}": v for k, v in out.items()}
 
 
-def tool_metrics(infos: list[dict]) -> dict[str, float]:
-    """Tool calls and their errors over the steps of a tool env (steps whose info has
-    ``tool_call``); nothing for other envs.
+def tool_metrics(infos: list[dict], episodes: int) -> dict[str, float]:
+    """Tool calls and their errors over the steps of `episodes` episodes of a tool env
+    (steps whose info has ``tool_call``); nothing for other envs.
 
-    >>> tool_metrics([{"tool_call": 1, "tool_error": ""}, {"tool_call": 1,
-    ...     "tool_error": "timeout"}, {"tool_call": 0, "tool_error": ""}])["tool_call_valid"]
-    0.5
+    >>> m = tool_metrics([{"tool_call": 1, "tool_error": ""}, {"tool_call": 1,
+    ...     "tool_error": "timeout"}, {"tool_call": 0, "tool_error": ""}], episodes=1)
+    >>> m["tool_call_valid"], m["tool_calls_per_episode"], m["tool_error/timeout"]
+    (0.5, 2.0, 1.0)
     """
     steps = [i for i in infos if "tool_call" in i]
     if not steps:
@@ -74,6 +75,7 @@ def tool_metrics(infos: list[dict]) -> dict[str, float]:
     errors = sum(kinds.values())
     return {
         "tool_calls": float(calls),
+        "tool_calls_per_episode": calls / max(episodes, 1),
         "tool_errors": float(errors),
         "tool_call_valid": (calls - errors) / calls if calls else 0.0,
         **{f"tool_error/{kind}": float(kinds[kind]) for kind in TOOL_ERRORS},
