@@ -15,13 +15,13 @@ from rollcli.config.sections import AgenticConfig
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.agentic_setup import (
     env_kwargs,
+    host_turn_format,
     limits,
     model_context,
     turn_cache_mib,
     val_specs,
 )
 from rollcli.pipelines.rl.episode_metrics import episode_metrics
-from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode
 from rollcli.rollout.episode_scheduler import (
     ModelPolicy,
@@ -133,13 +133,7 @@ def evaluate(
             n=1, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
         )
         policy = ModelPolicy([worker], params, sessions=turn_cache_mib(agentic, "hf") > 0)
-    fmt = TurnFormat(
-        tokenizer,
-        hosts[0].instructions(),
-        agentic.reply_prefix,
-        agentic.user_suffix,
-        tools=hosts[0].tools(),
-    )
+    fmt = host_turn_format(tokenizer, hosts[0], agentic)
     episodes, _ = play_episodes(
         hosts,
         policy,

@@ -8,6 +8,7 @@ from typing import Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.sections import AgenticConfig
+from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.workers.env_worker import env_factory
 
@@ -68,6 +69,14 @@ def env_parameters(env: str) -> tuple[set[str], bool]:
     params = inspect.signature(env_factory(env)).parameters.values()
     open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
     return {p.name for p in params}, open_kwargs
+
+
+def host_turn_format(tokenizer: Any, host: Any, agentic: AgenticConfig) -> TurnFormat:
+    """The chat format of episodes played on env workers (`host`: one of them; its env's
+    instructions and tools), with the recipe's reply prefix and user suffix."""
+    return TurnFormat(
+        tokenizer, host.instructions(), agentic.reply_prefix, agentic.user_suffix, host.tools()
+    )
 
 
 def limits(agentic: AgenticConfig, max_new_tokens: int, model_context: int | None = None) -> Limits:

@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any
 from rollcli.config.errors import ConfigError
 from rollcli.config.sections import AgenticConfig
 from rollcli.config.warmup import POLICIES
-from rollcli.pipelines.agentic_setup import env_kwargs, limits
-from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.pipelines.agentic_setup import env_kwargs, host_turn_format, limits
 from rollcli.rollout.episode import Episode, EpisodeSpec
 from rollcli.rollout.episode_scheduler import (
     ScriptedPolicy,
@@ -99,13 +98,7 @@ def scripted_episodes(
         chosen = expert_policy(hosts, agentic.reply_prefix)
     else:
         chosen = random_policy(seed, agentic.reply_prefix)
-    fmt = TurnFormat(
-        tokenizer,
-        hosts[0].instructions(),
-        agentic.reply_prefix,
-        agentic.user_suffix,
-        tools=hosts[0].tools(),
-    )
+    fmt = host_turn_format(tokenizer, hosts[0], agentic)
     specs = [EpisodeSpec(i, i, seed + i) for i in range(n)]
     try:
         episodes, _ = play_episodes(
