@@ -69,6 +69,9 @@ def test_the_recipe_keys_reach_the_trainer() -> None:
     factor = trainer_args(cfg)["lr_factor"]
     assert (factor.schedule, factor.decay_steps, factor.min_lr_ratio) == ("cosine", 10, 0.1)
     assert factor.total_steps == cfg.train.steps
-    assert trainer_args(load_recipe("rlvr-math")[0])["lr_factor"].decay(10**6) == 1.0  # default
+    shipped = trainer_args(load_recipe("rlvr-math")[0])["lr_factor"]  # linear, last 10 steps
+    assert (shipped.schedule, shipped.decay_steps) == ("linear", 10)
+    constant = trainer_args(load_recipe("rlvr-math", ["train.lr_schedule=constant"])[0])
+    assert constant["lr_factor"].decay(10**6) == 1.0
     with pytest.raises(ConfigError, match="lr_schedule"):
         load_recipe("rlvr-math", ["train.lr_schedule=step"])
