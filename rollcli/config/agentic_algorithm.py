@@ -6,7 +6,7 @@ arguments, so every other key means the same as in rlvr (docs/agentic.md has the
 The refused ones need a part the episode source does not have: rlvr's prompt re-sampling
 (dynamic sampling) and a single reply to shape by length (overlong). GAE trains a critic on
 the episode's model tokens (the environment's turns in between are masked, and GAE skips
-masked positions); `tis_cap` reweights episodes played ahead (`rollout.max_staleness`)
+masked positions); `off_policy` reweights episodes played ahead (`rollout.max_staleness`)
 against the sampler's log-probs. A key that only tunes a feature that is off (lam without
 GAE, max_resample_rounds without dynamic sampling, ...) is refused for every pipeline by
 `AlgorithmConfig`, so no key is silently ignored. Pure: imports only the config.

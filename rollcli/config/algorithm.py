@@ -32,6 +32,38 @@ LossAggMode = Literal[
 ]
 NormMode = Literal["group", "batch", "running", "none"]
 KLEstimator = Literal["k1", "k2", "k3", "abs"]
+CorrectionName = Literal["none", "tis", "mis", "icepop"]
+
+
+class OffPolicyConfig(BaseModel):
+    """`algorithm.off_policy`: correcting the policy loss for the sampler `mu` differing from
+    the trainer's `pi_old` (formulas and papers: `rollcli.algorithms.off_policy`). `band` also
+    sets which ratios `rollout/mismatch_outside_band` counts, whatever the correction."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    correction: CorrectionName = Field("none", description="none | tis | mis | icepop")
+    level: Literal["token", "sequence"] = Field("token", description="tis and mis: ratio per")
+    cap: float = Field(2.0, gt=0.0, description="tis: truncate at; mis: drop above")
+    band: tuple[float, float] = Field((0.5, 2.0), description="icepop: keep ratios within")
+
+    @model_validator(mode="after")
+    def _check(self) -> OffPolicyConfig:
+        low, high = self.band
+        if not 0 < low <= 1 <= high:
+            raise ValueError(f"band = {list(self.band)} must satisfy 0 < low <= 1 <= high")
+        fields = OffPolicyConfig.model_fields
+        if self.cap != fields["cap"].default and self.correction not in ("tis", "mis"):
+            raise ValueError(
+                f"cap applies to correction tis or mis, not {self.correction!r}; remove cap"
+                + (" (icepop keeps ratios within band)" if self.correction == "icepop" else "")
+            )
+        if self.level != "token" and self.correction not in ("tis", "mis"):
+            raise ValueError(
+                f"level: {self.level} applies to correction tis or mis, not "
+                f"{self.correction!r}; remove level"
+            )
+        return self
 
 
 class AlgorithmConfig(BaseModel):
@@ -80,7 +112,20 @@ class AlgorithmConfig(BaseModel):
     )
     overlong_penalty: float = Field(1.0, ge=0.0, description="penalty at the length limit")
     mask_truncated: bool = Field(False, description="drop truncated samples from the loss")
-    tis_cap: float | None = Field(None, gt=0.0, description="truncated IS cap (None = off)")
+    off_policy: OffPolicyConfig = Field(
+        default_factory=OffPolicyConfig, description="sampler-vs-trainer correction"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "tis_cap" in data:
+            cap = data["tis_cap"]
+            raise ValueError(
+                f"algorithm.tis_cap is now algorithm.off_policy: {{correction: tis, cap: {cap}}} "
+                f"(override: algorithm.off_policy.correction=tis algorithm.off_policy.cap={cap})"
+            )
+        return data
 
     @model_validator(mode="after")
     def _check_combinations(self) -> AlgorithmConfig:
@@ -95,10 +140,11 @@ class AlgorithmConfig(BaseModel):
                 f"algorithm.lam = {self.lam} is GAE's lambda, and advantage "
                 f"{self.advantage!r} has none; set advantage: gae or remove algorithm.lam"
             )
-        if self.tis_cap is not None and self.policy_loss in ("pg", "topr"):
+        correction = self.off_policy.correction
+        if correction != "none" and self.policy_loss in ("pg", "topr"):
             raise ValueError(
-                f"tis_cap reweights the ppo, raftpp and gspo losses, not {self.policy_loss!r}; "
-                "drop tis_cap or pick one of those losses"
+                f"off_policy.correction {correction} reweights the ppo, raftpp and gspo losses, "
+                f"not {self.policy_loss!r}; set off_policy.correction: none or pick one of those"
             )
         if self.kl_controller == "adaptive" and self.kl_coef == 0:
             raise ValueError("kl_controller: adaptive needs kl_coef > 0 as its starting value")

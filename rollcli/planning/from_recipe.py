@@ -145,7 +145,7 @@ def engine_line(cfg: RecipeConfig) -> str | None:
 
 
 def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
-    """`algorithm.tis_cap` weighs tokens by `pi_old / mu`, with `pi_old` the trainer's
+    """`algorithm.off_policy.correction` weighs tokens by `pi_old / mu`, with `pi_old` the trainer's
     temperature-only log-prob. The hf engine reports `mu` under that same distribution;
     vllm (`processed_logprobs`) and sglang report it under the top-k / top-p truncated one
     (vLLM has no temperature-only mode: `raw_logprobs` leave the temperature out), which
@@ -153,13 +153,13 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     alg = getattr(cfg, "algorithm", None)
     rollout = cfg.rollout
     truncated = rollout.top_p < 1.0 or rollout.top_k > 0
-    if alg is None or alg.tis_cap is None or engine == "hf" or not truncated:
+    if alg is None or alg.off_policy.correction == "none" or engine == "hf" or not truncated:
         return
     raise ConfigError(
-        f"algorithm.tis_cap with rollout.top_p = {rollout.top_p} / top_k = {rollout.top_k}: "
+        f"algorithm.off_policy.correction {alg.off_policy.correction} with rollout.top_p = {rollout.top_p} / top_k = {rollout.top_k}: "
         f"the {engine} engine reports log-probs under the truncated distribution, not the "
         "trainer's, so the importance weights would be biased; set rollout.top_p: 1 and "
-        "rollout.top_k: 0, use rollout.engine: hf, or remove algorithm.tis_cap"
+        "rollout.top_k: 0, use rollout.engine: hf, or set algorithm.off_policy.correction: none"
     )
 
 

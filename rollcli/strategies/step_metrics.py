@@ -12,13 +12,26 @@ uneven micro-batches is not: a 1-token micro-batch would weigh as much as a 500-
 one). With `world_size > 1` the weighted sums are all-reduced over the data-parallel ranks
 (one collective per `update`: every rank must report the same weighted keys), so every
 rank reports the mean over the whole batch. A key whose weights sum to 0 is left out.
+
+An `Extreme` is a micro-batch's smallest or largest value (the sampler-vs-trainer ratio's
+extremes): the update reports the smallest or largest over every micro-batch (and rank).
 """
 
 from __future__ import annotations
 
+from typing import Literal, NamedTuple
+
 import torch
 
-Metric = float | tuple[float, float]  # a value, or (value, weight)
+
+class Extreme(NamedTuple):
+    """A micro-batch's extreme: the update reports the `op` (min or max) over all of them."""
+
+    value: float
+    op: Literal["min", "max"]
+
+
+Metric = float | tuple[float, float] | Extreme  # a value, (value, weight), or an extreme
 
 
 class StepMetrics:
@@ -29,15 +42,26 @@ class StepMetrics:
     >>> m.add({"entropy": (2.0, 1.0), "lr": 0.3})
     >>> m.means()
     {'entropy': 1.25, 'lr': 0.2}
+    >>> m.add({"ratio_max": Extreme(3.0, "max")})
+    >>> m.add({"ratio_max": Extreme(2.0, "max")})
+    >>> m.means()["ratio_max"]
+    3.0
     """
 
     def __init__(self) -> None:
         self.sums: dict[str, float] = {}
         self.weights: dict[str, float] = {}
         self.weighted: set[str] = set()
+        self.extremes: dict[str, Extreme] = {}
 
     def add(self, metrics: dict[str, Metric]) -> None:
         for key, metric in metrics.items():
+            if isinstance(metric, Extreme):
+                seen = self.extremes.get(key)
+                pick = min if metric.op == "min" else max
+                value = float(metric.value) if seen is None else pick(seen.value, metric.value)
+                self.extremes[key] = Extreme(value, metric.op)
+                continue
             if isinstance(metric, tuple):
                 value, weight = float(metric[0]), float(metric[1])
                 self.weighted.add(key)
@@ -51,7 +75,27 @@ class StepMetrics:
     def means(self, world_size: int = 1) -> dict[str, float]:
         if world_size > 1 and self.weighted:
             self._all_reduce_weighted()
-        return {k: self.sums[k] / self.weights[k] for k in self.sums if self.weights[k] > 0}
+        if world_size > 1 and self.extremes:
+            self._all_reduce_extremes()
+        means = {k: self.sums[k] / self.weights[k] for k in self.sums if self.weights[k] > 0}
+        return {**means, **{k: e.value for k, e in self.extremes.items()}}
+
+    def _all_reduce_extremes(self) -> None:
+        """One MAX all-reduce: maxima as they are, minima negated."""
+        import torch.distributed as dist
+
+        keys = sorted(self.extremes)
+        signs = [1.0 if self.extremes[k].op == "max" else -1.0 for k in keys]
+        flat = torch.tensor(
+            [s * self.extremes[k].value for s, k in zip(signs, keys, strict=True)],
+            dtype=torch.float64,
+        )
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        on_device = flat.to(device)
+        dist.all_reduce(on_device, op=dist.ReduceOp.MAX)
+        flat = on_device.cpu()
+        for i, (s, k) in enumerate(zip(signs, keys, strict=True)):
+            self.extremes[k] = Extreme(s * float(flat[i]), self.extremes[k].op)
 
     def _all_reduce_weighted(self) -> None:
         import torch.distributed as dist

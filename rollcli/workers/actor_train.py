@@ -30,7 +30,7 @@ import torch
 
 from rollcli.algorithms.aggregation import aggregate_loss, loss_normalisers, micro_batch_share
 from rollcli.algorithms.kl import kl_loss
-from rollcli.algorithms.off_policy import truncated_is_weights
+from rollcli.algorithms.off_policy import correction_weights, mismatch_metrics
 from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
@@ -79,21 +79,28 @@ def _entropy_mask(batch: Batch) -> torch.Tensor:
     return batch["action_mask"] * mask if "action_mask" in batch else mask
 
 
-def _tis_weights(
-    cap: float | None, old: torch.Tensor, micro: Batch, mask: torch.Tensor
-) -> tuple[torch.Tensor, dict[str, float]] | None:
-    """Truncated importance weights `min(pi_old / mu, cap)` against the sampler's log-probs
-    `mu` (None when off, or when the engine sent none), and their metrics."""
-    if cap is None or "behaviour_logprobs" not in micro:
-        return None
-    behaviour = micro["behaviour_logprobs"]
-    weights = truncated_is_weights(old.detach(), behaviour, mask, cap)
-    ratio = (old.detach() - behaviour).exp()
-    count = mask.sum().clamp(min=1)
-    return weights, {
-        "tis_ratio_mean": float((ratio * mask).sum() / count),
-        "tis_clipped_frac": float(((ratio > cap).float() * mask).sum() / count),
-    }
+def _off_policy(
+    args: PolicyUpdateArgs, old: torch.Tensor, micro: Batch, mask: torch.Tensor
+) -> tuple[torch.Tensor | None, dict[str, float]]:
+    """Against the sampler's log-probs `mu` (where the engine sent them): the off-policy
+    correction's per-token weights (None with `correction: none`) and the metrics, the
+    mismatch ones (`mismatch_*`) whatever the correction."""
+    if "behaviour_logprobs" not in micro:
+        return None, {}
+    behaviour, old = micro["behaviour_logprobs"], old.detach()
+    metrics = mismatch_metrics(old, behaviour, mask, args.correction_band)
+    corrected = correction_weights(
+        args.correction,
+        old,
+        behaviour,
+        mask,
+        level=args.correction_level,
+        cap=args.correction_cap,
+        band=args.correction_band,
+    )
+    if corrected is None:
+        return None, metrics
+    return corrected[0], {**metrics, **corrected[1]}
 
 
 def _with_precision(strategy: str, options: dict[str, Any], precision: str) -> dict[str, Any]:
@@ -277,7 +284,7 @@ class ActorTrainWorker:
             # On-policy (one optimizer step per batch) the rollout policy is the current one,
             # so the old log-probs are this forward's, detached: no extra forward pass.
             old = micro["old_logprobs"] if "old_logprobs" in micro else logprobs.detach()
-            tis = _tis_weights(args.tis_cap, old, micro, mask)
+            is_weights, off_metrics = _off_policy(args, old, micro, mask)
             loss, metrics = compute_policy_loss(
                 args.policy_loss,
                 logprobs=logprobs,
@@ -289,11 +296,11 @@ class ActorTrainWorker:
                 dual_clip=args.dual_clip,
                 agg=args.loss_agg,
                 norm_len=norm_len,
-                **({"is_weights": tis[0]} if tis else {}),
+                **({"is_weights": is_weights} if is_weights is not None else {}),
             )
             loss = loss * pg_share
             ent = aggregate_loss(entropy, mask, "token-mean")
-            metrics = {**metrics, "entropy": float(ent.detach()), **(tis[1] if tis else {})}
+            metrics = {**metrics, "entropy": float(ent.detach()), **off_metrics}
             ent_mask, bonus = _entropy_mask(micro), ent
             if "action_mask" in micro:  # weighted by its tokens: 0 here when it has none
                 bonus = aggregate_loss(entropy, ent_mask, "token-mean")

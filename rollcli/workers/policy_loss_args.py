@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rollcli.algorithms.off_policy import Correction, Level
     from rollcli.config.recipe import RecipeConfig
 
 
@@ -27,13 +28,17 @@ class PolicyUpdateArgs:
     )
     temperature: float = 1.0
     norm_len: int | None = None
-    tis_cap: float | None = None  # truncated importance sampling against the sampler's log-probs
+    # the off-policy correction against the sampler's log-probs (rollcli.algorithms.off_policy)
+    correction: Correction = "none"
+    correction_level: Level = "token"
+    correction_cap: float = 2.0
+    correction_band: tuple[float, float] = (0.5, 2.0)  # icepop's, and the mismatch metrics'
     shared_prefix: bool = False  # each group's prompt computed once (rollcli.data.shared_prefix)
 
     @classmethod
     def from_recipe(cls, cfg: RecipeConfig) -> PolicyUpdateArgs:
         """The update's arguments from the recipe's algorithm, train and rollout sections
-        (truncated importance sampling stays off: pipelines that support it set `tis_cap`)."""
+        (the off-policy correction stays off: pipelines that support it set `correction`)."""
         alg, train = cfg.algorithm, cfg.train
         return cls(
             policy_loss=alg.policy_loss,

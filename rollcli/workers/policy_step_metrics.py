@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from rollcli.strategies.step_metrics import Extreme, Metric
+
 
 def metric_weights(
     metrics: dict[str, float],
@@ -12,23 +14,37 @@ def metric_weights(
     agg_mask: torch.Tensor,
     ent_mask: torch.Tensor,
     pg_share: float,
-) -> dict[str, tuple[float, float]]:
+) -> dict[str, Metric]:
     """Each policy-step metric of a micro-batch with the weight that makes the trainer's
     weighted mean (`strategies/step_metrics.py`) the whole batch's: `pg_loss` its share of
     the mini-batch's loss (the weighted mean is the mini-batch's loss); the loss's ratio
     metrics (`clipfrac`, `ratio_mean`, ...) its tokens in the loss (`agg_mask`: raftpp's
-    positive ones); `entropy`, `kl`, `tis_*` and `keep_frac` its real tokens;
-    `seq_ratio_mean` its sequences; `action_entropy` its action tokens."""
+    positive ones); `entropy`, `kl`, `mismatch_*`, `off_policy_*` and `keep_frac` its real
+    tokens; `seq_ratio_mean` its sequences; `action_entropy` its action tokens. The mismatch
+    ratio's `_min` / `_max` are extremes (`Extreme`), left out of a micro-batch without tokens."""
     tokens = float(mask.sum())
     weights = {
         "pg_loss": pg_share,
         "entropy": tokens,
         "kl": tokens,
-        "tis_ratio_mean": tokens,
-        "tis_clipped_frac": tokens,
+        "mismatch_kl": tokens,
+        "mismatch_ratio_mean": tokens,
+        "mismatch_outside_band": tokens,
+        "off_policy_weight_mean": tokens,
+        "off_policy_corrected_frac": tokens,
         "keep_frac": tokens,
         "seq_ratio_mean": float((mask.sum(dim=-1) > 0).sum()),
         "action_entropy": float(ent_mask.sum()),
     }
     loss_tokens = float(agg_mask.sum())
-    return {k: (v, weights.get(k, loss_tokens)) for k, v in metrics.items()}
+    out: dict[str, Metric] = {}
+    for k, v in metrics.items():
+        if k in EXTREMES:
+            if tokens > 0:
+                out[k] = Extreme(v, EXTREMES[k])
+        else:
+            out[k] = (v, weights.get(k, loss_tokens))
+    return out
+
+
+EXTREMES: dict[str, str] = {"mismatch_ratio_min": "min", "mismatch_ratio_max": "max"}

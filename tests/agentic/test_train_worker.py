@@ -75,8 +75,9 @@ def test_train_step_moves_the_policy(tiny_model, batch) -> None:
 
 def test_sampler_logprobs_reweight_episodes_played_ahead(tiny_model) -> None:
     """Replies that bring the sampler's log-probs give `behaviour_logprobs` on the model's
-    tokens (0 on the env's turns); with `tis_cap` the update takes the truncated weights
-    min(exp(old - behaviour), cap), whose mean the worker reports (`tis_ratio_mean`)."""
+    tokens (0 on the env's turns); with `correction: tis` the update takes the truncated
+    weights min(exp(old - behaviour), cap); the worker reports the ratio's mean
+    (`mismatch_ratio_mean`) and the share truncated (`off_policy_corrected_frac`)."""
     from rollcli.strategies.hf_model import load_tokenizer
 
     tok = load_tokenizer(tiny_model)
@@ -105,6 +106,8 @@ def test_sampler_logprobs_reweight_episodes_played_ahead(tiny_model) -> None:
     worker = ActorTrainWorker(str(tiny_model), lr=1e-3, seed=0)
     old = worker.compute_logprobs(b, micro_batch_size=2)
     ratio = (old - behaviour).exp()[mask]  # the update's own forward gives `old` (on-policy)
-    out = worker.train_step(b, PolicyUpdateArgs(policy_loss="pg", micro_batch_size=2, tis_cap=2.0))
-    assert out["tis_ratio_mean"] == pytest.approx(float(ratio.mean()), rel=1e-4)
-    assert out["tis_clipped_frac"] == pytest.approx(float((ratio > 2.0).float().mean()))
+    out = worker.train_step(
+        b, PolicyUpdateArgs(policy_loss="pg", micro_batch_size=2, correction="tis")
+    )
+    assert out["mismatch_ratio_mean"] == pytest.approx(float(ratio.mean()), rel=1e-4)
+    assert out["off_policy_corrected_frac"] == pytest.approx(float((ratio > 2.0).float().mean()))

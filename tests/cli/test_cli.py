@@ -101,10 +101,18 @@ def test_runs_ls_on_an_empty_folder(tmp_path) -> None:
     assert result.exit_code == 0 and "run id" in result.stdout
 
 
-def test_tis_with_a_loss_it_cannot_reweight_is_refused_not_ignored() -> None:
-    args = ["train", "rlvr", "algorithm.tis_cap=2.0", "algorithm.policy_loss=pg", "--steps", "1"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2 and "tis_cap reweights the ppo" in result.stderr
+@pytest.mark.parametrize("correction", ["tis", "mis", "icepop"])
+def test_a_correction_with_a_loss_it_cannot_reweight_is_refused_not_ignored(correction) -> None:
+    args = ["train", "rlvr", f"algorithm.off_policy.correction={correction}"]
+    result = runner.invoke(app, [*args, "algorithm.policy_loss=pg", "--steps", "1"])
+    assert result.exit_code == 2
+    assert f"off_policy.correction {correction} reweights the ppo" in result.stderr
+
+
+def test_the_old_tis_cap_is_refused_with_its_new_spelling() -> None:
+    result = runner.invoke(app, ["train", "rlvr", "algorithm.tis_cap=1.5", "--steps", "1"])
+    assert result.exit_code == 2
+    assert "algorithm.off_policy.correction=tis algorithm.off_policy.cap=1.5" in result.stderr
 
 
 def test_the_vllm_engine_without_vllm_says_how_to_install_it() -> None:

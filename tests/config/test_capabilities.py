@@ -187,7 +187,7 @@ def test_what_each_pipeline_can_do_is_accepted() -> None:
         ("rlvr-math", ["train.num_workers=2", "rollout.max_staleness=1"], 0),
         ("agentic-sokoban", ["rollout.engine=vllm"], 0),
         ("agentic-sokoban", ["train.num_workers=2", "algorithm.name=ppo"], 0),
-        ("agentic-sokoban", ["rollout.max_staleness=1", "algorithm.tis_cap=2.0"], 0),
+        ("agentic-sokoban", ["rollout.max_staleness=1", "algorithm.off_policy.correction=tis"], 0),
         ("agentic-frozenlake", ["train.strategy=deepspeed"], 1),
         ("distill", ["train.lora.r=8"], 0),
     ]:

@@ -140,8 +140,10 @@ def test_validate_rejects_non_mapping() -> None:
 
 
 def test_agentic_takes_async_rollout_and_its_correction() -> None:
-    cfg, _ = load_recipe("agentic-sokoban", ["rollout.max_staleness=1", "algorithm.tis_cap=2.0"])
-    assert cfg.rollout.max_staleness == 1 and cfg.algorithm.tis_cap == 2.0
+    cfg, _ = load_recipe(
+        "agentic-sokoban", ["rollout.max_staleness=1", "algorithm.off_policy.correction=tis"]
+    )
+    assert cfg.rollout.max_staleness == 1 and cfg.algorithm.off_policy.correction == "tis"
     with pytest.raises(ConfigError, match="^agentic-sokoban: algorithm.dynamic_sampling") as err:
         load_recipe("agentic-sokoban", ["algorithm.dynamic_sampling=true"])
     assert "\n" not in str(err.value)

@@ -34,7 +34,7 @@ ARGS = [
     "rollout.max_staleness=1",
     "rollout.oversample=3",
     "algorithm.dynamic_sampling=true",
-    "algorithm.tis_cap=2.0",
+    "algorithm.off_policy.correction=tis",
     "reward.fn=coin_rewards:coin",
     "train.lr=1e-3",
     "train.micro_batch_size=4",
@@ -95,7 +95,7 @@ def test_async_dynamic_rollout_keeps_only_groups_that_differ(reference) -> None:
         assert row["rollout/dropped_groups"] + 2 + row["rollout/aborted"] <= 6 * (
             1 + row["rollout/sample_rounds"]
         )
-        assert 0.5 < row["actor/tis_ratio_mean"] < 2.0
+        assert 0.5 < row["rollout/mismatch_ratio_mean"] < 2.0
     assert sum(r["rollout/aborted"] for r in rows[1:]) > 0
     assert (reference / "checkpoints" / "step-2" / "rollouts_ahead.pt").exists()
 

@@ -280,7 +280,7 @@ def test_sigkilled_async_agentic_run_resumes_exactly(runs) -> None:
     while step 2 trains, on step 1's weights. Killed then, the run resumes from checkpoint 1,
     whose saved episodes for step 2 it uses, and ends with the uninterrupted run's weights,
     metrics and episodes; the sampler's log-probs reweight the stale episodes."""
-    stale = ("rollout.max_staleness=1", "algorithm.tis_cap=2.0")
+    stale = ("rollout.max_staleness=1", "algorithm.off_policy.correction=tis")
     code, err = _agentic("async-ref", runs, "", *stale)
     assert code == 0, err[-3000:]
     code, err = _agentic("async-killed", runs, "kill@train:2+0.3", *stale)
@@ -293,4 +293,4 @@ def test_sigkilled_async_agentic_run_resumes_exactly(runs) -> None:
     _same_agentic_run(run, ref)
     steps = _metrics(ref)[1:]
     assert [m["rollout/staleness"] for m in steps] == [0.0, 1.0, 1.0]
-    assert all(m["actor/tis_ratio_mean"] > 0.0 for m in steps)
+    assert all(m["rollout/mismatch_ratio_mean"] > 0.0 for m in steps)

@@ -10,6 +10,7 @@ from policy_step_reference import policy_batch
 from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.kl import kl_estimate
 from rollcli.algorithms.masked import masked_mean
+from rollcli.algorithms.off_policy import mismatch_metrics
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies.step_metrics import StepMetrics
@@ -46,15 +47,18 @@ def _full_batch_metrics(model, batch, args: PolicyUpdateArgs) -> dict[str, float
         mask=mask,
         agg=args.loss_agg,
         norm_len=mask.shape[1],
-        is_weights=torch.minimum(ratio, torch.tensor(args.tis_cap)),
+        is_weights=torch.minimum(ratio, torch.tensor(args.correction_cap)) * mask,
     )
     kl = kl_estimate(logprobs, batch["ref_logprobs"], args.kl_estimator)
     return {
         **metrics,
         "entropy": float(aggregate_loss(entropy, mask, "token-mean")),
         "kl": float(aggregate_loss(kl, mask, "token-mean")),
-        "tis_ratio_mean": float(masked_mean(ratio, mask)),
-        "tis_clipped_frac": float(masked_mean((ratio > args.tis_cap).float(), mask)),
+        "off_policy_weight_mean": float(masked_mean(ratio.clamp(max=args.correction_cap), mask)),
+        "off_policy_corrected_frac": float(
+            masked_mean((ratio > args.correction_cap).float(), mask)
+        ),
+        **mismatch_metrics(batch["old_logprobs"], batch["behaviour_logprobs"], mask),
     }
 
 
@@ -69,15 +73,18 @@ def test_metrics_are_the_whole_batch_means(tiny_model, loss_agg: str) -> None:
     batch.set(
         "behaviour_logprobs", batch["old_logprobs"] + 0.5 * torch.randn(mask.shape, generator=noise)
     )
-    base = PolicyUpdateArgs(loss_agg=loss_agg, kl_loss_coef=0.1, tis_cap=1.5)
+    tis = {"correction": "tis", "correction_cap": 1.5}
+    base = PolicyUpdateArgs(loss_agg=loss_agg, kl_loss_coef=0.1, **tis)
     want = _full_batch_metrics(reference, batch, base)
     keys = ["pg_loss", "clipfrac", "ratio_mean", "approx_kl", "entropy", "kl"]
-    keys += ["tis_ratio_mean", "tis_clipped_frac"]
+    keys += ["off_policy_weight_mean", "off_policy_corrected_frac", "mismatch_kl"]
+    keys += ["mismatch_ratio_mean", "mismatch_ratio_min", "mismatch_ratio_max"]
+    keys += ["mismatch_outside_band"]
     for micro, tokens in SPLITS:
         args = PolicyUpdateArgs(
             loss_agg=loss_agg,
             kl_loss_coef=0.1,
-            tis_cap=1.5,
+            **tis,
             micro_batch_size=micro,
             micro_batch_tokens=tokens,
         )

@@ -56,7 +56,7 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int, fmt: TurnFormat | No
     tensors["response_mask"] = loss_mask.float()
     tensors["scores"] = torch.tensor([e.episode_return for e in rows], dtype=torch.float32)
     tensors["finished"] = torch.tensor([e.end != "context" for e in rows], dtype=torch.bool)
-    if all(e.behaviour is not None for e in rows):  # for truncated IS (`algorithm.tis_cap`)
+    if all(e.behaviour is not None for e in rows):  # mismatch metrics, `algorithm.off_policy`
         behaviour = torch.zeros(len(rows), width)
         for i, e in enumerate(rows):
             behaviour[i, : len(e.behaviour)] = torch.tensor(e.behaviour, dtype=torch.float32)

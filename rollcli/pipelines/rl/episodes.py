@@ -12,7 +12,7 @@ Async (`rollout.max_staleness = k > 0`): when step n's episodes are in, the epis
 n+1 .. n+k not yet started are played in a background thread while step n trains, on the
 weights the engine holds (those after step n-1); the weight sync after step n waits for
 them, so which weights play which step does not depend on timing (a step's episodes are
-at most k updates old; `algorithm.tis_cap` reweights them against the sampler's
+at most k updates old; `algorithm.off_policy` reweights them against the sampler's
 log-probs). A checkpoint saves the episodes played ahead, so a resumed run repeats the
 uninterrupted one exactly.
 """

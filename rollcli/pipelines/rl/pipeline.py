@@ -66,7 +66,14 @@ class RLPipeline:
         self.source.load(load_tokenizer(self.model_path))
         self._fresh_driver_state()
         self.start_workers()
-        self.update_args = replace(PolicyUpdateArgs.from_recipe(cfg), tis_cap=alg.tis_cap)
+        off = alg.off_policy
+        self.update_args = replace(
+            PolicyUpdateArgs.from_recipe(cfg),
+            correction=off.correction,
+            correction_level=off.level,
+            correction_cap=off.cap,
+            correction_band=off.band,
+        )
         on_policy = alg.ppo_epochs == 1 and cfg.train.mini_batch_size in (
             None,
             self.source.batch_size,
@@ -188,7 +195,13 @@ class RLPipeline:
         actor = self.train_actor(batch)
         if "action_entropy" in actor:  # episodes: the sampling policy's, on the first action
             metrics["agentic/first_action_entropy"] = actor.pop("action_entropy")
-        metrics.update({f"actor/{k}": v for k, v in actor.items()})
+        # the sampler-vs-trainer gap is the rollout's; the trainer measures it (old log-probs)
+        metrics.update(
+            {
+                f"rollout/{k}" if k.startswith("mismatch_") else f"actor/{k}": v
+                for k, v in actor.items()
+            }
+        )
         if self.clusters.critic is not None:
             metrics.update({f"critic/{k}": v for k, v in self.train_critic(batch).items()})
         metrics["time/train_s"] = time.perf_counter() - t0

@@ -3,7 +3,7 @@
 Generation and reward go through the prompt scheduler (`rollcli.rollout.prompt_scheduler`),
 with dynamic sampling. With `rollout.max_staleness = k > 0` the rollouts of the next k steps
 are already running while a step trains (async mode): they use weights up to k steps old,
-which the truncated importance weights (`algorithm.tis_cap`) correct for. A checkpoint
+which an off-policy correction (`algorithm.off_policy`) corrects for. A checkpoint
 holds the prompt sampler and the rollouts already started, finished, so a resumed run
 repeats the uninterrupted one exactly.
 """
@@ -55,10 +55,10 @@ class PromptSource:
         self.train_ids = tokenize_prompts(tokenizer, self.train_prompts, cfg.data.max_prompt_tokens)
         self.val_ids = tokenize_prompts(tokenizer, self.val_prompts, cfg.data.max_prompt_tokens)
         self.sampler = PromptSampler(len(self.train_prompts), cfg.seed)
-        if cfg.rollout.max_staleness and cfg.algorithm.tis_cap is None:
+        if cfg.rollout.max_staleness and cfg.algorithm.off_policy.correction == "none":
             self.ctl.run.log_event(
                 f"async rollout (rollout.max_staleness={cfg.rollout.max_staleness}) without "
-                "algorithm.tis_cap: samples from older weights are not reweighted"
+                "algorithm.off_policy.correction: samples from older weights are not reweighted"
             )
 
     def describe(self) -> str:
