@@ -64,6 +64,9 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     'step 5  calls/ep 1.25  call valid 0.80  tool errors 16 (malformed 12)'
     >>> format_step({"step": 2, "perf/generate_mfu": 0.0312, "perf/train_mfu": 0.254})
     'step 2  mfu gen 3.1% train 25.4%'
+    >>> format_step({"step": 1, "rollout/mismatch_kl": 0.00031, "rollout/mismatch_ratio_min": 0.52,
+    ...     "rollout/mismatch_ratio_max": 1.91})
+    'step 1  mismatch kl 0.00031 r [0.52, 1.91]'
     >>> format_step({"step": 30, "time/step_s": 240.0, "time/validate_s": 59.0})
     'step 30  181.0 s (+59.0 s val)'
     """
@@ -109,6 +112,15 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     ]
     if mfu:
         parts.append("mfu " + " ".join(mfu))
+    gap = row.get("rollout/mismatch_kl")
+    if isinstance(gap, (int, float)):  # sampler vs trainer: the KL and pi_old / mu's extremes
+        low, high = row.get("rollout/mismatch_ratio_min"), row.get("rollout/mismatch_ratio_max")
+        extremes = (
+            f" r [{low:.2f}, {high:.2f}]"
+            if isinstance(low, float | int) and isinstance(high, float | int)
+            else ""
+        )
+        parts.append(f"mismatch kl {gap:.2g}{extremes}")
     step_s = training_step_s(row)  # as the live line's s/step: validation apart
     if step_s is not None:
         val_s = row.get("time/validate_s")

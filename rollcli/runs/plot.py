@@ -83,6 +83,10 @@ class Panel:
     draw: Callable[[Any, list[Row], str], str]  # draws, returns the title's "last value" part
     missing: str  # why the metric may be absent
     only_if_logged: bool = False  # a run without the metric leaves the panel's place empty
+    also: tuple[str, ...] = ()  # other metrics the panel draws: any of them logged draws it
+
+    def logged(self, rows: list[Row]) -> bool:
+        return any(series(rows, k)[1] for k in (self.key, *self.also))
 
 
 def _last(values: list[float], fmt: str) -> str:
@@ -118,7 +122,21 @@ def _draw_reward(ax: Any, rows: list[Row], key: str) -> str:
 
 
 def _draw_kl(ax: Any, rows: list[Row], key: str) -> str:
-    return _draw_curve(ax, rows, key, "{:.4f}")
+    """KL to the reference; the sampler-vs-trainer gap (`rollout/mismatch_kl`) beside it."""
+    label = (
+        _draw_curve(ax, rows, key, "{:.4f}", label="to reference") if series(rows, key)[1] else ""
+    )
+    steps, values = series(rows, MISMATCH_KL)
+    if values:
+        ax.plot(
+            steps, values, color="tab:red", marker="o", markersize=3, label="sampler vs trainer"
+        )
+        ax.legend(fontsize=9, loc="best")
+        label += f"{', ' if label else 'last '}mismatch {values[-1]:.2g}"
+    return label
+
+
+MISMATCH_KL = "rollout/mismatch_kl"
 
 
 def _draw_entropy(ax: Any, rows: list[Row], key: str) -> str:
@@ -240,6 +258,7 @@ PANELS = (
         "KL per token",
         _draw_kl,
         "logged when algorithm.kl_coef > 0",
+        also=(MISMATCH_KL,),
     ),
     Panel(
         "entropy",
@@ -316,7 +335,7 @@ def draw_run(rows: list[Row], *, title: str, subtitle: str = "") -> Figure:
         fig.suptitle(f"{fig.get_suptitle()}\ncollapse signals: {marks}", fontsize=15, color="C3")
     for ax, panel in zip(axes.flat, shown, strict=False):
         ax.tick_params(labelsize=10)
-        if not series(rows, panel.key)[1]:
+        if not panel.logged(rows):
             _say_missing(ax, panel)
             continue
         last = panel.draw(ax, rows, panel.key)

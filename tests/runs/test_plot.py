@@ -176,3 +176,17 @@ def test_agentic_episode_time_is_a_phase_of_the_step_time_panel() -> None:
     assert sorted(legend) == ["play episodes", "train", "whole step"]
     bars = [p.get_height() for p in step_time.patches]
     assert bars == [20.0, 20.0, 9.0, 9.0]  # episodes at the bottom, train stacked on them
+
+
+def test_the_sampler_vs_trainer_mismatch_joins_the_kl_panel() -> None:
+    rows = [_row(k, **{"rollout/mismatch_kl": 0.001 * k}) for k in range(1, 4)]
+    kl = draw_run(rows, title="run m").axes[2]
+    assert kl.get_title() == "KL to reference  (last 0.0300, mismatch 0.003)"
+    lines = {line.get_label(): list(line.get_ydata()) for line in kl.get_lines()}
+    assert lines["sampler vs trainer"] == pytest.approx([0.001, 0.002, 0.003])
+    # without a KL to the reference (kl_coef 0) the panel still draws the mismatch
+    for row in rows:
+        del row["actor/kl"]
+    assert draw_run(rows, title="run m").axes[2].get_title() == (
+        "KL to reference  (last mismatch 0.003)"
+    )
