@@ -38,6 +38,12 @@ REQUIRED_STEP_METRICS = {
     "perf/forward_mfu",
     "perf/train_mfu",
     "perf/peak_gflops",
+    # the sampler (hf engine) vs the trainer, logged whatever algorithm.off_policy is
+    "rollout/mismatch_kl",
+    "rollout/mismatch_ratio_mean",
+    "rollout/mismatch_ratio_min",
+    "rollout/mismatch_ratio_max",
+    "rollout/mismatch_outside_band",
 }
 SMALL = [
     "rollout.batch_size=8",
