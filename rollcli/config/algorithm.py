@@ -119,6 +119,11 @@ class AlgorithmConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data: object) -> object:
+        """`tis_cap` became `off_policy`. A run saved before writes `tis_cap: null` (off, as
+        `off_policy`'s default): that one is dropped so the run still resumes; a cap is
+        refused with its new spelling."""
+        if isinstance(data, dict) and "tis_cap" in data and data["tis_cap"] is None:
+            data = {k: v for k, v in data.items() if k != "tis_cap"}
         if isinstance(data, dict) and "tis_cap" in data:
             cap = data["tis_cap"]
             raise ValueError(

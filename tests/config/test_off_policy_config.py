@@ -4,6 +4,7 @@ cannot apply refused in one line."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from rollcli.algorithms.presets import resolve_algorithm
 
@@ -35,3 +36,15 @@ def test_each_correction_and_level_resolves() -> None:
 def test_inapplicable_keys_are_refused(user, message) -> None:
     with pytest.raises(ValueError, match=message):
         resolve_algorithm(user)
+
+
+def test_a_run_saved_before_the_rename_still_loads() -> None:
+    """Its recipe.yaml wrote `tis_cap: null` (off); it resumes with no correction."""
+    from rollcli.config.loader import dump_recipe, load_recipe, validate_recipe
+
+    cfg, _ = load_recipe("rlvr-math")
+    raw = yaml.safe_load(dump_recipe(cfg))
+    raw["algorithm"]["tis_cap"] = None
+    del raw["algorithm"]["off_policy"]
+    old = validate_recipe(raw)
+    assert old.algorithm.off_policy.correction == "none"
