@@ -63,9 +63,15 @@ def truncated_is_weights(
 
     Detached, 0 at masked positions. Pass the result as `is_weights` to a policy loss.
     """
+    return _truncated(old_logprobs - behaviour_logprobs, mask, cap)
+
+
+def _truncated(log_ratio: Tensor, mask: Tensor, cap: float) -> Tensor:
+    """`min(exp(log_ratio), cap)`, 0 where `mask` is; the log is clamped first, so a huge
+    ratio never overflows to inf."""
     if cap <= 0:
         raise ValueError(f"TIS cap must be > 0, got {cap}")
-    log_w = (old_logprobs - behaviour_logprobs).clamp(max=math.log(cap))
+    log_w = log_ratio.clamp(max=math.log(cap))
     return log_w.exp().clamp(max=cap) * mask.to(log_w.dtype)
 
 
@@ -88,10 +94,7 @@ def tis_weights(
     _check(old_logprobs, behaviour_logprobs, mask)
     if level == "token":
         return truncated_is_weights(old_logprobs, behaviour_logprobs, mask, cap)
-    if cap <= 0:
-        raise ValueError(f"TIS cap must be > 0, got {cap}")
-    seq = _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).clamp(max=math.log(cap))
-    return seq.exp().clamp(max=cap) * mask.to(seq.dtype)
+    return _truncated(_sequence_log_ratio(old_logprobs, behaviour_logprobs, mask), mask, cap)
 
 
 @torch.no_grad()
