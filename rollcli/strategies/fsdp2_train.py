@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 
 from rollcli.distributed.stores import open_store
-from rollcli.strategies.hf_train import HFTrainer, _fusable
+from rollcli.strategies.hf_train import HFTrainer, adamw_with_schedule
 from rollcli.strategies.lr_schedule import LrFactor
 
 CHECKPOINT_DIR = "fsdp2"  # inside a run's checkpoints/step-N/
@@ -176,11 +176,9 @@ class FSDP2Trainer(HFTrainer):
             fully_shard(layer, **shard_args)
         fully_shard(model, **shard_args)
         self.model = model
-        params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            params, lr=lr, betas=betas, weight_decay=weight_decay, fused=_fusable(params)
+        self.optimizer, self.scheduler = adamw_with_schedule(
+            model, lr=lr, betas=betas, weight_decay=weight_decay, lr_factor=lr_factor
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor or LrFactor())
 
     def _clip_and_step(self) -> float:
         """Clip by the norm of the whole gradient (every rank's shards) and step."""

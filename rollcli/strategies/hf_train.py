@@ -119,6 +119,23 @@ def _fusable(params: list[torch.nn.Parameter]) -> bool:
     return floating and len(kinds) == 1 and kinds <= {"cpu", "cuda"}
 
 
+def adamw_with_schedule(
+    model: torch.nn.Module,
+    *,
+    lr: float,
+    betas: tuple[float, float],
+    weight_decay: float,
+    lr_factor: LrFactor | None,
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over `model`'s trainable parameters (fused where the kernel takes them) and its
+    schedule: `lr_factor`'s warm-up and decay (lr_schedule.py); None: `lr` throughout."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        params, lr=lr, betas=betas, weight_decay=weight_decay, fused=_fusable(params)
+    )
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor or LrFactor())
+
+
 class HFTrainer:
     def __init__(
         self,
@@ -135,12 +152,9 @@ class HFTrainer:
         self.grad_clip = grad_clip
         self.world_size = world_size
         sparse_tied_embedding(model)
-        params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            params, lr=lr, betas=betas, weight_decay=weight_decay, fused=_fusable(params)
+        self.optimizer, self.scheduler = adamw_with_schedule(
+            model, lr=lr, betas=betas, weight_decay=weight_decay, lr_factor=lr_factor
         )
-        # `lr_factor`: warm-up and decay (lr_schedule.py); None: `lr` throughout
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor or LrFactor())
 
     def update(
         self,
