@@ -73,19 +73,35 @@ def call_with_deadline(seconds: float, what: str, fn: Callable[..., Any], *args:
     if threading.current_thread() is threading.main_thread():
         with _alarm(seconds, what):
             return fn(*args)
+    return in_thread_with_deadline(
+        seconds,
+        f"reward {what}",
+        RewardTimeout(f"{what} took longer than {seconds:g} s"),
+        fn,
+        *args,
+    )
+
+
+def in_thread_with_deadline(
+    seconds: float, name: str, late: BaseException, fn: Callable[..., Any], *args: Any
+) -> Any:
+    """`fn(*args)` in a daemon thread named `name`: its value, or what it raised, or `late`
+    raised once `seconds` pass (the thread is abandoned: nothing can stop it, and the caller
+    goes on). The reward runner's deadline off the main thread, and a tool's
+    (`rollcli.envs.tools.tool`)."""
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
             box["out"] = fn(*args)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
             box["exc"] = exc
 
-    thread = threading.Thread(target=target, name=f"reward {what}", daemon=True)
+    thread = threading.Thread(target=target, name=name, daemon=True)
     thread.start()
     thread.join(seconds)
     if thread.is_alive():
-        raise RewardTimeout(f"{what} took longer than {seconds:g} s")
+        raise late
     if "exc" in box:
         raise box["exc"]
     return box["out"]

@@ -36,7 +36,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -44,6 +43,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+
+from rollcli.rewards.runner import in_thread_with_deadline
 
 
 class ToolError(Exception):
@@ -105,22 +106,10 @@ class Tool:
         after `timeout_s` (unbounded tools only)."""
         if self.bounded:
             return self.fn(**arguments)
-        outcome: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                outcome["value"] = self.fn(**arguments)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
-                outcome["error"] = exc
-
-        thread = threading.Thread(target=run, name=f"tool-{self.name}", daemon=True)
-        thread.start()
-        thread.join(timeout_s)
-        if thread.is_alive():
-            raise TimeoutError(f"the tool ran past its {timeout_s:g} s limit")
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
+        late = TimeoutError(f"the tool ran past its {timeout_s:g} s limit")
+        return in_thread_with_deadline(
+            timeout_s, f"tool-{self.name}", late, lambda: self.fn(**arguments)
+        )
 
 
 def _strict(schema: dict[str, Any]) -> dict[str, Any]:
