@@ -120,9 +120,14 @@ def mis_weights(
         log_r = old_logprobs - behaviour_logprobs
     else:
         log_r = _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).expand_as(m)
-    keep = log_r <= math.log(cap)
-    # exp only where kept (<= cap): a dropped ratio of e^100 must not become inf * 0 = nan
-    return torch.where(keep, log_r.clamp(max=math.log(cap)).exp(), torch.zeros_like(m)) * m
+    return _ratio_within(log_r, -math.inf, math.log(cap), m)
+
+
+def _ratio_within(log_r: Tensor, low: float, high: float, m: Tensor) -> Tensor:
+    """`exp(log_r)` where `low <= log_r <= high`, else 0; times the mask `m`. The exp is
+    taken on the clamped log only, so a dropped ratio of e^100 never becomes inf * 0 = nan."""
+    keep = (log_r >= low) & (log_r <= high)
+    return torch.where(keep, log_r.clamp(max=high).exp(), torch.zeros_like(m)) * m
 
 
 @torch.no_grad()
@@ -144,9 +149,7 @@ def icepop_weights(
     if not 0 < low < high:
         raise ValueError(f"IcePop band must be 0 < low < high, got {band}")
     m = mask.to(old_logprobs.dtype)
-    log_r = old_logprobs - behaviour_logprobs
-    keep = (log_r >= math.log(low)) & (log_r <= math.log(high))
-    return torch.where(keep, log_r.clamp(max=math.log(high)).exp(), torch.zeros_like(m)) * m
+    return _ratio_within(old_logprobs - behaviour_logprobs, math.log(low), math.log(high), m)
 
 
 def correction_weights(
