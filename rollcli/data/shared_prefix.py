@@ -64,12 +64,26 @@ class SharedPrefixLayout:
 
     def pick(self, per_position: Tensor) -> Tensor:
         """`[G, L, ...]` outputs at the `source` positions: `[N, ...]`."""
-        return per_position[self.source[:, 0], self.source[:, 1]]
+        return take_positions(per_position, self.source)
 
     def scatter(self, values: Tensor) -> Tensor:
         """`[N]` per-token values back into the plain `[B, R]` layout (0 elsewhere)."""
         out = torch.zeros(self.real.shape, dtype=values.dtype, device=values.device)
         return out.masked_scatter(self.real, values)
+
+
+def take_positions(per_position: Tensor, where: Tensor) -> Tensor:
+    """`per_position[where[:, 0], where[:, 1]]` for `[G, L, ...]` and `[N, 2]`, with a
+    backward that is repeatable bit for bit. A prompt's last position predicts the first
+    token of each of its k responses, so `where` repeats it, and the gradients of repeated
+    positions are summed. Advanced indexing sums them with `index_put_(accumulate=True)`,
+    whose CPU kernel adds from several threads in whatever order they run: the summed
+    gradient then changes in its last bits with the machine's load, and a seeded run does
+    not repeat (measured: the same rlvr-math step gave different weights under load).
+    `index_select` over the flattened positions backpropagates through `index_add_`, which
+    adds in index order."""
+    flat = per_position.flatten(0, 1)
+    return flat.index_select(0, where[:, 0] * per_position.shape[1] + where[:, 1])
 
 
 def prompt_keys(input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor, width: int):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
-from rollcli.data.shared_prefix import SharedPrefixLayout, shared_prefix_layout
+from rollcli.data.shared_prefix import SharedPrefixLayout, shared_prefix_layout, take_positions
 from rollcli.strategies.attention_masks import (
     MASKED_ATTENTION,
     additive_mask,
@@ -81,7 +81,7 @@ def shared_prefix_logprobs(
             logits_to_keep=keep,
         ).logits
         shifted = layout.source - torch.tensor([0, first], device=layout.source.device)
-        picked = logits[shifted[:, 0], shifted[:, 1]]
+        picked = take_positions(logits, shifted)
         if temperature != 1.0:
             picked = picked / temperature
         logprobs = _keep(layout, logprobs_from_logits(picked, layout.labels), wanted)

@@ -175,3 +175,25 @@ def test_micro_batches_respect_the_packed_token_budget():
             assert len(rows) == 1 or packed_tokens(lengths, rows) <= budget, (budget, idx)
     # group 0 alone packs 4 + 3 + 1 + 0 = 8 tokens: a budget of 8 keeps it whole
     assert shared_prefix_micro_batches(batch, size=6, max_tokens=8)[0][0].tolist() == [0, 1, 4]
+
+
+def test_picking_repeated_positions_backpropagates_in_index_order() -> None:
+    """A prompt's last position predicts the first token of each of its responses, so the
+    pick repeats it. Its gradient must be the sum in index order, bit for bit, whatever the
+    threads do: advanced indexing summed it with `index_put_(accumulate=True)`, whose CPU
+    kernel adds from several threads in the order they happen to run (a seeded rlvr-math
+    step then gave different weights when the machine was loaded)."""
+    from rollcli.data.shared_prefix import take_positions
+
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 40, 64, requires_grad=True)
+    where = torch.tensor([[0, 7]] * 50 + [[1, 3], [2, 39]] * 20 + [[0, 7]] * 30)
+    grad_out = torch.randn(len(where), 64)
+    picked = take_positions(hidden, where)
+    assert torch.equal(picked, hidden[where[:, 0], where[:, 1]])
+    assert type(picked.grad_fn).__name__ == "IndexSelectBackward0"  # -> index_add_
+    picked.backward(grad_out)
+    expected = torch.zeros_like(hidden)
+    for (row, col), g in zip(where.tolist(), grad_out, strict=True):
+        expected[row, col] += g  # one at a time, in index order
+    assert torch.equal(hidden.grad, expected)
