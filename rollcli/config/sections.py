@@ -520,6 +520,17 @@ def _check_env_factory(env: str) -> None:
         raise ValueError(f"agentic.env = {env!r}: module {module!r} has no factory {attr!r}")
 
 
+AGENT_TASK_KEYS = ("tasks", "task_kwargs")
+AGENT_REFUSED = (
+    "reply_prefix",
+    "user_suffix",
+    "format_penalty",
+    "shaping",
+    "no_effect_feedback",
+    "no_effect_penalty",
+)
+
+
 class AgenticConfig(Section):
     """Multi-turn agentic RL (`pipeline: agentic`): environments, episodes, advantages.
 
@@ -561,6 +572,53 @@ class AgenticConfig(Section):
     # new tokens; this bounds that memory (least recently used dropped first; 0: every turn
     # prefills the whole conversation). vllm and sglang cache prefixes by themselves.
     turn_cache_mib: Annotated[float, Field(ge=0)] = 1024.0
+    # an agent program, "package.module:function" of (openai client, task) -> reward, plays
+    # the episodes through roll's OpenAI-compatible endpoint instead of the env's turn loop;
+    # the tasks come from the tool env's task source (docs/agents.md)
+    agent: str | None = None
+    agent_timeout_s: Annotated[float, Field(gt=0)] = 300.0  # a program silent this long is dropped
+
+    @model_validator(mode="after")
+    def _agent_program(self) -> AgenticConfig:
+        if self.agent is None:
+            if self.agent_timeout_s != type(self).model_fields["agent_timeout_s"].default:
+                raise ValueError("agentic.agent_timeout_s applies only with agentic.agent")
+            return self
+        from rollcli.envs.tools.catalog import load_function
+        from rollcli.rollout.agent_episodes import require_agent_extra
+
+        require_agent_extra()
+        if ":" not in self.agent:
+            raise ValueError(
+                f"agentic.agent = {self.agent!r}: name the program as 'package.module:function'"
+            )
+        load_function(self.agent, "agentic.agent")
+        if self.env != "tool":
+            raise ValueError(
+                "agentic.agent takes its tasks from the tool env's task source: set "
+                "agentic.env: tool (and agentic.env_kwargs.tasks)"
+            )
+        for kwargs in (self.env_kwargs, self.val_env_kwargs):
+            other = sorted(set(kwargs) - set(AGENT_TASK_KEYS))
+            if other:
+                raise ValueError(
+                    f"agentic.env_kwargs.{other[0]} does not apply with agentic.agent: the "
+                    f"program calls its own tools and scores its answers (only "
+                    f"{' and '.join(AGENT_TASK_KEYS)} choose its tasks)"
+                )
+        fields = type(self).model_fields
+        env_only = [k for k in AGENT_REFUSED if getattr(self, k) != fields[k].default]
+        if env_only:
+            raise ValueError(
+                f"agentic.{env_only[0]} does not apply with agentic.agent: the program writes "
+                "the whole conversation and returns the episode's reward"
+            )
+        if self.mode != "starpo":
+            raise ValueError(
+                "agentic.mode: gigpo groups the env's states, which an agent program does not "
+                "report; with agentic.agent the mode is starpo"
+            )
+        return self
 
     @model_validator(mode="after")
     def _known_env(self) -> AgenticConfig:

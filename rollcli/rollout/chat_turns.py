@@ -53,7 +53,8 @@ class TurnFormat:
         self.tools = list(tools or [])
         self.native_tools = bool(self.tools) and renders_tools(tokenizer, self.tools)
         if self.tools and not self.native_tools:
-            system_prompt = f"{system_prompt}\n\n{declare_tools(self.tools)}"
+            declared = declare_tools(self.tools)
+            system_prompt = f"{system_prompt}\n\n{declared}" if system_prompt else declared
         self.system_prompt = system_prompt  # as rendered (with any tool declaration)
         base = [
             {"role": "system", "content": "S"},
@@ -97,6 +98,11 @@ class TurnFormat:
             generation_prompt=True,
         )
         return self.encode(text + self.reply_prefix)
+
+    def prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        """A whole first request (`messages` as rendered: a system message holding
+        `system_prompt`, then user / tool turns) + the opening of the assistant turn."""
+        return self.encode(self._render(messages, generation_prompt=True) + self.reply_prefix)
 
     def next_turn(self, observation: str, reply_finished: bool, role: str = "user") -> list[int]:
         """What follows a reply: the end of its turn (its EOS when the reply was cut short),

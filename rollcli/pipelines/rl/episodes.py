@@ -45,6 +45,7 @@ from rollcli.pipelines.rl.episode_batch import (
 from rollcli.pipelines.rl.episode_metrics import action_fractions, episode_metrics, summary_line
 from rollcli.pipelines.rl.source import step_sampling
 from rollcli.pipelines.run_control import RunControl
+from rollcli.rollout.agent_episodes import AgentPrograms
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
@@ -81,6 +82,15 @@ class EpisodeSource:
             tokenizer, system_prompt(probe), ag.reply_prefix, ag.user_suffix, env_tools(probe)
         )
         self.limits = limits(ag, self.cfg.rollout.max_new_tokens, model_context(self.model_path))
+        if ag.agent is not None:
+            self.agent = AgentPrograms(
+                ag.agent,
+                tokenizer,
+                train_tasks={**ag.env_kwargs},
+                val_tasks={**ag.env_kwargs, **ag.val_env_kwargs},
+                model=self.cfg.model,
+                timeout_s=ag.agent_timeout_s,
+            )
 
     def describe(self) -> str:
         ag = self.cfg.agentic
@@ -157,13 +167,17 @@ class EpisodeSource:
     def play(
         self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams, live: bool = True
     ) -> tuple[list[Episode], dict[str, float]]:
+        policy = ModelPolicy(self.infer.workers, params, sessions=self.turn_cache_mib > 0)
+        progress = self.ctl.ui.generation if live else None
+        if self.cfg.agentic.agent is not None:
+            return self.agent.play(policy, specs, envs is self.val_envs, self.limits, progress)
         return play_episodes(
             envs.workers,
-            ModelPolicy(self.infer.workers, params, sessions=self.turn_cache_mib > 0),
+            policy,
             specs,
             self.fmt,
             self.limits,
-            on_progress=self.ctl.ui.generation if live else None,
+            on_progress=progress,
         )
 
     def sampling(self, step: int) -> SamplingParams:

@@ -1,0 +1,61 @@
+"""`roll train` with an agent program (`agentic.agent`): the real CLI, Ray, the hf engine
+behind roll's OpenAI-compatible endpoint, a test program using the real `openai` client,
+one RL step on tiny-random. The episodes trained are the program's conversations, token
+for token; a program that crashes costs its episode, not the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from roll_subprocess import roll
+
+pytest.importorskip("openai")
+
+PROGRAM = '''\
+def run_episode(client, task):
+    """Two turns; the reward is the replies' length in characters (episodes differ)."""
+    if task["seed"] == 1_000_001:  # the second validation episode (agentic.val_seed + 1)
+        raise RuntimeError("a crashing program")
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": task["prompt"]}]
+    total = 0
+    for _ in range(2):
+        reply = client.chat.completions.create(model="roll", messages=messages)
+        message = reply.choices[0].message
+        assert reply.usage.completion_tokens > 0
+        total += len(message.content or "")
+        messages += [message.model_dump(exclude_none=True), {"role": "user", "content": "And?"}]
+    return total / 100
+'''
+
+
+def test_an_agent_program_trains_through_the_endpoint(tmp_path: Path, tiny_model) -> None:
+    (tmp_path / "agent_for_test.py").write_text(PROGRAM)
+    small = [
+        "warmup=null", "agentic.agent=agent_for_test:run_episode", "agentic.group_size=2",
+        "agentic.groups_per_step=2", "agentic.val_episodes=2", "agentic.max_turns=3",
+        "rollout.max_new_tokens=6", "train.micro_batch_size=2", "agentic.keep_top_groups=1.0",
+    ]  # fmt: skip
+    result = roll(
+        "train", "tool-math-agent", "--model", "tiny-random", "--steps", "1", "--runs-dir",
+        str(tmp_path), "--run-id", "a", *small, cwd=tmp_path, pythonpath=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = tmp_path / "a"
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [0, 1]
+    step = metrics[1]
+    assert step["env/mean_steps"] == 2.0 and step["rollout/gen_calls"] == 2.0
+    assert step["rollout/agent_requests_refused"] == 0.0
+    assert step["actor/grad_norm"] > 0.0  # trained on the programs' episodes
+    episodes = [json.loads(x) for x in (run / "samples" / "step-1.jsonl").read_text().splitlines()]
+    assert len(episodes) == 4
+    for ep in episodes:
+        roles = [m["role"] for m in ep["messages"]]
+        assert roles == ["system", "user", "assistant", "user", "assistant"]
+        assert ep["messages"][0]["content"] == "Be brief."
+        assert ep["messages"][3]["content"] == "And?"
+    assert step["env/env_errors"] == 0.0
+    assert metrics[0]["val/env_errors"] == 1.0 and metrics[0]["val/n"] == 2.0
