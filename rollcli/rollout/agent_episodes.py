@@ -29,6 +29,7 @@ from rollcli.rollout.agent_rounds import RoundGate
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import ModelPolicy, ProgressFn
 from rollcli.rollout.openai_server import EndpointServer, StepEpisodes
+from rollcli.rollout.template_audit import template_drift
 from rollcli.strategies.hf_infer import SamplingParams
 
 AgentFn = Callable[[Any, dict[str, Any]], float]
@@ -113,7 +114,8 @@ def play_agent_episodes(
 ) -> tuple[list[Episode], dict[str, float]]:
     """Run `agent` once per task, each in its own thread, against the endpoint; returns the
     episodes (in `tasks` order) and counters: generation rounds and their mean size,
-    requests refused, programs timed out."""
+    requests refused, programs timed out, and `agentic/template_drift`
+    (`rollcli.rollout.template_audit`)."""
     import openai
 
     params: SamplingParams = policy.params
@@ -171,6 +173,7 @@ def play_agent_episodes(
     if gate.failure is not None:
         raise gate.failure
     stats = {
+        **template_drift((c.episode, c.fmt) for c in convs.values() if c.fmt is not None),
         "gen_calls": float(gate.rounds),
         "gen_batch_mean": gate.rows / max(gate.rounds, 1),
         "agent_requests_refused": float(step.rejected),

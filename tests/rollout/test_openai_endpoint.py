@@ -80,6 +80,7 @@ def test_the_agent_program_gets_the_built_in_envs_token_ids(server, template, re
     assert episode.success
     assert [i["tool_call"] for i in episode.infos] == [0, 1, 0]
     assert stats["gen_calls"] == 3 and stats["agent_requests_refused"] == 0
+    assert stats["agentic/template_drift"] == 0.0  # the transcript re-renders to these ids
 
 
 smollm2 = tool_turns.smollm2

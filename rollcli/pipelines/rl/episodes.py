@@ -50,6 +50,7 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
 from rollcli.rollout.result import RolloutResult
+from rollcli.rollout.template_audit import template_drift
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import build_env, env_tools, system_prompt
@@ -141,7 +142,10 @@ class EpisodeSource:
         metrics["rollout/staleness"] = float(staleness)
         metrics.update(episode_metrics(episodes, "env"))
         metrics["reward/mean"] = metrics["env/return_mean"]
-        metrics.update({f"rollout/{k}": v for k, v in sched.items()})
+        if ag.agent is None:  # the agent path audits its conversations itself
+            sched.update(template_drift((ep, self.fmt) for ep in episodes))
+        metrics.update({k if "/" in k else f"rollout/{k}": v for k, v in sched.items()})
+        self._check_drift(step, metrics.get("agentic/template_drift"))
         metrics.update(action_fractions(episodes))
         batch = episodes_to_batch(episodes, self.pad_id, self.fmt)
         model_tokens = batch["response_mask"].sum(dim=1)
@@ -163,6 +167,18 @@ class EpisodeSource:
             for key in DRIVER_FIELDS:
                 batch.fields.pop(key)  # the source's; the trainer needs none of them
         return RolloutResult(batch, rows, metrics, summary=summary_line(metrics, "env"))
+
+    def _check_drift(self, step: int, drift: float | None) -> None:
+        """`agentic.max_template_drift`: stop the run (with a checkpoint) above it."""
+        limit = self.cfg.agentic.max_template_drift
+        if limit is None or drift is None or drift <= limit:
+            return
+        self.ctl.run.log_event(
+            f"warning: template drift {drift:.3f} at step {step} is above "
+            f"agentic.max_template_drift = {limit}: re-rendering this conversation would not "
+            "give the sampled tokens (docs/agents.md)"
+        )
+        self.ctl.request_stop()
 
     def play(
         self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams, live: bool = True

@@ -1,0 +1,61 @@
+"""Template drift, measured on real tool episodes (the real scheduler, env worker and
+SmolLM2's tokenizer, scripted replies): none with SmolLM2's own template; with a hand-made
+template that trims assistant turns (as templates that rewrite earlier turns do) every turn
+after a reply ending in a newline drifts."""
+
+from __future__ import annotations
+
+import agentic.test_tool_turns as tool_turns
+import pytest
+
+from rollcli.rollout.chat_turns import TurnFormat
+from rollcli.rollout.episode import EpisodeSpec, Limits
+from rollcli.rollout.episode_scheduler import play_episodes
+from rollcli.rollout.template_audit import drifted_turns, template_drift
+from rollcli.workers.env_worker import EnvWorker
+
+smollm2 = tool_turns.smollm2
+SCRIPT = ["Let me think.\n", *tool_turns.SCRIPT[1:]]  # the first reply ends in a newline
+
+
+def _play(tokenizer):
+    host = EnvWorker("tool", {"tools": ["calculator"], "max_steps": 4})
+    fmt = TurnFormat(tokenizer, host.instructions(), tools=host.tools())
+    limits = Limits(max_turns=4, max_context_tokens=4096, max_new_tokens=64)
+    policy = tool_turns.TokenScript(tokenizer, SCRIPT)
+    (episode,), _ = play_episodes([host], policy, [EpisodeSpec(0, 0, 7)], fmt, limits)
+    assert episode.turns == 3 and episode.success
+    return episode, fmt
+
+
+def test_smollm2s_template_re_renders_the_sampled_tokens(smollm2) -> None:
+    episode, fmt = _play(smollm2)
+    assert drifted_turns(episode, fmt) == (0, 2)
+    assert template_drift([(episode, fmt)]) == {
+        "agentic/template_drift": 0.0,
+        "agentic/template_drift_turns": 0.0,
+    }
+
+
+@pytest.fixture
+def trimming(tiny_model):
+    from rollcli.strategies.hf_model import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model)
+    template = tokenizer.chat_template
+    assert "message['content']" in template
+    tokenizer.chat_template = template.replace(
+        "message['content']",
+        "(message['content'] | trim if message['role'] == 'assistant' else message['content'])",
+    )
+    return tokenizer
+
+
+def test_a_template_that_trims_replies_drifts_on_every_later_turn(trimming) -> None:
+    """The episode is built from the sampled ids ("Let me think.\\n" then EOS); rendering
+    its transcript with this template drops the newline, so the prompts of turns 2 and 3
+    would not be what the model saw."""
+    episode, fmt = _play(trimming)
+    assert drifted_turns(episode, fmt) == (2, 2)
+    assert template_drift([(episode, fmt)])["agentic/template_drift"] == 1.0
+    assert template_drift([]) == {}
