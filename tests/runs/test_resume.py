@@ -294,3 +294,31 @@ def test_sigkilled_async_agentic_run_resumes_exactly(runs) -> None:
     steps = _metrics(ref)[1:]
     assert [m["rollout/staleness"] for m in steps] == [0.0, 1.0, 1.0]
     assert all(m["rollout/mismatch_ratio_mean"] > 0.0 for m in steps)
+
+
+@pytest.mark.slow  # ~2 min: three processes
+def test_sigkilled_agent_program_run_resumes_exactly(runs) -> None:
+    """An agent program's run (`agentic.agent`, roll's OpenAI endpoint), killed while its
+    step-2 programs are talking to the endpoint, resumes from checkpoint 1 and ends with the
+    uninterrupted run's weights, metrics and episodes: rounds, not arrival order, decide
+    what each request is sampled with."""
+    if importlib.util.find_spec("openai") is None:
+        pytest.skip("needs the agents extra")
+    agent = ("agentic.agent=resume_agent:run_episode", "warmup=null")
+
+    def run(run_id: str, fault: str = "") -> tuple[int, str]:
+        args = ["train", "agentic-tool-math-agent", "--runs-dir", str(runs), "--run-id", run_id]
+        extra = [a for a in AGENTIC_ARGS if a != "warmup=null"]
+        return roll(*args, *extra, *agent, runs=runs, fault=fault)
+
+    code, err = run("agent-ref")
+    assert code == 0, err[-3000:]
+    code, err = run("agent-killed", "kill@generate:2+0.3")
+    assert code == -signal.SIGKILL, err[-2000:]
+    code, err = roll("resume", "agent-killed", "--runs-dir", str(runs), runs=runs)
+    assert code == 0, err[-3000:]
+
+    ref, killed = runs / "agent-ref", runs / "agent-killed"
+    assert "resuming from checkpoint step-1" in (killed / "events.log").read_text()
+    _same_agentic_run(killed, ref)
+    assert all(m["rollout/gen_calls"] == 2.0 for m in _metrics(ref)[1:])
