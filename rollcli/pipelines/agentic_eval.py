@@ -22,7 +22,7 @@ from rollcli.pipelines.agentic_setup import (
     val_specs,
 )
 from rollcli.pipelines.rl.episode_metrics import episode_metrics
-from rollcli.rollout.episode import Episode
+from rollcli.rollout.episode import Episode, Limits
 from rollcli.rollout.episode_scheduler import (
     ModelPolicy,
     ScriptedPolicy,
@@ -113,6 +113,11 @@ def evaluate(
     """
     from rollcli.strategies.hf_model import load_tokenizer
 
+    if agentic.agent is not None and model == RANDOM:
+        raise ValueError(
+            "an agent program's episodes need a model to talk to: evaluate a model or run "
+            "(--model random plays the built-in envs)"
+        )
     hosts = [EnvWorker(agentic.env, env_kwargs(agentic, validation=True))]
     if model == RANDOM:
         policy: ModelPolicy | ScriptedPolicy = random_policy(seed, agentic.reply_prefix)
@@ -134,16 +139,47 @@ def evaluate(
         )
         policy = ModelPolicy([worker], params, sessions=turn_cache_mib(agentic, "hf") > 0)
     fmt = host_turn_format(tokenizer, hosts[0], agentic)
-    episodes, _ = play_episodes(
-        hosts,
-        policy,
-        val_specs(seed, n),
-        fmt,
-        limits(agentic, max_new_tokens, model_context(model_path)),
-        on_progress,
-    )
+    turn_limits = limits(agentic, max_new_tokens, model_context(model_path))
+    if agentic.agent is not None:  # the recipe's agent program, through the endpoint
+        assert isinstance(policy, ModelPolicy)
+        episodes = _agent_episodes(
+            agentic, tokenizer, model, policy, (n, seed), turn_limits, on_progress
+        )
+    else:
+        episodes, _ = play_episodes(
+            hosts, policy, val_specs(seed, n), fmt, turn_limits, on_progress
+        )
     metrics = episode_metrics(episodes, "eval")
     return EvalResult(agentic.env, model, episodes, metrics, temperature)
+
+
+def _agent_episodes(
+    agentic: AgenticConfig,
+    tokenizer: Any,
+    model: str,
+    policy: ModelPolicy,
+    tasks: tuple[int, int],
+    turn_limits: Limits,
+    on_progress: Any,
+) -> list[Episode]:
+    """`tasks = (n, seed)`: n validation tasks from `seed` on, played by `agentic.agent`
+    against the endpoint."""
+    from rollcli.rollout.agent_episodes import AgentPrograms
+
+    programs = AgentPrograms(
+        agentic.agent or "",
+        tokenizer,
+        train_tasks=dict(agentic.env_kwargs),
+        val_tasks={**agentic.env_kwargs, **agentic.val_env_kwargs},
+        model=model,
+        timeout_s=agentic.agent_timeout_s,
+    )
+    try:
+        n, seed = tasks
+        episodes, _ = programs.play(policy, val_specs(seed, n), True, turn_limits, on_progress)
+    finally:
+        programs.server.stop()
+    return episodes
 
 
 def render_episode(ep: Episode) -> str:

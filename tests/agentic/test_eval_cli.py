@@ -67,6 +67,20 @@ def test_the_tool_env_reports_success_and_tool_use_on_held_out_tasks() -> None:
     assert resolve_eval_target("tool", [])[0] == recipe
 
 
+def test_an_agent_recipe_is_evaluated_with_its_agent_program() -> None:
+    """`roll eval agentic-tool-math-agent`: the held-out tasks played by the recipe's agent
+    program through the endpoint (the same summary keys); no random baseline for it."""
+    pytest.importorskip("openai")
+    out = _eval("tool-math-agent", "--model", "tiny-random", "--n", "2", "--seed", "3",
+                "rollout.max_new_tokens=4")  # fmt: skip
+    assert out["episodes"] == 2 and [r["seed"] for r in out["outcomes"]] == [3, 4]
+    assert out["success_rate"] == 0.0 and out["mean_steps"] == 3.0  # the program's 3 replies
+    assert all(r["error"] is None for r in out["outcomes"])
+    assert out["mean_reward"] == pytest.approx(-0.3)  # three replies with no call or answer
+    result = runner.invoke(app, ["eval", "tool-math-agent", "--model", "random", "--n", "2"])
+    assert result.exit_code != 0 and "need a model to talk to" in result.stderr
+
+
 def test_an_offline_recipe_is_refused() -> None:
     result = runner.invoke(app, ["eval", "dpo", "--model", "random"])
     assert result.exit_code == 2
