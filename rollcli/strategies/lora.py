@@ -17,7 +17,7 @@ things cheap:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,12 +79,6 @@ def apply_lora(model: torch.nn.Module, spec: LoraSpec) -> Any:
         ) from None
 
 
-def is_lora(model: Any) -> bool:
-    from peft import PeftModel
-
-    return isinstance(model, PeftModel)
-
-
 def trainable_count(model: torch.nn.Module) -> tuple[int, int]:
     """(parameters that require gradients, all parameters)."""
     params = list(model.parameters())
@@ -127,13 +121,6 @@ def merged_value(model: Any) -> Callable[[str, torch.Tensor], torch.Tensor]:
         return tensor.detach() + delta.to(tensor.dtype)
 
     return value
-
-
-def merged_tensors(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """`(name, merged tensor)` of the whole model, one at a time."""
-    value = merged_value(model)
-    for name, tensor in base_tensors(model).items():
-        yield name, value(name, tensor)
 
 
 def save_merged(model: Any, folder: str | Path) -> None:

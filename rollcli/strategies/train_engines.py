@@ -9,7 +9,6 @@ backend only when it is chosen.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,14 +39,6 @@ class TrainStrategy:
         if self.name == "megatron":
             return {"tp": self.tp, "pp": self.pp}
         return {}
-
-
-def backend_available(module: str) -> bool:
-    """True when `module` can be found (found, not imported)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def make_trainer(
