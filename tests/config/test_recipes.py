@@ -39,7 +39,9 @@ def test_catalogue_names_the_recipes_users_asked_for() -> None:
 def test_recipe_found_by_alias_and_unique_prefix() -> None:
     assert find_recipe("rlvr")[0] == "rlvr-math"
     assert find_recipe("agentic-s")[0] == "agentic-sokoban"
-    assert find_recipe("tool-math")[0] == find_recipe("agentic-t")[0] == "agentic-tool-math"
+    assert find_recipe("tool-math")[0] == "agentic-tool-math"  # the name itself, not a prefix
+    assert find_recipe("agentic-tool-math")[0] == "agentic-tool-math"
+    assert find_recipe("agentic-tool-math-a")[0] == "agentic-tool-math-agent"
     with pytest.raises(
         ConfigError, match="ambiguous: it matches agentic-frozenlake, agentic-sokoban"
     ):

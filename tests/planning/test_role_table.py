@@ -34,6 +34,7 @@ MATRIX = {
     ],
     ("agentic-sokoban", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("agentic-tool-math", ()): ["actor_train", "actor_infer", "env", "env_val"],
+    ("agentic-tool-math-agent", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("webshop", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("dpo", ()): ["actor_train", "reference"],
     ("dpo", ("train.lora.r=8",)): ["actor_train"],
