@@ -6,7 +6,8 @@ pointed at its endpoint and the task (``prompt``, ``answer``, ``seed``); the pro
 runs the calculator itself when the model calls it, judges the final answer and returns
 the reward. It plays the built-in `tool` env's game: the same instructions and tool schema,
 a tool result as a ``tool`` message, ``<answer>N</answer>`` judged exactly, 1 for a right
-answer, -0.1 for each reply that neither calls the tool well nor answers, at most
+answer, -0.1 for each reply that neither calls the tool well nor answers (a malformed
+call gets the env's error as a ``tool`` message), at most
 `MAX_REPLIES` replies. So through roll's token-exact endpoint the model sees the same
 tokens as in the built-in env, and the two ways of training can be compared.
 
@@ -20,6 +21,7 @@ import re
 from typing import Any
 
 from rollcli.envs.tools.calculator import calculator
+from rollcli.envs.tools.call_format import CALL_SHAPE, parse_reply
 from rollcli.envs.tools.env import INSTRUCTIONS, NEITHER
 from rollcli.envs.tools.tool import Tool
 
@@ -45,6 +47,11 @@ def run_episode(client: Any, task: dict[str, Any]) -> float:
             result, valid = _run_tool(call.function)
             penalty += 0.0 if valid else FORMAT_PENALTY
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            continue
+        if "<tool_call>" in (message.content or ""):  # a call the endpoint could not parse
+            reason = parse_reply(message.content or "").error
+            penalty += FORMAT_PENALTY
+            messages.append({"role": "tool", "content": f"Error: {reason}; a call is {CALL_SHAPE}"})
             continue
         answers = ANSWER.findall(message.content or "")
         if answers and any(ch.isdigit() for ch in answers[-1]):

@@ -60,15 +60,34 @@ def _agent_play(server, tokenizer, engine, agent, n=1, params=None, limits=None)
     return play_agent_episodes(server, policy, agent, tasks, Formats(tokenizer), limits, "m", 60)
 
 
+MALFORMED = '<tool_call>\n{"arguments": {"expression": "643 * 383"}}\n<answer>4</answer>'
+SCRIPTS = {"plain": tool_turns.SCRIPT, "malformed": [MALFORMED, *tool_turns.SCRIPT[1:]]}
+
+
+def _built_in(tokenizer, script):
+    from rollcli.rollout.chat_turns import TurnFormat
+    from rollcli.rollout.episode_scheduler import play_episodes
+    from rollcli.workers.env_worker import EnvWorker
+
+    host = EnvWorker("tool", {"tools": ["calculator"], "max_steps": 4})
+    fmt = TurnFormat(tokenizer, host.instructions(), tools=host.tools())
+    policy = tool_turns.TokenScript(tokenizer, script)
+    limits = Limits(max_turns=4, max_context_tokens=4096, max_new_tokens=64)
+    (episode,), _ = play_episodes([host], policy, [EpisodeSpec(0, 0, 7)], fmt, limits)
+    return episode
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 @pytest.mark.parametrize("template", ["smollm2", "qwen_style"])
-def test_the_agent_program_gets_the_built_in_envs_token_ids(server, template, request) -> None:
+def test_the_agent_program_gets_the_built_in_envs_token_ids(server, template, script, request):
     """The shipped agent, talking through the client, builds exactly the ids, loss mask and
-    return of the built-in env playing the same replies: a plain reply (an error turn), a
-    tool call (returned as `tool_calls`, answered by a `tool` message), the answer."""
+    return of the built-in env playing the same replies: a plain reply or a malformed call
+    (an error turn), a tool call (returned as `tool_calls`, answered by a `tool` message),
+    the answer."""
     tokenizer = request.getfixturevalue(template)
-    _, _, built_in = tool_turns._play(tokenizer)
+    built_in = _built_in(tokenizer, SCRIPTS[script])
     (episode,), stats = _agent_play(
-        server, tokenizer, ScriptedEngine(tokenizer, tool_turns.SCRIPT), agent_example.run_episode
+        server, tokenizer, ScriptedEngine(tokenizer, SCRIPTS[script]), agent_example.run_episode
     )
     assert episode.error is None and episode.end == "terminated"
     assert episode.prompt_ids == built_in.prompt_ids
@@ -78,7 +97,7 @@ def test_the_agent_program_gets_the_built_in_envs_token_ids(server, template, re
     assert episode.messages == built_in.messages
     assert episode.episode_return == pytest.approx(built_in.episode_return)  # -0.1 + 1
     assert episode.success
-    assert [i["tool_call"] for i in episode.infos] == [0, 1, 0]
+    assert [i["tool_call"] for i in episode.infos] == [int(script == "malformed"), 1, 0]
     assert stats["gen_calls"] == 3 and stats["agent_requests_refused"] == 0
     assert stats["agentic/template_drift"] == 0.0  # the transcript re-renders to these ids
 
