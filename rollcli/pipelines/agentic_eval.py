@@ -14,6 +14,7 @@ from typing import Any
 from rollcli.config.sections import AgenticConfig
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.agentic_setup import (
+    agent_programs,
     env_kwargs,
     host_turn_format,
     limits,
@@ -22,7 +23,7 @@ from rollcli.pipelines.agentic_setup import (
     val_specs,
 )
 from rollcli.pipelines.rl.episode_metrics import episode_metrics
-from rollcli.rollout.episode import Episode, Limits
+from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import (
     ModelPolicy,
     ScriptedPolicy,
@@ -142,8 +143,9 @@ def evaluate(
     turn_limits = limits(agentic, max_new_tokens, model_context(model_path))
     if agentic.agent is not None:  # the recipe's agent program, through the endpoint
         assert isinstance(policy, ModelPolicy)
+        specs = val_specs(seed, n)
         episodes = _agent_episodes(
-            agentic, tokenizer, model, policy, (n, seed), turn_limits, on_progress
+            agentic, tokenizer, model, policy, specs, turn_limits, on_progress
         )
     else:
         episodes, _ = play_episodes(
@@ -158,25 +160,14 @@ def _agent_episodes(
     tokenizer: Any,
     model: str,
     policy: ModelPolicy,
-    tasks: tuple[int, int],
+    specs: list[EpisodeSpec],
     turn_limits: Limits,
     on_progress: Any,
 ) -> list[Episode]:
-    """`tasks = (n, seed)`: n validation tasks from `seed` on, played by `agentic.agent`
-    against the endpoint."""
-    from rollcli.rollout.agent_episodes import AgentPrograms
-
-    programs = AgentPrograms(
-        agentic.agent or "",
-        tokenizer,
-        train_tasks=dict(agentic.env_kwargs),
-        val_tasks={**agentic.env_kwargs, **agentic.val_env_kwargs},
-        model=model,
-        timeout_s=agentic.agent_timeout_s,
-    )
+    """Validation tasks `specs` played by `agentic.agent` against the endpoint."""
+    programs = agent_programs(agentic, tokenizer, model)
     try:
-        n, seed = tasks
-        episodes, _ = programs.play(policy, val_specs(seed, n), True, turn_limits, on_progress)
+        episodes, _ = programs.play(policy, specs, True, turn_limits, on_progress)
     finally:
         programs.server.stop()
     return episodes

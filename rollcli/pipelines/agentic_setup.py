@@ -4,13 +4,16 @@ scheduler; shared by the agentic pipeline and `roll eval`, so both play the same
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.sections import AgenticConfig
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.workers.env_worker import env_factory
+
+if TYPE_CHECKING:
+    from rollcli.rollout.agent_episodes import AgentPrograms
 
 
 def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, Any]:
@@ -40,6 +43,22 @@ def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, An
     if "layouts" in takes:
         kwargs["layouts"] = "validation" if validation else "train"
     return kwargs
+
+
+def agent_programs(agentic: AgenticConfig, tokenizer: Any, model: str) -> AgentPrograms:
+    """`agentic.agent` with its endpoint started and the tool env's task source (training
+    tasks from `env_kwargs`, validation tasks with `val_env_kwargs` over them)."""
+    from rollcli.rollout.agent_episodes import AgentPrograms
+
+    assert agentic.agent is not None
+    return AgentPrograms(
+        agentic.agent,
+        tokenizer,
+        train_tasks=dict(agentic.env_kwargs),
+        val_tasks={**agentic.env_kwargs, **agentic.val_env_kwargs},
+        model=model,
+        timeout_s=agentic.agent_timeout_s,
+    )
 
 
 def turn_cache_mib(agentic: AgenticConfig, engine: str) -> float:

@@ -29,6 +29,7 @@ from rollcli.config.recipe import AgenticRecipe
 from rollcli.distributed.cluster import Cluster
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.agentic_setup import (
+    agent_programs,
     env_kwargs,
     limits,
     model_context,
@@ -45,7 +46,6 @@ from rollcli.pipelines.rl.episode_batch import (
 from rollcli.pipelines.rl.episode_metrics import action_fractions, episode_metrics, summary_line
 from rollcli.pipelines.rl.source import step_sampling
 from rollcli.pipelines.run_control import RunControl
-from rollcli.rollout.agent_episodes import AgentPrograms
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
@@ -84,14 +84,7 @@ class EpisodeSource:
         )
         self.limits = limits(ag, self.cfg.rollout.max_new_tokens, model_context(self.model_path))
         if ag.agent is not None:
-            self.agent = AgentPrograms(
-                ag.agent,
-                tokenizer,
-                train_tasks={**ag.env_kwargs},
-                val_tasks={**ag.env_kwargs, **ag.val_env_kwargs},
-                model=self.cfg.model,
-                timeout_s=ag.agent_timeout_s,
-            )
+            self.agent = agent_programs(ag, tokenizer, self.cfg.model)
 
     def describe(self) -> str:
         ag = self.cfg.agentic
