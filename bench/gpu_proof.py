@@ -35,13 +35,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 KIT = REPO / ".gpu-kit"
 GPU_MODELS = "qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-3b,qwen2.5-7b"
+DEFAULT_CASES = "hf,zero2,zero3,fsdp2,fsdp2-offload,generate,grpo"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda if seen")
     p.add_argument("--models", default=None, help=f"comma-separated (cuda: {GPU_MODELS})")
-    p.add_argument("--cases", default="hf,zero2,zero3,generate,grpo")
+    p.add_argument(
+        "--cases", default=None, help=f"cuda: {DEFAULT_CASES}; cpu: without fsdp2-offload"
+    )
     p.add_argument("--big-cases", default="generate", help="cases of models over 5B parameters")
     p.add_argument("--prompt-tokens", type=int, default=None, help="cuda 256, cpu 16")
     p.add_argument("--new-tokens", type=int, default=None, help="cuda 256, cpu 8")
@@ -171,14 +174,16 @@ def run_all(args: argparse.Namespace) -> list[dict]:
 def process_groups(cases: str) -> list[str]:
     """The processes a model's cases run in: each DeepSpeed stage alone (its engine keeps
     GPU memory after it is deleted: 20 GiB of qwen2.5-1.5b's ZeRO-3 state stayed, and the
-    next case ran out of memory), everything else together.
+    next case ran out of memory), each FSDP2 case alone (it opens the process's default
+    group), everything else together.
 
-    >>> process_groups("hf,zero2,zero3,generate,grpo")
-    ['hf,generate,grpo', 'zero2', 'zero3']
+    >>> process_groups("hf,zero2,zero3,fsdp2,generate,grpo")
+    ['hf,generate,grpo', 'zero2', 'zero3', 'fsdp2']
     """
     names = [c for c in cases.split(",") if c]
-    rest = ",".join(c for c in names if not c.startswith("zero"))
-    return ([rest] if rest else []) + [c for c in names if c.startswith("zero")]
+    alone = [c for c in names if c.startswith(("zero", "fsdp2"))]
+    rest = ",".join(c for c in names if c not in alone)
+    return ([rest] if rest else []) + alone
 
 
 def _append(path: Path, row: dict) -> None:
@@ -271,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.models is None:
         args.models = GPU_MODELS if args.device == "cuda" else "tiny-random"
+    if args.cases is None:
+        gpu_only = "" if args.device == "cuda" else "fsdp2-offload"
+        args.cases = ",".join(c for c in DEFAULT_CASES.split(",") if c != gpu_only)
     sys.path.insert(0, str(REPO / "bench"))
     from tree_imports import use_tree
 

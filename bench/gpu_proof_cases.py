@@ -153,28 +153,38 @@ def update_args(shapes: Shapes, kl_coef: float = 0.0):
 
 
 # ---- cases -------------------------------------------------------------------------------
+# a training case: (the recipe keys that plan it, the worker's strategy arguments)
+TRAIN_CASES: dict[str, tuple[list[str], dict[str, Any]]] = {
+    "hf": ([], {"strategy": "hf"}),
+    "zero2": (
+        ["train.strategy=deepspeed", "devices.actor_train.zero_stage=2"],
+        {"strategy": "deepspeed", "strategy_options": {"zero_stage": 2}},
+    ),
+    "zero3": (
+        ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3"],
+        {"strategy": "deepspeed", "strategy_options": {"zero_stage": 3}},
+    ),
+    "fsdp2": (["train.strategy=fsdp2"], {"strategy": "fsdp2", "strategy_options": {}}),
+    "fsdp2-offload": (  # FSDP2's CPUOffloadPolicy: GPUs only
+        ["train.strategy=fsdp2", "devices.actor_train.offload_params=true"],
+        {"strategy": "fsdp2", "strategy_options": {"offload_params": True}},
+    ),
+}
+
+
 def train_case(
-    folder: Path, model: str, device: Device, shapes: Shapes, peak_flops: float, zero: int | None
+    folder: Path, model: str, device: Device, shapes: Shapes, peak_flops: float, case: str
 ) -> dict[str, Any]:
     """One real policy update (forward, backward, AdamW) of `train_rows` rows of `seq_len`
-    tokens in micro-batches of `micro_batch`, after one untimed update: the hf strategy
-    (`zero` None) or DeepSpeed at that ZeRO stage, in the plan's precision."""
+    tokens in micro-batches of `micro_batch`, after one untimed update, with the strategy of
+    `case` (TRAIN_CASES) in the plan's precision."""
     from rollcli.models.registry import get_model_spec
     from rollcli.models.spec import param_count
     from rollcli.workers.actor_train import ActorTrainWorker
 
-    extra = (
-        []
-        if zero is None
-        else ["train.strategy=deepspeed", f"devices.actor_train.zero_stage={zero}"]
-    )
+    extra, strategy = TRAIN_CASES[case]
     planned = planned_bytes(model, device, shapes, extra)["actor_train"]
     before = device.reset_peak()
-    strategy = (
-        {"strategy": "hf"}
-        if zero is None
-        else {"strategy": "deepspeed", "strategy_options": {"zero_stage": zero}}
-    )
     worker = ActorTrainWorker(
         str(folder),
         lr=1e-6,
@@ -198,7 +208,7 @@ def train_case(
     # forward 2N, backward 4N FLOPs per token; recomputing each layer adds a forward
     flops = (8 if shapes.grad_checkpointing else 6) * param_count(get_model_spec(model)) * tokens
     return {
-        "case": "train-hf" if zero is None else f"train-zero{zero}",
+        "case": f"train-{case}",
         "step_s": seconds,
         "tokens_per_s": tokens / seconds,
         "mfu": flops / seconds / peak_flops,
@@ -362,7 +372,7 @@ def _sync(train: Any, infer: Any, device: Device) -> float:
 
 
 # ---- one model ---------------------------------------------------------------------------
-CASES = ("hf", "zero2", "zero3", "generate", "grpo")
+CASES = (*TRAIN_CASES, "generate", "grpo")
 
 
 def run_model(
@@ -383,12 +393,9 @@ def run_model(
     _append(out, {"model": model, "case": "peak", "flops": peak_flops, "dtype": str(dtype)[6:]})
     runs: list[tuple[str, Callable[[], dict[str, Any]]]] = []
     for case in cases:
-        if case == "hf":
-            runs.append((case, lambda: train_case(folder, model, device, shapes, peak_flops, None)))
-        elif case in ("zero2", "zero3"):
-            stage = int(case[-1])
+        if case in TRAIN_CASES:
             runs.append(
-                (case, lambda s=stage: train_case(folder, model, device, shapes, peak_flops, s))
+                (case, lambda c=case: train_case(folder, model, device, shapes, peak_flops, c))
             )
         elif case == "generate":
             for b in shapes.gen_batches:

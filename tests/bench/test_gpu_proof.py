@@ -45,10 +45,11 @@ def test_the_kit_runs_every_case_on_cpu_without_ray(tmp_path):
         "train-hf",
         "train-zero2",
         "train-zero3",
+        "train-fsdp2",
         "generate-b4",
         "grpo-step",
     }
-    for name in ("train-hf", "train-zero2", "train-zero3"):
+    for name in ("train-hf", "train-zero2", "train-zero3", "train-fsdp2"):
         row = cases[name]
         assert row["loss_finite"] and row["step_s"] > 0 and 0 < row["mfu"] < 2
         assert row["planned_gib"] > 0  # roll plan's actor_train for the same shapes
