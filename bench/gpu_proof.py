@@ -7,8 +7,9 @@
 Without Ray, in a process per model and DeepSpeed stage (bench/gpu_proof_cases.py), with roll's own workers and
 strategies on random-initialised models of the registry's shapes (qwen2.5-0.5b ... 7b):
 
-- train-hf, train-zero2, train-zero3: one timed policy update (forward, backward, AdamW) with
-  the hf strategy and DeepSpeed (one rank, NCCL on a GPU), in the plan's precision
+- train-hf, train-zero2, train-zero3, train-fsdp2, train-fsdp2-offload: one timed policy
+  update (forward, backward, AdamW) with the hf strategy, DeepSpeed and FSDP2 (one rank, NCCL
+  on a GPU; FSDP2's CPU offload on GPUs only), in the plan's precision
   (bf16-mixed on GPUs); `roll plan`'s actor_train memory beside torch's measured peak;
 - generate-bN: the hf engine sampling N prompts in one decode batch (the batch shrinking as
   samples stop): new tokens/s and MFU; the plan's actor_infer memory beside the peak;

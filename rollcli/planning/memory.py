@@ -53,6 +53,11 @@ HEAD_CHUNK_TOKENS = 256
 KEEP_LOGITS_BYTES = 256 * 2**20
 ADAM_MIXED_PRECISION_BYTES = 12  # the ZeRO paper's K: fp32 master + momentum + variance
 DEEPSPEED_FP32_GRAD_BYTES = 4  # DeepSpeed bf16: the fp32 gradients of the master weights
+# FSDP2's CPU offload still peaks on the GPU above its activations: by 4.3 bytes/param for
+# qwen2.5-0.5b and 3.6 for 1.5b (an H100, docs/gpu.md; the plan without it was 0.40 and 0.22
+# of torch's peak). Counted as the fp32 gradient shards (4 bytes/param) in flight to host
+# memory during a backward; the mechanism is not confirmed, and larger models are unmeasured
+FSDP2_OFFLOAD_GPU_GRAD_BYTES = 4
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from rollcli.planning.devices import GiB
 from rollcli.planning.memory import (
     CPU_ALLOCATOR_SLACK,
     CPU_PROCESS_BYTES,
+    FSDP2_OFFLOAD_GPU_GRAD_BYTES,
     MemoryBreakdown,
     activation_bytes,
     chunked_head_bytes,
@@ -71,6 +72,7 @@ def estimate_role(
             replace(req, offload_optimizer=False, offload_params=False), model, ranks, on_cpu
         )
         offloaded = unsharded.total - active.total
+        active = active + _fsdp2_offload_grads(req, model, ranks)  # transient: not resident
     elif req.role in INFER_ROLES:
         active, problems, notes = _infer(req, model, capacity_bytes, on_cpu)
         resident = active
@@ -217,6 +219,18 @@ def _fsdp2_offload(req: RoleRequest) -> dict[str, bool]:
     """FSDP2's CPU offload (`offload_params`) moves weights, gradients and optimizer
     states to host memory together."""
     return {"offload_optimizer": req.offload_params, "offload_params": req.offload_params}
+
+
+def _fsdp2_offload_grads(req: RoleRequest, model: ModelSpec, ranks: int) -> MemoryBreakdown:
+    """What FSDP2's CPU offload was measured to hold on the GPU during an update beyond its
+    activations, counted as every trainable parameter's fp32 gradient shard on its way to
+    host memory (`memory.FSDP2_OFFLOAD_GPU_GRAD_BYTES`): a peak of the update, not a
+    resident state, so host memory still keeps all the states."""
+    if not (req.offload_params and req.resolved_strategy == "fsdp2"):
+        return MemoryBreakdown()
+    trainable = req.lora_params or param_count(model)
+    dp = max(1, ranks // (req.tp * req.pp))
+    return MemoryBreakdown(grads=round(FSDP2_OFFLOAD_GPU_GRAD_BYTES * trainable / dp))
 
 
 def _forward(req: RoleRequest, model: ModelSpec, on_cpu: bool = False) -> MemoryBreakdown:
