@@ -24,30 +24,44 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode
 
 
+def audited_turns(episode: Episode, fmt: TurnFormat) -> list[tuple[list[int], list[int]]]:
+    """(the re-rendered prompt, the context the model was prompted with) for every reply
+    after the first."""
+    assistant = [i for i, m in enumerate(episode.messages) if m["role"] == "assistant"]
+    pairs = []
+    for k, (start, _) in enumerate(episode.turn_spans):
+        if 0 < k < len(assistant):
+            context = episode.prompt_ids + episode.response_ids[:start]
+            pairs.append((fmt.prompt(episode.messages[: assistant[k]]), context))
+    return pairs
+
+
 def drifted_turns(episode: Episode, fmt: TurnFormat) -> tuple[int, int]:
     """(turns whose re-rendered prompt differs from the sampled context, turns audited):
     every reply after the first."""
-    assistant = [i for i, m in enumerate(episode.messages) if m["role"] == "assistant"]
-    drifted = audited = 0
-    for k, (start, _) in enumerate(episode.turn_spans):
-        if k == 0 or k >= len(assistant):
-            continue
-        audited += 1
-        context = episode.prompt_ids + episode.response_ids[:start]
-        drifted += fmt.prompt(episode.messages[: assistant[k]]) != context
-    return drifted, audited
+    pairs = audited_turns(episode, fmt)
+    return sum(rendered != context for rendered, context in pairs), len(pairs)
 
 
 def template_drift(pairs: Iterable[tuple[Episode, TurnFormat]]) -> dict[str, float]:
     """`agentic/template_drift` over episodes (each with the turn format it was built with),
-    and the counts behind it; nothing when no episode had a second reply."""
-    drifted = audited = 0
+    and the counts behind it; nothing when no episode had a second reply.
+
+    `agentic/template_drift_text` is the part where the text itself differs (the template
+    rewrites a turn); the rest of the drift is tokenization alone: the same text, other ids
+    (a sampled reply that does not tokenize back to the ids the model sampled)."""
+    drifted = text = audited = 0
     for episode, fmt in pairs:
-        d, a = drifted_turns(episode, fmt)
-        drifted, audited = drifted + d, audited + a
+        for rendered, context in audited_turns(episode, fmt):
+            audited += 1
+            if rendered != context:
+                drifted += 1
+                decode = fmt.tokenizer.decode
+                text += decode(rendered) != decode(context)
     if not audited:
         return {}
     return {
         "agentic/template_drift": drifted / audited,
+        "agentic/template_drift_text": text / audited,
         "agentic/template_drift_turns": float(drifted),
     }

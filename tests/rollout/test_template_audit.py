@@ -18,11 +18,26 @@ smollm2 = tool_turns.smollm2
 SCRIPT = ["Let me think.\n", *tool_turns.SCRIPT[1:]]  # the first reply ends in a newline
 
 
-def _play(tokenizer):
+class CharScript(tool_turns.TokenScript):
+    """Samples the first reply a character at a time: the same text as the script's, in ids
+    the tokenizer would never produce from it (as a sampler can)."""
+
+    def submit(self, episodes):
+        if episodes[0].turns:
+            return super().submit(episodes)
+        (ep,) = episodes
+        text = self.texts[0]
+        ids = [i for c in text for i in self.tokenizer(c, add_special_tokens=False)["input_ids"]]
+        assert self.tokenizer.decode(ids) == text and ids != self.tokenizer.encode(text)
+        ids.append(self.tokenizer.eos_token_id)
+        return 0, tool_turns.Done([{"token_ids": ids, "text": text, "finished": True}])
+
+
+def _play(tokenizer, script=tool_turns.TokenScript):
     host = EnvWorker("tool", {"tools": ["calculator"], "max_steps": 4})
     fmt = TurnFormat(tokenizer, host.instructions(), tools=host.tools())
     limits = Limits(max_turns=4, max_context_tokens=4096, max_new_tokens=64)
-    policy = tool_turns.TokenScript(tokenizer, SCRIPT)
+    policy = script(tokenizer, SCRIPT)
     (episode,), _ = play_episodes([host], policy, [EpisodeSpec(0, 0, 7)], fmt, limits)
     assert episode.turns == 3 and episode.success
     return episode, fmt
@@ -33,6 +48,7 @@ def test_smollm2s_template_re_renders_the_sampled_tokens(smollm2) -> None:
     assert drifted_turns(episode, fmt) == (0, 2)
     assert template_drift([(episode, fmt)]) == {
         "agentic/template_drift": 0.0,
+        "agentic/template_drift_text": 0.0,
         "agentic/template_drift_turns": 0.0,
     }
 
@@ -57,5 +73,18 @@ def test_a_template_that_trims_replies_drifts_on_every_later_turn(trimming) -> N
     would not be what the model saw."""
     episode, fmt = _play(trimming)
     assert drifted_turns(episode, fmt) == (2, 2)
-    assert template_drift([(episode, fmt)])["agentic/template_drift"] == 1.0
+    drift = template_drift([(episode, fmt)])
+    assert drift["agentic/template_drift"] == drift["agentic/template_drift_text"] == 1.0
     assert template_drift([]) == {}
+
+
+def test_a_reply_sampled_in_other_ids_than_its_text_tokenizes_to_drifts_in_ids_only(
+    smollm2,
+) -> None:
+    """SmolLM2's own template, but the first reply was sampled a character at a time: the
+    transcript re-renders to the same text in other ids, so both later turns drift, and none
+    of it is the template's."""
+    episode, fmt = _play(smollm2, CharScript)
+    assert drifted_turns(episode, fmt) == (2, 2)
+    drift = template_drift([(episode, fmt)])
+    assert drift["agentic/template_drift"] == 1.0 and drift["agentic/template_drift_text"] == 0.0
