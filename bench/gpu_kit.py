@@ -74,9 +74,10 @@ GPU_IMAGE = frozenset(
     xxhash yarl zipp""".split()  # noqa: SIM905
 )
 
-# imported inside `try:` by a package here when it is installed (httpcore2: sniffio), so
-# its absence there is no failure
-TRIED_IF_PRESENT = frozenset({"sniffio"})
+# imported here by newer versions of the image's own packages, which the image's versions do
+# without (huggingface-hub 2.x: httpx2, httpcore2, truststore), or inside `try:` when
+# installed (httpcore2: sniffio): their absence there is no failure
+NOT_THE_IMAGES = frozenset({"httpx2", "httpcore2", "truststore", "sniffio"})
 
 # what the proof imports (bench/gpu_proof_cases.py) and what a GPU worker imports
 IMPORTS = (
@@ -207,35 +208,11 @@ def import_check(wheels: Path) -> list[str]:
         return [f"importing roll's GPU modules without Ray failed:\n{done.stderr[-2000:]}"]
     carried = {norm(p.name.split("-")[0]) for p in wheels.glob("*.whl")}
     line = [x for x in done.stdout.splitlines() if x.startswith("DISTRIBUTIONS")][-1]
-    there = GPU_IMAGE | requirements_of(GPU_IMAGE) | TRIED_IF_PRESENT
+    there = GPU_IMAGE | NOT_THE_IMAGES
     missing = [d for d in line.split()[1:] if d not in there and d not in carried]
     return [f"imported but neither on the GPU machine nor carried: {', '.join(missing)}"] * bool(
         missing
     )
-
-
-def requirements_of(names: frozenset[str]) -> set[str]:
-    """What the image's packages, as installed here, require (transitively): a newer version
-    here may import a package of its own (huggingface-hub 2.x: httpx2) that the image's
-    version does without; the image brings its packages' own requirements."""
-    from importlib.metadata import PackageNotFoundError, requires
-
-    from packaging.requirements import Requirement
-
-    found: set[str] = set()
-    todo = list(names)
-    while todo:
-        try:
-            reqs = requires(todo.pop()) or []
-        except PackageNotFoundError:
-            continue
-        for text in reqs:
-            req = Requirement(text)
-            name = norm(req.name)
-            if (req.marker is None or req.marker.evaluate({"extra": ""})) and name not in found:
-                found.add(name)
-                todo.append(name)
-    return found
 
 
 def tree_bytes() -> int:

@@ -83,7 +83,7 @@ def test_bad_type_names_key_and_value() -> None:
         ),
         (
             "train.mini_batch_size=24",
-            "train.mini_batch_size = 24 does not divide rollout.batch_size = 32",
+            "train.mini_batch_size = 24 does not divide rollout.batch_size = 40",
         ),
         ("algorithm.dual_clip=0.5", "algorithm.dual_clip = 0.5"),
     ],
