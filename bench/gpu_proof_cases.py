@@ -153,21 +153,21 @@ def update_args(shapes: Shapes, kl_coef: float = 0.0):
 
 
 # ---- cases -------------------------------------------------------------------------------
-# a training case: (the recipe keys that plan it, the worker's strategy arguments)
+# a training case: (the recipe keys that plan it, the worker's `TrainStrategy` fields)
 TRAIN_CASES: dict[str, tuple[list[str], dict[str, Any]]] = {
-    "hf": ([], {"strategy": "hf"}),
+    "hf": ([], {"name": "hf"}),
     "zero2": (
         ["train.strategy=deepspeed", "devices.actor_train.zero_stage=2"],
-        {"strategy": "deepspeed", "strategy_options": {"zero_stage": 2}},
+        {"name": "deepspeed", "zero_stage": 2},
     ),
     "zero3": (
         ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3"],
-        {"strategy": "deepspeed", "strategy_options": {"zero_stage": 3}},
+        {"name": "deepspeed", "zero_stage": 3},
     ),
-    "fsdp2": (["train.strategy=fsdp2"], {"strategy": "fsdp2", "strategy_options": {}}),
+    "fsdp2": (["train.strategy=fsdp2"], {"name": "fsdp2"}),
     "fsdp2-offload": (  # FSDP2's CPUOffloadPolicy: GPUs only
         ["train.strategy=fsdp2", "devices.actor_train.offload_params=true"],
-        {"strategy": "fsdp2", "strategy_options": {"offload_params": True}},
+        {"name": "fsdp2", "offload_params": True},
     ),
 }
 
@@ -180,9 +180,11 @@ def train_case(
     `case` (TRAIN_CASES) in the plan's precision."""
     from rollcli.models.registry import get_model_spec
     from rollcli.models.spec import param_count
+    from rollcli.strategies.train_engines import TrainStrategy
     from rollcli.workers.actor_train import ActorTrainWorker
 
-    extra, strategy = TRAIN_CASES[case]
+    extra, fields = TRAIN_CASES[case]
+    strategy = TrainStrategy(**fields).worker_kwargs()
     planned = planned_bytes(model, device, shapes, extra)["actor_train"]
     before = device.reset_peak()
     worker = ActorTrainWorker(

@@ -166,8 +166,13 @@ def _cpu_head(req: RoleRequest, model: ModelSpec, shape: ForwardShape, on_cpu: b
     return chunked_head_bytes(model, scored_tokens=shape.scored, train=train)
 
 
+def _data_parallel(req: RoleRequest, ranks: int) -> int:
+    """The data-parallel ranks of a role spanning `ranks` devices in groups of tp · pp."""
+    return max(1, ranks // (req.tp * req.pp))
+
+
 def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> MemoryBreakdown:
-    dp = max(1, ranks // (req.tp * req.pp))
+    dp = _data_parallel(req, ranks)
     # The budget splits rows by length, which only the hf strategy or one rank allows
     # (`data_parallel.token_budget`).
     shape = forward_shape(req, budget_applies=req.resolved_strategy == "hf" or dp == 1)
@@ -229,7 +234,7 @@ def _fsdp2_offload_grads(req: RoleRequest, model: ModelSpec, ranks: int) -> Memo
     if not (req.offload_params and req.resolved_strategy == "fsdp2"):
         return MemoryBreakdown()
     trainable = req.lora_params or param_count(model)
-    dp = max(1, ranks // (req.tp * req.pp))
+    dp = _data_parallel(req, ranks)
     return MemoryBreakdown(grads=round(FSDP2_OFFLOAD_GPU_GRAD_BYTES * trainable / dp))
 
 
