@@ -142,7 +142,7 @@ def train_batch(prompts: list[list[int]], responses: list[list[int]], pad: int, 
 
 
 def update_args(shapes: Shapes, kl_coef: float = 0.0):
-    from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+    from rollcli.algorithms.update_args import PolicyUpdateArgs
 
     return PolicyUpdateArgs(
         loss_agg="seq-mean-token-mean",

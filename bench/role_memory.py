@@ -88,7 +88,7 @@ def main() -> None:
         if args.role == "forward":
             worker.compute_logprobs(batch, micro_batch_size=args.rows, max_tokens=args.tokens)
         else:
-            from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+            from rollcli.algorithms.update_args import PolicyUpdateArgs
 
             if args.scored < 1.0:  # env observations between the turns are not trained on
                 width = batch["response_mask"].shape[1]

@@ -9,11 +9,11 @@ import torch
 from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.kl import kl_estimate
 from rollcli.algorithms.policy_loss import compute_policy_loss
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.workers.actor_train import model_inputs
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 ENTROPY, KL = 0.01, 0.1  # the entropy bonus and KL-in-loss weights both tests use
 # k1 is unclamped: k3 saturates at its clamp (10) on these random log-probs, a constant with

@@ -25,10 +25,11 @@ from typing import Any
 
 import torch
 
+from rollcli.algorithms.loss_metrics import Metric
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
 from rollcli.strategies.lr_schedule import LrFactor, finish_update
-from rollcli.strategies.step_metrics import Metric, StepMetrics
+from rollcli.strategies.step_metrics import StepMetrics
 
 LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, Metric]]]
 # (mini-batch, micro-batch size) -> [(row indices, micro-batch)]

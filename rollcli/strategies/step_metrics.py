@@ -19,19 +19,9 @@ extremes): the update reports the smallest or largest over every micro-batch (an
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
-
 import torch
 
-
-class Extreme(NamedTuple):
-    """A micro-batch's extreme: the update reports the `op` (min or max) over all of them."""
-
-    value: float
-    op: Literal["min", "max"]
-
-
-Metric = float | tuple[float, float] | Extreme  # a value, (value, weight), or an extreme
+from rollcli.algorithms.loss_metrics import Extreme, Metric
 
 
 class StepMetrics:

@@ -28,10 +28,9 @@ from typing import Any
 
 import torch
 
-from rollcli.algorithms.aggregation import aggregate_loss, loss_normalisers, micro_batch_share
-from rollcli.algorithms.kl import kl_loss
-from rollcli.algorithms.off_policy import correction_weights, mismatch_metrics
-from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
+from rollcli.algorithms.loss_metrics import Metric
+from rollcli.algorithms.objective import rl_loss, rl_normalisers
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.data.shared_prefix import shared_prefix_micro_batches
@@ -53,8 +52,6 @@ from rollcli.strategies.precision import check_precision, compute_context, torch
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import make_trainer
 from rollcli.tracking.peak import matmul_peak
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
-from rollcli.workers.policy_step_metrics import metric_weights
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "prompt_width")
 LORA_STRATEGIES = ("hf", "fsdp2")
@@ -70,37 +67,6 @@ def logprob_forward(shared_prefix: bool):  # noqa: ANN201
     if shared_prefix:
         return shared_prefix_micro_batches, shared_prefix_logprobs
     return length_sorted_micro_batches, response_logprobs
-
-
-def _entropy_mask(batch: Batch) -> torch.Tensor:
-    """The tokens the entropy bonus covers: `action_mask` within the loss mask where the batch
-    has one, else the loss mask itself."""
-    mask = batch["response_mask"]
-    return batch["action_mask"] * mask if "action_mask" in batch else mask
-
-
-def _off_policy(
-    args: PolicyUpdateArgs, old: torch.Tensor, micro: Batch, mask: torch.Tensor
-) -> tuple[torch.Tensor | None, dict[str, float]]:
-    """Against the sampler's log-probs `mu` (where the engine sent them): the off-policy
-    correction's per-token weights (None with `correction: none`) and the metrics, the
-    mismatch ones (`mismatch_*`) whatever the correction."""
-    if "behaviour_logprobs" not in micro:
-        return None, {}
-    behaviour, old = micro["behaviour_logprobs"], old.detach()
-    metrics = mismatch_metrics(old, behaviour, mask, args.correction_band)
-    corrected = correction_weights(
-        args.correction,
-        old,
-        behaviour,
-        mask,
-        level=args.correction_level,
-        cap=args.correction_cap,
-        band=args.correction_band,
-    )
-    if corrected is None:
-        return None, metrics
-    return corrected[0], {**metrics, **corrected[1]}
 
 
 def _with_precision(strategy: str, options: dict[str, Any], precision: str) -> dict[str, Any]:
@@ -258,73 +224,17 @@ class ActorTrainWorker:
         norm_len = args.norm_len or batch["response_mask"].shape[1]
         micro_batcher, forward = logprob_forward(args.shared_prefix)
 
-        def normalisers(mini_batch: Batch) -> torch.Tensor:
-            mask = mini_batch["response_mask"]
-            agg_mask = aggregation_mask(args.policy_loss, mask, mini_batch["advantages"])
-            ent_mask = _entropy_mask(mini_batch)
-            return torch.cat([loss_normalisers(m) for m in (agg_mask, mask, ent_mask)])
-
-        def loss_fn(micro: Batch, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        def loss_fn(micro: Batch, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, Metric]]:
             with self._compute():
-                return policy_loss(batch_to(micro, self.device), totals)
-
-        def policy_loss(
-            micro: Batch, totals: torch.Tensor
-        ) -> tuple[torch.Tensor, dict[str, float]]:
-            mask = micro["response_mask"]
-            agg_mask = aggregation_mask(args.policy_loss, mask, micro["advantages"])
-            pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
-            logprobs, entropy = forward(
-                self.model,
-                model_inputs(micro),
-                temperature=args.temperature,
-                with_entropy=True,
-                head_mask=mask > 0,  # every term below is taken over the loss mask
-            )
-            # On-policy (one optimizer step per batch) the rollout policy is the current one,
-            # so the old log-probs are this forward's, detached: no extra forward pass.
-            old = micro["old_logprobs"] if "old_logprobs" in micro else logprobs.detach()
-            is_weights, off_metrics = _off_policy(args, old, micro, mask)
-            loss, metrics = compute_policy_loss(
-                args.policy_loss,
-                logprobs=logprobs,
-                old_logprobs=old,
-                advantages=micro["advantages"],
-                mask=mask,
-                clip_low=args.clip_low,
-                clip_high=args.clip_high,
-                dual_clip=args.dual_clip,
-                agg=args.loss_agg,
-                norm_len=norm_len,
-                **({"is_weights": is_weights} if is_weights is not None else {}),
-            )
-            loss = loss * pg_share
-            ent = aggregate_loss(entropy, mask, "token-mean")
-            metrics = {**metrics, "entropy": float(ent.detach()), **off_metrics}
-            ent_mask, bonus = _entropy_mask(micro), ent
-            if "action_mask" in micro:  # weighted by its tokens: 0 here when it has none
-                bonus = aggregate_loss(entropy, ent_mask, "token-mean")
-                metrics["action_entropy"] = float(bonus.detach())
-            if args.entropy_coef:
-                ent_share = micro_batch_share("token-mean", ent_mask, totals[6:])
-                loss = loss - args.entropy_coef * bonus * ent_share
-            if "ref_logprobs" in micro:
-                # GRPO's objective (Shao et al. 2024, eq. 3) puts -beta KL_t inside the same
-                # 1/|o_i| sum_t and 1/G sum_i as the policy term: the KL is aggregated like the
-                # policy loss (`loss_agg`), over every response token of `mask`
-                kl, kl_metrics = kl_loss(
-                    logprobs,
-                    micro["ref_logprobs"],
-                    mask,
-                    args.kl_estimator,
-                    args.loss_agg,
-                    norm_len,
+                micro = batch_to(micro, self.device)
+                logprobs, entropy = forward(
+                    self.model,
+                    model_inputs(micro),
+                    temperature=args.temperature,
+                    with_entropy=True,
+                    head_mask=micro["response_mask"] > 0,  # every term is over the loss mask
                 )
-                metrics["kl"] = kl_metrics["kl_mean"]
-                if args.kl_loss_coef:
-                    kl_share = micro_batch_share(args.loss_agg, mask, totals[3:6])
-                    loss = loss + args.kl_loss_coef * kl * kl_share
-            return loss, metric_weights(metrics, mask, agg_mask, ent_mask, pg_share)
+                return rl_loss(micro, logprobs, entropy, args, norm_len, totals)
 
         mini = args.mini_batch_size
         budget = data_parallel.token_budget(self.strategy, self.world_size, args.micro_batch_tokens)
@@ -335,7 +245,7 @@ class ActorTrainWorker:
             micro_batch_size=args.micro_batch_size,
             epochs=args.epochs,
             micro_batches=functools.partial(micro_batcher, max_tokens=budget),
-            normalisers=normalisers,
+            normalisers=functools.partial(rl_normalisers, args=args),
             dropout=False,  # the policy gradient of the policy that sampled: no dropout
         )
         return to_cpu(metrics)

@@ -35,9 +35,9 @@ from rollcli.pipelines.rl.episode_batch import (
     add_agentic_advantages,
     episodes_to_batch,
 )
+from rollcli.pipelines.rl.update_args import update_args
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 RETURNS = [1.0, 0.0, 3.0, 1.0]
 TOKENS = [4, 2, 2, 2]  # model tokens per episode
@@ -235,7 +235,7 @@ def test_kl_in_the_reward_is_applied_on_agentic_episodes(batch, key, alg, seq, k
     assert _close(got, want), (key, got)
     assert metrics["actor/kl_reward"] == pytest.approx(kl)
     assert metrics["actor/kl_coef"] == pytest.approx(coef)
-    assert PolicyUpdateArgs.from_recipe(_recipe(alg)).kl_loss_coef == 0.0  # not twice
+    assert update_args(_recipe(alg)).kl_loss_coef == 0.0  # not twice
 
 
 def test_kl_in_the_loss_leaves_advantages_and_goes_to_the_update(batch) -> None:
@@ -243,7 +243,7 @@ def test_kl_in_the_loss_leaves_advantages_and_goes_to_the_update(batch) -> None:
     alg = {"kl_coef": 0.1, "kl_in": "loss", "kl_estimator": "k2"}
     got, metrics = _advantages(batch, alg)
     assert _close(got, _flat(GRPO)) and "actor/kl_reward" not in metrics
-    args = PolicyUpdateArgs.from_recipe(_recipe(alg))
+    args = update_args(_recipe(alg))
     assert (args.kl_loss_coef, args.kl_estimator) == (0.1, "k2")
     assert _recipe(alg).reference_role == "reference"
 
@@ -296,7 +296,7 @@ LOSS_KEYS = [
 @pytest.mark.parametrize(("key", "value", "arg"), LOSS_KEYS, ids=[k[0] for k in LOSS_KEYS])
 def test_update_keys_reach_the_agentic_update(key, value, arg) -> None:
     """The agentic pipeline hands the shared actor worker these arguments, as rlvr does."""
-    assert getattr(PolicyUpdateArgs.from_recipe(_recipe({key: value})), arg) == value
+    assert getattr(update_args(_recipe({key: value})), arg) == value
 
 
 @pytest.mark.parametrize(
@@ -314,7 +314,7 @@ def test_loss_agg_changes_the_agentic_loss(tiny_model, batch, loss_agg, pg_loss)
     _advantages(batch, alg)
     for key in DRIVER_FIELDS:
         batch.fields.pop(key)
-    args = PolicyUpdateArgs.from_recipe(_recipe(alg))
+    args = update_args(_recipe(alg))
     worker = ActorTrainWorker(str(tiny_model), lr=1e-6, seed=0)
     out = worker.train_step(batch, args)
     assert out["pg_loss"] == pytest.approx(pg_loss, abs=1e-5)

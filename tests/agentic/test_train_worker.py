@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rollcli.algorithms.kl import FixedKLController
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.pipelines.rl.episode_batch import (
     DRIVER_FIELDS,
@@ -17,7 +18,6 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 from rollcli.workers.reference import ReferenceWorker
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+from rollcli.pipelines.rl.update_args import update_args
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 def test_default_and_override_reach_the_update(recipe, overrides, expected) -> None:
     cfg, _ = load_recipe(recipe, overrides)
     assert cfg.shared_prefix is expected
-    args = PolicyUpdateArgs.from_recipe(cfg)
+    args = update_args(cfg)
     assert args.shared_prefix is expected
     assert args.forward_sizes()["shared_prefix"] is expected
 

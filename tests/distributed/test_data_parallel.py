@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4], [6]]
 RESPONSES = [[10, 11, 12], [13], [14, 15], [16, 17, 18], [19, 20], [21, 22, 23]]

@@ -64,11 +64,11 @@ import torch
 from rollcli.config.loader import load_recipe
 from rollcli.pipelines.rl.advantages import add_advantages, make_kl_controller
 from rollcli.pipelines.rl.source import step_sampling
+from rollcli.pipelines.rl.update_args import update_args
 from rollcli.rollout.result import build_batch
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 from rollcli.workers.reference import ReferenceWorker
 
 SEEDS = (0, 1, 2)
@@ -146,7 +146,7 @@ def success(infer: ActorInferWorker, prompts: list[list[int]], params: SamplingP
 def learn(model: Path, seed: int, steps: int = STEPS) -> Run:
     """`steps` GRPO steps of the RL pipeline's step on the task, from `model`."""
     cfg, _ = load_recipe("rlvr-math", [o.format(seed=seed) for o in TASK])
-    args = PolicyUpdateArgs.from_recipe(cfg)
+    args = update_args(cfg)
     train = ActorTrainWorker(str(model), lr=cfg.train.lr, seed=seed)
     infer = ActorInferWorker(str(model), seed=seed)
     reference = ReferenceWorker(str(model))

@@ -8,11 +8,11 @@ import torch
 
 pytest.importorskip("deepspeed")
 
+from rollcli.algorithms.update_args import PolicyUpdateArgs  # noqa: E402
 from rollcli.data.batch import Batch  # noqa: E402
 from rollcli.data.padding import rollout_tensors  # noqa: E402
 from rollcli.strategies.deepspeed_train import deepspeed_config  # noqa: E402
 from rollcli.workers.actor_train import ActorTrainWorker  # noqa: E402
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs  # noqa: E402
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
 RESPONSES = [[10, 11, 12], [13], [14, 15], [16, 17, 18]]

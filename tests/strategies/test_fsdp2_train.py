@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.fsdp2_train import CHECKPOINT_DIR, FSDP2Trainer, decoder_layers
@@ -15,7 +16,6 @@ from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.lora import LoraSpec
 from rollcli.strategies.lr_schedule import LrFactor
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
 RESPONSES = [[10, 11, 12], [13], [14, 15], [16, 17, 18]]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.distributed.weight_sync import choose_backend
@@ -14,7 +15,6 @@ from rollcli.strategies.device import DeviceUnavailableError, batch_to, pick_dev
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.critic import CriticWorker
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 from rollcli.workers.reference import ReferenceWorker
 
 

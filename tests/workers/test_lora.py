@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.runs.export import ExportError, export_policy
@@ -20,7 +21,6 @@ from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.lora import LoraSpec, apply_lora
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 from rollcli.workers.reference import ReferenceWorker
 
 SPEC = LoraSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))

@@ -10,10 +10,11 @@ import pytest
 import torch
 from policy_step_reference import policy_batch
 
+from rollcli.algorithms.objective import off_policy_weights
 from rollcli.algorithms.policy_loss import compute_policy_loss
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
-from rollcli.workers.actor_train import ActorTrainWorker, _off_policy
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
+from rollcli.workers.actor_train import ActorTrainWorker
 
 
 def _micro(behaviour: list[list[float]]) -> Batch:
@@ -25,7 +26,7 @@ def test_weights_and_metrics_by_hand() -> None:
     behaviour = torch.log(torch.tensor([[0.25, 0.5, 0.1]])).tolist()
     mask = torch.tensor([[1.0, 1.0, 0.0]])  # the third token is padding
     args = PolicyUpdateArgs(correction="tis", correction_cap=1.5)
-    weights, metrics = _off_policy(args, old, _micro(behaviour), mask)
+    weights, metrics = off_policy_weights(args, old, _micro(behaviour), mask)
     # ratios 2 and 0.5; 2 is capped at 1.5; padding weighs 0
     assert weights.tolist()[0] == pytest.approx([1.5, 0.5, 0.0])
     assert metrics["mismatch_ratio_mean"] == pytest.approx((2 + 0.5) / 2)
@@ -35,11 +36,11 @@ def test_weights_and_metrics_by_hand() -> None:
 
 def test_no_weights_without_a_correction_metrics_whenever_the_sampler_sent_logprobs() -> None:
     old, mask = torch.zeros(1, 2), torch.ones(1, 2)
-    weights, metrics = _off_policy(PolicyUpdateArgs(), old, _micro([[0.0, 0.0]]), mask)
+    weights, metrics = off_policy_weights(PolicyUpdateArgs(), old, _micro([[0.0, 0.0]]), mask)
     assert weights is None and metrics["mismatch_kl"] == 0.0
     assert "off_policy_weight_mean" not in metrics
     tis = PolicyUpdateArgs(correction="tis")
-    assert _off_policy(tis, old, Batch({}, {}), mask) == (None, {})
+    assert off_policy_weights(tis, old, Batch({}, {}), mask) == (None, {})
 
 
 def test_no_correction_updates_the_policy_bit_for_bit_as_before(tiny_model) -> None:

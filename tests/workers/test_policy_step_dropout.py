@@ -11,8 +11,8 @@ import shutil
 import pytest
 from policy_step_reference import policy_batch
 
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 
 @pytest.fixture(scope="module")

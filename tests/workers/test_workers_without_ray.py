@@ -7,13 +7,13 @@ import torch
 from transformers import AutoModelForCausalLM
 from weight_sync_pair import send_weights
 
+from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import pad_left, rollout_tensors
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9]]
 

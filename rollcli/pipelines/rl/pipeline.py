@@ -16,7 +16,6 @@ repeats the uninterrupted one exactly.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,13 @@ from rollcli.distributed import data_parallel, weight_sync
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.rl.advantages import add_advantages, make_kl_controller
 from rollcli.pipelines.rl.source import RolloutSource
+from rollcli.pipelines.rl.update_args import update_args
 from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import names, roles_for
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.tracking.step_perf import RLStepWork, RunPerf, rollout_groups
-from rollcli.workers.policy_loss_args import PolicyUpdateArgs
 
 
 def make_source(cfg: RecipeConfig, ctl: RunControl, model_path: str, engine: str) -> RolloutSource:
@@ -66,14 +65,7 @@ class RLPipeline:
         self.source.load(load_tokenizer(self.model_path))
         self._fresh_driver_state()
         self.start_workers()
-        off = alg.off_policy
-        self.update_args = replace(
-            PolicyUpdateArgs.from_recipe(cfg),
-            correction=off.correction,
-            correction_level=off.level,
-            correction_cap=off.cap,
-            correction_band=off.band,
-        )
+        self.update_args = update_args(cfg)
         on_policy = alg.ppo_epochs == 1 and cfg.train.mini_batch_size in (
             None,
             self.source.batch_size,

@@ -1,11 +1,27 @@
-"""The weights of actor_train's policy-step metrics: what makes each one a mean over the
-whole batch once the trainer averages micro-batches (`strategies/step_metrics.py`)."""
+"""How a loss reports its metrics, and the weights of the RL objective's: what makes each
+one a mean over the whole batch once the trainer averages micro-batches
+(`strategies/step_metrics.py` does the averaging).
+
+A metric is a float (averaged over the micro-batches that report it), a `(value, weight)`
+pair (a weighted mean over every micro-batch of the update) or an `Extreme` (the smallest
+or largest over all of them).
+"""
 
 from __future__ import annotations
 
+from typing import Literal, NamedTuple
+
 import torch
 
-from rollcli.strategies.step_metrics import Extreme, Metric
+
+class Extreme(NamedTuple):
+    """A micro-batch's extreme: the update reports the `op` (min or max) over all of them."""
+
+    value: float
+    op: Literal["min", "max"]
+
+
+Metric = float | tuple[float, float] | Extreme  # a value, (value, weight), or an extreme
 
 
 def metric_weights(

@@ -1,0 +1,115 @@
+"""Fingerprint of what training computes, to show a refactor changed no number.
+
+Trains two fixed-seed runs on tiny-random through the real CLI (rlvr-math and
+agentic-frozenlake, 3 steps each, a checkpoint at the end) and records, per run, the
+metrics of every step without the `time/*` and `perf/*` keys (wall time and throughput
+differ between any two runs) and the sha256 of every checkpoint file. Run it before and after
+a change; `--compare` prints each difference and exits 1 when there is one.
+
+    .venv/bin/python bench/fingerprint.py --out /tmp/before.json          # on the old commit
+    .venv/bin/python bench/fingerprint.py --compare /tmp/before.json      # on the new one
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+AGENTIC_SMALL = [
+    "agentic.group_size=2",
+    "agentic.groups_per_step=2",
+    "agentic.val_episodes=2",
+    "agentic.max_turns=2",
+    "agentic.num_env_workers=2",
+    "rollout.max_new_tokens=4",
+    "train.micro_batch_size=2",
+    "agentic.keep_top_groups=1.0",
+]
+RUNS = {
+    "rlvr-math": ["rollout.batch_size=8", "data.val_size=8"],
+    "agentic-frozenlake": AGENTIC_SMALL,
+}
+VOLATILE = ("time/", "perf/")
+
+
+def _train(recipe: str, overrides: list[str], runs_dir: Path) -> Path:
+    command = [
+        sys.executable, "-m", "rollcli", "train", recipe, "--model", "tiny-random",
+        "--steps", "3", "--eval-every", "3", "--runs-dir", str(runs_dir), "--run-id", recipe,
+        *overrides,
+    ]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "100", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
+    done = subprocess.run(command, env=env, cwd=runs_dir, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{recipe} failed:\n{done.stderr[-3000:]}")
+    return runs_dir / recipe
+
+
+def _fingerprint(run: Path) -> dict:
+    steps = []
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        steps.append({k: v for k, v in sorted(row.items()) if not k.startswith(VOLATILE)})
+    files = {
+        str(path.relative_to(run / "checkpoints")): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted((run / "checkpoints").rglob("*"))
+        if path.is_file() and path.suffix in {".safetensors", ".pt", ".bin"}
+    }
+    return {"metrics": steps, "checkpoint_sha256": files}
+
+
+def _differences(before: dict, after: dict) -> list[str]:
+    found = []
+    for recipe in sorted(before.keys() | after.keys()):
+        old, new = before.get(recipe), after.get(recipe)
+        if old is None or new is None:
+            found.append(f"{recipe}: only in {'after' if old is None else 'before'}")
+            continue
+        for i, (a, b) in enumerate(zip(old["metrics"], new["metrics"], strict=False)):
+            for key in sorted(a.keys() | b.keys()):
+                if a.get(key) != b.get(key):
+                    found.append(f"{recipe} row {i} {key}: {a.get(key)} -> {b.get(key)}")
+        if len(old["metrics"]) != len(new["metrics"]):
+            found.append(f"{recipe}: {len(old['metrics'])} -> {len(new['metrics'])} rows")
+        for name in sorted(old["checkpoint_sha256"].keys() | new["checkpoint_sha256"].keys()):
+            a, b = old["checkpoint_sha256"].get(name), new["checkpoint_sha256"].get(name)
+            if a != b:
+                found.append(f"{recipe} checkpoint {name}: {a} -> {b}")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write the fingerprint here")
+    parser.add_argument("--compare", type=Path, help="a fingerprint to compare this one to")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="roll-fingerprint-") as tmp:
+        result = {
+            recipe: _fingerprint(_train(recipe, extra, Path(tmp))) for recipe, extra in RUNS.items()
+        }
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    result["_commit"] = commit.stdout.strip()
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    for recipe in RUNS:
+        print(f"{recipe}: {len(result[recipe]['metrics'])} metric rows, "
+              f"{len(result[recipe]['checkpoint_sha256'])} checkpoint files")  # fmt: skip
+    if args.compare:
+        before = json.loads(args.compare.read_text())
+        before.pop("_commit", None)
+        result.pop("_commit")
+        found = _differences(before, result)
+        print(
+            "\n".join(found) or "identical: every metric (but time/*, perf/*) and checkpoint file"
+        )
+        sys.exit(1 if found else 0)
+
+
+if __name__ == "__main__":
+    main()

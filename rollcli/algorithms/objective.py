@@ -1,0 +1,127 @@
+"""The RL objective of one policy step, in one place: what `ActorTrainWorker.train_step`
+minimises for every micro-batch, given the policy's log-probs and entropies of its tokens.
+
+    loss = share_pg  * agg(policy loss_t * w_t)                      (PPO clip, GSPO, ...)
+         - entropy_coef * share_ent * token-mean(entropy_t)          (over action tokens where
+                                                                       the batch marks them)
+         + kl_loss_coef * share_kl  * agg(KL_t(pi || pi_ref))       (aggregated like the
+                                                                       policy term)
+
+`agg` is `args.loss_agg`; `w_t` the off-policy correction's weights against the sampler's
+log-probs (TIS, MIS, IcePop; `algorithms/off_policy.py`), none without one; each `share` is
+this micro-batch's part of the whole mini-batch's denominator
+(`aggregation.micro_batch_share`), from `totals`: what `rl_normalisers` computed over the
+mini-batch (summed over the data-parallel ranks). So the micro-batches' losses add up to
+the mini-batch's loss however the rows are split.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from rollcli.algorithms.aggregation import aggregate_loss, loss_normalisers, micro_batch_share
+from rollcli.algorithms.kl import kl_loss
+from rollcli.algorithms.loss_metrics import Metric, metric_weights
+from rollcli.algorithms.off_policy import correction_weights, mismatch_metrics
+from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
+from rollcli.algorithms.update_args import PolicyUpdateArgs
+from rollcli.data.batch import Batch
+
+
+def entropy_mask(batch: Batch) -> Tensor:
+    """The tokens the entropy bonus covers: `action_mask` within the loss mask where the batch
+    has one, else the loss mask itself."""
+    mask = batch["response_mask"]
+    return batch["action_mask"] * mask if "action_mask" in batch else mask
+
+
+def rl_normalisers(mini_batch: Batch, args: PolicyUpdateArgs) -> Tensor:
+    """The mini-batch's denominators of the three terms (policy, KL, entropy), 3 each: what
+    `rl_loss` takes as `totals` once summed over the ranks."""
+    mask = mini_batch["response_mask"]
+    agg_mask = aggregation_mask(args.policy_loss, mask, mini_batch["advantages"])
+    masks = (agg_mask, mask, entropy_mask(mini_batch))
+    return torch.cat([loss_normalisers(m) for m in masks])
+
+
+def off_policy_weights(
+    args: PolicyUpdateArgs, old: Tensor, micro: Batch, mask: Tensor
+) -> tuple[Tensor | None, dict[str, float]]:
+    """Against the sampler's log-probs `mu` (where the engine sent them): the off-policy
+    correction's per-token weights (None with `correction: none`) and the metrics, the
+    mismatch ones (`mismatch_*`) whatever the correction."""
+    if "behaviour_logprobs" not in micro:
+        return None, {}
+    behaviour, old = micro["behaviour_logprobs"], old.detach()
+    metrics = mismatch_metrics(old, behaviour, mask, args.correction_band)
+    corrected = correction_weights(
+        args.correction,
+        old,
+        behaviour,
+        mask,
+        level=args.correction_level,
+        cap=args.correction_cap,
+        band=args.correction_band,
+    )
+    if corrected is None:
+        return None, metrics
+    return corrected[0], {**metrics, **corrected[1]}
+
+
+def rl_loss(
+    micro: Batch,
+    logprobs: Tensor,
+    entropy: Tensor,
+    args: PolicyUpdateArgs,
+    norm_len: int,
+    totals: Tensor,
+) -> tuple[Tensor, dict[str, Metric]]:
+    """This micro-batch's share of the mini-batch's loss, and its metrics weighted so that
+    the trainer's means are the whole batch's (`loss_metrics.metric_weights`).
+
+    `micro` holds `response_mask`, `advantages`, and where they apply `old_logprobs` (absent
+    on-policy: this forward's, detached, are the old ones), `behaviour_logprobs` (the
+    sampler's), `ref_logprobs` (the KL term) and `action_mask` (agentic: the entropy bonus
+    covers those tokens and `action_entropy` reports their mean). `logprobs` and `entropy`
+    are the policy's `[B, R]` over the response tokens at `args.temperature`."""
+    mask = micro["response_mask"]
+    agg_mask = aggregation_mask(args.policy_loss, mask, micro["advantages"])
+    pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
+    old = micro["old_logprobs"] if "old_logprobs" in micro else logprobs.detach()
+    is_weights, off_metrics = off_policy_weights(args, old, micro, mask)
+    loss, metrics = compute_policy_loss(
+        args.policy_loss,
+        logprobs=logprobs,
+        old_logprobs=old,
+        advantages=micro["advantages"],
+        mask=mask,
+        clip_low=args.clip_low,
+        clip_high=args.clip_high,
+        dual_clip=args.dual_clip,
+        agg=args.loss_agg,
+        norm_len=norm_len,
+        **({"is_weights": is_weights} if is_weights is not None else {}),
+    )
+    loss = loss * pg_share
+    ent = aggregate_loss(entropy, mask, "token-mean")
+    metrics = {**metrics, "entropy": float(ent.detach()), **off_metrics}
+    ent_mask, bonus = entropy_mask(micro), ent
+    if "action_mask" in micro:  # weighted by its tokens: 0 here when it has none
+        bonus = aggregate_loss(entropy, ent_mask, "token-mean")
+        metrics["action_entropy"] = float(bonus.detach())
+    if args.entropy_coef:
+        ent_share = micro_batch_share("token-mean", ent_mask, totals[6:])
+        loss = loss - args.entropy_coef * bonus * ent_share
+    if "ref_logprobs" in micro:
+        # GRPO's objective (Shao et al. 2024, eq. 3) puts -beta KL_t inside the same
+        # 1/|o_i| sum_t and 1/G sum_i as the policy term: the KL is aggregated like the
+        # policy loss (`loss_agg`), over every response token of `mask`
+        kl, kl_metrics = kl_loss(
+            logprobs, micro["ref_logprobs"], mask, args.kl_estimator, args.loss_agg, norm_len
+        )
+        metrics["kl"] = kl_metrics["kl_mean"]
+        if args.kl_loss_coef:
+            kl_share = micro_batch_share(args.loss_agg, mask, totals[3:6])
+            loss = loss + args.kl_loss_coef * kl * kl_share
+    return loss, metric_weights(metrics, mask, agg_mask, ent_mask, pg_share)
