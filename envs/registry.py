@@ -79,3 +79,16 @@ def get_spec(name: str) -> EnvSpec:
 def make(name: str, **kwargs: Any) -> Any:
     """Build a registered environment: `make("sokoban", dim_room=(6, 6))`."""
     return get_spec(name).factory(**kwargs)
+
+
+def env_factory(env: str) -> Any:
+    """The class or function that builds `env` (a registered name or ``"module:factory"``)."""
+    if ":" in env:
+        module, _, attr = env.partition(":")
+        return getattr(importlib.import_module(module), attr)
+    return get_spec(env).factory
+
+
+def build_env(env: str, kwargs: dict[str, Any]) -> Any:
+    """A registered env by name, or a user factory given as ``"package.module:factory"``."""
+    return env_factory(env)(**kwargs)

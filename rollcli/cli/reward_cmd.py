@@ -146,7 +146,7 @@ def reward(
     with user_errors(debug):
         from pydantic import ValidationError
 
-        from rollcli.config.sections import RewardConfig
+        from rollcli.config.reward_section import RewardConfig
         from rollcli.rewards.registry import load_reward_fn, required_fields
         from rollcli.workers.reward import RewardWorker
 

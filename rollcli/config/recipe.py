@@ -12,20 +12,18 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from rollcli.config.agentic_algorithm import agentic_algorithm_refusal
+from rollcli.config.agentic_section import AgenticConfig
 from rollcli.config.algorithm import AlgorithmConfig
+from rollcli.config.data_section import DataConfig
+from rollcli.config.devices_section import DevicesConfig
+from rollcli.config.offline_sections import DistillConfig, DPOConfig, SFTConfig
+from rollcli.config.reward_section import RewardConfig
 from rollcli.config.sections import (
-    AgenticConfig,
     CriticConfig,
-    DataConfig,
-    DevicesConfig,
-    DistillConfig,
-    DPOConfig,
     ResourcesConfig,
-    RewardConfig,
     RolloutConfig,
     RunConfig,
     Section,
-    SFTConfig,
     TrainConfig,
 )
 from rollcli.config.warmup import WarmupConfig

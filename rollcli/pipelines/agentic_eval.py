@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rollcli.config.sections import AgenticConfig
+from rollcli.config.agentic_section import AgenticConfig
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.agentic_setup import (
     agent_programs,

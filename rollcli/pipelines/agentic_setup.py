@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
+from rollcli.config.agentic_section import AgenticConfig
 from rollcli.config.errors import ConfigError
-from rollcli.config.sections import AgenticConfig
+from rollcli.envs.registry import env_factory
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
-from rollcli.workers.env_worker import env_factory
 
 if TYPE_CHECKING:
     from rollcli.rollout.agent_episodes import AgentPrograms

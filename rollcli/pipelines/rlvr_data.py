@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable
 from dataclasses import replace
 
-from rollcli.config.sections import DataConfig
+from rollcli.config.data_section import DataConfig
 from rollcli.data.prompts import (
     DataError,
     Prompt,

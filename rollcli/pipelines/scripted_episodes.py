@@ -31,8 +31,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollcli.config.agentic_section import AgenticConfig
 from rollcli.config.errors import ConfigError
-from rollcli.config.sections import AgenticConfig
 from rollcli.config.warmup import POLICIES
 from rollcli.pipelines.agentic_setup import env_kwargs, host_turn_format, limits
 from rollcli.rollout.episode import Episode, EpisodeSpec

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from rollcli.planning.planner import Plan
 
 # Field of RoleRequest -> the recipe key (an override `key=value`) that sets it; a role's
-# placement and parallel layout live under `devices.<role>` (config/sections.py).
+# placement and parallel layout live under `devices.<role>` (config/devices_section.py).
 RECIPE_KEYS: dict[str, str] = {
     "strategy": "{role}.strategy",
     "zero_stage": "devices.{role}.zero_stage",

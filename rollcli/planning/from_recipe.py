@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rollcli.config.data_section import DataConfig
 from rollcli.config.errors import ConfigError
-from rollcli.config.sections import DataConfig
 from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.request import PlanInput, RoleRequest
@@ -22,8 +22,8 @@ from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_wo
 from rollcli.planning.sharing import MAX_GPUS
 
 if TYPE_CHECKING:
+    from rollcli.config.devices_section import RolePlacement
     from rollcli.config.recipe import RecipeConfig
-    from rollcli.config.sections import RolePlacement
     from rollcli.planning.planner import Plan
 
 ROLE_KEYS = tuple(dict.fromkeys(role.devices for role in TABLE))  # devices.<key> of a role
@@ -78,7 +78,7 @@ def spec_from_config(c: dict, *, name: str) -> ModelSpec:
 def _check_devices(cfg: RecipeConfig, roles: list[Role]) -> None:
     """A `devices.<role>` placement set (other than its defaults) for a role this recipe
     does not run is refused. A saved run's recipe.yaml writes every key out at its default."""
-    from rollcli.config.sections import RolePlacement
+    from rollcli.config.devices_section import RolePlacement
 
     placed = {role.devices for role in roles}
     for key in ROLE_KEYS:

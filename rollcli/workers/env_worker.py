@@ -11,28 +11,14 @@ with the error kept; it never takes the worker, or the run, down.
 
 from __future__ import annotations
 
-import importlib
 import traceback
 from typing import Any
 
-from rollcli.envs.registry import get_spec
+from rollcli.envs.registry import build_env
 
 # info values kept in results (and samples files): plain JSON scalars only
 _SCALARS = (str, int, float, bool, type(None))
 _SEARCH_PLACEHOLDER = "search[<keywords>]"
-
-
-def build_env(env: str, kwargs: dict[str, Any]) -> Any:
-    """A registered env by name, or a user factory given as ``"package.module:factory"``."""
-    return env_factory(env)(**kwargs)
-
-
-def env_factory(env: str) -> Any:
-    """The class or function that builds `env` (a registered name or ``"module:factory"``)."""
-    if ":" in env:
-        module, _, attr = env.partition(":")
-        return getattr(importlib.import_module(module), attr)
-    return get_spec(env).factory
 
 
 def system_prompt(env: Any) -> str:

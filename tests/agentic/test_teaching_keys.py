@@ -6,8 +6,8 @@ import pytest
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
+from rollcli.envs.registry import build_env
 from rollcli.pipelines.agentic_setup import env_kwargs
-from rollcli.workers.env_worker import build_env
 
 
 def _kwargs(recipe: str, *overrides: str, validation: bool = False) -> dict:

@@ -16,7 +16,7 @@ from rollcli.algorithms.distill_loss import (
     student_on_support,
     token_divergence,
 )
-from rollcli.config.sections import DistillConfig
+from rollcli.config.offline_sections import DistillConfig
 
 TEACHER = torch.tensor([[0.0, 0.0]])
 STUDENT = torch.tensor([[math.log(3.0), 0.0]])

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rollcli.algorithms.dpo_loss import DPO_LOSSES, dpo_loss, sequence_logprob
-from rollcli.config.sections import DPOConfig
+from rollcli.config.offline_sections import DPOConfig
 
 # pair 1: h = (-1 - -1.5) - (-2 - -1.5) = 0.5 + 0.5 = 1
 # pair 2: h = (-3 - -2) - (-1 - -2) = -1 - 1 = -2

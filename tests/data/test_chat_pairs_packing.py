@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from rollcli.config.sections import DataConfig
+from rollcli.config.data_section import DataConfig
 from rollcli.data.chat import chat_examples_from_rows, chat_segments, tokenize_chat
 from rollcli.data.from_run import dpo_rows, sft_rows
 from rollcli.data.packing import pack, sequence_batch, sequence_micro_batches

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rollcli.config.sections import DataConfig
+from rollcli.config.data_section import DataConfig
 from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
 
 HH = (

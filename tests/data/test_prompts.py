@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rollcli.config.sections import DataConfig
+from rollcli.config.data_section import DataConfig
 from rollcli.data.prompts import DataError, file_prompts, reasoning_gym_prompts
 from rollcli.pipelines.rlvr_data import load_prompt_sets
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rollcli.config.sections import DataConfig, MixDomainConfig
+from rollcli.config.data_section import DataConfig, MixDomainConfig
 from rollcli.data.prompts import DataError
 from rollcli.pipelines.rlvr_data import load_prompt_sets
 

@@ -8,8 +8,8 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.envs.frozenlake import FrozenLakeEnv
 from rollcli.envs.layout_split import layout_split
+from rollcli.envs.registry import build_env
 from rollcli.pipelines.agentic_setup import env_kwargs, train_specs, val_specs
-from rollcli.workers.env_worker import build_env
 
 STEPS = 100  # training steps whose seeds are checked (the recipes run 10 and 20)
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from rollcli.config.sections import DataConfig
+from rollcli.config.data_section import DataConfig
 from rollcli.data.prompts import DataError, file_prompts, humaneval_prompts
 from rollcli.pipelines.rlvr_data import load_prompt_sets
 

@@ -27,6 +27,7 @@ from typing import Any
 from rollcli.config.errors import ConfigError
 from rollcli.config.recipe import AgenticRecipe
 from rollcli.distributed.cluster import Cluster
+from rollcli.envs.registry import build_env
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.agentic_setup import (
     agent_programs,
@@ -53,7 +54,7 @@ from rollcli.rollout.result import RolloutResult
 from rollcli.rollout.template_audit import template_drift
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies.hf_infer import SamplingParams
-from rollcli.workers.env_worker import build_env, env_tools, system_prompt
+from rollcli.workers.env_worker import env_tools, system_prompt
 
 AHEAD_FILE = "episodes_ahead.pt"  # async mode: played episodes of the steps after it
 

@@ -1,0 +1,171 @@
+"""The `agentic` section of a recipe: environments, episodes and their advantages
+(`pipeline: agentic`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from rollcli.config.sections import NonNegInt, PositiveInt, Section
+
+# env arguments the agentic pipeline sets itself, and what to set instead
+PIPELINE_ENV_KEYS = {
+    key: f"set agentic.{key}, not agentic.env_kwargs.{key} (the pipeline passes it)"
+    for key in ("format_penalty", "shaping", "no_effect_feedback", "no_effect_penalty")
+} | {
+    "shaping_gamma": "agentic.env_kwargs.shaping_gamma is the run's discount, passed by the "
+    "pipeline (1 under starpo, agentic.step_gamma under gigpo); leave it out",
+    "layouts": "agentic.env_kwargs.layouts is set by the pipeline (training episodes draw "
+    "training layouts, validation episodes validation layouts); leave it out",
+}
+
+
+def _check_env_factory(env: str) -> None:
+    """`agentic.env` given as ``"package.module:factory"`` names something importable, as
+    the env workers will look it up (`env_factory`)."""
+    from rollcli.envs.registry import env_factory
+
+    module, _, attr = env.partition(":")
+    try:
+        factory = env_factory(env)
+    except ImportError as err:
+        raise ValueError(
+            f"agentic.env = {env!r}: cannot import {module!r} ({err}); "
+            "put its package on PYTHONPATH or install it"
+        ) from None
+    except AttributeError:
+        factory = None
+    if not callable(factory):
+        raise ValueError(f"agentic.env = {env!r}: module {module!r} has no factory {attr!r}")
+
+
+AGENT_TASK_KEYS = ("tasks", "task_kwargs")
+
+
+AGENT_REFUSED = (
+    "reply_prefix",
+    "user_suffix",
+    "format_penalty",
+    "shaping",
+    "no_effect_feedback",
+    "no_effect_penalty",
+)
+
+
+class AgenticConfig(Section):
+    """Multi-turn agentic RL (`pipeline: agentic`): environments, episodes, advantages.
+
+    Each step plays `groups_per_step` groups of `group_size` episodes; the episodes of a
+    group share an env seed (the same level / map / goal), so their returns form a group
+    baseline. `mode: starpo` trains one sample per episode on its group-normalised return;
+    `mode: gigpo` adds step-level advantages of actions taken from identical states (Feng et
+    al. 2025). `rollout.max_new_tokens` is the budget of one model turn; `rollout.temperature`
+    and friends are the sampling settings of training episodes (validation is greedy).
+    """
+
+    env: str = "frozenlake"
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)  # e.g. {size: 4, max_steps: 8}
+    val_env_kwargs: dict[str, Any] = Field(default_factory=dict)  # overrides for validation
+    group_size: PositiveInt = 4  # episodes per env seed
+    groups_per_step: PositiveInt = 4
+    max_turns: PositiveInt = 6  # model turns per episode (and the env's own max_steps)
+    max_context_tokens: PositiveInt = 1536  # whole conversation; a longer episode is cut
+    mode: Literal["starpo", "gigpo"] = "starpo"
+    step_advantage_weight: Annotated[float, Field(ge=0)] = 1.0  # GiGPO's omega
+    step_gamma: Annotated[float, Field(ge=0, le=1)] = 0.95  # GiGPO's discount of step returns
+    # StarPO-S: train on this fraction of the step's groups, those whose returns spread most;
+    # below 1 a group whose episodes all scored the same is never trained on (1 = keep all)
+    keep_top_groups: Annotated[float, Field(gt=0, le=1)] = 1.0
+    format_penalty: Annotated[float, Field(le=0)] = -0.1  # reward of an unparsable reply
+    # text that opens every assistant turn (part of the prompt, never trained), e.g.
+    # "<answer>": a small model then only has to name the action; the env parses prefix + reply
+    reply_prefix: str = ""
+    user_suffix: str = ""  # appended to every observation, e.g. "Your move?" (a reminder)
+    num_env_workers: PositiveInt = 2
+    val_episodes: PositiveInt = 32
+    val_seed: NonNegInt = 1_000_000  # validation seeds are val_seed, val_seed + 1, ...
+    # environments that teach (docs/agentic.md): potential-based progress shaping, and a line
+    # in the next observation (and optionally a penalty) after a move that changed nothing
+    shaping: Literal["none", "progress"] = "none"
+    no_effect_feedback: bool = False
+    no_effect_penalty: Annotated[float, Field(le=0)] = 0.0
+    # the hf engine keeps each episode's KV between its turns, so a turn prefills only its
+    # new tokens; this bounds that memory (least recently used dropped first; 0: every turn
+    # prefills the whole conversation). vllm and sglang cache prefixes by themselves.
+    turn_cache_mib: Annotated[float, Field(ge=0)] = 1024.0
+    # an agent program, "package.module:function" of (openai client, task) -> reward, plays
+    # the episodes through roll's OpenAI-compatible endpoint instead of the env's turn loop;
+    # the tasks come from the tool env's task source (docs/agents.md)
+    agent: str | None = None
+    agent_timeout_s: Annotated[float, Field(gt=0)] = 300.0  # a program silent this long is dropped
+    # stop the run when more than this fraction of a step's turns would not re-render to the
+    # sampled tokens (`agentic/template_drift`, rollcli/rollout/template_audit.py); None: never
+    max_template_drift: Annotated[float, Field(ge=0, le=1)] | None = None
+
+    @model_validator(mode="after")
+    def _agent_program(self) -> AgenticConfig:
+        if self.agent is None:
+            if self.agent_timeout_s != type(self).model_fields["agent_timeout_s"].default:
+                raise ValueError("agentic.agent_timeout_s applies only with agentic.agent")
+            return self
+        from rollcli.envs.tools.catalog import load_function
+        from rollcli.rollout.agent_episodes import require_agent_extra
+
+        require_agent_extra()
+        if ":" not in self.agent:
+            raise ValueError(
+                f"agentic.agent = {self.agent!r}: name the program as 'package.module:function'"
+            )
+        load_function(self.agent, "agentic.agent")
+        if self.env != "tool":
+            raise ValueError(
+                "agentic.agent takes its tasks from the tool env's task source: set "
+                "agentic.env: tool (and agentic.env_kwargs.tasks)"
+            )
+        for kwargs in (self.env_kwargs, self.val_env_kwargs):
+            other = sorted(set(kwargs) - set(AGENT_TASK_KEYS))
+            if other:
+                raise ValueError(
+                    f"agentic.env_kwargs.{other[0]} does not apply with agentic.agent: the "
+                    f"program calls its own tools and scores its answers (only "
+                    f"{' and '.join(AGENT_TASK_KEYS)} choose its tasks)"
+                )
+        fields = type(self).model_fields
+        env_only = [k for k in AGENT_REFUSED if getattr(self, k) != fields[k].default]
+        if env_only:
+            raise ValueError(
+                f"agentic.{env_only[0]} does not apply with agentic.agent: the program writes "
+                "the whole conversation and returns the episode's reward"
+            )
+        if self.mode != "starpo":
+            raise ValueError(
+                "agentic.mode: gigpo groups the env's states, which an agent program does not "
+                "report; with agentic.agent the mode is starpo"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _known_env(self) -> AgenticConfig:
+        from rollcli.envs.registry import env_names
+
+        names = env_names()
+        if ":" in self.env:  # a user factory, "package.module:factory"
+            _check_env_factory(self.env)
+        elif self.env not in names:
+            import difflib
+
+            close = difflib.get_close_matches(self.env, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"agentic.env = {self.env!r} is not a registered environment{hint}; "
+                f"choose one of {', '.join(names)}"
+            )
+        for key in PIPELINE_ENV_KEYS:
+            if key in self.env_kwargs or key in self.val_env_kwargs:
+                raise ValueError(PIPELINE_ENV_KEYS[key])
+        return self
+
+    @property
+    def episodes_per_step(self) -> int:
+        return self.group_size * self.groups_per_step
