@@ -1,8 +1,8 @@
 """The RL algorithm catalogue: pure functions of tensors and a mask.
 
-Import from the module that holds each concept (nothing is re-exported here, so that
-`rollcli.algorithms.presets` stays importable without torch, and so that a function
-never shadows the module of the same name, as `value_loss` would):
+Import from the module that holds each concept (nothing is re-exported here, so that a
+function never shadows the module of the same name, as `value_loss` would). The named
+presets (`PRESETS`, `resolve_algorithm`) are recipe defaults: `rollcli.config.presets`.
 
 | module | holds |
 | --- | --- |
@@ -19,6 +19,8 @@ never shadows the module of the same name, as `value_loss` would):
 | `value_loss` | `value_loss` |
 | `entropy` | `entropy_from_logits`, `logprobs_from_logits` |
 | `dapo` | `overlong_penalty`, `truncation_mask`, `groups_with_variance` |
-| `off_policy` | `truncated_is_weights` |
-| `presets` | `PRESETS`, `resolve_algorithm` (no torch) |
+| `off_policy` | `correction_weights` (TIS, MIS, IcePop), `mismatch_metrics` |
+| `update_args` | `PolicyUpdateArgs`: the actor update's and the objective's arguments |
+| `objective` | `rl_loss`, `rl_normalisers`: the RL objective of one policy step |
+| `loss_metrics` | `metric_weights`, `Extreme`: how a loss reports its metrics |
 """

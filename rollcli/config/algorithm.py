@@ -1,6 +1,6 @@
 """`algorithm:` section of a recipe: every RL-algorithm knob, typed and frozen.
 
-The recipe names a preset (`algorithm.name`, see `rollcli.algorithms.presets`) and may
+The recipe names a preset (`algorithm.name`, see `rollcli.config.presets`) and may
 override any knob; `resolve_algorithm` merges the two and validates them here. This
 module imports only pydantic, so the CLI can validate a recipe without torch.
 The formulas behind each knob are in `docs/algorithms.md`.

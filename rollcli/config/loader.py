@@ -12,11 +12,11 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from rollcli.algorithms.presets import resolve_algorithm
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.capabilities import capability_error
 from rollcli.config.catalogue import find_recipe
 from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error
+from rollcli.config.presets import resolve_algorithm
 from rollcli.config.recipe import RECIPE_TYPES, RecipeConfig
 
 

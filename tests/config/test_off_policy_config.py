@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rollcli.algorithms.presets import resolve_algorithm
+from rollcli.config.presets import resolve_algorithm
 
 
 def test_default_is_no_correction_with_the_documented_cap_and_band() -> None:

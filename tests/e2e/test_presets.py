@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rollcli.algorithms.presets import PRESETS
 from rollcli.cli.app import app
+from rollcli.config.presets import PRESETS
 
 SMALL = [
     "rollout.batch_size=8",

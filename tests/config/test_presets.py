@@ -12,8 +12,8 @@ import torch
 from rollcli.algorithms.advantages import compute_advantages
 from rollcli.algorithms.kl import kl_estimate
 from rollcli.algorithms.policy_loss import compute_policy_loss
-from rollcli.algorithms.presets import PRESETS, resolve_algorithm
 from rollcli.config.algorithm import AlgorithmConfig, PresetName
+from rollcli.config.presets import PRESETS, resolve_algorithm
 
 
 def test_every_named_preset_exists():
@@ -76,7 +76,7 @@ def test_frozen_and_properties():
 
 
 def test_presets_import_without_torch():
-    code = "import sys, rollcli.algorithms.presets; assert 'torch' not in sys.modules"
+    code = "import sys, rollcli.config.presets; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
