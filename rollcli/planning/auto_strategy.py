@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from rollcli.config.errors import ConfigError
-from rollcli.planning.advice import AUTO_LADDER, changed_keys, climb
+from rollcli.planning.advice import changed_keys, climb
+from rollcli.planning.advice_steps import AUTO_LADDER
 from rollcli.planning.devices import PlanError
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from rollcli.planning.planner import Plan
     from rollcli.planning.request import PlanInput
 
-# RoleRequest fields auto may change (advice.RECIPE_KEYS names their recipe keys)
+# RoleRequest fields auto may change (advice_steps.RECIPE_KEYS names their recipe keys)
 AUTO_FIELDS = frozenset(
     {
         "strategy",

@@ -199,7 +199,7 @@ def _lora_params(cfg: RecipeConfig, model: ModelSpec) -> int:
     lora = cfg.train.lora
     if lora is None:
         return 0
-    from rollcli.planning.memory import lora_param_count
+    from rollcli.planning.lora_params import lora_param_count
 
     targets = lora.target_modules
     try:

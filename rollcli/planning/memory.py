@@ -25,9 +25,11 @@ H100 (docs/gpu.md): without them the plan was 16-28% under torch's peak for ZeRO
 
 LoRA (Hu et al. 2021): the base weights are frozen, so they need no gradients or optimizer
 state: param_bytes · Ψ' of weights, plus the adapters' own Ψ_A (`lora_param_count`) with
-weights, gradients and Adam states as above (stage 0: adapters are small, no sharding).
+weights, gradients and Adam states as above (stage 0: adapters are small, no sharding;
+`lora_params.py` counts them).
 
-Activations: see `activation_bytes`. KV cache: see `kv_cache_bytes_per_token`.
+Activations: see `activation_bytes`. An inference rank (KV cache, the hf engine): see
+`inference_memory.py`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from rollcli.models.registry import ModelSpec, param_count
+from rollcli.models.registry import ModelSpec
 
 # Measured on this build's CPU workers (docs/planning.md, "On the CPU"): the PSS
 # of a Ray worker process before it holds a model (Python, torch, transformers, Ray's core
@@ -264,142 +266,6 @@ def forward_activation_bytes(
     if head is None:
         head = logits_bytes(spec, tokens=tokens, tp=tp)
     return math.ceil(per_layer / tp) + head
-
-
-def hf_engine_memory(
-    spec: ModelSpec,
-    *,
-    max_num_seqs: int,
-    seq_len: int,
-    prompt_len: int,
-    tp: int = 1,
-    pp: int = 1,
-    dtype_bytes: int = 2,
-) -> MemoryBreakdown:
-    """One rank of roll's hf engine generating `max_num_seqs` samples at once:
-
-        weights + KV(n · s) + KV(n · prompt) + 3 · n · V · 4
-
-    The decode writes into a buffer of the whole sequence (`hf_kv_buffer`); while the
-    buffer is filled, the prefill's own cache of the prompts is still alive; each decode
-    step's logits are fp32, and the sampler makes two more of that size (softmax, the
-    draw). Measured on an H100 (docs/gpu.md) for qwen2.5-0.5b to 7b at 64 and 256 samples:
-    0.92-0.99 of torch's peak.
-    """
-    per_token = kv_cache_bytes_per_token(spec, tp=tp, pp=pp, dtype_bytes=dtype_bytes)
-    return MemoryBreakdown(
-        weights=weight_bytes(param_count(spec), tp=tp, pp=pp, param_bytes=dtype_bytes),
-        kv_cache=max_num_seqs * (seq_len + prompt_len) * per_token,
-        activations=3 * max_num_seqs * math.ceil(spec.vocab_size / tp) * 4,
-    )
-
-
-def kv_cache_bytes_per_token(
-    spec: ModelSpec, *, tp: int = 1, pp: int = 1, dtype_bytes: int = 2
-) -> int:
-    """KV cache of one token on one rank: 2 (K and V) · L/p · ⌈kv_heads/t⌉ · head_dim · dtype.
-
-    When t exceeds the KV heads, engines such as vLLM replicate heads, hence the ceiling.
-
-    >>> from rollcli.models.registry import get_model_spec
-    >>> kv_cache_bytes_per_token(get_model_spec("qwen2.5-7b"))  # 2·28·4·128·2
-    57344
-    """
-    layers = math.ceil(spec.num_layers / pp)
-    heads = math.ceil(spec.num_kv_heads / tp)
-    return 2 * layers * heads * spec.head_dim * dtype_bytes
-
-
-@dataclass(frozen=True)
-class InferenceMemory:
-    """One inference rank: weights, the KV cache it reserves and the KV it needs."""
-
-    weights: int
-    kv_reserved: int
-    kv_needed: int
-    kv_per_sequence: int
-
-    @property
-    def sequences_in_cache(self) -> int:
-        """How many full-length sequences the reserved cache holds at once."""
-        return self.kv_reserved // self.kv_per_sequence if self.kv_per_sequence else 0
-
-
-def inference_memory(
-    spec: ModelSpec,
-    *,
-    capacity_bytes: int,
-    gpu_memory_utilization: float,
-    max_num_seqs: int,
-    max_len: int,
-    tp: int = 1,
-    pp: int = 1,
-    dtype_bytes: int = 2,
-    kv_dtype_bytes: int = 2,
-) -> InferenceMemory:
-    """A vLLM-style engine: it claims `gpu_memory_utilization · capacity` and fills what
-    the weights leave with KV cache.
-
-        weights     = dtype · Ψ / (t·p)
-        kv_reserved = max(0, utilization · capacity − weights)
-        kv_needed   = max_num_seqs · max_len · kv_cache_bytes_per_token
-
-    The engine also subtracts its profiled activation peak from the reservation; we
-    ignore it (small next to the cache). A reservation below `kv_needed` still runs, with
-    fewer sequences in flight; one below a single sequence fails at start-up.
-    """
-    weights = weight_bytes(param_count(spec), tp=tp, pp=pp, param_bytes=dtype_bytes)
-    per_token = kv_cache_bytes_per_token(spec, tp=tp, pp=pp, dtype_bytes=kv_dtype_bytes)
-    reserved = max(0, math.floor(gpu_memory_utilization * capacity_bytes) - weights)
-    return InferenceMemory(
-        weights=weights,
-        kv_reserved=reserved,
-        kv_needed=max_num_seqs * max_len * per_token,
-        kv_per_sequence=max_len * per_token,
-    )
-
-
-# The linear layers of a llama/qwen decoder layer LoRA can adapt: name -> (in, out) features.
-LORA_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-def _linear_shapes(spec: ModelSpec) -> dict[str, tuple[int, int, int]]:
-    """name -> (in, out, copies per layer); an MoE layer's MLP linears are per expert."""
-    h, q = spec.hidden_size, spec.num_attention_heads * spec.head_dim
-    kv = spec.num_kv_heads * spec.head_dim
-    inter, copies = spec.intermediate_size, 1
-    if spec.num_experts:
-        inter, copies = spec.moe_intermediate_size, spec.num_experts
-    return {
-        "q_proj": (h, q, 1),
-        "k_proj": (h, kv, 1),
-        "v_proj": (h, kv, 1),
-        "o_proj": (q, h, 1),
-        "gate_proj": (h, inter, copies),
-        "up_proj": (h, inter, copies),
-        "down_proj": (inter, h, copies),
-    }
-
-
-def lora_param_count(spec: ModelSpec, *, r: int, target_modules: tuple[str, ...] | str) -> int:
-    """Adapter parameters: `r · (in + out)` per adapted linear (A is r×in, B is out×r).
-
-    `all-linear` adapts every linear of the decoder layers (not the LM head).
-
-    >>> from rollcli.models.registry import MODELS
-    >>> lora_param_count(MODELS["qwen2.5-7b"], r=16, target_modules=("q_proj", "v_proj"))
-    5046272
-    """
-    shapes = _linear_shapes(spec)
-    names = LORA_LINEARS if target_modules == "all-linear" else tuple(target_modules)
-    unknown = [n for n in names if n not in shapes]
-    if unknown:
-        raise ValueError(
-            f"cannot plan LoRA on {unknown[0]!r}: the planner knows {', '.join(LORA_LINEARS)} "
-            "(or all-linear)"
-        )
-    per_layer = sum(r * (shapes[n][0] + shapes[n][1]) * shapes[n][2] for n in names)
-    return spec.num_layers * per_layer
 
 
 def packed_mask_bytes(elements: int, dtype_bytes: int) -> int:

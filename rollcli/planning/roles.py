@@ -6,6 +6,11 @@ from dataclasses import dataclass, replace
 
 from rollcli.models.registry import ModelSpec, param_count
 from rollcli.planning.devices import GiB
+from rollcli.planning.inference_memory import (
+    hf_engine_memory,
+    inference_memory,
+    kv_cache_bytes_per_token,
+)
 from rollcli.planning.memory import (
     CPU_ALLOCATOR_SLACK,
     CPU_PROCESS_BYTES,
@@ -14,9 +19,6 @@ from rollcli.planning.memory import (
     activation_bytes,
     chunked_head_bytes,
     forward_activation_bytes,
-    hf_engine_memory,
-    inference_memory,
-    kv_cache_bytes_per_token,
     model_state_bytes,
     packed_mask_bytes,
     weight_bytes,

@@ -9,7 +9,7 @@ from rollcli.config.loader import load_recipe
 from rollcli.models.registry import get_model_spec, param_count
 from rollcli.planning import PlanInput, RoleRequest, make_plan
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
-from rollcli.planning.memory import lora_param_count
+from rollcli.planning.lora_params import lora_param_count
 
 GiB = 1024**3
 

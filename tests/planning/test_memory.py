@@ -3,11 +3,10 @@
 import pytest
 
 from rollcli.models.registry import get_model_spec, param_count
+from rollcli.planning.inference_memory import inference_memory, kv_cache_bytes_per_token
 from rollcli.planning.memory import (
     MemoryBreakdown,
     activation_bytes,
-    inference_memory,
-    kv_cache_bytes_per_token,
     layer_activation_bytes,
     logits_bytes,
     model_state_bytes,
@@ -109,7 +108,7 @@ def test_moe_activations_use_active_experts():
 
 
 def test_hf_engine_memory_counts_the_decode_buffer_the_prefill_cache_and_the_logits():
-    from rollcli.planning.memory import hf_engine_memory
+    from rollcli.planning.inference_memory import hf_engine_memory
 
     spec = get_model_spec("qwen2.5-7b")
     mem = hf_engine_memory(spec, max_num_seqs=256, seq_len=512, prompt_len=256)
