@@ -2,9 +2,12 @@
 
 Trains two fixed-seed runs on tiny-random through the real CLI (rlvr-math and
 agentic-frozenlake, 3 steps each, a checkpoint at the end) and records, per run, the
-metrics of every step without the `time/*` and `perf/*` keys (wall time and throughput
-differ between any two runs) and the sha256 of every checkpoint file. Run it before and after
-a change; `--compare` prints each difference and exits 1 when there is one.
+metrics of every step without `time`, `time/*`, `perf/*` and `*_per_s` (wall time and
+throughput differ between any two runs) and the sha256 of every checkpoint file (of every
+leaf of a `.pt` state: the RNG file names the worker whose generator moved). Run it before
+and after a change; `--compare` prints each difference, leaving out the reward workers'
+generators (not seeded, they differ between two runs of one commit), and exits 1 when there
+is one.
 
     .venv/bin/python bench/fingerprint.py --out /tmp/before.json          # on the old commit
     .venv/bin/python bench/fingerprint.py --compare /tmp/before.json      # on the new one
@@ -19,7 +22,11 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import torch
 
 AGENTIC_SMALL = [
     "agentic.group_size=2",
@@ -35,7 +42,10 @@ RUNS = {
     "rlvr-math": ["rollout.batch_size=8", "data.val_size=8"],
     "agentic-frozenlake": AGENTIC_SMALL,
 }
-VOLATILE = ("time/", "perf/")
+VOLATILE = ("time/", "perf/")  # and `time` itself, and throughputs (`*_per_s`)
+# the reward workers are not seeded: their generators in rng.pt differ between two runs of
+# one commit (rlvr-math's reward draws nothing from them)
+UNSEEDED = "rng.pt:/reward/"
 
 
 def _train(recipe: str, overrides: list[str], runs_dir: Path) -> Path:
@@ -51,16 +61,42 @@ def _train(recipe: str, overrides: list[str], runs_dir: Path) -> Path:
     return runs_dir / recipe
 
 
+def _volatile(key: str) -> bool:
+    return key == "time" or key.startswith(VOLATILE) or key.endswith("_per_s")
+
+
+def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, bytes]]:
+    """Every leaf of a saved state (nested dicts, lists, tensors, numbers) with its path."""
+    if isinstance(value, dict):
+        for k in sorted(value, key=str):
+            yield from _leaves(value[k], f"{path}/{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _leaves(v, f"{path}/{i}")
+    elif isinstance(value, torch.Tensor):
+        yield path, value.cpu().contiguous().numpy().tobytes()
+    else:
+        yield path, repr(value).encode()
+
+
+def _state_hashes(path: Path, name: str) -> dict[str, str]:
+    """A `.pt` state per leaf (the RNG file holds every worker's generators: a leaf that
+    differs names the worker), the rest per file."""
+    if path.suffix != ".pt":
+        return {name: hashlib.sha256(path.read_bytes()).hexdigest()}
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    return {f"{name}:{leaf}": hashlib.sha256(data).hexdigest() for leaf, data in _leaves(state)}
+
+
 def _fingerprint(run: Path) -> dict:
     steps = []
     for line in (run / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
-        steps.append({k: v for k, v in sorted(row.items()) if not k.startswith(VOLATILE)})
-    files = {
-        str(path.relative_to(run / "checkpoints")): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted((run / "checkpoints").rglob("*"))
-        if path.is_file() and path.suffix in {".safetensors", ".pt", ".bin"}
-    }
+        steps.append({k: v for k, v in sorted(row.items()) if not _volatile(k)})
+    files: dict[str, str] = {}
+    for path in sorted((run / "checkpoints").rglob("*")):
+        if path.is_file() and path.suffix in {".safetensors", ".pt", ".bin"}:
+            files |= _state_hashes(path, str(path.relative_to(run / "checkpoints")))
     return {"metrics": steps, "checkpoint_sha256": files}
 
 
@@ -78,9 +114,11 @@ def _differences(before: dict, after: dict) -> list[str]:
         if len(old["metrics"]) != len(new["metrics"]):
             found.append(f"{recipe}: {len(old['metrics'])} -> {len(new['metrics'])} rows")
         for name in sorted(old["checkpoint_sha256"].keys() | new["checkpoint_sha256"].keys()):
+            if UNSEEDED in name:
+                continue
             a, b = old["checkpoint_sha256"].get(name), new["checkpoint_sha256"].get(name)
             if a != b:
-                found.append(f"{recipe} checkpoint {name}: {a} -> {b}")
+                found.append(f"{recipe} checkpoint {name}: {str(a)[:12]} -> {str(b)[:12]}")
     return found
 
 
@@ -105,9 +143,7 @@ def main() -> None:
         before.pop("_commit", None)
         result.pop("_commit")
         found = _differences(before, result)
-        print(
-            "\n".join(found) or "identical: every metric (but time/*, perf/*) and checkpoint file"
-        )
+        print("\n".join(found) or "identical: every metric and checkpoint file")
         sys.exit(1 if found else 0)
 
 
