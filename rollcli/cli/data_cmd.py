@@ -12,6 +12,7 @@ import typer
 from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.out_file import check_writable
 from rollcli.cli.run_arg import RUNS_DIR, find_run
+from rollcli.config.pipeline_spec import spec_of
 
 app = typer.Typer(
     help="Build training data files from runs and environments.", no_args_is_help=True
@@ -109,7 +110,7 @@ def episodes(
         if policy not in POLICIES:  # checked before the seconds of imports that playing takes
             raise ConfigError(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
         cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides or [])
-        if cfg.pipeline != "agentic":
+        if spec_of(cfg).rollout != "episodes":
             raise ConfigError(
                 f"{source} is a {cfg.pipeline} recipe; roll data episodes plays environments: "
                 "give frozenlake, sokoban or an agentic recipe"

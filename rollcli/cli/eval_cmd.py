@@ -19,6 +19,7 @@ from rich.console import Console
 
 from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.run_arg import RUNS_DIR
+from rollcli.config.pipeline_spec import spec_of
 
 out = Console()
 ENV_EPISODES = 200  # default --n for environments: a 95% interval of about ±0.07
@@ -92,7 +93,7 @@ def eval_cmd(
             raise ConfigError(f"--temperature {temperature}: must be 0 (greedy) or more")
         cfg, source = resolve_eval_target(target, overrides or [])
         models = [model] if compare is None else [model, compare]
-        if cfg.pipeline == "rlvr":
+        if spec_of(cfg).rollout == "prompts":
             payload, texts = _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir)
         else:
             if k != 1:

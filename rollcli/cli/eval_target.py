@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rollcli.config.errors import ConfigError
+from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
 
 # env name -> the recipe whose settings (turns, reply prefix, token budget) eval uses
@@ -24,7 +25,7 @@ def resolve_eval_target(target: str, overrides: list[str]) -> tuple[RecipeConfig
     from rollcli.config.loader import load_recipe
 
     cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides)
-    if cfg.pipeline not in ("agentic", "rlvr"):
+    if not spec_of(cfg).engine:  # rlvr and agentic: they generate what they are scored on
         raise ConfigError(
             f"{source} is a {cfg.pipeline} recipe; roll eval plays environments and answers "
             f"held-out problems: give {', '.join(ENV_RECIPES)}, an agentic or an rlvr recipe"

@@ -16,20 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rollcli.config.parallel import parallel_error
-from rollcli.config.recipe import PIPELINES, RecipeConfig
+from rollcli.config.pipeline_spec import (
+    ALL_STRATEGIES,
+    PIPELINES,
+    pipelines_training_with,
+    pipelines_where,
+    spec_of,
+)
+from rollcli.config.recipe import RecipeConfig
 
-GPU_PIPELINES = ("rlvr", "agentic")  # the pipelines that may run with resources.gpus > 0
-# train.strategy -> the pipelines it trains (megatron: none until the weight map exists)
-STRATEGY_PIPELINES: dict[str, tuple[str, ...]] = {
-    "auto": PIPELINES,  # resolved before a run: planning/auto_strategy.py
-    "hf": PIPELINES,
-    "fsdp2": ("rlvr", "agentic"),
-    "deepspeed": ("rlvr", "agentic"),
-    "megatron": (),
-}
-DATA_PARALLEL_PIPELINES = ("rlvr", "agentic")  # train.num_workers > 1
-ASYNC_PIPELINES = ("rlvr", "agentic")  # rollout.max_staleness > 0
-ENGINE_PIPELINES = ("rlvr", "agentic")  # those whose rollout.engine generates the rollouts
 GPU_ONLY_ENGINES = ("sglang",)
 
 # megatron-core's parallel state and tensor-parallel layers are built and tested, but no
@@ -114,10 +109,10 @@ def _fsdp2_layout_error(
 
 def _gpus(cfg: RecipeConfig) -> str | None:
     gpus = cfg.resources.gpus
-    if gpus and cfg.pipeline not in GPU_PIPELINES:
+    if gpus and not spec_of(cfg).gpus:
         return (
             f"--gpus {gpus}: the {cfg.pipeline} pipeline runs on CPU only in this build (GPU "
-            f"training is wired into {_the(GPU_PIPELINES)}); run it with "
+            f"training is wired into {_the(pipelines_where(gpus=True))}); run it with "
             "--gpus 0"
         )
     return None
@@ -125,12 +120,12 @@ def _gpus(cfg: RecipeConfig) -> str | None:
 
 def _strategy(cfg: RecipeConfig) -> str | None:
     strategy = cfg.train.strategy
-    if cfg.pipeline in STRATEGY_PIPELINES[strategy]:
+    if strategy in spec_of(cfg).strategies:
         return None
     if strategy == "megatron":
         return MEGATRON_REFUSAL
     return (
-        f"train.strategy {strategy!r} is wired into {_the(STRATEGY_PIPELINES[strategy])} only; the "
+        f"train.strategy {strategy!r} is wired into {_the(pipelines_training_with(strategy))} only; the "
         f"{cfg.pipeline} pipeline trains with train.strategy=hf"
     )
 
@@ -175,14 +170,14 @@ def _data_parallel(cfg: RecipeConfig) -> str | None:
     n = cfg.train.num_workers
     if n == 1:
         return None
-    if cfg.pipeline not in DATA_PARALLEL_PIPELINES:
+    if not spec_of(cfg).data_parallel:
         return (
             f"train.num_workers = {n}: data-parallel training is wired into "
-            f"{_the(DATA_PARALLEL_PIPELINES)} only; the {cfg.pipeline} pipeline "
+            f"{_the(pipelines_where(data_parallel=True))} only; the {cfg.pipeline} pipeline "
             "trains with train.num_workers=1"
         )
     where, batch = "rollout.batch_size", cfg.rollout.batch_size
-    if cfg.pipeline == "agentic":
+    if spec_of(cfg).rollout == "episodes":
         where, batch = "agentic.group_size x agentic.groups_per_step", cfg.agentic.episodes_per_step
     for key, value in (
         (where, batch),
@@ -199,10 +194,10 @@ def _data_parallel(cfg: RecipeConfig) -> str | None:
 def _async_rollout(cfg: RecipeConfig) -> str | None:
     rollout = getattr(cfg, "rollout", None)
     staleness = rollout.max_staleness if rollout is not None else 0
-    if staleness and cfg.pipeline not in ASYNC_PIPELINES:
+    if staleness and not spec_of(cfg).async_rollout:
         return (
             f"rollout.max_staleness = {staleness}: async rollout is wired into "
-            f"{_the(ASYNC_PIPELINES)} only; the {cfg.pipeline} pipeline "
+            f"{_the(pipelines_where(async_rollout=True))} only; the {cfg.pipeline} pipeline "
             "generates with the current weights, so set rollout.max_staleness=0"
         )
     return None
@@ -213,11 +208,11 @@ def _engine(cfg: RecipeConfig) -> str | None:
     engine = rollout.engine if rollout is not None else "auto"
     if engine == "auto":
         return None
-    if cfg.pipeline not in ENGINE_PIPELINES:
+    if not spec_of(cfg).engine:
         return (
             f"rollout.engine = {engine!r}: the {cfg.pipeline} pipeline generates its held-out "
             "answers with its own hf worker (the engine choice applies to "
-            f"{', '.join(ENGINE_PIPELINES)}); remove rollout.engine"
+            f"{', '.join(p for p in PIPELINES if spec_of(p).engine)}); remove rollout.engine"
         )
     if engine in GPU_ONLY_ENGINES and cfg.resources.gpus == 0:
         return (
@@ -241,25 +236,26 @@ RULES: tuple[Callable[[RecipeConfig], str | None], ...] = (
 
 def capability_rows() -> list[tuple[str, str, str, str, str, str]]:
     """The table docs/gpu.md shows, one row per pipeline: GPUs, train strategies, data
-    parallel, async rollout, rollout engines (read from the constants above)."""
+    parallel, async rollout, rollout engines (read from the pipeline spec, `pipeline_spec.py`)."""
 
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
 
     rows = []
     for p in PIPELINES:
-        strategies = [s for s, ps in STRATEGY_PIPELINES.items() if p in ps]
+        spec = spec_of(p)
         engines = "- (hf worker)"
-        if p in ENGINE_PIPELINES:
-            gpu_engines = [f"{e} (GPU)" for e in GPU_ONLY_ENGINES if p in GPU_PIPELINES]
+        if spec.engine:
+            gpu_engines = [f"{e} (GPU)" for e in GPU_ONLY_ENGINES if spec.gpus]
             engines = ", ".join(["auto", "hf", "vllm", *gpu_engines])
+        strategies = [s for s in ALL_STRATEGIES if s in spec.strategies]
         rows.append(
             (
                 p,
-                yes(p in GPU_PIPELINES),
+                yes(spec.gpus),
                 ", ".join(strategies),
-                yes(p in DATA_PARALLEL_PIPELINES),
-                yes(p in ASYNC_PIPELINES),
+                yes(spec.data_parallel),
+                yes(spec.async_rollout),
                 engines,
             )
         )

@@ -16,6 +16,7 @@ from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.capabilities import capability_error
 from rollcli.config.catalogue import find_recipe
 from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error
+from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.presets import resolve_algorithm
 from rollcli.config.recipe import RECIPE_TYPES, RecipeConfig
 
@@ -73,7 +74,7 @@ def validate_recipe(raw: Any, source: str = "recipe") -> RecipeConfig:
         given = "pipeline is missing" if pipeline is None else f"pipeline = {pipeline!r}"
         hint = did_you_mean(str(pipeline), list(RECIPE_TYPES)) if pipeline is not None else ""
         raise ConfigError(f"{source}: {given}{hint}; choose one of {', '.join(RECIPE_TYPES)}")
-    if pipeline in ("rlvr", "agentic"):  # the others have no algorithm: an unknown key there
+    if spec_of(pipeline).algorithm:  # the others have no algorithm: an unknown key there
         raw["algorithm"] = _resolve_algorithm(raw.get("algorithm") or {}, source)
     try:
         cfg = _RECIPE.validate_python(raw)

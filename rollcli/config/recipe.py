@@ -17,6 +17,7 @@ from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.data_section import DataConfig
 from rollcli.config.devices_section import DevicesConfig
 from rollcli.config.offline_sections import DistillConfig, DPOConfig, SFTConfig
+from rollcli.config.pipeline_spec import pipelines_where, spec_of
 from rollcli.config.reward_section import RewardConfig
 from rollcli.config.sections import (
     CriticConfig,
@@ -30,11 +31,6 @@ from rollcli.config.warmup import WarmupConfig
 
 # Advantage estimators that compare samples of the same prompt need at least two of them.
 GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")
-# Pipelines that train on a fixed data set (no rollout); each has its own recipe section.
-OFFLINE_PIPELINES = ("sft", "dpo", "distill")
-
-
-PERF_PIPELINES = ("rlvr", "sft")  # the pipelines that log perf/* (a FLOP account per step)
 
 
 class _Recipe(Section):
@@ -66,10 +62,11 @@ class _Recipe(Section):
     @model_validator(mode="after")
     def _peak_where_perf_is_logged(self) -> Self:
         """Only rlvr and sft log `perf/*` (docs/performance.md): elsewhere the key does nothing."""
-        if self.run.peak_flops is not None and self.pipeline not in PERF_PIPELINES:
+        if self.run.peak_flops is not None and not spec_of(self).perf:
             raise ValueError(
                 f"run.peak_flops sets the peak that perf/*_mfu divide by, which the "
-                f"{self.pipeline} pipeline does not log yet (only {', '.join(PERF_PIPELINES)}); "
+                f"{self.pipeline} pipeline does not log yet (only "
+                f"{', '.join(pipelines_where(perf=True))}); "
                 "remove it"
             )
         return self
@@ -82,6 +79,11 @@ class _Recipe(Section):
     def needs_critic(self) -> bool:
         return False
 
+    def sequence_tokens(self) -> tuple[int, int]:
+        """(prompt, response) tokens of the longest sequence one step trains on (the
+        planner's sequence length is their sum; sft and distill: all of it prompt)."""
+        raise NotImplementedError
+
     @property
     def shared_prefix(self) -> bool:
         """Whether the RL forwards and backwards compute each group's prompt once
@@ -89,7 +91,7 @@ class _Recipe(Section):
         samples of one prompt, and off for agentic and megatron)."""
         if self.train.shared_prefix is not None:
             return self.train.shared_prefix
-        return self.pipeline == "rlvr" and self.train.strategy != "megatron"
+        return spec_of(self).shared_prefix and self.train.strategy != "megatron"
 
     @property
     def reference_role(self) -> Literal["reference", "actor_train"] | None:
@@ -167,6 +169,14 @@ class RLVRRecipe(_RLRecipe):
                 )
         return self
 
+    def sequence_tokens(self) -> tuple[int, int]:
+        return self.data.max_prompt_tokens, self.rollout.max_new_tokens
+
+    @property
+    def group_samples(self) -> int:
+        """Samples that share a prompt (one group)."""
+        return self.rollout.group_size
+
 
 class AgenticRecipe(_RLRecipe):
     """`pipeline: agentic`: multi-turn episodes in environments (`agentic:`); `rollout:`
@@ -180,6 +190,18 @@ class AgenticRecipe(_RLRecipe):
     def _agentic(self) -> AgenticRecipe:
         _check_agentic(self)
         return self
+
+    def sequence_tokens(self) -> tuple[int, int]:
+        """A conversation grows to agentic.max_context_tokens (the engine's KV buffer of a
+        turn, a trained row); its first prompt is the env's, here a default prompt's 256
+        tokens (the plain prefill of a first turn holds its KV twice: hf_engine_memory)."""
+        first = min(DataConfig().max_prompt_tokens, self.agentic.max_context_tokens // 2)
+        return first, self.agentic.max_context_tokens - first
+
+    @property
+    def group_samples(self) -> int:
+        """Episodes that share an env seed (one group)."""
+        return self.agentic.group_size
 
 
 class _OfflineRecipe(_Recipe):
@@ -214,6 +236,9 @@ class DPORecipe(_OfflineRecipe):
     def needs_reference(self) -> bool:
         return True
 
+    def sequence_tokens(self) -> tuple[int, int]:
+        return self.data.max_prompt_tokens, self.dpo.max_response_tokens
+
 
 class SFTRecipe(_OfflineRecipe):
     """`pipeline: sft`; `rollout:` and `reward:` score the held-out greedy answers."""
@@ -222,6 +247,9 @@ class SFTRecipe(_OfflineRecipe):
     sft: SFTConfig = Field(default_factory=SFTConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
+
+    def sequence_tokens(self) -> tuple[int, int]:
+        return self.sft.max_tokens, 0
 
 
 class DistillRecipe(_OfflineRecipe):
@@ -239,6 +267,9 @@ class DistillRecipe(_OfflineRecipe):
             _check_on_policy(self.rollout)
         return self
 
+    def sequence_tokens(self) -> tuple[int, int]:
+        return self.distill.max_tokens, 0
+
 
 RECIPE_TYPES: dict[str, type[_Recipe]] = {
     "rlvr": RLVRRecipe,
@@ -247,7 +278,6 @@ RECIPE_TYPES: dict[str, type[_Recipe]] = {
     "sft": SFTRecipe,
     "distill": DistillRecipe,
 }
-PIPELINES = tuple(RECIPE_TYPES)
 # A recipe, typed by its `pipeline:`: the keys of another pipeline's sections are unknown.
 RecipeConfig = Annotated[
     RLVRRecipe | AgenticRecipe | DPORecipe | SFTRecipe | DistillRecipe,

@@ -22,6 +22,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rollcli.config.pipeline_spec import spec_of
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.pipelines.role_args import role_args
@@ -185,7 +186,7 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
         }
     if role.name == "actor_infer":
         args = {**model, "seed": cfg.seed + rank, "rank": rank, **ctx.args["actor_infer"]}
-        if cfg.pipeline == "agentic":  # episodes keep their KV between turns (hf engine)
+        if spec_of(cfg).rollout == "episodes":  # their KV stays between turns (hf engine)
             from rollcli.pipelines.agentic_setup import turn_cache_mib
 
             args["session_mib"] = turn_cache_mib(cfg.agentic, args["engine"])

@@ -7,7 +7,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rollcli.config.capabilities import ENGINE_PIPELINES
+from rollcli.config.pipeline_spec import spec_of
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -76,7 +76,7 @@ def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
         needs.append((BACKENDS["deepspeed"], "train.strategy: deepspeed"))
     if cfg.train.strategy == "megatron":
         needs.append((BACKENDS["megatron-core"], "train.strategy: megatron"))
-    engine = cfg.rollout.engine if cfg.pipeline in ENGINE_PIPELINES else "hf"  # sft, distill: hf
+    engine = cfg.rollout.engine if spec_of(cfg).engine else "hf"  # sft, distill: hf
     if engine == "vllm":
         needs.append((BACKENDS["vllm"], "rollout.engine: vllm"))
     if engine == "sglang":

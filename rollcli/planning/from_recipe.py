@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rollcli.config.data_section import DataConfig
 from rollcli.config.errors import ConfigError
+from rollcli.config.pipeline_spec import spec_of
 from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.request import PlanInput, RoleRequest
@@ -90,24 +90,6 @@ def _check_devices(cfg: RecipeConfig, roles: list[Role]) -> None:
             )
 
 
-def _lengths(cfg: RecipeConfig) -> tuple[int, int]:
-    """(prompt, response) tokens of one sequence; their sum is the plan's seq_len (sft and
-    distill: the whole sequence counts as prompt, nothing is generated)."""
-    if cfg.pipeline == "sft":
-        return cfg.sft.max_tokens, 0
-    if cfg.pipeline == "distill":
-        return cfg.distill.max_tokens, 0
-    if cfg.pipeline == "dpo":
-        return cfg.data.max_prompt_tokens, cfg.dpo.max_response_tokens
-    if cfg.pipeline == "agentic":
-        # A conversation grows to agentic.max_context_tokens (the engine's KV buffer of a
-        # turn, a trained row); its first prompt is the env's, here a default prompt's 256
-        # tokens (the plain prefill of a first turn holds its KV twice: hf_engine_memory).
-        first = min(DataConfig().max_prompt_tokens, cfg.agentic.max_context_tokens // 2)
-        return first, cfg.agentic.max_context_tokens - first
-    return cfg.data.max_prompt_tokens, cfg.rollout.max_new_tokens
-
-
 def _default_mapping(role: Role, gpus: int, async_mode: bool) -> str:
     if gpus == 0 or role.light:
         return "cpu"
@@ -129,10 +111,9 @@ def _infer_strategy(engine: str, gpus: int) -> str:
 def engine_line(cfg: RecipeConfig) -> str | None:
     """What `rollout.engine: auto` plans, and whether it is installed here (`roll plan`,
     `--dry-run`); None where the recipe names its engine or runs none."""
-    from rollcli.config.capabilities import ENGINE_PIPELINES
     from rollcli.strategies.infer_engines import vllm_available
 
-    if cfg.pipeline not in ENGINE_PIPELINES or cfg.rollout.engine != "auto":
+    if not spec_of(cfg).engine or cfg.rollout.engine != "auto":
         return None
     engine = _infer_strategy("auto", cfg.resources.gpus)
     if engine == "hf":
@@ -190,7 +171,7 @@ def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: b
 def _async(cfg: RecipeConfig, gpus: int) -> bool:
     """Rollout beside training: `devices.async_mode`, or async rollout on GPUs (on a CPU the
     roles share the cores and take turns, so no placement changes)."""
-    staleness = cfg.rollout.max_staleness if cfg.pipeline in ("rlvr", "agentic") else 0
+    staleness = cfg.rollout.max_staleness if spec_of(cfg).async_rollout else 0
     return cfg.devices.async_mode or (gpus > 0 and staleness > 0)
 
 
@@ -213,14 +194,13 @@ def _lora_params(cfg: RecipeConfig, model: ModelSpec) -> int:
 def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> RoleRequest:
     place: RolePlacement = getattr(cfg.devices, role.devices)
     on_cpu = gpus == 0
-    prompt_len, response_len = _lengths(cfg)
+    prompt_len, response_len = cfg.sequence_tokens()
     mapping = place.device_mapping
     if mapping is None:
         mapping = _default_mapping(role, gpus, _async(cfg, gpus))
     strategy = None
     micro_batch = cfg.train.micro_batch_size
-    if cfg.pipeline == "dpo":  # train.micro_batch_size counts pairs, two rows each
-        micro_batch *= 2
+    micro_batch *= spec_of(cfg).rows_per_example  # dpo: it counts pairs, two rows each
     grad_ckpt = cfg.train.gradient_checkpointing
     max_num_seqs = place.max_num_seqs
     if role.name == "actor_train":  # auto unresolved (auto_strategy.py): planned as hf
@@ -254,7 +234,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         param_bytes=_param_bytes(cfg, role.name, strategy, on_cpu),
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
         lora_params=lora_params if role.name == "actor_train" else 0,
-        chunked_head=cfg.pipeline != "distill",
+        chunked_head=not spec_of(cfg).full_logits,
         shared_prefix=_shared_prefix(cfg, role) if on_cpu else 1,
         session_bytes=_session_bytes(cfg, role, strategy),
     )
@@ -264,7 +244,7 @@ def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | 
     """distill's actor_train trains the student: `distill.student`, or the teacher cut to
     `distill.student_layers` (default a third of its layers, `models.student`); None: the
     recipe's model."""
-    if cfg.pipeline != "distill" or role.name != "actor_train":
+    if not spec_of(cfg).teacher or role.name != "actor_train":
         return None
     if cfg.distill.student is not None:
         return model_spec(cfg.distill.student)
@@ -277,7 +257,7 @@ def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | 
 def _session_bytes(cfg: RecipeConfig, role: Role, strategy: str | None) -> int:
     """agentic's hf engine keeps episodes' KV between turns, up to `agentic.turn_cache_mib`
     (`agentic_setup.turn_cache_mib`; vllm and sglang cache prefixes inside their own pool)."""
-    if cfg.pipeline != "agentic" or role.name != "actor_infer" or strategy != "hf":
+    if spec_of(cfg).rollout != "episodes" or role.name != "actor_infer" or strategy != "hf":
         return 0
     return round(cfg.agentic.turn_cache_mib * 2**20)
 
@@ -288,7 +268,7 @@ def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
     in the forwards and the update of actor_train, reference and critic; 1 elsewhere."""
     if role.name not in ("actor_train", "reference", "critic") or not cfg.shared_prefix:
         return 1
-    return cfg.agentic.group_size if cfg.pipeline == "agentic" else cfg.rollout.group_size
+    return cfg.group_samples
 
 
 def recipe_plan_input(

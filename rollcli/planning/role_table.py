@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from rollcli.config.pipeline_spec import W, spec_of
+
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
 
@@ -63,7 +65,6 @@ class Role:
         return self.holds == "none"
 
 
-W = "rollcli.workers."
 ACTOR_TRAIN = Role(
     "actor_train", W + "actor_train:ActorTrainWorker", "train", "actor_train",
     faults=("train", "sync", "checkpoint"),
@@ -79,14 +80,6 @@ REWARD = Role("reward", W + "reward:RewardWorker", "none", "reward", ("reward",)
 ENV = Role("env", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
 ENV_VAL = Role("env_val", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
 TABLE = (ACTOR_TRAIN, ACTOR_INFER, REFERENCE, CRITIC, TEACHER, REWARD, ENV, ENV_VAL)
-# actor_train's worker class in each pipeline
-TRAINERS = {
-    "rlvr": ACTOR_TRAIN.worker,
-    "agentic": ACTOR_TRAIN.worker,
-    "dpo": W + "dpo_train:DPOTrainWorker",
-    "sft": W + "sft_train:SFTTrainWorker",
-    "distill": W + "distill:StudentWorker",
-}
 
 
 def names(holds: Holds) -> tuple[str, ...]:
@@ -100,19 +93,19 @@ def names(holds: Holds) -> tuple[str, ...]:
 
 def roles_for(cfg: RecipeConfig) -> list[Role]:
     """The roles `cfg` runs, in the table's order, with their workers of a CPU run."""
-    pipeline = cfg.pipeline
-    roles = [replace(ACTOR_TRAIN, worker=TRAINERS[pipeline], ranks=cfg.train.num_workers)]
-    if pipeline in ("rlvr", "agentic"):
+    spec = spec_of(cfg)
+    roles = [replace(ACTOR_TRAIN, worker=spec.trainer, ranks=cfg.train.num_workers)]
+    if spec.engine:
         roles.append(replace(ACTOR_INFER, ranks=cfg.rollout.num_workers))
     if cfg.reference_role == "reference":  # with train.lora: actor_train, adapters off
         roles.append(REFERENCE)
     if cfg.needs_critic:
         roles.append(CRITIC)
-    if pipeline == "distill":
+    if spec.teacher:
         roles.append(TEACHER)
-    if pipeline == "rlvr":
+    if spec.rollout == "prompts":
         roles.append(replace(REWARD, ranks=cfg.reward.num_workers))
-    if pipeline == "agentic":
+    if spec.rollout == "episodes":
         n = cfg.agentic.num_env_workers
         roles += [replace(ENV, ranks=n), replace(ENV_VAL, ranks=n)]
     return roles

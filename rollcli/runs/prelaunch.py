@@ -21,16 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rollcli.config.capabilities import ENGINE_PIPELINES
 from rollcli.config.errors import ConfigError
+from rollcli.config.pipeline_spec import spec_of
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import AgenticRecipe, RecipeConfig
     from rollcli.planning.auto_strategy import AutoChoice
-
-
-class PipelineNotBuiltError(ConfigError):
-    """The recipe's pipeline has no implementation in this build."""
 
 
 def check_recipe(cfg: RecipeConfig) -> None:
@@ -38,7 +34,6 @@ def check_recipe(cfg: RecipeConfig) -> None:
     from rollcli.config.recipe import AgenticRecipe
     from rollcli.planning.from_recipe import model_spec
 
-    _check_pipeline_built(cfg)
     model_spec(cfg.model)  # an unknown name: "cannot plan model ...", with a did-you-mean
     _check_data_files(cfg)
     _check_rewards(cfg)
@@ -86,16 +81,6 @@ def check_machine(cfg: RecipeConfig) -> None:
     """Raise the first machine check that fails (the launch's last step before the run)."""
     for check in MACHINE_CHECKS:
         check(cfg)
-
-
-def _check_pipeline_built(cfg: RecipeConfig) -> None:
-    from rollcli.pipelines.registry import PIPELINES
-
-    if cfg.pipeline not in PIPELINES:
-        raise PipelineNotBuiltError(
-            f"the {cfg.pipeline!r} pipeline is not built yet (recipe {cfg.name!r}); "
-            f"pipelines that train today: {', '.join(PIPELINES)}"
-        )
 
 
 def _check_data_files(cfg: RecipeConfig) -> None:
@@ -154,7 +139,7 @@ def _check_env_options(cfg: AgenticRecipe) -> None:
 def _check_engine_installed(cfg: RecipeConfig) -> None:
     from rollcli.strategies.infer_engines import vllm_available
 
-    engine = cfg.rollout.engine if cfg.pipeline in ENGINE_PIPELINES else "hf"  # sft, distill
+    engine = cfg.rollout.engine if spec_of(cfg).engine else "hf"  # sft, distill
     if engine == "vllm" and not vllm_available():
         raise ConfigError(
             "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.algorithms.normalization import RunningMeanStd
+from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
 from rollcli.distributed import data_parallel, weight_sync
@@ -36,7 +37,7 @@ from rollcli.tracking.step_perf import RLStepWork, RunPerf, rollout_groups
 
 
 def make_source(cfg: RecipeConfig, ctl: RunControl, model_path: str, engine: str) -> RolloutSource:
-    if cfg.pipeline == "agentic":
+    if spec_of(cfg).rollout == "episodes":
         from rollcli.pipelines.rl.episodes import EpisodeSource
 
         return EpisodeSource(cfg, ctl, model_path, engine)

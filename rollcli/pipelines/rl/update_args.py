@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rollcli.algorithms.update_args import PolicyUpdateArgs
+from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
 
 
@@ -26,7 +27,7 @@ def update_args(cfg: RecipeConfig) -> PolicyUpdateArgs:
         # Dr. GRPO's constant: the generation budget (an agentic response spans turns:
         # there the batch's padded response width, see ActorTrainWorker.train_step)
         norm_len=alg.loss_norm_len
-        or (cfg.rollout.max_new_tokens if cfg.pipeline == "rlvr" else None),
+        or (cfg.rollout.max_new_tokens if spec_of(cfg).rollout == "prompts" else None),
         temperature=cfg.rollout.temperature or 1.0,
         shared_prefix=cfg.shared_prefix,
         correction=off.correction,

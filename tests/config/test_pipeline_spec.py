@@ -1,0 +1,61 @@
+"""The pipeline spec is the one place that names a pipeline's properties: a row per recipe
+type, runners and trainers that import, and no branch on a pipeline's name elsewhere."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+import rollcli
+import rollcli.config.pipeline_spec
+from rollcli.config.loader import load_recipe
+from rollcli.config.pipeline_spec import PIPELINES, SPECS, spec_of
+from rollcli.config.recipe import RECIPE_TYPES
+from rollcli.planning.role_table import roles_for
+
+PACKAGE = Path(rollcli.__file__).parent
+# `pipeline ==`, `!=`, `in`, `not in` on a recipe's pipeline name
+BRANCH = re.compile(r"\.pipeline\s*(==|!=|in\b|not in\b)|\bpipeline\s*(==|!=)\s*[\"']")
+
+
+def test_a_row_per_recipe_type_in_the_same_order() -> None:
+    assert PIPELINES == tuple(RECIPE_TYPES)
+    assert doctest.testmod(rollcli.config.pipeline_spec).failed == 0
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_runner_and_trainer_classes_exist(name: str) -> None:
+    for target in (SPECS[name].runner, SPECS[name].trainer):
+        module, cls = target.split(":")
+        assert isinstance(getattr(importlib.import_module(module), cls), type)
+
+
+def test_no_module_branches_on_a_pipeline_name() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{i}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "pipeline_spec.py"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if BRANCH.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert not found, "branch on the spec's fields instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "roles"),
+    [
+        ("rlvr-math", ["actor_train", "actor_infer", "reference", "reward"]),
+        ("agentic-frozenlake", ["actor_train", "actor_infer", "env", "env_val"]),
+        ("dpo", ["actor_train", "reference"]),
+        ("sft", ["actor_train"]),
+        ("distill", ["actor_train", "teacher"]),
+    ],
+)
+def test_the_roles_follow_the_row(recipe: str, roles: list[str]) -> None:
+    cfg, _ = load_recipe(recipe, [])
+    assert [r.name for r in roles_for(cfg)] == roles
+    assert roles_for(cfg)[0].worker == spec_of(cfg).trainer
