@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rollcli.cli.errors import user_errors
-from rollcli.runs.gpu_support import nvidia_smi_gpus
+from rollcli.launch.gpu_support import nvidia_smi_gpus
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig

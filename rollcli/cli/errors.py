@@ -44,7 +44,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("rollcli.data.prompts", "DataError"),
         ("rollcli.models.loading", "ModelNotFoundError"),
         ("rollcli.rewards.registry", "RewardNotFoundError"),
-        ("rollcli.runs.launch", "RunNotFoundError"),
+        ("rollcli.launch.launch", "RunNotFoundError"),
         ("rollcli.runs.faults", "FaultSpecError"),
         ("rollcli.pipelines.rl.reward_health", "RewardFailedError"),
     ):

@@ -50,9 +50,9 @@ def plan(
     2 for a bad recipe, key or flag; so a script can test `roll plan ... && roll train ...`.
     """
     from rollcli.config.loader import load_recipe
+    from rollcli.launch.prelaunch import check_recipe, with_run_model
     from rollcli.planning.auto_strategy import resolve_auto
     from rollcli.planning.from_recipe import engine_line, plan_recipe
-    from rollcli.runs.prelaunch import check_recipe, with_run_model
 
     flags = {
         "model": model,

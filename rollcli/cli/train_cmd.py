@@ -89,7 +89,7 @@ def train(
                 "--resume auto looks for a run by its id: give --run-id ID (or run.run_id)"
             )
     if dry_run:  # every check `roll train` makes before it starts; this machine's as notes
-        from rollcli.runs.prelaunch import dry_run
+        from rollcli.launch.prelaunch import dry_run
 
         with user_errors(debug):
             choice, notes = dry_run(cfg)
@@ -106,7 +106,7 @@ def train(
                 soft_wrap=True,
             )
         return
-    from rollcli.runs.launch import launch_training, resume_training, run_exists
+    from rollcli.launch.launch import launch_training, resume_training, run_exists
 
     if resume == "auto" and cfg.run.run_id and run_exists(cfg.run.runs_dir, cfg.run.run_id):
         err_console.print(f"resuming run {cfg.run.run_id} (--resume auto)", markup=False)
@@ -125,7 +125,7 @@ def resume(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Continue a run from its newest complete checkpoint, exactly as if it had not stopped."""
-    from rollcli.runs.launch import resume_training
+    from rollcli.launch.launch import resume_training
 
     folder = find_run(run_id, runs_dir)
     _run(debug, lambda d: resume_training(folder.parent, folder.name, overrides or [], d))

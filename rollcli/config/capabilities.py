@@ -4,7 +4,7 @@
 with None or one line naming the key and the fix. `load_recipe` calls it, so
 `roll train --dry-run`, `roll plan` and `roll train` refuse the same recipes with the same
 line; nothing after loading re-checks. What it does not judge: whether this machine has the
-backends and GPUs (`runs/launch.py` probes them) and whether the plan fits in memory
+backends and GPUs (`launch/launch.py` probes them) and whether the plan fits in memory
 (`roll plan` exits 1, `roll train` refuses with the advice).
 
 Pure: reads only the recipe, imports only the config layer (no torch, no Ray; the tp/pp

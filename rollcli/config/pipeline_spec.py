@@ -33,7 +33,7 @@ class PipelineSpec:
     training a student; `shared_prefix`: the shared-prefix layout is its default."""
 
     name: str
-    runner: str  # "module:Class" of the pipeline (imported lazily: pipelines/registry.py)
+    runner: str  # "module:Class" of the pipeline (imported lazily: launch/registry.py)
     trainer: str  # actor_train's worker class
     rollout: Literal["prompts", "episodes", "data"]
     strategies: tuple[str, ...] = ("auto", "hf")

@@ -2,7 +2,7 @@
 
 `roll train` then plays `episodes` episodes of `policy` on training seeds (as `roll data
 episodes` writes them), trains the recipe's model on them with the sft pipeline for `steps`
-steps, and starts RL from that model; see `rollcli/runs/warmup.py`.
+steps, and starts RL from that model; see `rollcli/launch/warmup.py`.
 """
 
 from __future__ import annotations

@@ -105,8 +105,8 @@ def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, 
     from rich.console import Console
 
     from rollcli.cli.display import RichDisplay
+    from rollcli.launch.launch import warm_up
     from rollcli.runs.run_dir import RunDir
-    from rollcli.runs.warmup import warm_up
 
     cfg, _ = load_recipe(str(run / "recipe.yaml"), [], saved_run=True)
     stamp = (warm / "episodes.jsonl").stat().st_mtime_ns

@@ -166,7 +166,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def no_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bad input that got through would start Ray and train: fail instead."""
-    import rollcli.runs.launch as launch
+    import rollcli.launch.launch as launch
 
     def started(*args: object, **kwargs: object) -> None:
         pytest.fail("a bad input started a run")

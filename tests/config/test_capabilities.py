@@ -77,7 +77,7 @@ def capable_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
     from rollcli.planning import backends
-    from rollcli.runs import gpu_support
+    from rollcli.launch import gpu_support
     from rollcli.strategies import infer_engines
 
     monkeypatch.setattr(gpu_support, "visible_gpu_count", lambda env=None: 8)
@@ -89,7 +89,7 @@ def capable_machine(monkeypatch: pytest.MonkeyPatch) -> None:
 def _launcher_verdict(recipe: str, overrides: list[str], flags: dict, gpus: int) -> tuple:
     """What `roll train` does before it starts anything: load the recipe, then the
     launcher's pre-launch check (`launch._check_supported`), without launching."""
-    from rollcli.runs.launch import _check_supported
+    from rollcli.launch.launch import _check_supported
 
     try:
         cfg, _ = load_recipe(recipe, overrides, {**flags, "resources.gpus": gpus})

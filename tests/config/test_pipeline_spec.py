@@ -23,7 +23,7 @@ BRANCH = re.compile(r"\.pipeline\s*(==|!=|in\b|not in\b)|\bpipeline\s*(==|!=)\s*
 
 
 def test_a_row_per_recipe_type_in_the_same_order() -> None:
-    assert PIPELINES == tuple(RECIPE_TYPES)
+    assert tuple(RECIPE_TYPES) == PIPELINES
     assert doctest.testmod(rollcli.config.pipeline_spec).failed == 0
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rollcli.runs.launch import recorded
+from rollcli.launch.launch import recorded
 from rollcli.runs.run_dir import RunDir
 
 

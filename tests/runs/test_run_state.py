@@ -139,7 +139,7 @@ def test_rng_capture_restores_python_numpy_and_torch():
 
 def test_config_changes_name_only_the_keys_that_differ():
     from rollcli.config.loader import load_recipe
-    from rollcli.runs.launch import config_changes
+    from rollcli.launch.launch import config_changes
 
     base, _ = load_recipe("rlvr-math", [])
     same, _ = load_recipe("rlvr-math", [f"train.steps={base.train.steps}"])  # its own value

@@ -12,7 +12,7 @@ import pytest
 
 import rollcli.strategies.deepspeed_env as deepspeed_env
 from rollcli.config.loader import load_recipe
-from rollcli.runs import launch
+from rollcli.launch import launch
 
 
 class _Stop(Exception):

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from rollcli.config.loader import dump_recipe, load_recipe
+from rollcli.launch.launch import graceful_stop
 from rollcli.runs.best import read_best
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
-from rollcli.runs.launch import graceful_stop
 from rollcli.runs.run_dir import RunDir
 
 SMALL = [
@@ -59,8 +59,8 @@ class Terminal:
 def _drive(cfg, run: RunDir, terminal: Terminal, resume: bool) -> tuple[Any, dict, int]:
     """What `roll train` / `roll resume` do around the loop: the run's control, the
     pipeline, its setup (and restore), then `drive` under the Ctrl-C handler."""
-    from rollcli.pipelines.driver import drive
-    from rollcli.pipelines.registry import pipeline_class
+    from rollcli.launch.driver import drive
+    from rollcli.launch.registry import pipeline_class
     from rollcli.pipelines.run_control import RunControl
 
     ctl = RunControl(cfg, run, "r", terminal)

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import dump_recipe, load_recipe
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import AgenticRecipe, RecipeConfig
+from rollcli.launch.prelaunch import check_machine, check_recipe, with_run_model
+from rollcli.launch.registry import pipeline_class
+from rollcli.launch.warmup import WARMUP_RUN, warmup_checkpoint, warmup_episodes, warmup_recipe
 from rollcli.pipelines.display_protocol import Display
-from rollcli.pipelines.registry import pipeline_class
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
-from rollcli.runs.prelaunch import check_machine, check_recipe, with_run_model
 from rollcli.runs.run_dir import RunDir, new_run_id
 from rollcli.runs.step_time import StepTimes
 from rollcli.strategies.deepspeed_env import name_cpu_accelerator
@@ -38,7 +39,7 @@ class RunNotFoundError(ValueError):
 
 
 def _check_supported(cfg: RecipeConfig) -> AutoChoice:
-    """The pre-launch checks (`rollcli.runs.prelaunch`): the recipe's own (those of `roll
+    """The pre-launch checks (`rollcli.launch.prelaunch`): the recipe's own (those of `roll
     plan` and `--dry-run`), that its plan fits, then this machine's. Returns the recipe with
     `train.strategy: auto` resolved (planning/auto_strategy.py), the one that runs."""
     from rollcli.planning.auto_strategy import resolve_auto
@@ -87,7 +88,7 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
     run.log_event(f"run {run_id} started: recipe {cfg.name}, model {cfg.model} ({model_path})")
     if choice.lines:
         run.log_event(" ".join(line.strip() for line in choice.lines))
-    model_path = _warm_up(cfg, run, display) or model_path
+    model_path = warm_up(cfg, run, display) or model_path
     return _drive(cfg, run, run_id, model_path, display, None, start)
 
 
@@ -140,7 +141,7 @@ def resume_training(
         f"resuming from {where} (the last process ended {previous})"
         + (f"; recipe changes: {', '.join(changes)}" if changes else "")
     )
-    model_path = _warm_up(cfg, run, display) or model_path
+    model_path = warm_up(cfg, run, display) or model_path
     return _drive(cfg, run, run_id, model_path, display, checkpoint or "start", start)
 
 
@@ -172,13 +173,23 @@ def _prepare_model(cfg: RecipeConfig, display: Display) -> str:
         raise
 
 
-def _warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
-    """The recipe's warm-up (`rollcli.runs.warmup`), if it has one: the model RL starts
+def warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
+    """The recipe's warm-up (`rollcli.launch.warmup`), if it has one: the model RL starts
     from. A warm-up stopped or failed marks the RL run interrupted or failed."""
-    from rollcli.runs.warmup import warm_up
-
+    if not isinstance(cfg, AgenticRecipe) or cfg.warmup is None:
+        return None
+    folder = run.root / WARMUP_RUN
     with recorded(run, "the warm-up", "`roll resume` finishes it"):
-        return warm_up(cfg, run, display)
+        if RunDir(folder).read_status().get("status") != "finished":
+            episodes = warmup_episodes(cfg, folder, run, display)
+            run.log_event(f"warm-up: sft for {cfg.warmup.steps} steps in {folder}")
+            if run_exists(run.root, WARMUP_RUN):
+                resume_training(run.root, WARMUP_RUN, [], display)
+            else:
+                launch_training(warmup_recipe(cfg, episodes, run.root), display, WARMUP_RUN)
+            if RunDir(folder).read_status().get("status") != "finished":
+                raise KeyboardInterrupt  # stopped during the warm-up: `roll resume` finishes it
+        return warmup_checkpoint(folder, run)
 
 
 def _drive(
@@ -193,7 +204,7 @@ def _drive(
     """Ray, the pipeline, the driver loop and the status around them; `resume_from` a
     checkpoint, "start" (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
-    from rollcli.pipelines.driver import drive
+    from rollcli.launch.driver import drive
     from rollcli.pipelines.run_control import RunControl
     from rollcli.tracking.fanout import make_trackers
 

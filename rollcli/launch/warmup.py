@@ -5,14 +5,15 @@ of `warmup.policy` on training seeds (exactly what `roll data episodes` writes, 
 chat format), then runs the sft pipeline on them as a sub-run in `RUN/warmup/` (its own
 recipe, metrics, events and checkpoints, as `roll train sft data.source=file` would), and
 starts RL from the sub-run's final checkpoint. A resumed run finishes an unfinished warm-up
-first and reuses a finished one; the episodes file is written once.
+first and reuses a finished one; the episodes file is written once. The launcher runs the
+sub-run (`launch.py`); this module only builds what it runs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rollcli.config.recipe import AgenticRecipe, RecipeConfig, SFTRecipe
+from rollcli.config.recipe import AgenticRecipe, SFTRecipe
 from rollcli.pipelines.display_protocol import Display
 from rollcli.runs.checkpoint import latest_checkpoint
 from rollcli.runs.run_dir import RunDir
@@ -66,31 +67,21 @@ def warmup_recipe(cfg: AgenticRecipe, episodes: Path, runs_dir: Path) -> SFTReci
     )
 
 
-def warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
-    """Run (or finish) `cfg`'s warm-up in `run`'s folder; the model path RL starts from,
-    or None when the recipe has no warm-up."""
-    if not isinstance(cfg, AgenticRecipe) or cfg.warmup is None:
-        return None
-    from rollcli.runs.launch import launch_training, resume_training, run_exists
+def warmup_episodes(cfg: AgenticRecipe, folder: Path, run: RunDir, display: Display) -> Path:
+    """The warm-up's episodes file in `folder`, played once (a resumed warm-up reuses it)."""
+    assert cfg.warmup is not None
+    episodes = folder / EPISODES_FILE
+    if not episodes.exists():
+        from rollcli.pipelines.scripted_episodes import write_episodes
 
-    folder = run.root / WARMUP_RUN
-    sub = RunDir(folder)
-    if sub.read_status().get("status") != "finished":
-        episodes = folder / EPISODES_FILE
-        if not episodes.exists():
-            from rollcli.pipelines.scripted_episodes import write_episodes
+        display.phase(f"warm-up: playing {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
+        write_episodes(cfg, episodes, policy=cfg.warmup.policy, n=cfg.warmup.episodes, seed=0)
+        run.log_event(f"warm-up: wrote {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
+    return episodes
 
-            display.phase(f"warm-up: playing {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
-            write_episodes(cfg, episodes, policy=cfg.warmup.policy, n=cfg.warmup.episodes, seed=0)
-            run.log_event(f"warm-up: wrote {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
-        recipe = warmup_recipe(cfg, episodes, run.root)
-        run.log_event(f"warm-up: sft for {cfg.warmup.steps} steps in {folder}")
-        if run_exists(run.root, WARMUP_RUN):
-            resume_training(run.root, WARMUP_RUN, [], display)
-        else:
-            launch_training(recipe, display, run_id=WARMUP_RUN)
-        if RunDir(folder).read_status().get("status") != "finished":
-            raise KeyboardInterrupt  # stopped during the warm-up: `roll resume` finishes it
+
+def warmup_checkpoint(folder: Path, run: RunDir) -> str:
+    """The finished warm-up's last checkpoint: the model RL starts from."""
     checkpoint = latest_checkpoint(folder / "checkpoints")
     if checkpoint is None:  # a finished sft run always saves its last step
         raise RuntimeError(f"the warm-up in {folder} finished without a checkpoint")

@@ -171,7 +171,7 @@ def _check_trackers(cfg: RecipeConfig) -> None:
 
 
 def _check_gpus_visible(cfg: RecipeConfig) -> None:
-    from rollcli.runs.gpu_support import check_gpus_visible
+    from rollcli.launch.gpu_support import check_gpus_visible
 
     check_gpus_visible(cfg)  # a local GPU run: its GPUs are here, torch can use them
 

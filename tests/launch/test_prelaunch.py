@@ -1,6 +1,6 @@
 """Dry run = train: `roll plan`, `roll train --dry-run` and `roll train` refuse what does
 not depend on the machine with the same line, before Ray starts and before the run folder
-exists; what depends on the machine is a note in a dry run (rollcli/runs/prelaunch.py)."""
+exists; what depends on the machine is a note in a dry run (rollcli/launch/prelaunch.py)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_plan_dry_run_and_train_refuse_with_the_same_line_before_anything_starts
 def test_dry_run_notes_what_only_the_training_machine_can_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rollcli.runs import gpu_support
+    from rollcli.launch import gpu_support
 
     monkeypatch.setattr(gpu_support, "visible_gpu_count", lambda env=None: 0)  # a laptop
     args = ["train", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--dry-run"]
