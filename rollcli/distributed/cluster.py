@@ -1,7 +1,8 @@
 """A `Cluster`: Ray actors of one worker class, with dispatch across ranks.
 
 This is the one place where `ray.remote` is applied to worker classes. `call` runs a method
-on every rank with the same arguments; `dispatch` splits a batch across ranks and gathers
+(named by reference: `cluster.call(ActorInferWorker.wake)`, see calls.py) on every rank
+with the same arguments; `dispatch` splits a batch across ranks and gathers
 the results in order. Given a `placement` (one `WorkerPlacement` per rank, from a GPU plan:
 see placement.py) each rank goes into its placement-group bundle with its GPU share;
 without one, Ray schedules ranks by `WorkerResources` alone (the CPU run).
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollcli.data.batch import Batch, chunk_bounds
+from rollcli.distributed.calls import Method, get, submit, submit_beside
 from rollcli.distributed.placement import WorkerPlacement
 from rollcli.distributed.process_control import with_process_control
 
@@ -65,39 +67,27 @@ class Cluster:
             ).remote(**kwargs)
             self.workers.append(actor)
 
-    def call_async(self, method: str, *args: Any, **kwargs: Any) -> list:
-        return [getattr(w, method).remote(*args, **kwargs) for w in self.workers]
+    def call_async(self, method: Method, *args: Any, **kwargs: Any) -> list:
+        return [submit(w, method, *args, **kwargs) for w in self.workers]
 
-    def poll(self, method: str) -> list[Any]:
+    def poll(self, method: Method) -> list[Any]:
         """Call a cheap read-only `method` on every rank, beside whatever it is running."""
-        import ray
-
         if self.monitor:
-            return ray.get(
-                [
-                    getattr(w, method).options(concurrency_group="monitor").remote()
-                    for w in self.workers
-                ]
-            )
+            return get([submit_beside(w, method) for w in self.workers])
         return self.call(method)
 
-    def signal(self, method: str, *args: Any) -> None:
+    def signal(self, method: Method, *args: Any) -> None:
         """Send `method(*args)` to every rank beside whatever it is running (no waiting)."""
         for w in self.workers:
-            m = getattr(w, method)
-            (m.options(concurrency_group="monitor") if self.monitor else m).remote(*args)
+            (submit_beside if self.monitor else submit)(w, method, *args)
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
-        import ray
+    def call(self, method: Method, *args: Any, **kwargs: Any) -> list[Any]:
+        return get(self.call_async(method, *args, **kwargs))
 
-        return ray.get(self.call_async(method, *args, **kwargs))
+    def call_rank(self, rank: int, method: Method, *args: Any, **kwargs: Any) -> Any:
+        return get(submit(self.workers[rank], method, *args, **kwargs))
 
-    def call_rank(self, rank: int, method: str, *args: Any, **kwargs: Any) -> Any:
-        import ray
-
-        return ray.get(getattr(self.workers[rank], method).remote(*args, **kwargs))
-
-    def dispatch_async(self, method: str, batch: Batch | list, **kwargs: Any) -> list:
+    def dispatch_async(self, method: Method, batch: Batch | list, **kwargs: Any) -> list:
         """Split `batch` (a Batch or a list) into one contiguous part per rank; return refs."""
         parts = (
             batch.chunk(self.world_size)
@@ -105,14 +95,11 @@ class Cluster:
             else [batch[a:b] for a, b in chunk_bounds(len(batch), self.world_size)]
         )
         return [
-            getattr(w, method).remote(part, **kwargs)
-            for w, part in zip(self.workers, parts, strict=True)
+            submit(w, method, part, **kwargs) for w, part in zip(self.workers, parts, strict=True)
         ]
 
-    def dispatch(self, method: str, batch: Batch | list, **kwargs: Any) -> Any:
-        import ray
-
-        return gather(ray.get(self.dispatch_async(method, batch, **kwargs)))
+    def dispatch(self, method: Method, batch: Batch | list, **kwargs: Any) -> Any:
+        return gather(get(self.dispatch_async(method, batch, **kwargs)))
 
     def kill(self) -> None:
         import ray

@@ -19,9 +19,10 @@ from __future__ import annotations
 import datetime
 import math
 import os
-from typing import Any
+from typing import Any, Protocol
 
 from rollcli.distributed import stores
+from rollcli.distributed.calls import get
 
 TIMEOUT = datetime.timedelta(seconds=600)
 
@@ -48,13 +49,19 @@ def join_group(
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=TIMEOUT)
 
 
+class TrainRank(Protocol):
+    """An actor_train rank as the data-parallel group meets (`workers/actor_train.py`)."""
+
+    def open_train_group(self) -> tuple[str, int]: ...
+
+    def join_train_group(self, host: str, port: int) -> None: ...
+
+
 def connect(cluster: Any) -> str:
     """Join every rank of `cluster` (actor_train workers) in one process group; returns the
     `host:port` they met at (rank 0's node and the port its store took)."""
-    import ray
-
-    host, port = cluster.call_rank(0, "open_train_group")
-    ray.get(cluster.call_async("join_train_group", host, port))
+    host, port = cluster.call_rank(0, TrainRank.open_train_group)
+    get(cluster.call_async(TrainRank.join_train_group, host, port))
     return f"{host}:{port}"
 
 

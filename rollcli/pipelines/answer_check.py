@@ -3,7 +3,7 @@ prompts greedily with its own model and the recipe's reward function scores the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from rollcli.config.recipe import DistillRecipe, SFTRecipe
 from rollcli.data.chat import ChatExample
@@ -12,6 +12,12 @@ from rollcli.evaluation.stats import wilson_interval
 from rollcli.rewards.registry import load_reward_fn
 from rollcli.rewards.runner import score_samples
 from rollcli.strategies.hf_infer import SamplingParams
+
+
+class Answerer(Protocol):
+    """A worker that answers held-out prompts (sft's actor, distill's student or teacher)."""
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]: ...
 
 
 def answer_accuracy(
@@ -27,7 +33,7 @@ def answer_accuracy(
     """`accuracy` (the reward's `correct`, else score >= 1) with its 95% Wilson interval
     (`accuracy_ci_low`, `accuracy_ci_high`) and `n`, and `response_length`."""
     params = SamplingParams(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
-    gens = cluster.call_rank(0, "generate", prompt_ids, params)
+    gens = cluster.call_rank(0, Answerer.generate, prompt_ids, params)
     samples = [
         {
             "response": g["text"],

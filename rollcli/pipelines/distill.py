@@ -42,7 +42,7 @@ from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import start_clusters
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
-from rollcli.workers.distill import DistillArgs
+from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
 
 
 class DistillPipeline:
@@ -149,7 +149,7 @@ class DistillPipeline:
         # 3. one optimizer step of the student on the divergence
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        out = self.student.call("distill_step", batch, self.args)[0]
+        out = self.student.call(StudentWorker.distill_step, batch, self.args)[0]
         return StepResult(
             {
                 "step": step,
@@ -179,7 +179,7 @@ class DistillPipeline:
             top_k=r.top_k,
             seed=cfg.seed * 100_003 + step,
         )
-        gens = _by_prompt(self.student.call("generate", prompts, params)[0])
+        gens = _by_prompt(self.student.call(StudentWorker.generate, prompts, params)[0])
         generate_s = time.perf_counter() - t0
         samples = [response_sample(p, g["token_ids"]) for p, g in zip(prompts, gens, strict=True)]
         batch = sequence_batch(samples, self.pad_id, d.max_tokens, d.packing)
@@ -193,7 +193,7 @@ class DistillPipeline:
         # 3. one optimizer step of the student on the per-token divergence
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        out = self.student.call("distill_step", batch, self.args)[0]
+        out = self.student.call(StudentWorker.distill_step, batch, self.args)[0]
         metrics = {
             "step": step,
             **{f"actor/{k}": v for k, v in out.items()},
@@ -235,7 +235,7 @@ class DistillPipeline:
         # 2. one SFT step of the student on the teacher's answers
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        out = self.student.call("sft_step", batch, **cfg.train.micro_batching)
+        out = self.student.call(StudentWorker.sft_step, batch, **cfg.train.micro_batching)
         metrics = {
             "step": step,
             **{f"actor/{k}": v for k, v in out[0].items()},
@@ -258,7 +258,7 @@ class DistillPipeline:
             temperature=temperature,
             seed=self.cfg.seed * 100_003 + step,
         )
-        return _by_prompt(self.teacher.call("generate", prompts, params)[0])
+        return _by_prompt(self.teacher.call(TeacherWorker.generate, prompts, params)[0])
 
     def _answer_batch(self, examples: list, answers: list[str]) -> Batch:
         """The examples answered by the teacher, in the student's tokens."""
@@ -268,7 +268,7 @@ class DistillPipeline:
 
     def _teacher_logits(self, batch: Batch, top_k: int) -> list[dict]:
         micro = self.cfg.train.micro_batching
-        return self.teacher.dispatch("teacher_logits", batch, **micro, top_k=top_k)
+        return self.teacher.dispatch(TeacherWorker.teacher_logits, batch, **micro, top_k=top_k)
 
     def validate(self) -> dict[str, float]:
         self.ctl.phase("validate")
@@ -280,7 +280,7 @@ class DistillPipeline:
         val = Batch(
             dict(self.val_batch.tensors), {"teacher": self.val_teacher}, self.val_batch.meta
         )
-        out = self.student.call("eval_distill", val, **self.cfg.train.micro_batching)[0]
+        out = self.student.call(StudentWorker.eval_distill, val, **self.cfg.train.micro_batching)[0]
         metrics = {"val/kl": out["kl"], "val/loss": out["loss"]}
         if self.val_examples:
             metrics.update({f"val/{k}": v for k, v in self._accuracy(self.student).items()})
@@ -296,7 +296,7 @@ class DistillPipeline:
             gens = self._teacher_answers(self.val_teacher_prompt_ids, 0.0, 0)
             self.val_batch = self._answer_batch(self.val_all, [g["text"] for g in gens])
         micro = self.cfg.train.micro_batching
-        out = self.student.call("eval_loss", self.val_batch, **micro)[0]
+        out = self.student.call(StudentWorker.eval_loss, self.val_batch, **micro)[0]
         metrics = {"val/loss": out["loss"]}
         if self.val_examples:
             metrics.update({f"val/{k}": v for k, v in self._accuracy(self.student).items()})
@@ -313,7 +313,7 @@ class DistillPipeline:
         metrics = {}
         if self.mode != "sequence":  # across tokenizers the teacher's NLL is not comparable
             micro = self.cfg.train.micro_batching
-            out = self.teacher.call("eval_loss", self.val_batch, **micro)[0]
+            out = self.teacher.call(TeacherWorker.eval_loss, self.val_batch, **micro)[0]
             metrics["val/teacher_loss"] = out["loss"]
         if self.val_examples:
             metrics["val/teacher_accuracy"] = self._accuracy(self.teacher)["accuracy"]

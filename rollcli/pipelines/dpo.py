@@ -24,13 +24,15 @@ from rollcli.algorithms.dpo_loss import dpo_loss
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.pairs import pair_batch
 from rollcli.data.sampler import PromptSampler
+from rollcli.distributed.calls import Method
 from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
-from rollcli.workers.dpo_train import DPOArgs, pair_scores
+from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker, pair_scores
+from rollcli.workers.reference import ReferenceWorker
 
 
 class DPOPipeline:
@@ -77,9 +79,12 @@ class DPOPipeline:
     def start_workers(self) -> None:
         clusters = start_clusters(self.cfg, self.ctl, model_path=self.model_path)
         self.actor = clusters["actor_train"]
-        self.reference, self.ref_method = self.actor, "compute_ref_logprobs"  # LoRA: adapters off
+        self.reference, self.ref_method = (
+            self.actor,
+            DPOTrainWorker.compute_ref_logprobs,
+        )  # LoRA: adapters off
         if clusters.reference is not None:
-            self.reference, self.ref_method = clusters.reference, "compute_logprobs"
+            self.reference, self.ref_method = clusters.reference, ReferenceWorker.compute_logprobs
 
     # ---- the step (the loop is driver.drive) ------------------------------------------
     def baseline(self) -> dict[str, float]:
@@ -101,7 +106,7 @@ class DPOPipeline:
         # 3. one optimizer step on the preference loss
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        out = self.actor.call("dpo_step", batch, self.args)[0]
+        out = self.actor.call(DPOTrainWorker.dpo_step, batch, self.args)[0]
         return StepResult(
             {
                 "step": step,
@@ -119,7 +124,7 @@ class DPOPipeline:
         self,
         cluster: Cluster,
         batch,  # noqa: ANN001
-        method: str = "compute_logprobs",
+        method: Method = ReferenceWorker.compute_logprobs,
     ) -> torch.Tensor:
         # micro_batch_size counts pairs; a pair is two rows
         train = self.cfg.train

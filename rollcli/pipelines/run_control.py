@@ -14,12 +14,14 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from rollcli.config.recipe import RecipeConfig
+from rollcli.distributed.calls import get, submit
 from rollcli.distributed.cluster import Cluster
+from rollcli.distributed.process_control import ProcessControl
 from rollcli.pipelines.display_protocol import Display
 from rollcli.planning.role_table import roles_for
 from rollcli.runs.checkpoint import (
@@ -32,6 +34,7 @@ from rollcli.runs.faults import FaultInjector, fault_roles
 from rollcli.runs.peak_memory import PeakMemory
 from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
+from rollcli.workers.actor_train import ActorTrainWorker
 
 PHASES = {
     "generate": "generating",
@@ -46,6 +49,15 @@ RNG_FILE = "rng.pt"  # the driver's generators and every worker's, per role and 
 
 class WorkersLostError(RuntimeError):
     pass
+
+
+class Stateful(Protocol):
+    """A trained role's worker (actor_train, critic): what a checkpoint saves and loads of
+    it beside the model (optimizer, scheduler, ...)."""
+
+    def save_state(self, folder: str) -> None: ...
+
+    def load_state(self, folder: str) -> None: ...
 
 
 class RunControl:
@@ -82,12 +94,12 @@ class RunControl:
     def started(self, clusters: list[Cluster]) -> None:
         """Record the running clusters (the first is the trained one)."""
         self.clusters = clusters
-        self.worker_pids = {c.name: c.call("process_id") for c in clusters}
+        self.worker_pids = {c.name: c.call(ProcessControl.process_id) for c in clusters}
         if self.memory.measure == "pss":  # the workers' PSS, sampled from this process
             self.memory.watch(self.worker_pids)
         lora = self.cfg.train.lora
         if lora is not None and self.restarts == 0:
-            trained, total = clusters[0].call("trainable_parameters")[0]
+            trained, total = clusters[0].call(ActorTrainWorker.trainable_parameters)[0]
             ref = self.cfg.reference_role
             self.run.log_event(
                 f"LoRA r={lora.r}, alpha={lora.alpha:g} on {lora.target_modules}: {trained:,} of "
@@ -179,7 +191,7 @@ class RunControl:
     def record_gpu_peaks(self) -> None:
         """Each GPU role's peak so far (torch's peak allocated, the highest of its ranks)."""
         for cluster in self.clusters:
-            peaks = [p for p in cluster.poll("peak_gpu_memory") if p is not None]
+            peaks = [p for p in cluster.poll(ProcessControl.peak_gpu_memory) if p is not None]
             if peaks:
                 self.memory.update(cluster.name, max(peaks))
         self.memory.write()
@@ -196,7 +208,6 @@ class RunControl:
         the `stateful` clusters (default: the trained one), every process's RNG, and
         `driver_state` (with the step and the metrics lines so far; JSON) and `driver_files`
         (file name -> any picklable object, written with `torch.save`)."""
-        import ray
 
         self.ui.phase("saving checkpoint")
         trained = self.clusters[0]
@@ -204,12 +215,12 @@ class RunControl:
 
         def fill(folder: Path) -> None:
             # every rank: rank 0 writes, data-parallel ranks join its collectives (ZeRO-3)
-            refs = trained.call_async("save_pretrained", str(folder))
+            refs = trained.call_async(ActorTrainWorker.save_pretrained, str(folder))
             for c in stateful:
-                refs += c.call_async("save_state", str(folder))
-            ray.get(refs)
+                refs += c.call_async(Stateful.save_state, str(folder))
+            get(refs)
             rng = {"driver": capture_rng()}
-            rng.update({c.name: c.call("rng_state") for c in self.clusters})
+            rng.update({c.name: c.call(ProcessControl.rng_state) for c in self.clusters})
             torch.save(rng, folder / RNG_FILE)
             for name, obj in (driver_files or {}).items():
                 torch.save(obj, folder / name)
@@ -231,7 +242,6 @@ class RunControl:
         """Load `checkpoint` into the (fresh) workers (the `stateful` clusters' state, default
         the trained one's) and the driver's RNG, rewind the run folder; returns the driver
         state saved with it (None: from the start)."""
-        import ray
 
         if checkpoint is None:
             self.run.rewind(0, 0)
@@ -240,15 +250,15 @@ class RunControl:
         state = read_state(checkpoint)
         refs = []
         for c in stateful or self.clusters[:1]:
-            refs += c.call_async("load_state", str(checkpoint))
-        ray.get(refs)
+            refs += c.call_async(Stateful.load_state, str(checkpoint))
+        get(refs)
         rng = load_tensors_file(checkpoint / RNG_FILE)
         restore_rng(rng["driver"])
         refs = []
         for cluster in self.clusters:
             for worker, worker_rng in zip(cluster.workers, rng[cluster.name], strict=True):
-                refs.append(worker.load_rng_state.remote(worker_rng))
-        ray.get(refs)
+                refs.append(submit(worker, ProcessControl.load_rng_state, worker_rng))
+        get(refs)
         self.run.rewind(state["step"], state["metrics_lines"])
         if self.tracker is not None:
             self.tracker.rewind(state["step"])

@@ -25,6 +25,7 @@ from rollcli.pipelines.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.tracking.flops import train_factor
 from rollcli.tracking.step_perf import RunPerf
+from rollcli.workers.sft_train import SFTTrainWorker
 
 
 class SFTPipeline:
@@ -51,7 +52,12 @@ class SFTPipeline:
         )
         self.sampler = PromptSampler(len(self.train_samples), cfg.seed)
         self.start_workers()
-        self.perf = RunPerf.start(self.run, self.model_path, cfg.run.peak_flops, self.actor)
+        self.perf = RunPerf.start(
+            self.run,
+            self.model_path,
+            cfg.run.peak_flops,
+            lambda: self.actor.call_rank(0, SFTTrainWorker.matmul_peak),
+        )
         self.run.log_event(
             f"workers ready: {len(train)} train / {len(val)} validation conversations"
             + (
@@ -79,7 +85,7 @@ class SFTPipeline:
         # 2. one optimizer step on the assistant tokens
         self.ctl.phase("train")
         t0 = time.perf_counter()
-        out = self.actor.call("sft_step", batch, **cfg.train.micro_batching)[0]
+        out = self.actor.call(SFTTrainWorker.sft_step, batch, **cfg.train.micro_batching)[0]
         real = int(batch["length"].sum())
         metrics = {
             "step": step,
@@ -101,7 +107,9 @@ class SFTPipeline:
         cfg = self.cfg
         self.ctl.phase("validate")
         t0 = time.perf_counter()
-        out = self.actor.call("eval_loss", self.val_batch, **cfg.train.micro_batching)[0]
+        out = self.actor.call(SFTTrainWorker.eval_loss, self.val_batch, **cfg.train.micro_batching)[
+            0
+        ]
         metrics = {"val/loss": out["loss"], "val/perplexity": math.exp(min(out["loss"], 50.0))}
         if self.val_examples:
             acc = recipe_accuracy(self.actor, cfg, self.val_examples, self.val_prompt_ids)

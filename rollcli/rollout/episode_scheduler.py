@@ -22,51 +22,17 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from rollcli.distributed.calls import Done, get, wait_any
+from rollcli.distributed.calls import submit as call
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits, user_turn
+from rollcli.rollout.worker_api import EnvHost, InferenceWorker
 from rollcli.strategies.hf_infer import SamplingParams
 
 ProgressFn = Callable[[int, int], None]
-
-
-# ---- calls on Ray actors or plain objects ----------------------------------------------------
-@dataclass(eq=False)  # hashed by identity, like Ray's object refs
-class Done:
-    """The result of a call on a plain object (it ran at once)."""
-
-    value: Any
-
-
-def call(target: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-    fn = getattr(target, method)
-    if hasattr(fn, "remote"):
-        return fn.remote(*args, **kwargs)
-    return Done(fn(*args, **kwargs))
-
-
-def wait_any(handles: list[Any], timeout: float | None = None) -> list[Any]:
-    """Handles that are finished: at least one (unless `timeout` passes), all that are."""
-    done = [h for h in handles if isinstance(h, Done)]
-    refs = [h for h in handles if not isinstance(h, Done)]
-    if done or not refs:
-        return done
-    import ray
-
-    ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
-    if ready:
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-    return ready
-
-
-def get(handle: Any) -> Any:
-    if isinstance(handle, Done):
-        return handle.value
-    import ray
-
-    return ray.get(handle)
 
 
 # ---- policies --------------------------------------------------------------------------------
@@ -110,7 +76,9 @@ class ModelPolicy:
                 "end_sessions": self.ended[rank],
             }
             self.ended[rank] = []
-        return rank, call(self.workers[rank], "generate", prompts, params=params, **kwargs)
+        return rank, call(
+            self.workers[rank], InferenceWorker.generate, prompts, params=params, **kwargs
+        )
 
     def collect(self, rank: int, handle: Any) -> list[dict[str, Any]]:
         self.busy.discard(rank)
@@ -125,7 +93,7 @@ class ModelPolicy:
         """Free the sessions of the episodes that ended since each worker's last call."""
         for rank, ids in enumerate(self.ended):
             if ids:
-                get(call(self.workers[rank], "end_sessions", ids))
+                get(call(self.workers[rank], InferenceWorker.end_sessions, ids))
         self.ended = [[] for _ in self.workers]
 
     def _id(self, episode: Episode) -> str:
@@ -221,7 +189,7 @@ def play_episodes(
     for h, host in enumerate(hosts):
         items = [(ep.spec.index, ep.spec.seed) for ep in episodes if host_of[ep.spec.index] == h]
         if items:
-            pending[call(host, "reset", items)] = ("env", None)
+            pending[call(host, EnvHost.reset, items)] = ("env", None)
     ready: list[int] = []
     counts = {"finished": 0, "gen_calls": 0, "gen_rows": 0, "prefill": 0, "hit": 0, "miss": 0}
     held: dict[int, int] = {}  # per episode: the prompt tokens its session should hold
@@ -256,7 +224,7 @@ def play_episodes(
             by_index[index].add_reply(reply)
             per_host.setdefault(host_of[index], {})[index] = reply["text"]
         for h, texts in per_host.items():
-            pending[call(hosts[h], "step", texts)] = ("env", None)
+            pending[call(hosts[h], EnvHost.step, texts)] = ("env", None)
 
     def submit(batch: list[int]) -> None:
         rank, handle = policy.submit([by_index[i] for i in batch])
@@ -300,4 +268,4 @@ def _release_unfinished(hosts: list[Any], episodes: list[Episode], host_of: dict
         if ep.end in ("max_turns", "context"):
             per_host.setdefault(host_of[ep.spec.index], []).append(ep.spec.index)
     for h, slots in per_host.items():
-        get(call(hosts[h], "release", slots))
+        get(call(hosts[h], EnvHost.release, slots))

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rollcli.data.batch import chunk_bounds
+from rollcli.distributed.calls import get, unfinished
 from rollcli.distributed.cluster import Cluster
 from rollcli.rollout.rows import GenerationRow
+from rollcli.rollout.worker_api import InferenceWorker, Scorer
 from rollcli.strategies.hf_infer import SamplingParams
 
 ProgressFn = Callable[[int, int], None]
@@ -24,19 +26,17 @@ def generate(
     on_progress: ProgressFn | None,
 ) -> list[GenerationRow]:
     """Generate on every actor_infer rank (prompts split across ranks), polling progress."""
-    import ray
-
-    refs = infer.dispatch_async("generate", prompt_ids, params=params)
+    refs = infer.dispatch_async(InferenceWorker.generate, prompt_ids, params=params)
     offsets = [start for start, _ in chunk_bounds(len(prompt_ids), infer.world_size)]
     pending = list(refs)
     while pending:
-        _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
+        pending = unfinished(pending, timeout=0.5)
         if on_progress is not None:
-            progress = infer.poll("progress")
+            progress = infer.poll(InferenceWorker.progress)
             done = sum(p[0] for p in progress)
             total = sum(p[1] for p in progress) or 1
             on_progress(done if pending else total, total)
-    results = ray.get(refs)
+    results = get(refs)
     return [
         GenerationRow.from_wire(row, offset)
         for offset, part in zip(offsets, results, strict=True)
@@ -45,4 +45,4 @@ def generate(
 
 
 def score(reward: Cluster, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return reward.dispatch("score", samples)
+    return reward.dispatch(Scorer.score, samples)

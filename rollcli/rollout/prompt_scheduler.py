@@ -28,10 +28,12 @@ import torch
 from rollcli.algorithms.dapo import groups_with_variance
 from rollcli.data.batch import Batch
 from rollcli.data.prompts import Prompt
+from rollcli.distributed.calls import get, submit, unfinished
 from rollcli.distributed.cluster import Cluster
 from rollcli.rollout.generate import PhaseFn, ProgressFn
 from rollcli.rollout.result import RolloutResult, build_batch
 from rollcli.rollout.rows import GenerationRow, ScoredRequest
+from rollcli.rollout.worker_api import InferenceWorker
 from rollcli.strategies.hf_infer import SamplingParams
 
 DrawFn = Callable[[int], tuple[list[Prompt], list[list[int]]]]
@@ -110,7 +112,7 @@ class PendingRollout:
         aborted = 0
         rest = self.requests[i:]  # enough groups: the rest is not needed
         if rest:
-            self.scheduler.infer.signal("abort", [r.request_id for r in rest])
+            self.scheduler.infer.signal(InferenceWorker.abort, [r.request_id for r in rest])
         for req in rest:
             req.aborted = True
             aborted += len(req.prompts)
@@ -120,11 +122,9 @@ class PendingRollout:
         return self._assemble(kept, dropped, aborted)
 
     def _wait(self, req: _Request, on_progress: ProgressFn | None) -> None:
-        import ray
-
-        while not ray.wait([req.ref], timeout=0.5)[0]:
+        while unfinished([req.ref], timeout=0.5):
             if on_progress is not None:
-                progress = self.scheduler.infer.poll("progress")
+                progress = self.scheduler.infer.poll(InferenceWorker.progress)
                 done_tokens = sum(p[0] for p in progress)
                 on_progress(done_tokens, sum(p[1] for p in progress) or 1)
         self._collect(req)
@@ -132,12 +132,10 @@ class PendingRollout:
     @staticmethod
     def _collect(req: _Request) -> None:
         """The request's result and its samples' scores (most were scored while it ran)."""
-        import ray
-
         if req.done is not None:
             return
-        done = ray.get(req.ref)
-        scored = None if done["aborted"] else ray.get(done["scores"])
+        done = get(req.ref)
+        scored = None if done["aborted"] else get(done["scores"])
         req.done = ScoredRequest.from_wire(done, scored)
 
     def _done(self) -> list[ScoredRequest]:
@@ -233,8 +231,14 @@ class RolloutScheduler:
             params = replace(pending.params, seed=pending.params.seed + SEED_STRIDE * index)
             part = slice(start, start + per_request)
             request_id = f"{pending.uid}:{index}"
-            ref = infer.generate_request.remote(
-                ids[part], params, request_id, self.reward.workers, meta[part]
+            ref = submit(
+                infer,
+                InferenceWorker.generate_request,
+                ids[part],
+                params,
+                request_id,
+                self.reward.workers,
+                meta[part],
             )
             pending.requests.append(
                 _Request(index, prompts[part], ids[part], self.version, ref, request_id)

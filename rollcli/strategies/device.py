@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from rollcli.data.batch import Batch
-from rollcli.distributed.ray_session import running_ray
+from rollcli.distributed.calls import node_and_gpus
 
 
 class DeviceUnavailableError(RuntimeError):
@@ -71,8 +71,5 @@ def device_slot(device: torch.device) -> dict[str, Any]:
     slot: dict[str, Any] = {"type": device.type, "node": None, "gpus": []}
     if device.type != "cuda":
         return slot
-    ray = running_ray()
-    if ray is not None:
-        slot["node"] = ray.get_runtime_context().get_node_id()
-        slot["gpus"] = sorted(str(g) for g in ray.get_gpu_ids())
+    slot["node"], slot["gpus"] = node_and_gpus()
     return slot

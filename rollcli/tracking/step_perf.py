@@ -11,7 +11,7 @@ it aborted) are not useful work: they lower `generate_mfu`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,6 @@ from rollcli.tracking.peak import raised_peak, run_peak, write_peak
 
 if TYPE_CHECKING:
     from rollcli.data.batch import Batch
-    from rollcli.distributed.cluster import Cluster
     from rollcli.runs.run_dir import RunDir
 
 PHASES = ("generate", "forward", "train")
@@ -111,13 +110,18 @@ class RunPerf:
 
     @classmethod
     def start(
-        cls, run: RunDir, model_path: str, configured: float | None, trainer: Cluster
+        cls,
+        run: RunDir,
+        model_path: str,
+        configured: float | None,
+        measure_peak: Callable[[], dict[str, Any]],
     ) -> RunPerf:
         """The model's FLOP numbers (its config.json) and the run's peak: `configured`
-        (run.peak_flops), the run folder's, or measured on actor_train's rank 0."""
+        (run.peak_flops), the run folder's, or `measure_peak()` (actor_train's rank 0:
+        its `matmul_peak`)."""
         from rollcli.planning.from_recipe import model_spec
 
-        peak = run_peak(run.root, configured, lambda: trainer.call_rank(0, "matmul_peak"))
+        peak = run_peak(run.root, configured, measure_peak)
         where = f" ({peak['device']}, {peak['dtype']})" if "device" in peak else ""
         run.log_event(
             f"perf: matmul peak {peak['flops'] / 1e9:.1f} GFLOP/s per device, {peak['source']}"

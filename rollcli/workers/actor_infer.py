@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import torch
 
+from rollcli.distributed.calls import submit
+from rollcli.distributed.node_files import node_model_folder
 from rollcli.distributed.weight_sync import WeightReceiver
-from rollcli.models.loading import node_model_folder
 from rollcli.strategies.device import device_slot, pick_device
 from rollcli.strategies.hf_infer import Generation, HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
@@ -24,6 +25,7 @@ from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.strategies.precision import torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.generation import eos_token_ids, generation_row
+from rollcli.workers.reward import RewardWorker
 
 # engines that hold their own copy of the weights: (module, class)
 ENGINE_CLASSES = {
@@ -138,7 +140,7 @@ class ActorInferWorker:
 
         def score(i: int, row: dict) -> None:
             sample = {**meta[row["prompt_index"]], "response": row["text"]}
-            scores[i] = reward[len(scores) % len(reward)].score_sample.remote(sample)
+            scores[i] = submit(reward[len(scores) % len(reward)], RewardWorker.score_sample, sample)
 
         try:
             gens = self.generate(prompts, params, on_row=score if reward else None)

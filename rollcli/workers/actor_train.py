@@ -35,8 +35,8 @@ from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.data.shared_prefix import shared_prefix_micro_batches
 from rollcli.distributed import data_parallel, stores
+from rollcli.distributed.node_files import node_model_folder
 from rollcli.distributed.weight_sync import WeightSender
-from rollcli.models.loading import node_model_folder
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies import lora as lora_adapters
 from rollcli.strategies.device import batch_to, device_slot, pick_device, to_cpu

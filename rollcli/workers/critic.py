@@ -12,7 +12,7 @@ from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.data.shared_prefix import shared_prefix_micro_batches
-from rollcli.models.loading import node_model_folder
+from rollcli.distributed.node_files import node_model_folder
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.strategies.attention_masks import padded_rows_mask
 from rollcli.strategies.device import batch_to, pick_device, to_cpu

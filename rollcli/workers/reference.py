@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rollcli.data.batch import Batch
-from rollcli.models.loading import node_model_folder
+from rollcli.distributed.node_files import node_model_folder
 from rollcli.strategies.device import pick_device
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.precision import torch_dtype

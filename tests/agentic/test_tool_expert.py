@@ -13,13 +13,14 @@ from typer.testing import CliRunner
 from rollcli.cli.app import app
 from rollcli.config.loader import load_recipe
 from rollcli.data.chat import tokenize_chat
+from rollcli.distributed.calls import Done
 from rollcli.envs.layout_split import layout_split
 from rollcli.envs.tools.call_format import tool_response
 from rollcli.envs.tools.tasks import arithmetic_expression
 from rollcli.pipelines.agentic_setup import env_kwargs, limits
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec
-from rollcli.rollout.episode_scheduler import Done, play_episodes
+from rollcli.rollout.episode_scheduler import play_episodes
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.env_worker import EnvWorker
 

@@ -9,10 +9,11 @@ import json
 
 import pytest
 
+from rollcli.distributed.calls import Done
 from rollcli.envs.tools.call_format import declare_tools
 from rollcli.rollout.chat_turns import TurnFormat, renders_tools
 from rollcli.rollout.episode import EpisodeSpec, Limits
-from rollcli.rollout.episode_scheduler import Done, play_episodes
+from rollcli.rollout.episode_scheduler import play_episodes
 from rollcli.workers.env_worker import EnvWorker
 
 # Qwen2.5-Instruct's tool handling, written out for the test: a "# Tools" section in the

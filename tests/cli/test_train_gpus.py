@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from rollcli.cli.app import app
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
-from rollcli.launch.gpu_support import check_gpus_visible, visible_gpu_count
 from rollcli.launch import gpu_support
+from rollcli.launch.gpu_support import check_gpus_visible, visible_gpu_count
 
 
 def _cfg(recipe: str, *overrides: str, gpus: int = 2, ray_address: str | None = None):

@@ -63,7 +63,7 @@ def _two_ranks(tiny_model, strategy: str = "hf", **options) -> Cluster:
 def _step_two_ranks(cluster: Cluster, batch: Batch) -> list[dict]:
     order = data_parallel.shard_order(len(batch), ARGS.mini_batch_size, 2)
     assert order == [0, 1, 4, 2, 3, 5]  # rank 0: rows 0,1 | 4; rank 1: rows 2,3 | 5
-    return cluster.dispatch("train_step", batch.select(order), args=ARGS)
+    return cluster.dispatch(ActorTrainWorker.train_step, batch.select(order), args=ARGS)
 
 
 def _saved_weights(folder) -> dict[str, torch.Tensor]:
@@ -89,8 +89,8 @@ def test_two_hf_ranks_make_the_one_worker_update(tiny_model, tmp_path) -> None:
         # token-weighted metrics are all-reduced: every rank reports the whole batch's
         for key in ("pg_loss", "entropy", "clipfrac", "ratio_mean"):
             assert [m[key] for m in per_rank] == pytest.approx([m_one[key]] * 2, rel=1e-4)
-        cluster.call("save_pretrained", str(tmp_path))  # rank 0 writes
-        logprobs = cluster.call("compute_logprobs", _batch(pad))
+        cluster.call(ActorTrainWorker.save_pretrained, str(tmp_path))  # rank 0 writes
+        logprobs = cluster.call(ActorTrainWorker.compute_logprobs, _batch(pad))
     finally:
         cluster.kill()
     saved = _saved_weights(tmp_path)
@@ -132,8 +132,8 @@ def test_two_deepspeed_ranks_make_the_one_worker_update(tiny_model, tmp_path, st
     cluster = _two_ranks(tiny_model, "deepspeed", zero_stage=stage)
     try:
         _step_two_ranks(cluster, _batch(pad))
-        cluster.call("save_pretrained", str(tmp_path))  # ZeRO-3: both ranks gather
-        cluster.call("save_state", str(tmp_path))  # each rank its partition
+        cluster.call(ActorTrainWorker.save_pretrained, str(tmp_path))  # ZeRO-3: both ranks gather
+        cluster.call(ActorTrainWorker.save_state, str(tmp_path))  # each rank its partition
     finally:
         cluster.kill()
     # ZeRO's reduce-scatter sums in another order and Adam magnifies that in the few
@@ -160,9 +160,11 @@ def test_two_fsdp2_ranks_make_the_one_worker_update(tiny_model, tmp_path) -> Non
         per_rank = _step_two_ranks(cluster, _batch(pad))
         expected = pytest.approx([m_one["grad_norm"]] * 2, rel=1e-4)
         assert [m["grad_norm"] for m in per_rank] == expected
-        cluster.call("save_pretrained", str(tmp_path))  # both ranks gather, rank 0 writes
-        cluster.call("save_state", str(tmp_path))  # each rank its shards
-        logprobs = cluster.call("compute_logprobs", _batch(pad))
+        cluster.call(
+            ActorTrainWorker.save_pretrained, str(tmp_path)
+        )  # both ranks gather, rank 0 writes
+        cluster.call(ActorTrainWorker.save_state, str(tmp_path))  # each rank its shards
+        logprobs = cluster.call(ActorTrainWorker.compute_logprobs, _batch(pad))
     finally:
         cluster.kill()
     # the hf worker's chunked LM head and FSDP2's whole logits round differently, and Adam

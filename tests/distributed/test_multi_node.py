@@ -19,7 +19,8 @@ import pytest
 from roll_subprocess import roll
 
 from rollcli.distributed import placement, stores
-from rollcli.models.loading import ModelNotFoundError, node_model_folder, resolve_model
+from rollcli.distributed.node_files import node_model_folder
+from rollcli.models.loading import ModelNotFoundError, resolve_model
 
 SMALL = [
     "rollout.batch_size=8",

@@ -62,9 +62,10 @@ def _probe_class():
 
 def _cluster(role: str, placement: DevicePlacement) -> list[dict]:
     where = placement.for_role(role)
-    cluster = Cluster(role, _probe_class(), len(where), WorkerResources(), {}, placement=where)
+    probe = _probe_class()
+    cluster = Cluster(role, probe, len(where), WorkerResources(), {}, placement=where)
     try:
-        return cluster.call("where")
+        return cluster.call(probe.where)
     finally:
         cluster.kill()
 

@@ -24,6 +24,8 @@ from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
 from rollcli.distributed import data_parallel, weight_sync
+from rollcli.distributed.calls import get
+from rollcli.distributed.process_control import ProcessControl
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.rl.advantages import add_advantages, make_kl_controller
 from rollcli.pipelines.rl.source import RolloutSource
@@ -34,6 +36,10 @@ from rollcli.planning.role_table import names, roles_for
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.tracking.step_perf import RLStepWork, RunPerf, rollout_groups
+from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.critic import CriticWorker
+from rollcli.workers.reference import ReferenceWorker
 
 
 def make_source(cfg: RecipeConfig, ctl: RunControl, model_path: str, engine: str) -> RolloutSource:
@@ -76,8 +82,12 @@ class RLPipeline:
         threads = max(w.threads or 1 for w in self.placement.plan.workers)
         self.perf = None
         if self.source.flop_account:
+            train = self.clusters.actor_train
             self.perf = RunPerf.start(
-                self.run, self.model_path, cfg.run.peak_flops, self.clusters.actor_train
+                self.run,
+                self.model_path,
+                cfg.run.peak_flops,
+                lambda: train.call_rank(0, ActorTrainWorker.matmul_peak),
             )
             if cfg.resources.gpus > 0:
                 train_gpus = self.clusters.actor_train.world_size
@@ -137,7 +147,7 @@ class RLPipeline:
         for c in self.clusters.all():
             if c.name in names("none"):  # no model: reward and env workers
                 continue
-            nodes = c.call("node")
+            nodes = c.call(ProcessControl.node)
             parts.append(f"{c.name}: " + ", ".join(f"{n['ip']}/{n['id'][:8]}" for n in nodes))
         return "; ".join(parts)
 
@@ -163,7 +173,7 @@ class RLPipeline:
         # 2. reference log-probs, old log-probs, values
         if self.engine_sleeps:  # its GPU memory goes to the training roles until the sync
             t0 = time.perf_counter()
-            self.clusters.actor_infer.call("sleep")
+            self.clusters.actor_infer.call(ActorInferWorker.sleep)
             metrics["time/engine_sleep_s"] = time.perf_counter() - t0
         self.ctl.phase("forward")
         t0 = time.perf_counter()
@@ -203,7 +213,7 @@ class RLPipeline:
         self.ctl.phase("sync")
         if self.engine_sleeps:
             t0 = time.perf_counter()
-            self.clusters.actor_infer.call("wake")
+            self.clusters.actor_infer.call(ActorInferWorker.wake)
             metrics["time/engine_wake_s"] = time.perf_counter() - t0
         metrics["time/weight_sync_s"] = self.sync_weights(version=step)
 
@@ -242,18 +252,25 @@ class RLPipeline:
         c = self.clusters
         sizes = self.update_args.forward_sizes()
         if c.reference is not None:
-            batch.set("ref_logprobs", c.reference.dispatch("compute_logprobs", batch, **sizes))
+            batch.set(
+                "ref_logprobs",
+                c.reference.dispatch(ReferenceWorker.compute_logprobs, batch, **sizes),
+            )
         elif self.cfg.reference_role == "actor_train":  # LoRA: the policy, adapters off
             batch.set(
-                "ref_logprobs", c.actor_train.dispatch("compute_ref_logprobs", batch, **sizes)
+                "ref_logprobs",
+                c.actor_train.dispatch(ActorTrainWorker.compute_ref_logprobs, batch, **sizes),
             )
         if self.needs_old_logprobs:
-            batch.set("old_logprobs", c.actor_train.dispatch("compute_logprobs", batch, **sizes))
+            batch.set(
+                "old_logprobs",
+                c.actor_train.dispatch(ActorTrainWorker.compute_logprobs, batch, **sizes),
+            )
         if c.critic is not None:
             batch.set(
                 "values",
                 c.critic.dispatch(
-                    "compute_values", batch, shared_prefix=self.update_args.shared_prefix
+                    CriticWorker.compute_values, batch, shared_prefix=self.update_args.shared_prefix
                 ),
             )
 
@@ -263,15 +280,17 @@ class RLPipeline:
         train = self.clusters.actor_train
         n = train.world_size
         if n == 1:
-            return train.call("train_step", batch, self.update_args)[0]
+            return train.call(ActorTrainWorker.train_step, batch, self.update_args)[0]
         order = data_parallel.shard_order(len(batch), self.update_args.mini_batch_size, n)
-        per_rank = train.dispatch("train_step", batch.select(order), args=self.update_args)
+        per_rank = train.dispatch(
+            ActorTrainWorker.train_step, batch.select(order), args=self.update_args
+        )
         return data_parallel.mean_metrics(per_rank)
 
     def train_critic(self, batch: Batch) -> dict[str, float]:
         cfg = self.cfg
         return self.clusters.critic.call(
-            "train_step",
+            CriticWorker.train_step,
             batch,
             value_clip=cfg.algorithm.value_clip,
             mini_batch_size=cfg.train.mini_batch_size,
@@ -281,13 +300,11 @@ class RLPipeline:
 
     def sync_weights(self, version: int) -> float:
         """Send actor_train's weights (those after step `version`) to actor_infer."""
-        import ray
-
         self.source.before_sync(version)
         t0 = time.perf_counter()
-        refs = self.clusters.actor_train.call_async("broadcast_weights")
-        refs += self.clusters.actor_infer.call_async("receive_weights")
-        ray.get(refs)
+        refs = self.clusters.actor_train.call_async(ActorTrainWorker.broadcast_weights)
+        refs += self.clusters.actor_infer.call_async(ActorInferWorker.receive_weights)
+        get(refs)
         return time.perf_counter() - t0
 
     def validate(self) -> dict[str, float]:
