@@ -75,6 +75,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: lint $(TEST_STAMP)
 	$(BIN)/pytest

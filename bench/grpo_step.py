@@ -44,8 +44,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rollcli.config.loader import load_recipe
+from rollcli.data.prompt_sets import load_prompt_sets
 from rollcli.models.loading import resolve_model
-from rollcli.pipelines.rlvr_data import load_prompt_sets
 
 REPO = Path(__file__).resolve().parents[1]
 TRL_WORKER = REPO / "bench" / "grpo_trl_worker.py"

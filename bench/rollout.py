@@ -23,10 +23,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from rollcli.config.engines import vllm_available
 from rollcli.models.loading import resolve_model
 from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
-from rollcli.strategies.infer_engines import vllm_available
 from rollcli.strategies.threads import set_threads
 from rollcli.tracking.peak import matmul_peak
 

@@ -118,7 +118,7 @@ def _trackers(
     """Each tracker (or those in `names`): installed (else the pip line) and where a run's
     metrics would go (run.tracker_mode=`mode` and this environment's WANDB_/SWANLAB_
     variables)."""
-    from rollcli.tracking.registry import TRACKERS, is_installed, where_it_logs
+    from rollcli.config.trackers import TRACKERS, is_installed, where_it_logs
 
     table = Table(title=title, title_justify="left")
     for col in ("tracker", "installed", "logs to"):
@@ -164,8 +164,8 @@ def _orphans() -> None:
 
 
 def _recipe(cfg: RecipeConfig) -> None:
+    from rollcli.config.trackers import tracker_problems
     from rollcli.planning.backends import missing_backends
-    from rollcli.tracking.registry import tracker_problems
 
     _trackers(
         cfg.run.trackers,

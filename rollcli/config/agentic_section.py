@@ -109,8 +109,8 @@ class AgenticConfig(Section):
             if self.agent_timeout_s != type(self).model_fields["agent_timeout_s"].default:
                 raise ValueError("agentic.agent_timeout_s applies only with agentic.agent")
             return self
+        from rollcli.config.agent_extra import require_agent_extra
         from rollcli.envs.tools.catalog import load_function
-        from rollcli.rollout.agent_episodes import require_agent_extra
 
         require_agent_extra()
         if ":" not in self.agent:

@@ -8,7 +8,8 @@ backends and GPUs (`launch/launch.py` probes them) and whether the plan fits in 
 (`roll plan` exits 1, `roll train` refuses with the advice).
 
 Pure: reads only the recipe, imports only the config layer (no torch, no Ray; the tp/pp
-rule in parallel.py reads the role table and whether vllm is installed, as the run does).
+rule in parallel.py reads the roles the pipeline runs and whether vllm is installed, as the run
+does).
 """
 
 from __future__ import annotations

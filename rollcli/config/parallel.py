@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rollcli.config.pipeline_spec import devices_key, roles_run
+
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
 
@@ -80,20 +82,19 @@ def parallel_error(cfg: RecipeConfig) -> str | None:
 def _strategies(cfg: RecipeConfig) -> dict[str, tuple[str | None, str]]:
     """`devices.<key>` of each role the recipe runs -> (its strategy, None for no model;
     how a refusal names it)."""
-    from rollcli.planning.role_table import roles_for
-
     out: dict[str, tuple[str | None, str]] = {}
-    for role in roles_for(cfg):
-        if role.name == "actor_train":
-            out[role.devices] = (cfg.train.strategy, f"train.strategy {cfg.train.strategy}")
-        elif role.name == "actor_infer":
-            out[role.devices] = _engine(cfg)
-        elif role.name == "critic":
-            out[role.devices] = ("hf", "the critic (trained with hf)")
-        elif role.name in ("reference", "teacher"):
-            out[role.devices] = ("hf", f"the {role.name} (hf forwards)")
+    for name in roles_run(cfg):
+        key = devices_key(name)
+        if name == "actor_train":
+            out[key] = (cfg.train.strategy, f"train.strategy {cfg.train.strategy}")
+        elif name == "actor_infer":
+            out[key] = _engine(cfg)
+        elif name == "critic":
+            out[key] = ("hf", "the critic (trained with hf)")
+        elif name in ("reference", "teacher"):
+            out[key] = ("hf", f"the {name} (hf forwards)")
         else:
-            out.setdefault(role.devices, (None, f"the {role.devices} workers"))
+            out.setdefault(key, (None, f"the {key} workers"))
     return out
 
 
@@ -104,12 +105,12 @@ def _engine_key(cfg: RecipeConfig) -> str:
 
 
 def _engine(cfg: RecipeConfig) -> tuple[str, str]:
-    """`rollout.engine` as the run resolves it (`infer_engines.resolve_engine`): `auto` is
+    """`rollout.engine` as the run resolves it (`config.engines.resolve_engine`): `auto` is
     vllm on GPUs, and on a CPU vllm where it is installed, else hf."""
     engine = _engine_key(cfg)
     if engine != "auto":
         return engine, f"the {engine} inference engine"
-    from rollcli.strategies.infer_engines import resolve_engine
+    from rollcli.config.engines import resolve_engine
 
     resolved = resolve_engine("auto", on_gpu=cfg.resources.gpus > 0, check=False)
     if resolved == "vllm":

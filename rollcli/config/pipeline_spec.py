@@ -115,3 +115,29 @@ def pipelines_where(**wanted: Any) -> tuple[str, ...]:
 def pipelines_training_with(strategy: str) -> tuple[str, ...]:
     """The pipelines `train.strategy: strategy` trains."""
     return tuple(n for n, s in SPECS.items() if strategy in s.strategies)
+
+
+def roles_run(cfg: Any) -> tuple[str, ...]:
+    """The roles a recipe runs, in the role table's order (`planning/role_table.py` gives
+    each its worker and resources)."""
+    spec = spec_of(cfg)
+    roles = ["actor_train"]
+    if spec.engine:
+        roles.append("actor_infer")
+    if cfg.reference_role == "reference":  # with train.lora: actor_train, adapters off
+        roles.append("reference")
+    if cfg.needs_critic:
+        roles.append("critic")
+    if spec.teacher:
+        roles.append("teacher")
+    if spec.rollout == "prompts":
+        roles.append("reward")
+    if spec.rollout == "episodes":
+        roles += ["env", "env_val"]
+    return tuple(roles)
+
+
+def devices_key(role: str) -> str:
+    """The `devices.<key>` that places `role`: its own name, but validation environments
+    (`env_val`) are placed with the training ones (`env`)."""
+    return "env" if role == "env_val" else role

@@ -235,7 +235,7 @@ class RunConfig(Section):
     @model_validator(mode="after")
     def _known_trackers(self) -> RunConfig:
         from rollcli.config.errors import did_you_mean
-        from rollcli.tracking.registry import ONLINE_TRACKERS, TRACKERS
+        from rollcli.config.trackers import ONLINE_TRACKERS, TRACKERS
 
         for name in self.trackers:
             if name not in TRACKERS:

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from rollcli.strategies.deepspeed_env import name_cpu_accelerator
+from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 
 
 def running_ray() -> Any:

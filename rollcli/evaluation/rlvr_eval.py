@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rollcli.config.recipe import RecipeConfig
+from rollcli.data.prompt_sets import load_prompt_sets, tokenize_prompts
 from rollcli.evaluation.stats import pass_at_k, wilson_interval
-from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
 from rollcli.rollout.prompt_scheduler import sample_fields
 from rollcli.strategies.hf_infer import SamplingParams
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import dump_recipe, load_recipe
 from rollcli.config.recipe import AgenticRecipe, RecipeConfig
+from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 from rollcli.launch.prelaunch import check_machine, check_recipe, with_run_model
 from rollcli.launch.registry import pipeline_class
 from rollcli.launch.warmup import WARMUP_RUN, warmup_checkpoint, warmup_episodes, warmup_recipe
@@ -27,7 +28,6 @@ from rollcli.pipelines.display_protocol import Display
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.run_dir import RunDir, new_run_id
 from rollcli.runs.step_time import StepTimes
-from rollcli.strategies.deepspeed_env import name_cpu_accelerator
 
 if TYPE_CHECKING:  # run_control imports torch
     from rollcli.pipelines.run_control import RunControl

@@ -137,7 +137,7 @@ def _check_env_options(cfg: AgenticRecipe) -> None:
 
 
 def _check_engine_installed(cfg: RecipeConfig) -> None:
-    from rollcli.strategies.infer_engines import vllm_available
+    from rollcli.config.engines import vllm_available
 
     engine = cfg.rollout.engine if spec_of(cfg).engine else "hf"  # sft, distill
     if engine == "vllm" and not vllm_available():
@@ -163,7 +163,7 @@ def _check_backends(cfg: RecipeConfig) -> None:
 
 def _check_trackers(cfg: RecipeConfig) -> None:
     """Every tracker in run.trackers is installed, and has its API key where it logs online."""
-    from rollcli.tracking.registry import tracker_problems
+    from rollcli.config.trackers import tracker_problems
 
     problems = tracker_problems(cfg.run.trackers, cfg.run.tracker_mode)
     if problems:

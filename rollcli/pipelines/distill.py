@@ -26,17 +26,17 @@ from pathlib import Path
 from rollcli.config.errors import ConfigError
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
-from rollcli.data.packing import response_sample, sequence_batch
-from rollcli.data.sampler import PromptSampler
-from rollcli.distributed.cluster import Cluster
-from rollcli.pipelines.answer_check import recipe_accuracy
-from rollcli.pipelines.offline_data import (
+from rollcli.data.offline_sets import (
     generation_prompts,
     load_chat_sets,
     prompt_ids,
     tokenize_chats,
     with_answers,
 )
+from rollcli.data.packing import response_sample, sequence_batch
+from rollcli.data.sampler import PromptSampler
+from rollcli.distributed.cluster import Cluster
+from rollcli.pipelines.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import start_clusters

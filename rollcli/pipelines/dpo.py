@@ -22,11 +22,11 @@ import torch
 
 from rollcli.algorithms.dpo_loss import dpo_loss
 from rollcli.config.recipe import RecipeConfig
+from rollcli.data.offline_sets import load_pair_sets, tokenize_pairs
 from rollcli.data.pairs import pair_batch
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.calls import Method
 from rollcli.distributed.cluster import Cluster
-from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import start_clusters

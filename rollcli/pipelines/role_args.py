@@ -16,7 +16,7 @@ What each decision becomes:
 - the critic's micro-batch: its value forwards and updates run `critic.micro_batch_size`
   rows at a time, the size its memory was planned for (not `train.micro_batch_size`).
 - engine: the plan's `actor_infer` strategy, which resolves `rollout.engine: auto` the way
-  the run does (`infer_engines.resolve_engine`).
+  the run does (`config.engines.resolve_engine`).
 - tensor parallel inference: `devices.actor_infer.tp` becomes the vllm / sglang engine's
   `tp` (its `tensor_parallel_size` / `tp_size`); each rank drives `tp` GPUs, which the
   placement holds for it (`distributed/placement.py`). A tp / pp a strategy does not run

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from rollcli.config.recipe import RecipeConfig
+from rollcli.data.offline_sets import generation_prompts, load_chat_sets, tokenize_chats
 from rollcli.data.packing import sequence_batch
 from rollcli.data.sampler import PromptSampler
 from rollcli.pipelines.answer_check import recipe_accuracy
-from rollcli.pipelines.offline_data import generation_prompts, load_chat_sets, tokenize_chats
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import start_clusters

@@ -100,10 +100,10 @@ def _default_mapping(role: Role, gpus: int, async_mode: bool) -> str:
 
 
 def _infer_strategy(engine: str, gpus: int) -> str:
-    """`rollout.engine` as the run resolves it (`infer_engines.resolve_engine`): `auto` is
+    """`rollout.engine` as the run resolves it (`config.engines.resolve_engine`): `auto` is
     vllm on GPUs (a GPU run's engine, installed or not: the launch checks that it is), and
     on a CPU vllm where it is installed, else hf."""
-    from rollcli.strategies.infer_engines import resolve_engine
+    from rollcli.config.engines import resolve_engine
 
     return resolve_engine(engine, on_gpu=gpus > 0, check=False)
 
@@ -111,7 +111,7 @@ def _infer_strategy(engine: str, gpus: int) -> str:
 def engine_line(cfg: RecipeConfig) -> str | None:
     """What `rollout.engine: auto` plans, and whether it is installed here (`roll plan`,
     `--dry-run`); None where the recipe names its engine or runs none."""
-    from rollcli.strategies.infer_engines import vllm_available
+    from rollcli.config.engines import vllm_available
 
     if not spec_of(cfg).engine or cfg.rollout.engine != "auto":
         return None

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from rollcli.config.pipeline_spec import W, spec_of
+from rollcli.config.pipeline_spec import W, roles_run, spec_of
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -93,22 +93,22 @@ def names(holds: Holds) -> tuple[str, ...]:
 
 def roles_for(cfg: RecipeConfig) -> list[Role]:
     """The roles `cfg` runs, in the table's order, with their workers of a CPU run."""
-    spec = spec_of(cfg)
-    roles = [replace(ACTOR_TRAIN, worker=spec.trainer, ranks=cfg.train.num_workers)]
-    if spec.engine:
-        roles.append(replace(ACTOR_INFER, ranks=cfg.rollout.num_workers))
-    if cfg.reference_role == "reference":  # with train.lora: actor_train, adapters off
-        roles.append(REFERENCE)
-    if cfg.needs_critic:
-        roles.append(CRITIC)
-    if spec.teacher:
-        roles.append(TEACHER)
-    if spec.rollout == "prompts":
-        roles.append(replace(REWARD, ranks=cfg.reward.num_workers))
-    if spec.rollout == "episodes":
-        n = cfg.agentic.num_env_workers
-        roles += [replace(ENV, ranks=n), replace(ENV_VAL, ranks=n)]
-    return roles
+    by_name = {r.name: r for r in TABLE}
+    roles = [by_name[name] for name in roles_run(cfg)]
+    ranks = {
+        "actor_infer": lambda: cfg.rollout.num_workers,
+        "reward": lambda: cfg.reward.num_workers,
+        "env": lambda: cfg.agentic.num_env_workers,
+        "env_val": lambda: cfg.agentic.num_env_workers,
+    }
+    out = []
+    for role in roles:
+        if role.name == "actor_train":
+            role = replace(role, worker=spec_of(cfg).trainer, ranks=cfg.train.num_workers)
+        elif role.name in ranks:
+            role = replace(role, ranks=ranks[role.name]())
+        out.append(role)
+    return out
 
 
 @dataclass(frozen=True)

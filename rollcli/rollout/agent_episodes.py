@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rollcli.config.agent_extra import require_agent_extra
 from rollcli.rollout.agent_conversation import AgentConversation, Formats
 from rollcli.rollout.agent_rounds import RoundGate
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
@@ -33,16 +34,6 @@ from rollcli.rollout.template_audit import template_drift
 from rollcli.strategies.hf_infer import SamplingParams
 
 AgentFn = Callable[[Any, dict[str, Any]], float]
-EXTRA_HINT = "pip install 'roll-rl[agents]' (fastapi, uvicorn, openai)"
-
-
-def require_agent_extra() -> None:
-    """One line naming the extra when an agent run lacks it (ValueError: a recipe error)."""
-    import importlib.util
-
-    missing = [m for m in ("fastapi", "uvicorn", "openai") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ValueError(f"agentic.agent needs {', '.join(missing)}: {EXTRA_HINT}")
 
 
 class AgentPrograms:

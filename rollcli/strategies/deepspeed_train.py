@@ -33,8 +33,8 @@ import torch
 
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
+from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 from rollcli.distributed.stores import open_store
-from rollcli.strategies.deepspeed_env import name_cpu_accelerator
 from rollcli.strategies.hf_train import (
     LossFn,
     MicroBatchFn,

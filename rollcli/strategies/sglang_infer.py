@@ -13,9 +13,10 @@ from pathlib import Path
 
 import torch
 
+from rollcli.config.engines import SGLANG_INSTALL_HINT
 from rollcli.strategies.hf_infer import Generation, GenerationProgress, OnSample, SamplingParams
 
-INSTALL_HINT = "pip install sglang (in an environment of its own: it pins its own torch)"
+INSTALL_HINT = SGLANG_INSTALL_HINT
 
 
 class SGLangUnavailableError(RuntimeError):

@@ -8,9 +8,6 @@ named.
 
 from __future__ import annotations
 
-import contextlib
-import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,33 +23,6 @@ class Tracker(Protocol):
         """Steps after `step` will be logged again: they must not show twice."""
 
     def close(self) -> None: ...
-
-
-def scalars(metrics: dict[str, Any]) -> dict[str, float]:
-    """The numbers of a metrics row, without its `step` and `time` bookkeeping.
-
-    >>> scalars({"step": 3, "time": 1.5, "reward/mean": 0.25, "ok": True, "note": "x"})
-    {'reward/mean': 0.25}
-    """
-    return {
-        k: float(v)
-        for k, v in metrics.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("step", "time")
-    }
-
-
-@contextlib.contextmanager
-def quiet(log: Path) -> Iterator[None]:
-    """Keep a tracker library's banners out of the terminal: its stdout and stderr while
-    inside go to `log` (the run's trackers.log)."""
-    buffer = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-            yield
-    finally:
-        if buffer.getvalue():
-            with log.open("a", encoding="utf-8") as f:
-                f.write(buffer.getvalue())
 
 
 class Trackers:
@@ -106,7 +76,7 @@ def _open(
     name: str, run_dir: Path, recipe: dict[str, Any], run_id: str, mode: str, project: str
 ) -> Tracker:
     from rollcli.config.errors import ConfigError
-    from rollcli.tracking.registry import TRACKERS, tracker_problems
+    from rollcli.config.trackers import TRACKERS, tracker_problems
 
     problems = tracker_problems([name], mode)
     if problems:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rollcli.tracking.fanout import scalars
+from rollcli.tracking.tracker_values import scalars
 
 
 class TensorBoardTracker:

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rollcli.tracking.fanout import quiet, scalars
-from rollcli.tracking.registry import wants_online
+from rollcli.config.trackers import wants_online
+from rollcli.tracking.tracker_values import quiet, scalars
 
 
 class WandbTracker:

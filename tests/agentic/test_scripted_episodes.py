@@ -12,12 +12,12 @@ from typer.testing import CliRunner
 from rollcli.cli.app import app
 from rollcli.config.data_section import DataConfig
 from rollcli.config.loader import load_recipe
+from rollcli.data.offline_sets import load_chat_sets, tokenize_chats
 from rollcli.envs.action_parsing import parse_action
 from rollcli.envs.layout_split import layout_split
 from rollcli.envs.registry import build_env
 from rollcli.envs.sokoban.solver import solve
 from rollcli.pipelines.agentic_setup import env_kwargs
-from rollcli.pipelines.offline_data import load_chat_sets, tokenize_chats
 from rollcli.strategies.hf_model import load_tokenizer
 
 runner = CliRunner()

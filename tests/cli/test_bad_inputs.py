@@ -276,7 +276,7 @@ def test_trackers_without_jsonl_are_accepted_and_jsonl_kept() -> None:
 
 def test_doctor_prints_install_lines_with_their_brackets(monkeypatch: pytest.MonkeyPatch) -> None:
     """`pip install "roll-rl[swanlab]"` lost its `[swanlab]` to console markup."""
-    monkeypatch.setattr("rollcli.tracking.registry.is_installed", lambda name: name != "swanlab")
+    monkeypatch.setattr("rollcli.config.trackers.is_installed", lambda name: name != "swanlab")
     result = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
     assert 'pip install "roll-rl[swanlab]"' in result.stdout
 

@@ -116,7 +116,7 @@ def test_the_old_tis_cap_is_refused_with_its_new_spelling() -> None:
 
 
 def test_the_vllm_engine_without_vllm_says_how_to_install_it() -> None:
-    from rollcli.strategies.infer_engines import vllm_available
+    from rollcli.config.engines import vllm_available
 
     if vllm_available():
         pytest.skip("vllm is installed here")

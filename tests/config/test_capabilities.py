@@ -76,9 +76,9 @@ def capable_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     what remains is what the recipe asks of the build, and whether its plan fits."""
     import torch
 
+    from rollcli.config import engines as infer_engines
     from rollcli.launch import gpu_support
     from rollcli.planning import backends
-    from rollcli.strategies import infer_engines
 
     monkeypatch.setattr(gpu_support, "visible_gpu_count", lambda env=None: 8)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -11,10 +11,10 @@ from roll_subprocess import roll
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
+from rollcli.config import engines as infer_engines
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.config.parallel import PARALLEL_STRATEGIES, runs_parallel
-from rollcli.strategies import infer_engines
 from rollcli.strategies.train_engines import TrainStrategy
 
 INFER_HF = "the hf inference engine runs no tensor parallelism (each rank holds the whole model)"

@@ -59,3 +59,10 @@ def test_the_roles_follow_the_row(recipe: str, roles: list[str]) -> None:
     cfg, _ = load_recipe(recipe, [])
     assert [r.name for r in roles_for(cfg)] == roles
     assert roles_for(cfg)[0].worker == spec_of(cfg).trainer
+
+
+def test_the_role_table_places_each_role_by_its_devices_key() -> None:
+    from rollcli.config.pipeline_spec import devices_key
+    from rollcli.planning.role_table import TABLE
+
+    assert {r.name: r.devices for r in TABLE} == {r.name: devices_key(r.name) for r in TABLE}

@@ -12,6 +12,7 @@ import torch
 from rollcli.config.data_section import DataConfig
 from rollcli.data.chat import chat_examples_from_rows, chat_segments, tokenize_chat
 from rollcli.data.from_run import dpo_rows, sft_rows
+from rollcli.data.offline_sets import load_chat_sets, load_pair_sets
 from rollcli.data.packing import pack, sequence_batch, sequence_micro_batches
 from rollcli.data.pairs import (
     pair_batch,
@@ -22,7 +23,6 @@ from rollcli.data.pairs import (
 )
 from rollcli.data.prompts import DataError
 from rollcli.data.rows import read_rows
-from rollcli.pipelines.offline_data import load_chat_sets, load_pair_sets
 
 MODULES = [
     "rollcli.data.chat",
@@ -190,7 +190,7 @@ def test_pairs_tokenize_into_adjacent_rows_and_micro_batches_keep_them_together(
 
 
 def test_verifiable_pairs_have_a_correct_chosen_and_a_wrong_rejected_answer() -> None:
-    from rollcli.pipelines.rlvr_data import load_prompt_sets
+    from rollcli.data.prompt_sets import load_prompt_sets
     from rollcli.rewards.math_rule import verify_answer
 
     data = DataConfig(task_args={"min_terms": 2, "max_terms": 2}, train_size=20, val_size=5)

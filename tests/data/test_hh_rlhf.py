@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rollcli.config.data_section import DataConfig
-from rollcli.pipelines.offline_data import load_pair_sets, tokenize_pairs
+from rollcli.data.offline_sets import load_pair_sets, tokenize_pairs
 
 HH = (
     Path(__file__).resolve().parents[3]

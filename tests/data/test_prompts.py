@@ -5,8 +5,8 @@ import json
 import pytest
 
 from rollcli.config.data_section import DataConfig
+from rollcli.data.prompt_sets import load_prompt_sets
 from rollcli.data.prompts import DataError, file_prompts, reasoning_gym_prompts
-from rollcli.pipelines.rlvr_data import load_prompt_sets
 
 
 def test_reasoning_gym_prompts_are_seeded_and_answered() -> None:

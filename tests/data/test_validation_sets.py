@@ -7,8 +7,8 @@ import json
 import pytest
 
 from rollcli.config.data_section import DataConfig, MixDomainConfig
+from rollcli.data.prompt_sets import load_prompt_sets
 from rollcli.data.prompts import DataError
-from rollcli.pipelines.rlvr_data import load_prompt_sets
 
 # one-digit a + b, a - b: 200 distinct problems at most
 NARROW = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}

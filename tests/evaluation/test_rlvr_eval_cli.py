@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from rollcli.cli.app import app
 from rollcli.config.loader import load_recipe
+from rollcli.data.prompt_sets import load_prompt_sets
 from rollcli.evaluation.rlvr_eval import held_out_problems
 from rollcli.evaluation.stats import mcnemar_exact, pass_at_k, wilson_interval
-from rollcli.pipelines.rlvr_data import load_prompt_sets
 
 runner = CliRunner()
 FAST = ["rollout.max_new_tokens=6"]

@@ -11,6 +11,7 @@ import pytest
 import torch
 from weight_sync_pair import send_weights
 
+from rollcli.config.engines import resolve_engine
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.data.batch import Batch
@@ -18,7 +19,6 @@ from rollcli.data.padding import rollout_tensors
 from rollcli.pipelines.role_args import dtype_name, role_args
 from rollcli.planning.devices import GiB
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
-from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.strategies.precision import torch_dtype
 
 # The 7B-on-8-GPUs run of README.md and docs/gpu.md

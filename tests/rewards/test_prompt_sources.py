@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from rollcli.config.data_section import DataConfig
+from rollcli.data.prompt_sets import load_prompt_sets
 from rollcli.data.prompts import DataError, file_prompts, humaneval_prompts
-from rollcli.pipelines.rlvr_data import load_prompt_sets
 
 
 def test_humaneval_prompts_hold_the_stub_and_the_tests():

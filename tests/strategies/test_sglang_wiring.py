@@ -9,9 +9,9 @@ import importlib.util
 import pytest
 from roll_subprocess import roll
 
+from rollcli.config.engines import EngineUnavailableError, resolve_engine
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
-from rollcli.strategies.infer_engines import EngineUnavailableError, resolve_engine
 from rollcli.workers.actor_infer import ENGINE_CLASSES, ActorInferWorker
 
 pytestmark = pytest.mark.skipif(

@@ -11,11 +11,11 @@ import threading
 import pytest
 import torch
 
+from rollcli.config.engines import vllm_available
 from rollcli.data.padding import rollout_tensors
 from rollcli.distributed.weight_sync import WeightSender
 from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
-from rollcli.strategies.infer_engines import vllm_available
 
 pytestmark = pytest.mark.skipif(
     not vllm_available(), reason="vllm is not installed (optional engine: `make vllm`)"

@@ -9,8 +9,8 @@ import pytest
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
+from rollcli.config.trackers import tracker_problems, wants_online, where_it_logs
 from rollcli.tracking.fanout import make_trackers
-from rollcli.tracking.registry import tracker_problems, wants_online, where_it_logs
 
 
 def test_default_trackers_keep_metrics_jsonl_and_tensorboard() -> None:

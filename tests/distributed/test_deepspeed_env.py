@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import rollcli.strategies.deepspeed_env as deepspeed_env
+import rollcli.distributed.deepspeed_env as deepspeed_env
 from rollcli.config.loader import load_recipe
 from rollcli.launch import launch
 
@@ -61,7 +61,7 @@ def test_a_user_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_transformers_saving_a_model_prints_no_accelerator_line(tmp_path) -> None:  # noqa: ANN001
     pytest.importorskip("deepspeed")
     code = (
-        "from rollcli.strategies.deepspeed_env import name_cpu_accelerator\n"
+        "from rollcli.distributed.deepspeed_env import name_cpu_accelerator\n"
         "name_cpu_accelerator(on_gpu=False)\n"
         "from transformers import LlamaConfig, LlamaForCausalLM\n"
         "cfg = LlamaConfig(hidden_size=8, intermediate_size=16, num_hidden_layers=1,\n"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rollcli.strategies.infer_engines import EngineUnavailableError, resolve_engine, vllm_available
+from rollcli.config.engines import EngineUnavailableError, resolve_engine, vllm_available
 from rollcli.workers.actor_infer import ActorInferWorker
 
 
