@@ -56,7 +56,7 @@ def _steps(pipeline: Pipeline, ctl: RunControl, step: int, deadline: float) -> d
     if step == 0:  # the baseline every later validation is compared with
         ctl.current_step = 0
         last = {"step": 0, **pipeline.baseline()}
-        ctl.log(last)
+        ctl.log.metrics(last)
     if ctl.stop_here(step, saved=True, checkpoint=pipeline.checkpoint):
         return last  # Ctrl-C before this step: nothing new to save
     while step < cfg.train.steps:
@@ -71,8 +71,8 @@ def _steps(pipeline: Pipeline, ctl: RunControl, step: int, deadline: float) -> d
             metrics.update(pipeline.validate())
         metrics["time/step_s"] = time.perf_counter() - t_step
         if result.samples is not None:
-            ctl.log_samples(step, result.samples)
-        ctl.log(metrics)
+            ctl.log.samples(step, result.samples)
+        ctl.log.metrics(metrics)
         if result.summary is not None:
             ctl.ui.message(f"  step {step}: {result.summary}")
 

@@ -169,11 +169,11 @@ class DPOPipeline:
 
     # ---- checkpoints -----------------------------------------------------------------
     def checkpoint(self, step: int) -> None:
-        self.ctl.checkpoint(step, {"sampler": self.sampler.state_dict()})
+        self.ctl.checkpoints.save(step, {"sampler": self.sampler.state_dict()})
 
     def restore(self, checkpoint: Path | None) -> int:
         self.sampler = PromptSampler(len(self.train_pairs), self.cfg.seed)
-        state = self.ctl.restore(checkpoint)
+        state = self.ctl.checkpoints.restore(checkpoint)
         if state is None:
             return 0
         self.sampler.load_state_dict(state["sampler"])

@@ -50,8 +50,8 @@ class Pipeline(Protocol):
         """The held-out metrics (`val/*`, `time/validate_s`)."""
 
     def checkpoint(self, n: int) -> None:
-        """Write checkpoint `n` (`ctl.checkpoint` with the driver state the pipeline keeps)."""
+        """Write checkpoint `n` (`ctl.checkpoints.save` with the driver state the pipeline keeps)."""
 
     def restore(self, checkpoint: Path | None) -> int:
         """Load a checkpoint (None: the start) into workers and driver, rewind the run folder
-        (`ctl.restore`); return the checkpoint's step."""
+        (`ctl.checkpoints.restore`); return the checkpoint's step."""

@@ -1,6 +1,7 @@
-"""The bookkeeping of a run, shared by the driver loop (`driver.drive`) and the pipeline it
-runs: logging, the stop and time-limit rules, checkpoints with every process's RNG, restore,
-and restarting workers that died. The launcher makes one per run and hands it to both.
+"""The bookkeeping of a run, shared by the driver loop (`launch/driver.py`) and the pipeline
+it runs: its workers, the stop and time-limit rules, fault injection and restarting workers
+that died, with the run's log (`run_log.py`: `ctl.log`) and checkpoints
+(`checkpointer.py`: `ctl.checkpoints`). The launcher makes one per run and hands it to both.
 
 The rules: validation at step 0, a checkpoint at the last step (and every `run.save_every`),
 the first Ctrl-C finishes the step and checkpoints, a dead worker sends the run back to its
@@ -14,25 +15,20 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
-
-import torch
+from typing import Any
 
 from rollcli.config.recipe import RecipeConfig
-from rollcli.distributed.calls import get, submit
 from rollcli.distributed.cluster import Cluster
 from rollcli.distributed.process_control import ProcessControl
+from rollcli.pipelines.checkpointer import Checkpointer
 from rollcli.pipelines.display_protocol import Display
+from rollcli.pipelines.run_log import RunLog
 from rollcli.planning.role_table import roles_for
 from rollcli.runs.checkpoint import (
     latest_checkpoint,
-    load_tensors_file,
-    read_state,
-    write_checkpoint,
 )
 from rollcli.runs.faults import FaultInjector, fault_roles
 from rollcli.runs.peak_memory import PeakMemory
-from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
 from rollcli.workers.actor_train import ActorTrainWorker
 
@@ -44,20 +40,10 @@ PHASES = {
     "sync": "syncing weights",
     "validate": "validating",
 }
-RNG_FILE = "rng.pt"  # the driver's generators and every worker's, per role and rank
 
 
 class WorkersLostError(RuntimeError):
     pass
-
-
-class Stateful(Protocol):
-    """A trained role's worker (actor_train, critic): what a checkpoint saves and loads of
-    it beside the model (optimizer, scheduler, ...)."""
-
-    def save_state(self, folder: str) -> None: ...
-
-    def load_state(self, folder: str) -> None: ...
 
 
 class RunControl:
@@ -88,6 +74,23 @@ class RunControl:
             measure="cuda" if cfg.resources.gpus > 0 else "pss",
             log_event=run.log_event,
             step=lambda: self.current_step,
+        )
+        self.checkpoints = Checkpointer(
+            run,
+            cfg.run.keep_last,
+            display,
+            self.faults,
+            lambda: self.clusters,
+            lambda: self.tracker,
+        )
+        self.log = RunLog(
+            run,
+            cfg.train.steps,
+            cfg.run.save_samples,
+            display,
+            self.memory,
+            lambda: self.clusters,
+            lambda: self.tracker,
         )
 
     # ---- workers -----------------------------------------------------------------------
@@ -169,100 +172,6 @@ class RunControl:
         self.stopped_early = True
         self.run.log_event(f"stopped after step {step}, as requested")
         return True
-
-    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
-        """The step's samples: samples/step-N.jsonl and the trackers' sample tables
-        (`run.save_samples: false` keeps them out of both)."""
-        if not self.cfg.run.save_samples:
-            return
-        self.run.write_samples(step, rows)
-        if self.tracker is not None:
-            self.tracker.log_samples(step, rows)
-
-    def log(self, metrics: dict[str, Any]) -> None:
-        self.run.log_metrics(metrics)
-        if self.memory.measure == "cuda":
-            self.record_gpu_peaks()
-        if self.tracker is not None:
-            self.tracker.log(metrics, metrics["step"])
-        self.run.write_status("running", step=metrics["step"], total_steps=self.cfg.train.steps)
-        self.ui.step_done(metrics["step"], metrics)
-
-    def record_gpu_peaks(self) -> None:
-        """Each GPU role's peak so far (torch's peak allocated, the highest of its ranks)."""
-        for cluster in self.clusters:
-            peaks = [p for p in cluster.poll(ProcessControl.peak_gpu_memory) if p is not None]
-            if peaks:
-                self.memory.update(cluster.name, max(peaks))
-        self.memory.write()
-
-    # ---- checkpoints ---------------------------------------------------------------------
-    def checkpoint(
-        self,
-        step: int,
-        driver_state: dict[str, Any],
-        stateful: list[Cluster] | None = None,
-        driver_files: dict[str, Any] | None = None,
-    ) -> None:
-        """The trained worker's model (a Hugging Face folder), the state (optimizer, ...) of
-        the `stateful` clusters (default: the trained one), every process's RNG, and
-        `driver_state` (with the step and the metrics lines so far; JSON) and `driver_files`
-        (file name -> any picklable object, written with `torch.save`)."""
-
-        self.ui.phase("saving checkpoint")
-        trained = self.clusters[0]
-        stateful = stateful or self.clusters[:1]
-
-        def fill(folder: Path) -> None:
-            # every rank: rank 0 writes, data-parallel ranks join its collectives (ZeRO-3)
-            refs = trained.call_async(ActorTrainWorker.save_pretrained, str(folder))
-            for c in stateful:
-                refs += c.call_async(Stateful.save_state, str(folder))
-            get(refs)
-            rng = {"driver": capture_rng()}
-            rng.update({c.name: c.call(ProcessControl.rng_state) for c in self.clusters})
-            torch.save(rng, folder / RNG_FILE)
-            for name, obj in (driver_files or {}).items():
-                torch.save(obj, folder / name)
-
-        state = {"step": step, **driver_state, "metrics_lines": len(self.run.read_metrics())}
-        path = write_checkpoint(
-            self.run.checkpoints,
-            step,
-            fill,
-            state,
-            self.cfg.run.keep_last,
-            before_rename=lambda: self.faults.hit("checkpoint", step),
-        )
-        self.run.log_event(f"checkpoint written: {path}")
-
-    def restore(
-        self, checkpoint: Path | None, stateful: list[Cluster] | None = None
-    ) -> dict[str, Any] | None:
-        """Load `checkpoint` into the (fresh) workers (the `stateful` clusters' state, default
-        the trained one's) and the driver's RNG, rewind the run folder; returns the driver
-        state saved with it (None: from the start)."""
-
-        if checkpoint is None:
-            self.run.rewind(0, 0)
-            return None
-        self.ui.phase(f"loading checkpoint {checkpoint.name}")
-        state = read_state(checkpoint)
-        refs = []
-        for c in stateful or self.clusters[:1]:
-            refs += c.call_async(Stateful.load_state, str(checkpoint))
-        get(refs)
-        rng = load_tensors_file(checkpoint / RNG_FILE)
-        restore_rng(rng["driver"])
-        refs = []
-        for cluster in self.clusters:
-            for worker, worker_rng in zip(cluster.workers, rng[cluster.name], strict=True):
-                refs.append(submit(worker, ProcessControl.load_rng_state, worker_rng))
-        get(refs)
-        self.run.rewind(state["step"], state["metrics_lines"])
-        if self.tracker is not None:
-            self.tracker.rewind(state["step"])
-        return state
 
     def recover(
         self,

@@ -123,11 +123,11 @@ class SFTPipeline:
 
     # ---- checkpoints -----------------------------------------------------------------
     def checkpoint(self, step: int) -> None:
-        self.ctl.checkpoint(step, {"sampler": self.sampler.state_dict()})
+        self.ctl.checkpoints.save(step, {"sampler": self.sampler.state_dict()})
 
     def restore(self, checkpoint: Path | None) -> int:
         self.sampler = PromptSampler(len(self.train_samples), self.cfg.seed)
-        state = self.ctl.restore(checkpoint)
+        state = self.ctl.checkpoints.restore(checkpoint)
         if state is None:
             return 0
         self.sampler.load_state_dict(state["sampler"])

@@ -323,12 +323,12 @@ class RLPipeline:
             "running_norm": self.running.state_dict() if self.running else None,
         }
         files = self.source.files()
-        self.ctl.checkpoint(step, state, stateful=self._stateful(), driver_files=files)
+        self.ctl.checkpoints.save(step, state, stateful=self._stateful(), driver_files=files)
 
     def restore(self, checkpoint: Path | None) -> int:
         """Load `checkpoint` (None: the start) into the freshly started workers and the
         driver, rewind the run folder to it; returns its step."""
-        state = self.ctl.restore(checkpoint, stateful=self._stateful())
+        state = self.ctl.checkpoints.restore(checkpoint, stateful=self._stateful())
         self._fresh_driver_state()
         self.source.load_state_dict(state, checkpoint)
         if state is None:
