@@ -104,7 +104,7 @@ def episodes(
     from rollcli.cli.eval_target import ENV_RECIPES
     from rollcli.config.errors import ConfigError
     from rollcli.config.loader import load_recipe
-    from rollcli.config.warmup import POLICIES
+    from rollcli.config.warmup_section import POLICIES
 
     with user_errors(debug):
         if policy not in POLICIES:  # checked before the seconds of imports that playing takes

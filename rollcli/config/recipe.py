@@ -27,7 +27,7 @@ from rollcli.config.sections import (
     Section,
     TrainConfig,
 )
-from rollcli.config.warmup import WarmupConfig
+from rollcli.config.warmup_section import WarmupConfig
 
 # Advantage estimators that compare samples of the same prompt need at least two of them.
 GROUP_ESTIMATORS = ("grpo", "rloo", "reinforce_pp_baseline")

@@ -16,7 +16,7 @@ from rollcli.data.packing import Sample
 from rollcli.data.pairs import PreferencePair, pairs_from_rows, tokenize_pair, verifiable_pairs
 from rollcli.data.prompt_sets import load_prompt_sets
 from rollcli.data.prompts import DataError
-from rollcli.data.rows import hold_out_last, read_rows
+from rollcli.data.row_files import hold_out_last, read_rows
 
 TokenizedPair = tuple[list[int], list[int], list[int]]  # prompt, chosen, rejected ids
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rollcli.planning.roles import infer_sleeps_while_training
+from rollcli.planning.role_memory import infer_sleeps_while_training
 from rollcli.strategies.train_engines import TrainStrategy
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from rollcli.config.parallel import runs_parallel
 from rollcli.planning.devices import PlanError, format_indices
 from rollcli.planning.lora_params import lora_param_count
 from rollcli.planning.request import INFER_ROLES, TRAIN_ROLES, PlanInput, RoleRequest
-from rollcli.planning.roles import leaves_gpu_when_idle
+from rollcli.planning.role_memory import leaves_gpu_when_idle
 from rollcli.planning.sharing import MAX_GPUS
 
 if TYPE_CHECKING:

@@ -29,8 +29,8 @@ from rollcli.planning.request import (
     PlanInput,
     RoleRequest,
 )
+from rollcli.planning.role_memory import RoleMemory, estimate_role, with_process_runtime
 from rollcli.planning.role_table import Workers
-from rollcli.planning.roles import RoleMemory, estimate_role, with_process_runtime
 from rollcli.planning.sharing import MAX_GPUS, GpuGroup, group_gpus, spans_nodes
 from rollcli.planning.validate import validate_input, validate_role
 

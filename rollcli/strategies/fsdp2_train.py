@@ -16,7 +16,7 @@ ranks' shards (`get_total_norm` on the DTensor gradients, then `full_tensor()`).
 Precision: fp32 on the CPU. On GPUs in `bf16-mixed`, `MixedPrecisionPolicy(param_dtype=
 bf16, reduce_dtype=fp32)`: the sharded parameters are the fp32 master weights, layers
 compute on bf16 copies gathered for them, and gradients reach the shards in fp32 (4 + 4 + 8
-bytes per parameter over N ranks, what `planning/roles.py` counts). `offload_params`:
+bytes per parameter over N ranks, what `planning/role_memory.py` counts). `offload_params`:
 FSDP2's `CPUOffloadPolicy`, which keeps parameters, gradients and optimizer states in host
 memory and steps the optimizer there (GPU runs only: on the CPU they are there already).
 

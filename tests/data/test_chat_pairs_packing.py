@@ -22,7 +22,7 @@ from rollcli.data.pairs import (
     tokenize_pair,
 )
 from rollcli.data.prompts import DataError
-from rollcli.data.rows import read_rows
+from rollcli.data.row_files import read_rows
 
 MODULES = [
     "rollcli.data.chat",

@@ -120,7 +120,7 @@ def test_hf_engine_memory_counts_the_decode_buffer_the_prefill_cache_and_the_log
 
 def test_deepspeed_bf16_counts_its_fp32_gradients_and_hf_does_not():
     from rollcli.planning.request import RoleRequest
-    from rollcli.planning.roles import estimate_role
+    from rollcli.planning.role_memory import estimate_role
 
     spec = get_model_spec("qwen2.5-1.5b")
     psi = param_count(spec)

@@ -223,7 +223,7 @@ def test_planning_imports_no_torch_or_ray():
 
 
 def test_the_engine_sleeps_only_where_it_shares_a_gpu_with_training():
-    from rollcli.planning.roles import infer_sleeps_while_training
+    from rollcli.planning.role_memory import infer_sleeps_while_training
 
     def sleeps(infer_gpus: str, offload: bool = True) -> bool:
         roles = [
