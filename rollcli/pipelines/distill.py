@@ -36,7 +36,7 @@ from rollcli.data.offline_sets import (
 from rollcli.data.packing import response_sample, sequence_batch
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
-from rollcli.pipelines.answer_check import recipe_accuracy
+from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import start_clusters

@@ -18,7 +18,7 @@ from rollcli.config.recipe import RecipeConfig
 from rollcli.data.offline_sets import generation_prompts, load_chat_sets, tokenize_chats
 from rollcli.data.packing import sequence_batch
 from rollcli.data.sampler import PromptSampler
-from rollcli.pipelines.answer_check import recipe_accuracy
+from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.run_control import RunControl
 from rollcli.pipelines.workers_setup import start_clusters

@@ -9,7 +9,7 @@ import pytest
 
 from rollcli.distributed.calls import Done, get, method_name, submit, wait_any
 from rollcli.distributed.data_parallel import TrainRank
-from rollcli.pipelines.answer_check import Answerer
+from rollcli.evaluation.answer_check import Answerer
 from rollcli.pipelines.checkpointer import Stateful
 from rollcli.rollout.worker_api import EnvHost, InferenceWorker, Scorer
 from rollcli.workers.actor_infer import ActorInferWorker
