@@ -33,7 +33,7 @@ from rollcli.data.shared_prefix import shared_prefix_layout, shared_prefix_micro
 from rollcli.models.loading import resolve_model
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies.hf_shared_prefix import shared_prefix_logprobs
-from rollcli.workers.actor_train import model_inputs
+from rollcli.strategies.logprob_forward import model_inputs
 
 LAYOUTS = {
     "plain": (length_sorted_micro_batches, response_logprobs),

@@ -13,7 +13,7 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.hf_model import response_logprobs
-from rollcli.workers.actor_train import model_inputs
+from rollcli.strategies.logprob_forward import model_inputs
 
 ENTROPY, KL = 0.01, 0.1  # the entropy bonus and KL-in-loss weights both tests use
 # k1 is unclamped: k3 saturates at its clamp (10) on these random log-probs, a constant with

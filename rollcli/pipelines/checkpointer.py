@@ -22,7 +22,7 @@ from rollcli.runs.checkpoint import load_tensors_file, read_state, write_checkpo
 from rollcli.runs.faults import FaultInjector
 from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
-from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelWorker
 
 RNG_FILE = "rng.pt"  # the driver's generators and every worker's, per role and rank
 
@@ -74,7 +74,7 @@ class Checkpointer:
 
         def fill(folder: Path) -> None:
             # every rank: rank 0 writes, data-parallel ranks join its collectives (ZeRO-3)
-            refs = trained.call_async(ActorTrainWorker.save_pretrained, str(folder))
+            refs = trained.call_async(TrainedModelWorker.save_pretrained, str(folder))
             for c in stateful:
                 refs += c.call_async(Stateful.save_state, str(folder))
             get(refs)

@@ -30,7 +30,7 @@ from rollcli.runs.checkpoint import (
 from rollcli.runs.faults import FaultInjector, fault_roles
 from rollcli.runs.peak_memory import PeakMemory
 from rollcli.runs.run_dir import RunDir
-from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelWorker
 
 PHASES = {
     "generate": "generating",
@@ -102,7 +102,7 @@ class RunControl:
             self.memory.watch(self.worker_pids)
         lora = self.cfg.train.lora
         if lora is not None and self.restarts == 0:
-            trained, total = clusters[0].call(ActorTrainWorker.trainable_parameters)[0]
+            trained, total = clusters[0].call(TrainedModelWorker.trainable_parameters)[0]
             ref = self.cfg.reference_role
             self.run.log_event(
                 f"LoRA r={lora.r}, alpha={lora.alpha:g} on {lora.target_modules}: {trained:,} of "

@@ -18,8 +18,8 @@ from rollcli.strategies.attention_masks import padded_rows_mask
 from rollcli.strategies.device import batch_to, pick_device, to_cpu
 from rollcli.strategies.hf_shared_prefix import shared_prefix_values
 from rollcli.strategies.hf_train import HFTrainer
+from rollcli.strategies.logprob_forward import model_inputs
 from rollcli.strategies.threads import set_threads
-from rollcli.workers.actor_train import model_inputs
 
 
 def _load_value_model(path: str, device: torch.device) -> torch.nn.Module:

@@ -12,7 +12,8 @@ from rollcli.algorithms.dpo_loss import dpo_loss, sequence_logprob
 from rollcli.data.batch import Batch
 from rollcli.data.pairs import pair_micro_batches
 from rollcli.strategies.hf_model import response_logprobs
-from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
+from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.workers.trained_model import TrainedModelWorker
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ def pair_scores(logprobs: torch.Tensor, mask: torch.Tensor, average: bool) -> to
     return sequence_logprob(logprobs, mask, average).view(-1, 2)
 
 
-class DPOTrainWorker(ActorTrainWorker):
+class DPOTrainWorker(TrainedModelWorker):
     def dpo_step(self, batch: Batch, args: DPOArgs) -> dict[str, float]:
         """One optimizer step on the mean preference loss of the batch's pairs. The trainer
         weighs a micro-batch's loss by its share of rows but averages metrics over

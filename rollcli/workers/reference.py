@@ -8,9 +8,9 @@ from rollcli.data.batch import Batch
 from rollcli.distributed.node_files import node_model_folder
 from rollcli.strategies.device import pick_device
 from rollcli.strategies.hf_model import load_causal_lm
+from rollcli.strategies.logprob_forward import forward_response_logprobs
 from rollcli.strategies.precision import torch_dtype
 from rollcli.strategies.threads import set_threads
-from rollcli.workers.actor_train import forward_response_logprobs
 
 
 class ReferenceWorker:

@@ -12,11 +12,11 @@ from rollcli.data.batch import Batch
 from rollcli.data.packing import sequence_micro_batches
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_sequence import target_logits
-from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.generation import generate_texts
+from rollcli.workers.trained_model import TrainedModelWorker
 
 
-class SFTTrainWorker(ActorTrainWorker):
+class SFTTrainWorker(TrainedModelWorker):
     def sft_step(
         self, batch: Batch, *, micro_batch_size: int, micro_batch_tokens: int | None = None
     ) -> dict[str, float]:

@@ -17,7 +17,8 @@ from rollcli.pipelines.rl.episode_batch import (
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.strategies.hf_model import response_logprobs
-from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
+from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.reference import ReferenceWorker
 
 

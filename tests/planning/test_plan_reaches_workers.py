@@ -128,7 +128,7 @@ def test_a_bf16_mixed_hf_worker_computes_in_bf16_and_keeps_fp32_weights(tiny_mod
 
 def test_deepspeed_gets_its_bf16_switch() -> None:
     from rollcli.strategies.deepspeed_train import deepspeed_config
-    from rollcli.workers.actor_train import _with_precision
+    from rollcli.workers.trained_model import _with_precision
 
     options = _with_precision("deepspeed", {"zero_stage": 3}, "bf16-mixed")
     assert options == {"zero_stage": 3, "bf16": True}

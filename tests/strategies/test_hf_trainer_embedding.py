@@ -11,7 +11,7 @@ from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies.hf_train import HFTrainer
-from rollcli.workers.actor_train import model_inputs
+from rollcli.strategies.logprob_forward import model_inputs
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [1, 9], [1, 5, 6]]
 RESPONSES = [[30, 31, 32, 33], [40], [50, 51, 52, 53, 54, 55], []]  # one row empty

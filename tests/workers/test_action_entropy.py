@@ -13,7 +13,8 @@ from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
-from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
+from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.workers.actor_train import ActorTrainWorker
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
 RESPONSES = [[10, 11, 12], [13, 14], [14, 15, 16, 17, 18, 19], [20, 21]]

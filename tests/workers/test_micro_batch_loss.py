@@ -13,7 +13,8 @@ from rollcli.algorithms.aggregation import LOSS_AGG_MODES
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.strategies.hf_model import load_causal_lm
-from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
+from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.workers.actor_train import ActorTrainWorker
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4, 8, 1], [6]]
 RESPONSES = [[10, 11, 12], [13], [14, 15, 16, 17, 18, 19], [20, 21], [22], [23, 24, 25, 26]]

@@ -14,8 +14,9 @@ from rollcli.algorithms.off_policy import mismatch_metrics
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
+from rollcli.strategies.logprob_forward import model_inputs
 from rollcli.strategies.step_metrics import StepMetrics
-from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
+from rollcli.workers.actor_train import ActorTrainWorker
 
 # one 1-token row beside rows of 6 and 4 tokens: uneven micro-batches at every split
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4, 8, 1], [6]]

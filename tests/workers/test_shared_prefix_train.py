@@ -13,7 +13,8 @@ from policy_step_reference import ENTROPY, KL, KL_ESTIMATOR, full_batch_step, po
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.strategies.hf_model import load_causal_lm
-from rollcli.workers.actor_train import ActorTrainWorker, model_inputs
+from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.workers.actor_train import ActorTrainWorker
 
 # groups of 3, 1 and 2 with prompts of 4, 2 and 3 tokens (a group's rows not all adjacent)
 PROMPTS = [[1, 2, 3, 4], [1, 2, 3, 4], [5, 6], [7, 8, 9], [1, 2, 3, 4], [7, 8, 9]]

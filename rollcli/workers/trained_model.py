@@ -1,0 +1,292 @@
+"""actor_train's trained model, whatever the pipeline: the trainable policy, its log-probs,
+its checkpoints and the weights it sends to actor_infer (the update is the pipeline's
+worker's: `actor_train.py`, `sft_train.py`, `dpo_train.py`, `distill.py`).
+
+The model lives on the worker's device (`pick_device`: the GPU Ray assigned when the plan
+gave this rank one, else the CPU); batches come from the driver on the CPU and are moved
+there before every forward, and what goes back to the driver is moved to the CPU first.
+
+With `world_size > 1` the ranks train data parallel: the trainer is built once the driver
+has joined them in a process group (`open_train_group` on rank 0, then `join_train_group`
+on every rank; see distributed/data_parallel.py). Rank 0 writes the Hugging Face folder and
+sends weights; the other ranks enter the same calls so that collectives (a ZeRO-3 gather,
+DeepSpeed's partitioned checkpoint) see every rank.
+
+With `lora` (a `LoraSpec`) the model carries peft adapters and only they train
+(strategies/lora.py): `compute_ref_logprobs` is the reference policy (adapters off), the
+weight sync sends merged weights under the base names, and a checkpoint holds the merged
+Hugging Face folder plus the adapter (`adapter/`), which resuming loads. With the `fsdp2`
+strategy the adapters are added to the frozen base first, then the whole is sharded; its
+own checkpoint (`fsdp2/`) holds the adapters and their Adam states, which resuming loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rollcli.data.batch import Batch
+from rollcli.distributed import data_parallel, stores
+from rollcli.distributed.node_files import node_model_folder
+from rollcli.distributed.weight_sync import WeightSender
+from rollcli.runs.checkpoint import load_tensors_file
+from rollcli.strategies import lora as lora_adapters
+from rollcli.strategies.device import device_slot, pick_device
+from rollcli.strategies.hf_model import (
+    load_causal_lm,
+    load_saved_weights,
+    load_tokenizer,
+)
+from rollcli.strategies.logprob_forward import forward_response_logprobs
+from rollcli.strategies.lr_schedule import LrFactor
+from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
+from rollcli.strategies.threads import set_threads
+from rollcli.strategies.train_engines import make_trainer
+from rollcli.tracking.peak import matmul_peak
+
+LORA_STRATEGIES = ("hf", "fsdp2")
+
+
+def _with_precision(strategy: str, options: dict[str, Any], precision: str) -> dict[str, Any]:
+    """The strategy's options with the precision it needs to be told of: DeepSpeed's `bf16`
+    switch, FSDP2's mixed-precision policy. hf runs autocast in the worker; megatron has no
+    mixed precision here yet.
+
+    >>> _with_precision("deepspeed", {"zero_stage": 3}, "bf16-mixed")
+    {'zero_stage': 3, 'bf16': True}
+    """
+    if strategy in ("deepspeed", "fsdp2"):
+        return {**options, "bf16": precision == "bf16-mixed"}
+    if strategy == "megatron" and precision != "fp32":
+        raise ValueError(f"train.strategy megatron runs fp32 only here, not {precision}")
+    return options
+
+
+class TrainedModelWorker:
+    """The trained model of actor_train, in every pipeline: the model (and its LoRA
+    adapters), its trainer, its data-parallel group, its log-probs, its weight sync and its
+    checkpoints. The pipelines' workers add their updates: `ActorTrainWorker.train_step`
+    (RL), `SFTTrainWorker.sft_step`, `DPOTrainWorker.dpo_step`, `StudentWorker`'s."""
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        weight_decay: float = 0.0,
+        lr_factor: LrFactor | None = None,
+        grad_clip: float | None = 1.0,
+        gradient_checkpointing: bool = False,
+        num_threads: int = 1,
+        seed: int = 0,
+        strategy: str = "hf",
+        strategy_options: dict[str, Any] | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        num_gpus: float = 0.0,
+        precision: str = "fp32",
+        lora: lora_adapters.LoraSpec | None = None,
+    ) -> None:
+        """`num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU);
+        `precision`: `fp32` or `bf16-mixed`, the plan's training dtype (strategies/precision.py);
+        `lora`: train low-rank adapters on the frozen model (`strategy` hf or fsdp2)."""
+        model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
+        set_threads(num_threads)
+        torch.manual_seed(seed)
+        self.device = pick_device(num_gpus)
+        self.model_path = model_path
+        self.precision = check_precision(precision)
+        self.model = load_causal_lm(model_path, train=True, device=self.device)
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        self.lora = lora is not None
+        if lora is not None:
+            if strategy not in LORA_STRATEGIES:
+                raise ValueError(f"LoRA trains with the hf or fsdp2 strategy, not {strategy!r}")
+            if self.precision == "bf16-mixed":  # frozen: no fp32 master copy (as planned);
+                self.model.to(torch.bfloat16)  # peft keeps the adapters in fp32
+            self.model = lora_adapters.apply_lora(self.model, lora)
+        self.tokenizer = load_tokenizer(model_path)
+        self.strategy = strategy
+        self.rank, self.world_size = rank, world_size
+        self._trainer_args: dict[str, Any] = dict(
+            options=_with_precision(strategy, strategy_options or {}, precision),
+            rank=rank,
+            world_size=world_size,
+            lr=lr,
+            betas=betas,
+            weight_decay=weight_decay,
+            lr_factor=lr_factor,
+            grad_clip=grad_clip,
+        )
+        self.trainer: Any = None
+        self._store: Any = None
+        if world_size == 1:
+            self._build_trainer()
+        self.sender: WeightSender | None = None
+
+    def _build_trainer(self) -> None:
+        self.trainer = make_trainer(self.strategy, self.model, **self._trainer_args)
+        self.model = self.trainer.model  # deepspeed: its engine, which runs the module
+
+    def trainable_parameters(self) -> tuple[int, int]:
+        """(parameters that train, all parameters): with LoRA, the adapters' share."""
+        return lora_adapters.trainable_count(self.model)
+
+    # ---- data parallel ---------------------------------------------------------------
+    def open_train_group(self) -> tuple[str, int]:
+        """Rank 0: open the group's store; the other ranks join at the (address of this
+        node, port) returned."""
+        host = stores.node_address()
+        self._store = data_parallel.open_store(host, self.world_size)
+        return host, self._store.port
+
+    def join_train_group(self, host: str, port: int) -> None:
+        """Join the data-parallel group (every rank at once), then build the trainer."""
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        data_parallel.join_group(self._store, host, port, self.rank, self.world_size, backend)
+        self._build_trainer()
+
+    @torch.no_grad()
+    def compute_logprobs(
+        self,
+        batch: Batch,
+        micro_batch_size: int = 8,
+        temperature: float = 1.0,
+        max_tokens: int | None = None,
+        shared_prefix: bool = False,
+    ) -> torch.Tensor:
+        """Log-probs of the response tokens under the current policy (PPO's old log-probs);
+        `shared_prefix`: each group's prompt computed once (the same numbers). `max_tokens`
+        applies where ranks may run different numbers of forwards (`token_budget`)."""
+        self.model.eval()
+        with self._compute():
+            return forward_response_logprobs(
+                self.model,
+                batch,
+                micro_batch_size,
+                temperature,
+                self.device,
+                data_parallel.token_budget(self.strategy, self.world_size, max_tokens),
+                shared_prefix=shared_prefix,
+            )
+
+    def _compute(self):  # noqa: ANN202
+        """bf16 autocast for the hf strategy in `bf16-mixed` (DeepSpeed's bf16 mode and
+        FSDP2's mixed-precision policy cast the module themselves)."""
+        return compute_context(self.precision if self.strategy == "hf" else "fp32", self.device)
+
+    @torch.no_grad()
+    def compute_ref_logprobs(
+        self,
+        batch: Batch,
+        micro_batch_size: int = 8,
+        temperature: float = 1.0,
+        max_tokens: int | None = None,
+        shared_prefix: bool = False,
+    ) -> torch.Tensor:
+        """The reference policy's log-probs with LoRA: this model with its adapters off."""
+        if not self.lora:
+            raise RuntimeError("compute_ref_logprobs needs LoRA; without it a reference runs")
+        with lora_adapters.adapters_off(self.model):
+            return self.compute_logprobs(
+                batch, micro_batch_size, temperature, max_tokens, shared_prefix
+            )
+
+    def matmul_peak(self, seconds: float = 1.0) -> dict[str, Any]:
+        """This rank's matmul FLOP/s on its device in its compute dtype (`tracking/peak.py`):
+        `{"flops", "device", "dtype"}`."""
+        dtype = torch.bfloat16 if self.precision == "bf16-mixed" else torch.float32
+        flops = matmul_peak(self.device, dtype, seconds=seconds)
+        return {"flops": flops, "device": str(self.device), "dtype": str(dtype).split(".")[-1]}
+
+    # ---- weight sync -------------------------------------------------------------------
+    def device_slot(self) -> dict:
+        """Where this rank's model lives (see `weight_sync.choose_backend`)."""
+        return device_slot(self.device)
+
+    def open_weight_sync(
+        self, world_size: int, backend: str = "gloo", dtype: str | None = None
+    ) -> tuple[str, int]:
+        """Open the weight-sync group's store; the receivers join at the (address of this
+        node, port) returned. `backend`: gloo (any device: buckets travel through host
+        memory) or nccl; `dtype`: the receivers' (weights are cast to it)."""
+        host = stores.node_address()
+        cast = torch_dtype(dtype) if dtype else None
+        self.sender = WeightSender(host, world_size, backend=backend, dtype=cast)
+        return host, self.sender.port
+
+    def connect_weight_sync(self) -> None:
+        assert self.sender is not None, "open_weight_sync was not called"
+        self.sender.connect()
+
+    def broadcast_weights(self) -> float:
+        """Rank 0 sends; other ranks only take part in gathering whole weights (ZeRO-3)."""
+        if self.rank != 0:
+            with self._full_weights():
+                return 0.0
+        assert self.sender is not None, "open_weight_sync was not called"
+        with self._full_weights() as model:
+            if self.lora:  # merged weights under the base names, one tensor at a time
+                return self.sender.send(
+                    lora_adapters.base_tensors(model), lora_adapters.merged_value(model)
+                )
+            return self.sender.send(model)
+
+    def _full_weights(self):  # noqa: ANN202
+        """The model with whole parameters (a ZeRO-3 trainer gathers its partitions, FSDP2
+        a plain copy on rank 0); every rank must enter."""
+        full = getattr(self.trainer, "full_weights", None)
+        return full() if full is not None else contextlib.nullcontext(self.model)
+
+    # ---- checkpoints -------------------------------------------------------------------
+    def save_pretrained(self, folder: str) -> None:
+        """Write the policy as a Hugging Face folder (safetensors + tokenizer); rank 0 writes,
+        every rank takes part in gathering the weights. With LoRA: the merged weights, and
+        the adapter in `adapter/`."""
+        if self.lora:
+            self._save_lora(folder)
+            return
+        with self._full_weights() as model:
+            if self.rank == 0:
+                model.save_pretrained(folder, safe_serialization=True)
+        if self.rank == 0:
+            self.tokenizer.save_pretrained(folder)
+
+    def _save_lora(self, folder: str) -> None:
+        with self._full_weights() as model:
+            if self.rank != 0:
+                return
+            lora_adapters.save_merged(model, folder)
+            lora_adapters.save_adapter(model, Path(folder) / lora_adapters.ADAPTER_DIR)
+        self.tokenizer.save_pretrained(folder)
+
+    def save_state(self, folder: str) -> None:
+        """The optimizer state: deepspeed and fsdp2 ranks each write their partition; with
+        `hf` the ranks hold the same state and rank 0 writes it."""
+        if self.strategy != "hf":  # deepspeed and fsdp2 write their own partitioned states
+            self.trainer.save_checkpoint(folder)
+        if self.rank != 0:
+            return
+        torch.save(
+            {**self.trainer.state_dict(), "rng": torch.get_rng_state()},
+            Path(folder) / "actor_optim.pt",
+        )
+
+    def load_state(self, folder: str) -> None:
+        # tensors and plain containers only: loading runs no code from the run folder
+        state: dict[str, Any] = load_tensors_file(
+            Path(folder) / "actor_optim.pt", map_location=self.device
+        )
+        self.trainer.load_state_dict(state)
+        if self.strategy != "hf":  # weights (fsdp2 + LoRA: the adapters), optimizer
+            self.trainer.load_checkpoint(folder)  # partitions and scheduler: its own files
+        elif self.lora:
+            lora_adapters.load_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)
+        else:  # one file or shards; strict (tied weights excepted)
+            load_saved_weights(self.model, folder, device=str(self.device))
+        torch.set_rng_state(state["rng"].cpu())
