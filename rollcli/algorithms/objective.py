@@ -27,20 +27,28 @@ from rollcli.algorithms.off_policy import correction_weights, mismatch_metrics
 from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import (
+    ACTION_MASK,
+    ADVANTAGES,
+    BEHAVIOUR_LOGPROBS,
+    OLD_LOGPROBS,
+    REF_LOGPROBS,
+    RESPONSE_MASK,
+)
 
 
 def entropy_mask(batch: Batch) -> Tensor:
     """The tokens the entropy bonus covers: `action_mask` within the loss mask where the batch
     has one, else the loss mask itself."""
-    mask = batch["response_mask"]
-    return batch["action_mask"] * mask if "action_mask" in batch else mask
+    mask = batch[RESPONSE_MASK]
+    return batch[ACTION_MASK] * mask if ACTION_MASK in batch else mask
 
 
 def rl_normalisers(mini_batch: Batch, args: PolicyUpdateArgs) -> Tensor:
     """The mini-batch's denominators of the three terms (policy, KL, entropy), 3 each: what
     `rl_loss` takes as `totals` once summed over the ranks."""
-    mask = mini_batch["response_mask"]
-    agg_mask = aggregation_mask(args.policy_loss, mask, mini_batch["advantages"])
+    mask = mini_batch[RESPONSE_MASK]
+    agg_mask = aggregation_mask(args.policy_loss, mask, mini_batch[ADVANTAGES])
     masks = (agg_mask, mask, entropy_mask(mini_batch))
     return torch.cat([loss_normalisers(m) for m in masks])
 
@@ -51,9 +59,9 @@ def off_policy_weights(
     """Against the sampler's log-probs `mu` (where the engine sent them): the off-policy
     correction's per-token weights (None with `correction: none`) and the metrics, the
     mismatch ones (`mismatch_*`) whatever the correction."""
-    if "behaviour_logprobs" not in micro:
+    if BEHAVIOUR_LOGPROBS not in micro:
         return None, {}
-    behaviour, old = micro["behaviour_logprobs"], old.detach()
+    behaviour, old = micro[BEHAVIOUR_LOGPROBS], old.detach()
     metrics = mismatch_metrics(old, behaviour, mask, args.correction_band)
     corrected = correction_weights(
         args.correction,
@@ -85,16 +93,16 @@ def rl_loss(
     sampler's), `ref_logprobs` (the KL term) and `action_mask` (agentic: the entropy bonus
     covers those tokens and `action_entropy` reports their mean). `logprobs` and `entropy`
     are the policy's `[B, R]` over the response tokens at `args.temperature`."""
-    mask = micro["response_mask"]
-    agg_mask = aggregation_mask(args.policy_loss, mask, micro["advantages"])
+    mask = micro[RESPONSE_MASK]
+    agg_mask = aggregation_mask(args.policy_loss, mask, micro[ADVANTAGES])
     pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
-    old = micro["old_logprobs"] if "old_logprobs" in micro else logprobs.detach()
+    old = micro[OLD_LOGPROBS] if OLD_LOGPROBS in micro else logprobs.detach()
     is_weights, off_metrics = off_policy_weights(args, old, micro, mask)
     loss, metrics = compute_policy_loss(
         args.policy_loss,
         logprobs=logprobs,
         old_logprobs=old,
-        advantages=micro["advantages"],
+        advantages=micro[ADVANTAGES],
         mask=mask,
         clip_low=args.clip_low,
         clip_high=args.clip_high,
@@ -107,18 +115,18 @@ def rl_loss(
     ent = aggregate_loss(entropy, mask, "token-mean")
     metrics = {**metrics, "entropy": float(ent.detach()), **off_metrics}
     ent_mask, bonus = entropy_mask(micro), ent
-    if "action_mask" in micro:  # weighted by its tokens: 0 here when it has none
+    if ACTION_MASK in micro:  # weighted by its tokens: 0 here when it has none
         bonus = aggregate_loss(entropy, ent_mask, "token-mean")
         metrics["action_entropy"] = float(bonus.detach())
     if args.entropy_coef:
         ent_share = micro_batch_share("token-mean", ent_mask, totals[6:])
         loss = loss - args.entropy_coef * bonus * ent_share
-    if "ref_logprobs" in micro:
+    if REF_LOGPROBS in micro:
         # GRPO's objective (Shao et al. 2024, eq. 3) puts -beta KL_t inside the same
         # 1/|o_i| sum_t and 1/G sum_i as the policy term: the KL is aggregated like the
         # policy loss (`loss_agg`), over every response token of `mask`
         kl, kl_metrics = kl_loss(
-            logprobs, micro["ref_logprobs"], mask, args.kl_estimator, args.loss_agg, norm_len
+            logprobs, micro[REF_LOGPROBS], mask, args.kl_estimator, args.loss_agg, norm_len
         )
         metrics["kl"] = kl_metrics["kl_mean"]
         if args.kl_loss_coef:

@@ -10,17 +10,26 @@ from __future__ import annotations
 import torch
 
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import (
+    ACTION_MASK,
+    ADVANTAGES,
+    BEHAVIOUR_LOGPROBS,
+    OLD_LOGPROBS,
+    PROMPT_WIDTH,
+    REF_LOGPROBS,
+    RESPONSE_MASK,
+)
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids")
 RESPONSE_KEYS = (
-    "response_mask",
-    "advantages",
+    RESPONSE_MASK,
+    ADVANTAGES,
     "returns",
-    "old_logprobs",
-    "ref_logprobs",
+    OLD_LOGPROBS,
+    REF_LOGPROBS,
     "values",
-    "behaviour_logprobs",
-    "action_mask",
+    BEHAVIOUR_LOGPROBS,
+    ACTION_MASK,
 )
 
 
@@ -30,7 +39,7 @@ def trim_padding(batch: Batch) -> Batch:
 
     A response ends at its last attended token, not its last loss token: a multi-turn
     sample's `response_mask` has holes (the environment's turns) and may end early."""
-    width = int(batch["prompt_width"][0])
+    width = int(batch[PROMPT_WIDTH][0])
     attention = batch["attention_mask"]
     response_len = int(attention[:, width:].sum(dim=1).max().item()) if len(batch) else 0
     response_len = max(response_len, 1)
@@ -43,7 +52,7 @@ def trim_padding(batch: Batch) -> Batch:
     for key in RESPONSE_KEYS:
         if key in tensors:
             tensors[key] = tensors[key][:, :response_len]
-    tensors["prompt_width"] = batch["prompt_width"] - left_pad
+    tensors[PROMPT_WIDTH] = batch[PROMPT_WIDTH] - left_pad
     return Batch(tensors, dict(batch.fields), dict(batch.meta))
 
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import torch
 
+from rollcli.data.batch_keys import PROMPT_WIDTH, RESPONSE_MASK
+
 
 def _pad(
     seqs: Sequence[Sequence[int]], pad_id: int, width: int | None, left: bool
@@ -61,6 +63,6 @@ def rollout_tensors(
         "input_ids": torch.cat([p_ids, r_ids], dim=1),
         "attention_mask": attention_mask,
         "position_ids": position_ids_from_mask(attention_mask),
-        "response_mask": r_mask.float(),
-        "prompt_width": torch.full((len(prompts),), p_ids.shape[1], dtype=torch.long),
+        RESPONSE_MASK: r_mask.float(),
+        PROMPT_WIDTH: torch.full((len(prompts),), p_ids.shape[1], dtype=torch.long),
     }

@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import PROMPT_WIDTH
 from rollcli.data.micro_batch import trim_padding
 
 
@@ -180,7 +181,7 @@ def shared_prefix_micro_batches(
     as data-parallel ranks under ZeRO-3 need. Each is trimmed of padding; returns
     `(row_indices, micro_batch)` pairs like `length_sorted_micro_batches`.
     """
-    width = int(batch["prompt_width"][0])
+    width = int(batch[PROMPT_WIDTH][0])
     mask = batch["attention_mask"]
     keys = prompt_keys(batch["input_ids"], mask, batch["position_ids"], width)
     prompt_lengths = {key: len(key[0]) for key in keys}

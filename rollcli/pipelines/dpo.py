@@ -22,6 +22,7 @@ import torch
 
 from rollcli.algorithms.dpo_loss import dpo_loss
 from rollcli.config.recipe import RecipeConfig
+from rollcli.data.batch_keys import REF_LOGPROBS, RESPONSE_MASK
 from rollcli.data.offline_sets import load_pair_sets, tokenize_pairs
 from rollcli.data.pairs import pair_batch
 from rollcli.data.sampler import PromptSampler
@@ -100,7 +101,7 @@ class DPOPipeline:
         # 2. the reference's log-probs of chosen and rejected
         self.ctl.phase("forward")
         t0 = time.perf_counter()
-        batch.set("ref_logprobs", self._logprobs(self.reference, batch, self.ref_method))
+        batch.set(REF_LOGPROBS, self._logprobs(self.reference, batch, self.ref_method))
         forward_s = time.perf_counter() - t0
 
         # 3. one optimizer step on the preference loss
@@ -114,7 +115,7 @@ class DPOPipeline:
                     k if k.startswith(("rewards/", "logps/")) else f"actor/{k}": v
                     for k, v in out.items()
                 },
-                "data/response_length": float(batch["response_mask"].sum(dim=1).mean()),
+                "data/response_length": float(batch[RESPONSE_MASK].sum(dim=1).mean()),
                 "time/forward_s": forward_s,
                 "time/train_s": time.perf_counter() - t0,
             }
@@ -141,7 +142,7 @@ class DPOPipeline:
         t0 = time.perf_counter()
         if self.val_ref is None:
             self.val_ref = self._logprobs(self.reference, self.val_batch, self.ref_method)
-        mask = self.val_batch["response_mask"]
+        mask = self.val_batch[RESPONSE_MASK]
         average = dpo.loss == "ipo"
         policy = self._logprobs(self.actor, self.val_batch)
         pi = pair_scores(policy, mask, average)

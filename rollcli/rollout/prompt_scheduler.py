@@ -27,6 +27,7 @@ import torch
 
 from rollcli.algorithms.dapo import groups_with_variance
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, RESPONSE_MASK
 from rollcli.data.prompts import Prompt
 from rollcli.distributed.calls import get, submit, unfinished
 from rollcli.distributed.cluster import Cluster
@@ -170,7 +171,7 @@ class PendingRollout:
                 "tag": [p.tag for p in prompts],
                 "prompt_id": [p.id for p in prompts],
                 **(
-                    {"behaviour_logprobs": [g.logprobs for g in gens]}
+                    {BEHAVIOUR_LOGPROBS: [g.logprobs for g in gens]}
                     if all(g.logprobs is not None for g in gens)
                     else {}
                 ),
@@ -261,7 +262,7 @@ def _metrics(
     this step (`done`: groups dynamic sampling dropped included, aborted requests not), so
     they follow the policy whatever the filter keeps; `reward/kept_mean` is the mean over
     the batch that trains (the kept groups), and the length metrics are the batch's."""
-    lengths = batch["response_mask"].sum(dim=1)
+    lengths = batch[RESPONSE_MASK].sum(dim=1)
     results = [r for d in done for r in d.results]
     scores = torch.tensor([float(r["score"]) for r in results])
     parts = {}

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, RESPONSE_MASK
 from rollcli.data.padding import rollout_tensors
 
 
@@ -54,10 +55,10 @@ def build_batch(
     tensors["scores"] = torch.tensor(scores, dtype=torch.float32)
     tensors["finished"] = torch.tensor(finished, dtype=torch.bool)
     fields = dict(fields)
-    behaviour_rows = fields.pop("behaviour_logprobs", None)
+    behaviour_rows = fields.pop(BEHAVIOUR_LOGPROBS, None)
     if behaviour_rows:
-        behaviour = torch.zeros(len(response_ids), tensors["response_mask"].shape[1])
+        behaviour = torch.zeros(len(response_ids), tensors[RESPONSE_MASK].shape[1])
         for i, lp in enumerate(behaviour_rows):
             behaviour[i, : len(lp)] = torch.tensor(lp, dtype=torch.float32)
-        tensors["behaviour_logprobs"] = behaviour
+        tensors[BEHAVIOUR_LOGPROBS] = behaviour
     return Batch(tensors, fields)

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
+from rollcli.data.batch_keys import PROMPT_WIDTH
 from rollcli.models.shapes import RANDOM_INIT_KEY
 from rollcli.strategies.attention_masks import padded_rows_mask
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
@@ -137,7 +138,7 @@ def response_logprobs(
     plain LM head the logits are built a chunk of positions at a time
     (`rollcli.strategies.lm_head`); other models go through their own forward.
     """
-    width = int(batch_tensors["prompt_width"][0])
+    width = int(batch_tensors[PROMPT_WIDTH][0])
     input_ids = batch_tensors["input_ids"]
     labels = input_ids[:, width:]
     real = batch_tensors["attention_mask"][:, width:].bool()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
+from rollcli.data.batch_keys import PROMPT_WIDTH
 from rollcli.data.shared_prefix import SharedPrefixLayout, shared_prefix_layout, take_positions
 from rollcli.strategies.attention_masks import (
     MASKED_ATTENTION,
@@ -50,7 +51,7 @@ def _layout(model, inputs: dict[str, torch.Tensor]) -> tuple[SharedPrefixLayout,
         inputs["input_ids"],
         inputs["attention_mask"],
         inputs["position_ids"],
-        int(inputs["prompt_width"][0]),
+        int(inputs[PROMPT_WIDTH][0]),
     )
     check_window(model, layout)
     return layout, attention_mask(model, layout)

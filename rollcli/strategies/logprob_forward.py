@@ -8,13 +8,14 @@ from __future__ import annotations
 import torch
 
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import PROMPT_WIDTH, RESPONSE_MASK
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.data.shared_prefix import shared_prefix_micro_batches
 from rollcli.strategies.device import batch_to
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.strategies.hf_shared_prefix import shared_prefix_logprobs
 
-MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", "prompt_width")
+MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids", PROMPT_WIDTH)
 
 
 def model_inputs(batch: Batch) -> dict[str, torch.Tensor]:
@@ -49,4 +50,4 @@ def forward_response_logprobs(
         inputs = model_inputs(batch_to(micro, device))
         logprobs = forward(model, inputs, temperature=temperature)[0]
         parts.append((idx, logprobs.cpu()))
-    return scatter_rows(parts, len(batch), batch["response_mask"].shape[1])
+    return scatter_rows(parts, len(batch), batch[RESPONSE_MASK].shape[1])

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rollcli.data.batch_keys import PROMPT_WIDTH, RESPONSE_MASK
 from rollcli.tracking.flops import FlopModel, Group, train_factor
 from rollcli.tracking.peak import raised_peak, run_peak, write_peak
 
@@ -28,9 +29,9 @@ PHASES = ("generate", "forward", "train")
 def rollout_groups(batch: Batch) -> list[Group]:
     """The batch's rows grouped by identical prompt tokens (a GRPO group), with each
     row's real prompt and response lengths (padding is not counted)."""
-    width = int(batch["prompt_width"][0])
+    width = int(batch[PROMPT_WIDTH][0])
     prompt_lens = batch["attention_mask"][:, :width].sum(dim=1).tolist()
-    response_lens = batch["response_mask"].sum(dim=1).long().tolist()
+    response_lens = batch[RESPONSE_MASK].sum(dim=1).long().tolist()
     ids = batch["input_ids"][:, :width]
     groups: dict[tuple[int, ...], list[int]] = {}
     for row, (p, r) in enumerate(zip(prompt_lens, response_lens, strict=True)):

@@ -11,6 +11,7 @@ from rollcli.algorithms.loss_metrics import Metric
 from rollcli.algorithms.objective import rl_loss, rl_normalisers
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.distributed import data_parallel
 from rollcli.strategies.device import batch_to, to_cpu
 from rollcli.strategies.logprob_forward import logprob_forward, model_inputs
@@ -28,7 +29,7 @@ class ActorTrainWorker(TrainedModelWorker):
         so the step does not depend on how rows are split into micro-batches
         (`aggregation.micro_batch_share`); `norm_len` defaults to the batch's padded
         response width, the same in every micro-batch and on every rank."""
-        norm_len = args.norm_len or batch["response_mask"].shape[1]
+        norm_len = args.norm_len or batch[RESPONSE_MASK].shape[1]
         micro_batcher, forward = logprob_forward(args.shared_prefix)
 
         def loss_fn(micro: Batch, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, Metric]]:
@@ -39,7 +40,7 @@ class ActorTrainWorker(TrainedModelWorker):
                     model_inputs(micro),
                     temperature=args.temperature,
                     with_entropy=True,
-                    head_mask=micro["response_mask"] > 0,  # every term is over the loss mask
+                    head_mask=micro[RESPONSE_MASK] > 0,  # every term is over the loss mask
                 )
                 return rl_loss(micro, logprobs, entropy, args, norm_len, totals)
 

@@ -10,6 +10,7 @@ import torch
 from rollcli.algorithms.aggregation import loss_normalisers, micro_batch_share
 from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import PROMPT_WIDTH, RESPONSE_MASK
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.data.shared_prefix import shared_prefix_micro_batches
 from rollcli.distributed.node_files import node_model_folder
@@ -38,7 +39,7 @@ def _load_value_model(path: str, device: torch.device) -> torch.nn.Module:
 
 def _values(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """V(s_t) for each response token t: the value head read at the position before it."""
-    width = int(inputs["prompt_width"][0])
+    width = int(inputs[PROMPT_WIDTH][0])
     out = model(
         input_ids=inputs["input_ids"],
         attention_mask=padded_rows_mask(model, inputs["attention_mask"]),
@@ -88,7 +89,7 @@ class CriticWorker:
             (idx, forward(self.model, model_inputs(batch_to(m, self.device))).cpu())
             for idx, m in micro_batcher(batch, micro_batch_size)
         ]
-        return scatter_rows(parts, len(batch), batch["response_mask"].shape[1])
+        return scatter_rows(parts, len(batch), batch[RESPONSE_MASK].shape[1])
 
     def train_step(
         self,
@@ -103,13 +104,13 @@ class CriticWorker:
         micro_batcher, forward = _value_forward(shared_prefix)
 
         def normalisers(mini_batch: Batch) -> torch.Tensor:
-            return loss_normalisers(mini_batch["response_mask"])
+            return loss_normalisers(mini_batch[RESPONSE_MASK])
 
         def loss_fn(micro: Batch, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             """The micro-batch's share of the mini-batch's token-mean value loss, so the step
             does not depend on how rows are split into micro-batches."""
             micro = batch_to(micro, self.device)
-            mask = micro["response_mask"]
+            mask = micro[RESPONSE_MASK]
             values = forward(self.model, model_inputs(micro))
             loss, metrics = value_loss(
                 values, micro["values"], micro["returns"], mask, clip=value_clip

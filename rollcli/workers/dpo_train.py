@@ -10,6 +10,7 @@ import torch
 
 from rollcli.algorithms.dpo_loss import dpo_loss, sequence_logprob
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import REF_LOGPROBS, RESPONSE_MASK
 from rollcli.data.pairs import pair_micro_batches
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.strategies.logprob_forward import model_inputs
@@ -40,10 +41,10 @@ class DPOTrainWorker(TrainedModelWorker):
         parts = pair_micro_batches(batch, args.micro_batch_size, max_tokens=args.micro_batch_tokens)
 
         def loss_fn(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-            mask = micro["response_mask"]
+            mask = micro[RESPONSE_MASK]
             logprobs, _ = response_logprobs(self.model, model_inputs(micro))
             pi = pair_scores(logprobs, mask, average)
-            ref = pair_scores(micro["ref_logprobs"], mask, average)
+            ref = pair_scores(micro[REF_LOGPROBS], mask, average)
             loss, metrics = dpo_loss(
                 pi[:, 0],
                 pi[:, 1],

@@ -16,6 +16,7 @@ from rollcli.algorithms.masked import masked_mean
 from rollcli.algorithms.normalization import RunningMeanStd, clip_abs
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import ADVANTAGES, OLD_LOGPROBS, REF_LOGPROBS, RESPONSE_MASK
 
 STEP_ADVANTAGES = "step_advantages"  # a batch tensor `[B, T]` added to the advantages (GiGPO)
 
@@ -69,16 +70,16 @@ def add_advantages(
     raised the group mean, which could flip a finished answer's advantage from + to -.
     """
     step_advantages = batch.tensors.pop(STEP_ADVANTAGES, None)
-    mask = batch["response_mask"]
+    mask = batch[RESPONSE_MASK]
     lengths = mask.sum(dim=1)  # real lengths, before mask_truncated empties any row
     if alg.mask_truncated:
         mask = mask * truncation_mask(batch["finished"]).unsqueeze(1)
-        batch.set("response_mask", mask)
+        batch.set(RESPONSE_MASK, mask)
     scores = shape_scores(alg, batch["scores"], lengths, max_new_tokens, group_size, running)
     metrics: dict[str, float] = {}
     kl = None
-    if "ref_logprobs" in batch and alg.kl_in == "reward":
-        kl = kl_estimate(batch["old_logprobs"], batch["ref_logprobs"], alg.kl_estimator)
+    if REF_LOGPROBS in batch and alg.kl_in == "reward":
+        kl = kl_estimate(batch[OLD_LOGPROBS], batch[REF_LOGPROBS], alg.kl_estimator)
         current = float(masked_mean(kl, mask)) if mask.sum() > 0 else 0.0
         metrics["actor/kl_reward"] = current
         metrics["actor/kl_coef"] = kl_ctl.value
@@ -98,7 +99,7 @@ def add_advantages(
         advantage_clip=alg.advantage_clip,
         step_advantages=step_advantages,
     )
-    batch.set("advantages", advantages)
+    batch.set(ADVANTAGES, advantages)
     batch.set("returns", returns)
     if kl is not None:
         kl_ctl.update(metrics["actor/kl_reward"], len(batch))

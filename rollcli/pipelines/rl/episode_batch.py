@@ -32,6 +32,7 @@ from rollcli.algorithms.kl import AdaptiveKLController, FixedKLController
 from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import ACTION_MASK, BEHAVIOUR_LOGPROBS, RESPONSE_MASK
 from rollcli.data.padding import pad_right, rollout_tensors
 from rollcli.pipelines.rl.advantages import STEP_ADVANTAGES, add_advantages
 from rollcli.rollout.chat_turns import TurnFormat
@@ -51,21 +52,21 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int, fmt: TurnFormat | No
             "no trainable group of episodes (in every group an env crashed or no reply was made)"
         )
     tensors = rollout_tensors([e.prompt_ids for e in rows], [e.response_ids for e in rows], pad_id)
-    width = tensors["response_mask"].shape[1]
+    width = tensors[RESPONSE_MASK].shape[1]
     loss_mask, _ = pad_right([e.loss_mask for e in rows], 0, width=width)  # values, 0-padded
-    tensors["response_mask"] = loss_mask.float()
+    tensors[RESPONSE_MASK] = loss_mask.float()
     tensors["scores"] = torch.tensor([e.episode_return for e in rows], dtype=torch.float32)
     tensors["finished"] = torch.tensor([e.end != "context" for e in rows], dtype=torch.bool)
     if all(e.behaviour is not None for e in rows):  # mismatch metrics, `algorithm.off_policy`
         behaviour = torch.zeros(len(rows), width)
         for i, e in enumerate(rows):
             behaviour[i, : len(e.behaviour)] = torch.tensor(e.behaviour, dtype=torch.float32)
-        tensors["behaviour_logprobs"] = behaviour
+        tensors[BEHAVIOUR_LOGPROBS] = behaviour
     if fmt is not None:
         starts = [first_action_positions(e, fmt) for e in rows]
-        tensors["action_mask"] = torch.zeros_like(loss_mask, dtype=torch.float32)
+        tensors[ACTION_MASK] = torch.zeros_like(loss_mask, dtype=torch.float32)
         for row, positions in enumerate(starts):
-            tensors["action_mask"][row, positions] = 1.0
+            tensors[ACTION_MASK][row, positions] = 1.0
     fields = {
         "group": [e.spec.group for e in rows],
         "turn_spans": [list(e.turn_spans) for e in rows],
@@ -147,7 +148,7 @@ def gigpo_step_tokens(batch: Batch, step_gamma: float, norm_std: bool) -> torch.
     steps = gigpo_step_advantages(
         batch["step_rewards"], batch["state_keys"], batch["group"], step_gamma, norm_std
     )
-    return turn_token_values(batch["turn_spans"], steps, batch["response_mask"].shape[1])
+    return turn_token_values(batch["turn_spans"], steps, batch[RESPONSE_MASK].shape[1])
 
 
 def set_step_advantages(

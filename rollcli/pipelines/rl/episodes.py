@@ -26,6 +26,7 @@ from typing import Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.recipe import AgenticRecipe
+from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.distributed.cluster import Cluster
 from rollcli.envs.registry import build_env
 from rollcli.evaluation.stats import wilson_interval
@@ -142,7 +143,7 @@ class EpisodeSource:
         self._check_drift(step, metrics.get("agentic/template_drift"))
         metrics.update(action_fractions(episodes))
         batch = episodes_to_batch(episodes, self.pad_id, self.fmt)
-        model_tokens = batch["response_mask"].sum(dim=1)
+        model_tokens = batch[RESPONSE_MASK].sum(dim=1)
         metrics["response_length/mean"] = float(model_tokens.mean())
         metrics["rollout/context_tokens_mean"] = float(
             batch["attention_mask"].sum(1).float().mean()

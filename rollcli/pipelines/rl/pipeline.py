@@ -24,6 +24,7 @@ from rollcli.config.engines import resolve_engine
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import OLD_LOGPROBS, REF_LOGPROBS
 from rollcli.distributed import data_parallel, weight_sync
 from rollcli.distributed.calls import get
 from rollcli.distributed.process_control import ProcessControl
@@ -253,17 +254,17 @@ class RLPipeline:
         sizes = self.update_args.forward_sizes()
         if c.reference is not None:
             batch.set(
-                "ref_logprobs",
+                REF_LOGPROBS,
                 c.reference.dispatch(ReferenceWorker.compute_logprobs, batch, **sizes),
             )
         elif self.cfg.reference_role == "actor_train":  # LoRA: the policy, adapters off
             batch.set(
-                "ref_logprobs",
+                REF_LOGPROBS,
                 c.actor_train.dispatch(ActorTrainWorker.compute_ref_logprobs, batch, **sizes),
             )
         if self.needs_old_logprobs:
             batch.set(
-                "old_logprobs",
+                OLD_LOGPROBS,
                 c.actor_train.dispatch(ActorTrainWorker.compute_logprobs, batch, **sizes),
             )
         if c.critic is not None:
