@@ -5,8 +5,9 @@ agentic-frozenlake, 3 steps each, a checkpoint at the end) and records, per run,
 metrics of every step without `time`, `time/*`, `perf/*` and `*_per_s` (wall time and
 throughput differ between any two runs) and the sha256 of every checkpoint file (of every
 leaf of a `.pt` state: the RNG file names the worker whose generator moved). Run it before
-and after a change; `--compare` prints each difference, leaving out the reward workers'
-generators (not seeded, they differ between two runs of one commit), and exits 1 when there
+and after a change; `--compare` prints each difference, leaving out the RNG states that
+differ between two runs of one commit (every process's Python and numpy generators; the
+torch generators of the driver, reference, reward and env workers), and exits 1 when there
 is one.
 
     .venv/bin/python bench/fingerprint.py --out /tmp/before.json          # on the old commit
@@ -19,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,13 +41,15 @@ AGENTIC_SMALL = [
     "agentic.keep_top_groups=1.0",
 ]
 RUNS = {
-    "rlvr-math": ["rollout.batch_size=8", "data.val_size=8"],
+    "rlvr-math": ["rollout.batch_size=8", "rollout.group_size=8", "data.val_size=8"],
     "agentic-frozenlake": AGENTIC_SMALL,
 }
 VOLATILE = ("time/", "perf/")  # and `time` itself, and throughputs (`*_per_s`)
-# the reward workers are not seeded: their generators in rng.pt differ between two runs of
-# one commit (rlvr-math's reward draws nothing from them)
-UNSEEDED = "rng.pt:/reward/"
+# rng.pt leaves that differ between two runs of one commit (380f730 against itself): every
+# process's Python and numpy generators, and the torch generators of the processes the run
+# does not seed (driver, reference, reward, env); the trained and sampling roles' torch
+# generators are seeded and compared
+SEEDED = re.compile(r"rng\.pt:/(actor_train|actor_infer|critic)/\d+/torch$")
 
 
 def _train(recipe: str, overrides: list[str], runs_dir: Path) -> Path:
@@ -114,7 +118,7 @@ def _differences(before: dict, after: dict) -> list[str]:
         if len(old["metrics"]) != len(new["metrics"]):
             found.append(f"{recipe}: {len(old['metrics'])} -> {len(new['metrics'])} rows")
         for name in sorted(old["checkpoint_sha256"].keys() | new["checkpoint_sha256"].keys()):
-            if UNSEEDED in name:
+            if "rng.pt:" in name and not SEEDED.search(name):
                 continue
             a, b = old["checkpoint_sha256"].get(name), new["checkpoint_sha256"].get(name)
             if a != b:

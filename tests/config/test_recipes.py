@@ -78,8 +78,8 @@ def test_bad_type_names_key_and_value() -> None:
         ("rollout.batch_size=-4", "rollout.batch_size = -4: Input should be greater than 0"),
         ("rollout.group_size=1", "needs group_size >= 2"),
         (
-            "rollout.batch_size=60",
-            "rollout.batch_size = 60 is not divisible by rollout.group_size = 8",
+            "rollout.batch_size=42",
+            "rollout.batch_size = 42 is not divisible by rollout.group_size = 5",
         ),
         (
             "train.mini_batch_size=24",

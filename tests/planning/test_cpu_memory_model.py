@@ -62,18 +62,19 @@ def test_rlvr_math_cpu_plan_by_hand() -> None:
     cfg, _ = load_recipe("rlvr-math", [])
     assert (cfg.train.micro_batch_size, cfg.train.micro_batch_tokens) == (16, 4096)
     assert (cfg.data.max_prompt_tokens, cfg.rollout.max_new_tokens) == (256, 32)
-    assert cfg.shared_prefix and cfg.rollout.group_size == 8
+    assert cfg.shared_prefix and cfg.rollout.group_size == 5
     plan = plan_recipe(cfg)
-    # 16 samples = 2 groups of 8, each packed as one row: the prompt once, 8 responses
-    tokens = 2 * 256 + 16 * 32
+    # 16 samples of groups of 5 = 4 packed rows (5, 5, 5, 1): a prompt each, 16 responses;
+    # a row's mask is as wide as a full group's: 256 + 5 x 32 = 416
+    tokens = 4 * 256 + 16 * 32
     train = plan.role_memory["actor_train"].active
     head = 2 * 4 * 256 * V + 4 * 16 * 32 * V + 4 * V * H
     assert (train.weights, train.grads, train.optimizer) == (4 * PSI, 4 * PSI, 8 * PSI)
-    assert train.activations == slack(L * COUNTED_LAYER * tokens + head) + masks(2, 512)
+    assert train.activations == slack(L * COUNTED_LAYER * tokens + head) + masks(4, 416)
     assert train.runtime == CPU_PROCESS_BYTES
     reference = plan.role_memory["reference"].active
     assert reference.weights == 4 * PSI
-    assert reference.activations == PER_TOKEN_LAYER * tokens + 2 * 4 * 256 * V + masks(2, 512)
+    assert reference.activations == PER_TOKEN_LAYER * tokens + 2 * 4 * 256 * V + masks(4, 416)
     assert reference.total == 4 * PSI + reference.activations + CPU_PROCESS_BYTES
     reward = plan.role_memory["reward"].active
     assert reward.total == reward.runtime == CPU_PROCESS_BYTES  # a process, no model
