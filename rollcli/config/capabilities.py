@@ -213,7 +213,7 @@ def _engine(cfg: RecipeConfig) -> str | None:
         return (
             f"rollout.engine = {engine!r}: the {cfg.pipeline} pipeline generates its held-out "
             "answers with its own hf worker (the engine choice applies to "
-            f"{', '.join(p for p in PIPELINES if spec_of(p).engine)}); remove rollout.engine"
+            f"{', '.join(pipelines_where(engine=True))}); remove rollout.engine"
         )
     if engine in GPU_ONLY_ENGINES and cfg.resources.gpus == 0:
         return (
