@@ -56,6 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--group-size", type=int, default=None, help="cuda 8, cpu 2")
     p.add_argument("--model-timeout", type=float, default=900, help="seconds per process")
     p.add_argument("--json", type=Path, default=Path("gpu_proof.json"))
+    p.add_argument(
+        "--memory-history",
+        type=Path,
+        default=None,
+        help="folder: record the timed updates' CUDA allocations and summarise their peak",
+    )
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child: one model
     return p.parse_args(argv)
 
@@ -101,7 +107,8 @@ def child(args: argparse.Namespace) -> None:
     spec = get_model_spec(args.one)
     folder = write_shape_folder(spec, cache_dir() / "shapes" / spec.name, tokenizer_source())
     cases = tuple(c for c in args.cases.split(",") if c)
-    run_model(args.one, folder, Device(args.device), shapes_of(args), cases, jsonl_of(args.json))
+    device, shapes, out = Device(args.device), shapes_of(args), jsonl_of(args.json)
+    run_model(args.one, folder, device, shapes, cases, out, args.memory_history)
 
 
 def jsonl_of(path: Path) -> Path:

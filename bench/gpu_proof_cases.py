@@ -169,21 +169,35 @@ TRAIN_CASES: dict[str, tuple[list[str], dict[str, Any]]] = {
         ["train.strategy=fsdp2", "devices.actor_train.offload_params=true"],
         {"name": "fsdp2", "offload_params": True},
     ),
+    # LoRA (r 16 on q/k/v/o, the recipe's default): on a GPU the frozen base is bf16
+    "hf-lora": (["train.lora.r=16"], {"name": "hf", "lora": True}),
+    "fsdp2-lora": (["train.strategy=fsdp2", "train.lora.r=16"], {"name": "fsdp2", "lora": True}),
 }
 
 
 def train_case(
-    folder: Path, model: str, device: Device, shapes: Shapes, peak_flops: float, case: str
+    folder: Path,
+    model: str,
+    device: Device,
+    shapes: Shapes,
+    peak_flops: float,
+    case: str,
+    history: Path | None = None,
 ) -> dict[str, Any]:
     """One real policy update (forward, backward, AdamW) of `train_rows` rows of `seq_len`
     tokens in micro-batches of `micro_batch`, after one untimed update, with the strategy of
-    `case` (TRAIN_CASES) in the plan's precision."""
+    `case` (TRAIN_CASES) in the plan's precision. `history`: a folder for the timed update's
+    CUDA allocation history (`torch.cuda.memory`), summarised in the row as what was alive at
+    its peak (`peak_breakdown`)."""
     from rollcli.models.registry import get_model_spec
     from rollcli.models.spec import param_count
+    from rollcli.strategies.lora import LoraSpec
     from rollcli.strategies.train_engines import TrainStrategy
     from rollcli.workers.actor_train import ActorTrainWorker
 
     extra, fields = TRAIN_CASES[case]
+    fields = dict(fields)
+    lora = LoraSpec() if fields.pop("lora", False) else None
     strategy = TrainStrategy(**fields).worker_kwargs()
     planned = planned_bytes(model, device, shapes, extra)["actor_train"]
     before = device.reset_peak()
@@ -193,8 +207,10 @@ def train_case(
         gradient_checkpointing=shapes.grad_checkpointing,
         num_gpus=device.num_gpus,
         precision=device.train_precision,
+        lora=lora,
         **strategy,
     )
+    breakdown: dict[str, Any] = {}
     try:
         vocab = get_model_spec(model).vocab_size
         prompts = random_prompts(shapes.train_rows, shapes.prompt_tokens, min(vocab, 49152), 1)
@@ -202,13 +218,22 @@ def train_case(
         batch = train_batch(prompts, responses, worker.tokenizer.pad_token_id, 3)
         args = update_args(shapes)
         worker.train_step(batch, args)  # warm-up: kernels, allocator, optimizer states
+        recording = history is not None and device.kind == "cuda"
+        if recording:
+            device.reset_peak()  # the peak of the recorded update alone
+            torch.cuda.memory._record_memory_history(max_entries=500_000, stacks="python")
         metrics, seconds = timed(device, lambda w=worker: w.train_step(batch, args))
         measured = device.peak()
+        if recording:
+            breakdown = record_peak(history / f"{model}-{case}.pickle")
     finally:
         del worker  # the next case's reset_peak collects and empties the cache
     tokens = shapes.train_rows * shapes.seq_len
-    # forward 2N, backward 4N FLOPs per token; recomputing each layer adds a forward
-    flops = (8 if shapes.grad_checkpointing else 6) * param_count(get_model_spec(model)) * tokens
+    # forward 2N, backward 4N FLOPs per token (LoRA: 2N, no weight gradients); recomputing
+    # each layer adds a forward
+    backward = 2 if lora is not None else 4
+    flops = (2 + backward + 2 * shapes.grad_checkpointing) * param_count(get_model_spec(model))
+    flops *= tokens
     return {
         "case": f"train-{case}",
         "step_s": seconds,
@@ -216,7 +241,72 @@ def train_case(
         "mfu": flops / seconds / peak_flops,
         "loss_finite": all(v == v for v in metrics.values() if isinstance(v, float)),
         **memory_row(planned, measured, before),
+        **breakdown,
     }
+
+
+def record_peak(path: Path) -> dict[str, Any]:
+    """Stop the CUDA allocation history, dump it to `path` and summarise its peak."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.cuda.memory._dump_snapshot(str(path))
+        snapshot = torch.cuda.memory._snapshot()
+        return {"peak_breakdown": peak_breakdown(snapshot["device_traces"][0])}
+    except Exception as err:  # a summary that fails must not lose the case's row
+        return {"peak_breakdown_error": f"{type(err).__name__}: {err}"[:300]}
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def peak_breakdown(trace: list[dict[str, Any]], top: int = 15) -> dict[str, Any]:
+    """What the recorded allocations alive at their highest point were, grouped by where
+    they were made: the innermost frame in roll's code or in transformers/peft, and the
+    innermost frame of all. Allocations made before the recording began are not in it.
+
+    >>> t = [{"action": "alloc", "addr": 1, "size": 4, "frames": [{"filename": "a.py",
+    ...       "line": 3, "name": "f"}]},
+    ...      {"action": "alloc", "addr": 2, "size": 6, "frames": []},
+    ...      {"action": "free_completed", "addr": 1, "size": 4, "frames": []},
+    ...      {"action": "alloc", "addr": 3, "size": 1, "frames": []}]
+    >>> peak_breakdown(t)["peak_gib"] * 1024**3
+    10.0
+    >>> sorted(peak_breakdown(t)["groups"].values())
+    [4, 6]
+    """
+    live: dict[int, dict[str, Any]] = {}
+    total = best = 0
+    at_best: dict[int, dict[str, Any]] = {}
+    for event in trace:
+        if event["action"] == "alloc":
+            live[event["addr"]] = event
+            total += event["size"]
+            if total > best:
+                best, at_best = total, dict(live)
+        elif event["action"] == "free_completed" and event["addr"] in live:
+            total -= live.pop(event["addr"])["size"]
+    groups: dict[str, int] = {}
+    for event in at_best.values():
+        key = _where(event.get("frames") or [])
+        groups[key] = groups.get(key, 0) + event["size"]
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1])[:top]
+    return {"peak_gib": best / GIB, "groups": dict(ranked)}
+
+
+def _where(frames: list[dict[str, Any]]) -> str:
+    def name(f: dict[str, Any]) -> str:
+        return f"{Path(f['filename']).name}:{f['line']} {f['name']}"
+
+    if not frames:
+        return "?"
+    ours = next(
+        (f for f in frames if any(k in f["filename"] for k in ("rollcli", "transformers", "peft"))),
+        None,
+    )
+    return (
+        name(frames[0])
+        if ours is None or ours is frames[0]
+        else f"{name(ours)} < {name(frames[0])}"
+    )
 
 
 def stop_ids(vocab: int, new_tokens: int) -> tuple[int, ...]:
@@ -384,6 +474,7 @@ def run_model(
     shapes: Shapes,
     cases: tuple[str, ...],
     out: Path,
+    history: Path | None = None,
 ) -> None:
     """Every chosen case for `model`, each result appended to `out` (jsonl) as it ends, so a
     case that crashes or a kit stopped at its time limit keeps what came before."""
@@ -397,7 +488,12 @@ def run_model(
     for case in cases:
         if case in TRAIN_CASES:
             runs.append(
-                (case, lambda c=case: train_case(folder, model, device, shapes, peak_flops, c))
+                (
+                    case,
+                    lambda c=case: train_case(
+                        folder, model, device, shapes, peak_flops, c, history
+                    ),
+                )
             )
         elif case == "generate":
             for b in shapes.gen_batches:
