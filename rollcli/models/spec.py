@@ -29,7 +29,16 @@ class ModelSpec:
 
 def param_count(spec: ModelSpec) -> int:
     """Parameters of a llama/qwen-style decoder (embeddings, attention, MLP or MoE, norms)."""
-    h, layers = spec.hidden_size, spec.num_layers
+    h = spec.hidden_size
+    norms = 2 * h
+    embed = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2)
+    return decoder_linear_params(spec) + spec.num_layers * norms + embed + h
+
+
+def decoder_linear_params(spec: ModelSpec) -> int:
+    """The weights of the decoder layers' linear projections (attention, MLP or MoE experts
+    and router): every parameter but the embeddings, an untied LM head and the norms."""
+    h = spec.hidden_size
     attn = (
         h * spec.num_attention_heads * spec.head_dim * 2 + h * spec.num_kv_heads * spec.head_dim * 2
     )
@@ -37,6 +46,4 @@ def param_count(spec: ModelSpec) -> int:
         mlp = spec.num_experts * 3 * h * spec.moe_intermediate_size + h * spec.num_experts
     else:
         mlp = 3 * h * spec.intermediate_size
-    norms = 2 * h
-    embed = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2)
-    return layers * (attn + mlp + norms) + embed + h
+    return spec.num_layers * (attn + mlp)

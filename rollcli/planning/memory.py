@@ -55,11 +55,25 @@ HEAD_CHUNK_TOKENS = 256
 KEEP_LOGITS_BYTES = 256 * 2**20
 ADAM_MIXED_PRECISION_BYTES = 12  # the ZeRO paper's K: fp32 master + momentum + variance
 DEEPSPEED_FP32_GRAD_BYTES = 4  # DeepSpeed bf16: the fp32 gradients of the master weights
-# FSDP2's CPU offload still peaks on the GPU above its activations: by 4.3 bytes/param for
-# qwen2.5-0.5b and 3.6 for 1.5b (an H100, docs/gpu.md; the plan without it was 0.40 and 0.22
-# of torch's peak). Counted as the fp32 gradient shards (4 bytes/param) in flight to host
-# memory during a backward; the mechanism is not confirmed, and larger models are unmeasured
-FSDP2_OFFLOAD_GPU_GRAD_BYTES = 4
+# FSDP2's CPU offload still peaks on the GPU above its activations. An H100 measured 4.3
+# bytes/param above them for qwen2.5-0.5b and 3.6 for 1.5b (docs/gpu.md run 3); the CUDA
+# allocation history of run 4 (an H200) showed most of it to be the whole-response logits
+# that every FSDP2 update keeps (`FSDP2_LOGITS_BYTES`, now counted): what remains is 0
+# bytes/param for 0.5b and 2.2 for 1.5b, counted as 2 (fp32 gradient shards in flight to
+# host memory, presumably; the mechanism is not confirmed and 7B+ is unmeasured)
+FSDP2_OFFLOAD_GPU_GRAD_BYTES = 2
+# The hf strategy in bf16-mixed trains fp32 weights under torch.autocast, whose cast cache
+# keeps a bf16 copy of every decoder linear weight from its first use in a forward until the
+# step's autocast region ends: measured on an H200 with the CUDA allocation history (qwen2.5-7b:
+# 13.1 GB of bf16 weight copies at the peak; the plan without them was 0.90 of torch's peak
+# for 3b and 7b, docs/gpu.md run 4)
+AUTOCAST_WEIGHT_COPY_BYTES = 2
+# FSDP2's log-probs come from the model's whole-response logits (its root forward runs whole,
+# so roll's chunked head is not used): per scored position and vocabulary entry, the head's
+# bf16 output and its reshaped bf16 copy, and four fp32 copies that `logprobs_from_logits`
+# and `entropy_from_logits` keep for the backward (CUDA allocation history, qwen2.5-0.5b on
+# an H200: 2.9 GB at the peak where the plan counted one fp32 copy)
+FSDP2_LOGITS_BYTES = 2 + 2 + 4 * 4
 
 
 @dataclass(frozen=True)

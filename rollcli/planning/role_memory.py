@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from rollcli.models.registry import ModelSpec, param_count
+from rollcli.models.spec import decoder_linear_params
 from rollcli.planning.devices import GiB
 from rollcli.planning.inference_memory import (
     hf_engine_memory,
@@ -12,8 +14,10 @@ from rollcli.planning.inference_memory import (
     kv_cache_bytes_per_token,
 )
 from rollcli.planning.memory import (
+    AUTOCAST_WEIGHT_COPY_BYTES,
     CPU_ALLOCATOR_SLACK,
     CPU_PROCESS_BYTES,
+    FSDP2_LOGITS_BYTES,
     FSDP2_OFFLOAD_GPU_GRAD_BYTES,
     MemoryBreakdown,
     activation_bytes,
@@ -192,6 +196,9 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
         acts = int(acts * (1 + CPU_ALLOCATOR_SLACK))
     acts += packed_mask_bytes(shape.mask_elements, req.param_bytes)
     fsdp2 = req.resolved_strategy == "fsdp2"
+    if fsdp2 and not on_cpu:  # whole-response logits, not the one fp32 copy counted above
+        extra = FSDP2_LOGITS_BYTES - 4
+        acts += math.ceil(extra * shape.scored * model.vocab_size / req.tp)
     if req.lora_params:  # frozen base weights; the adapters train (stage 0, replicated)
         frozen = weight_bytes(param_count(model), tp=req.tp, pp=req.pp, param_bytes=req.param_bytes)
         adapters = model_state_bytes(
@@ -219,7 +226,17 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
         offload_params=req.offload_params,
         fp32_grads=req.resolved_strategy == "deepspeed",
     )
-    return states + MemoryBreakdown(activations=acts)
+    return states + MemoryBreakdown(activations=acts) + _autocast_copies(req, model)
+
+
+def _autocast_copies(req: RoleRequest, model: ModelSpec) -> MemoryBreakdown:
+    """The hf strategy's bf16 copies of its fp32 linear weights in autocast's cast cache
+    (`memory.AUTOCAST_WEIGHT_COPY_BYTES`); DeepSpeed's bf16 mode computes with bf16 weights
+    and casts nothing."""
+    if req.resolved_strategy != "hf" or req.param_bytes >= 4:
+        return MemoryBreakdown()
+    copies = AUTOCAST_WEIGHT_COPY_BYTES * decoder_linear_params(model) / (req.tp * req.pp)
+    return MemoryBreakdown(weights=round(copies))
 
 
 def _fsdp2_offload(req: RoleRequest) -> dict[str, bool]:

@@ -1,6 +1,7 @@
 """`roll plan` with train.strategy fsdp2: every model state divided by the data-parallel
-ranks (ZeRO-3's split), fp32 shards as the master weights with fp32 gradients, its CPU
-offload moving all three (the update still peaks 4 bytes/param on the GPU); what FSDP2 cannot run is refused with one line."""
+ranks (ZeRO-3's split), fp32 shards as the master weights with fp32 gradients, the
+whole-response logits its log-probs come from, its CPU offload moving all three states (the
+update still peaks 2 bytes/param on the GPU); what FSDP2 cannot run is refused with one line."""
 
 from __future__ import annotations
 
@@ -44,13 +45,28 @@ def test_bf16_mixed_states_per_rank_by_hand() -> None:
 def test_cpu_offload_moves_weights_gradients_and_optimizer_states() -> None:
     plan, memory, psi = _train_memory(offload_params=True)
     states = memory.active
-    # still on the GPU during the update: 4 bytes/param over the ranks, counted as the fp32
-    # gradient shards on their way to host memory (measured on an H100, docs/gpu.md); host
-    # memory keeps all 16 bytes/param
+    # still on the GPU during the update: 2 bytes/param over the ranks, counted as the fp32
+    # gradient shards on their way to host memory (measured on an H100 and an H200,
+    # docs/gpu.md); host memory keeps all 16 bytes/param
     assert (states.weights, states.optimizer) == (0, 0)
-    assert states.grads == pytest.approx(4 * psi / 8, abs=1)
+    assert states.grads == pytest.approx(2 * psi / 8, abs=1)
     assert memory.host_bytes == pytest.approx(16 * psi / 8, abs=3)
     assert plan.layouts["actor_train"] == "fsdp2 dp=8 offload-params"
+
+
+def test_gpu_updates_count_the_whole_response_logits() -> None:
+    """FSDP2's log-probs come from the model's own logits: 20 bytes per scored position and
+    vocabulary entry (bf16 output, a bf16 copy, four fp32 copies kept for the backward) where
+    ZeRO-3, otherwise the same ranks and shapes, counts one fp32 copy."""
+    from rollcli.planning.role_memory import forward_shape
+
+    spec = get_model_spec("qwen2.5-7b")
+    fsdp2 = _train_memory(param_bytes=2)[1].active.activations
+    role = RoleRequest("actor_train", "0-7", strategy="deepspeed", zero_stage=3, param_bytes=2)
+    plan = make_plan(PlanInput(spec, 8, gpu_memory_bytes=80 * GiB, roles=[role]))
+    zero3 = plan.role_memory["actor_train"].active.activations
+    scored = forward_shape(role, budget_applies=False).scored
+    assert fsdp2 - zero3 == pytest.approx(16 * scored * spec.vocab_size, abs=1)
 
 
 def test_lora_shards_the_frozen_base_and_the_adapters() -> None:

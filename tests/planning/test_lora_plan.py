@@ -7,6 +7,7 @@ import pytest
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.models.registry import get_model_spec, param_count
+from rollcli.models.spec import decoder_linear_params
 from rollcli.planning import PlanInput, RoleRequest, make_plan
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
 from rollcli.planning.lora_params import lora_param_count
@@ -44,7 +45,8 @@ def test_lora_training_memory_is_frozen_weights_plus_adapter_states() -> None:
         for n in (0, adapters)
     )
     psi = param_count(spec)
-    assert (full.weights, full.grads, full.optimizer) == (2 * psi, 2 * psi, 12 * psi)
+    copies = 2 * decoder_linear_params(spec)  # autocast's bf16 copies (full training only)
+    assert (full.weights, full.grads, full.optimizer) == (2 * psi + copies, 2 * psi, 12 * psi)
     # bf16: frozen weights 2 bytes each; adapters' weights 2 + grads 2 + Adam (fp32) 12
     assert (lora.weights, lora.grads, lora.optimizer) == (
         2 * psi + 2 * adapters,

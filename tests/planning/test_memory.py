@@ -132,6 +132,32 @@ def test_deepspeed_bf16_counts_its_fp32_gradients_and_hf_does_not():
         ).active
         return active.weights + active.grads + active.optimizer
 
-    assert states("hf", 0) == pytest.approx(16 * psi, abs=4)
+    from rollcli.models.spec import decoder_linear_params
+
+    # hf: 16 bytes/param and autocast's bf16 copies of the linear weights (the test below)
+    assert states("hf", 0) == pytest.approx(16 * psi + 2 * decoder_linear_params(spec), abs=4)
     assert states("deepspeed", 2) == pytest.approx(2 * psi + (2 + 12 + 4) * psi / 4, abs=4)
     assert states("deepspeed", 3) == pytest.approx(20 * psi / 4, abs=4)
+
+
+def test_hf_bf16_mixed_counts_autocasts_bf16_copies_of_the_linear_weights():
+    """The hf strategy trains fp32 weights under autocast, whose cast cache holds a bf16 copy
+    of every decoder linear weight (an H200's allocation history: 13.1 GB for qwen2.5-7b);
+    DeepSpeed's bf16 mode and fp32 training cast nothing."""
+    from rollcli.models.spec import decoder_linear_params
+    from rollcli.planning import PlanInput, RoleRequest, make_plan
+
+    spec = get_model_spec("qwen2.5-7b")
+    # 28 layers x (q, o: 3584 x 3584; k, v: 3584 x 512; gate, up, down: 3584 x 18944)
+    by_hand = 28 * (2 * 3584 * 3584 + 2 * 3584 * 512 + 3 * 3584 * 18944)
+    assert decoder_linear_params(spec) == by_hand == 6_525_288_448
+
+    def weights(strategy: str, param_bytes: int) -> int:
+        role = RoleRequest("actor_train", "0", strategy=strategy, param_bytes=param_bytes)
+        plan = make_plan(PlanInput(spec, 1, gpu_memory_bytes=200 * 2**30, roles=[role]))
+        return plan.role_memory["actor_train"].active.weights
+
+    psi = param_count(spec)
+    assert weights("hf", 2) == pytest.approx(2 * psi + 2 * by_hand, abs=2)
+    assert weights("deepspeed", 2) == pytest.approx(2 * psi, abs=1)
+    assert weights("hf", 4) == pytest.approx(4 * psi, abs=1)

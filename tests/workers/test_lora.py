@@ -210,3 +210,21 @@ def test_lora_in_bf16_mixed_keeps_the_frozen_base_in_bf16_and_trains_fp32_adapte
     assert moved  # the fp32 adapters took the update
     ref = worker.compute_ref_logprobs(_batch(worker), micro_batch_size=2)
     assert torch.isfinite(ref).all()
+
+
+def test_lora_in_bf16_mixed_never_holds_the_base_in_fp32(tiny_model, monkeypatch) -> None:
+    """The frozen base is read in bf16: a 7B base loaded in fp32 and cast afterwards peaked at
+    29.5 GiB on an H200 where the plan (2 bytes/param) says 16.2 (docs/gpu.md, run 4)."""
+    from transformers import AutoModelForCausalLM
+
+    original = AutoModelForCausalLM.from_pretrained.__func__
+    asked: list[torch.dtype] = []
+
+    def reading(cls, *args, **kwargs):  # the real loader, its dtype noted
+        asked.append(kwargs.get("dtype"))
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(reading))
+    ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1, lora=SPEC, precision="bf16-mixed")
+    ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1, precision="bf16-mixed")
+    assert asked == [torch.bfloat16, torch.float32]  # full training keeps fp32 masters
