@@ -5,20 +5,25 @@ validates on, with every problem's outcome.
 The problems come from `load_prompt_sets`, the function training uses, with
 `data.val_size = n`: for the recipe's seed they are the run's validation set (or its
 first `n`, since validation sets are prefixes of one sequence). Generation and scoring run
-in this process without Ray: an hf-engine `ActorInferWorker` and a `RewardWorker` held as
-plain objects, the classes training's workers are.
+in this process without Ray, through training's rollout scheduler: an hf-engine
+`ActorInferWorker` and a `RewardWorker` held as plain objects, the classes training's
+workers are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rollcli.config.recipe import RecipeConfig
+from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.data.prompt_sets import load_prompt_sets, tokenize_prompts
+from rollcli.distributed.local_group import LocalGroup
 from rollcli.evaluation.stats import pass_at_k, wilson_interval
-from rollcli.rollout.prompt_scheduler import sample_fields
+from rollcli.rollout.prompt_scheduler import answer_all
 from rollcli.strategies.hf_infer import SamplingParams
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
@@ -139,13 +144,13 @@ def evaluate_rlvr(
         prompts,
         ids,
         SamplingParams(n=1, max_new_tokens=budget, temperature=0.0, seed=seed),
-        "greedy",
+        "greedy: tokens",
         on_progress,
     )
     sampled: list[list[Sample]] = [[] for _ in prompts]
     if k > 1:
         params = SamplingParams(n=k, max_new_tokens=budget, temperature=temperature, seed=seed)
-        flat = _answer(worker, reward, prompts, ids, params, f"{k} samples", on_progress)
+        flat = _answer(worker, reward, prompts, ids, params, f"{k} samples: tokens", on_progress)
         sampled = [flat[i * k : (i + 1) * k] for i in range(len(prompts))]
     problems = [
         ProblemOutcome(p.id, p.messages[-1]["content"], p.answer, p.tag, g, s)
@@ -161,22 +166,42 @@ def held_out_problems(cfg: RecipeConfig, n: int, seed: int) -> list:
 
 
 def _answer(worker, reward, prompts, ids, params, phase, on_progress) -> list[Sample]:  # noqa: ANN001
-    """Generate `params.n` answers per prompt and score them; in prompt-major order."""
-    total = len(ids) * params.n
-    done = 0
-
-    def ended(_i: int, _row: dict) -> None:
-        nonlocal done
-        done += 1
-        if on_progress is not None:
-            on_progress(phase, done, total)
-
-    rows = worker.generate(ids, params, on_row=ended)
-    samples = [
-        {**sample_fields(prompts[row["prompt_index"]]), "response": row["text"]} for row in rows
-    ]
-    results = reward.score(samples)
+    """Generate `params.n` answers per prompt and score them, in prompt-major order, through
+    training's rollout scheduler on the two workers held here (`LocalGroup`)."""
+    groups = LocalGroup("actor_infer", [worker]), LocalGroup("reward", [reward])
+    pad_id = worker.tokenizer.pad_token_id
+    with _polling(worker, phase, on_progress):
+        result = answer_all(*groups, pad_id, prompts, ids, params, request_prefix=f"{phase}-")
+    lengths = result.batch[RESPONSE_MASK].sum(dim=1).tolist()
     return [
-        Sample(row["text"], is_correct(res), float(res["score"]), len(row["token_ids"]))
-        for row, res in zip(rows, results, strict=True)
+        Sample(
+            row["response"],
+            is_correct({**row, "score": row["reward"]}),
+            float(row["reward"]),
+            int(tokens),
+        )
+        for row, tokens in zip(result.rows, lengths, strict=True)
     ]
+
+
+@contextlib.contextmanager
+def _polling(worker, phase: str, on_progress: ProgressFn | None) -> Iterator[None]:  # noqa: ANN001
+    """Report the engine's (tokens generated, token budget) every half second while the
+    worker generates in this thread, as the pipeline polls its ranks."""
+    if on_progress is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.5):
+            done, total = worker.progress()
+            on_progress(phase, done, total or 1)
+
+    thread = threading.Thread(target=poll, name="eval-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -30,14 +30,15 @@ from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, RESPONSE_MASK
 from rollcli.data.prompts import Prompt
 from rollcli.distributed.calls import get, submit, unfinished
-from rollcli.distributed.cluster import Cluster
-from rollcli.rollout.generate import PhaseFn, ProgressFn
+from rollcli.distributed.local_group import WorkerGroup
 from rollcli.rollout.result import RolloutResult, build_batch
 from rollcli.rollout.rows import GenerationRow, ScoredRequest
 from rollcli.rollout.worker_api import InferenceWorker
 from rollcli.strategies.hf_infer import SamplingParams
 
 DrawFn = Callable[[int], tuple[list[Prompt], list[list[int]]]]
+ProgressFn = Callable[[int, int], None]  # (tokens generated, token budget)
+PhaseFn = Callable[[str], None]
 SEED_STRIDE = 7919  # request i samples with seed params.seed + SEED_STRIDE * i
 
 
@@ -197,11 +198,21 @@ class PendingRollout:
 
 
 class RolloutScheduler:
-    def __init__(self, infer: Cluster, reward: Cluster, pad_id: int, draw: DrawFn) -> None:
+    def __init__(
+        self,
+        infer: WorkerGroup,
+        reward: WorkerGroup,
+        pad_id: int,
+        draw: DrawFn,
+        request_prefix: str = "",
+    ) -> None:
+        """`request_prefix` keeps this scheduler's request ids apart from another's on the
+        same ranks (an aborted id stays aborted there): validation's from training's."""
         self.infer = infer
         self.reward = reward
         self.pad_id = pad_id
         self.draw = draw
+        self.request_prefix = request_prefix
         self.version = 0  # weight syncs sent to actor_infer so far (the pipeline counts them)
         self._next_infer = 0
         self._rollouts = 0  # rollouts started: request ids are "rollout:index"
@@ -231,7 +242,7 @@ class RolloutScheduler:
             self._next_infer += 1
             params = replace(pending.params, seed=pending.params.seed + SEED_STRIDE * index)
             part = slice(start, start + per_request)
-            request_id = f"{pending.uid}:{index}"
+            request_id = f"{self.request_prefix}{pending.uid}:{index}"
             ref = submit(
                 infer,
                 InferenceWorker.generate_request,
@@ -244,6 +255,26 @@ class RolloutScheduler:
             pending.requests.append(
                 _Request(index, prompts[part], ids[part], self.version, ref, request_id)
             )
+
+
+def answer_all(
+    infer: WorkerGroup,
+    reward: WorkerGroup,
+    pad_id: int,
+    prompts: list[Prompt],
+    prompt_ids: list[list[int]],
+    params: SamplingParams,
+    on_progress: ProgressFn | None = None,
+    request_prefix: str = "answers-",
+) -> RolloutResult:
+    """Every prompt answered `params.n` times and scored, through the scheduler that runs
+    training's rollouts (one group per prompt, none dropped; rows in prompt order): the
+    pipeline's held-out validation and `roll eval`."""
+    scheduler = RolloutScheduler(
+        infer, reward, pad_id, lambda _n: (prompts, prompt_ids), request_prefix
+    )
+    opts = SchedulerOptions(group_size=params.n, num_groups=len(prompts))
+    return scheduler.start(params, opts).result(on_progress)
 
 
 def sample_fields(prompt: Prompt) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.config.recipe import RLVRRecipe
+from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.data.prompt_sets import load_prompt_sets, tokenize_prompts
 from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
@@ -27,7 +28,7 @@ from rollcli.rollout.prompt_scheduler import (
     PendingRollout,
     RolloutScheduler,
     SchedulerOptions,
-    sample_fields,
+    answer_all,
 )
 from rollcli.rollout.result import RolloutResult
 from rollcli.runs.checkpoint import load_tensors_file
@@ -117,32 +118,37 @@ class PromptSource:
 
     # ---- validation --------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
-        from rollcli.rollout.generate import generate, score
-
+        """Greedy answers to the held-out prompts, through the rollout scheduler."""
         r = self.cfg.rollout
         params = SamplingParams(
             n=1, max_new_tokens=r.val_max_new_tokens or r.max_new_tokens, temperature=0.0
         )
         t0 = time.perf_counter()
-        gens = generate(self.infer, self.val_ids, params, self.ctl.ui.generation)
-        samples = [
-            {**sample_fields(self.val_prompts[g.prompt_index]), "response": g.text} for g in gens
-        ]
-        results = score(self.reward, samples)
-        right = sum(is_correct(res) for res in results)
-        accuracy = right / len(results)
-        low, high = wilson_interval(right, len(results))
+        result = answer_all(
+            self.infer,
+            self.reward,
+            self.pad_id,
+            self.val_prompts,
+            self.val_ids,
+            params,
+            self.ctl.ui.generation,
+            request_prefix="val-",
+        )
+        rows = result.rows
+        right = sum(is_correct({**row, "score": row["reward"]}) for row in rows)
+        accuracy = right / len(rows)
+        low, high = wilson_interval(right, len(rows))
         self.ctl.run.log_event(
             f"validation: accuracy {accuracy:.3f} (95% CI {low:.3f}-{high:.3f}) on "
-            f"{len(results)} held-out prompts (greedy)"
+            f"{len(rows)} held-out prompts (greedy)"
         )
         return {
             "val/accuracy": accuracy,
             "val/accuracy_ci_low": low,
             "val/accuracy_ci_high": high,
-            "val/n": float(len(results)),
-            "val/reward_mean": sum(res["score"] for res in results) / len(results),
-            "val/response_length": sum(len(g.token_ids) for g in gens) / len(gens),
+            "val/n": float(len(rows)),
+            "val/reward_mean": sum(row["reward"] for row in rows) / len(rows),
+            "val/response_length": float(result.batch[RESPONSE_MASK].sum(dim=1).float().mean()),
             "time/validate_s": time.perf_counter() - t0,
         }
 
