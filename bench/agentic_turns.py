@@ -26,7 +26,7 @@ from rich.table import Table
 
 from rollcli.config.loader import load_recipe
 from rollcli.models.loading import resolve_model
-from rollcli.pipelines.agentic_setup import env_kwargs, limits, model_context, train_specs
+from rollcli.rollout.agentic_setup import env_kwargs, limits, model_context, train_specs
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
 from rollcli.strategies.hf_infer import SamplingParams

@@ -116,7 +116,7 @@ def episodes(
                 "give frozenlake, sokoban or an agentic recipe"
             )
         check_writable(out, makes_folders=True)
-        from rollcli.pipelines.scripted_episodes import write_episodes
+        from rollcli.launch.scripted_episodes import write_episodes
 
         played = write_episodes(cfg, out, policy=policy, n=n, seed=seed)
     rows = [ep for ep in played if ep.trainable]

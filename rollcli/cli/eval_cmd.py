@@ -162,7 +162,7 @@ def _eval_env(cfg, source, models, n, seed, temperature, runs_dir) -> tuple[dict
     seed = cfg.agentic.val_seed if seed is None else seed
     # every model is found before the seconds of imports and the first model's episodes
     resolved = [resolve_eval_model(name, runs_dir, cfg.model) for name in models]
-    from rollcli.pipelines.agentic_eval import evaluate, render_episode
+    from rollcli.evaluation.agentic_eval import evaluate, render_episode
 
     results = []
     for name, (model_path, tokenizer_path) in zip(models, resolved, strict=True):

@@ -27,9 +27,9 @@ from rollcli.distributed.cluster import (
     worker_lost_errors,
 )
 from rollcli.pipelines.protocol import Pipeline
-from rollcli.pipelines.run_control import RunControl
 from rollcli.runs.best import improves, mark_best, read_best
 from rollcli.runs.collapse import CollapseWatch, validation_score
+from rollcli.runtime.run_control import RunControl
 
 
 class WorkerOutOfMemoryError(RuntimeError):

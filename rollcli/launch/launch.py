@@ -24,14 +24,14 @@ from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 from rollcli.launch.prelaunch import check_machine, check_recipe, with_run_model
 from rollcli.launch.registry import pipeline_class
 from rollcli.launch.warmup import WARMUP_RUN, warmup_checkpoint, warmup_episodes, warmup_recipe
-from rollcli.pipelines.display_protocol import Display
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.run_dir import RunDir, new_run_id
 from rollcli.runs.step_time import StepTimes
+from rollcli.runtime.display_protocol import Display
 
 if TYPE_CHECKING:  # run_control imports torch
-    from rollcli.pipelines.run_control import RunControl
     from rollcli.planning.auto_strategy import AutoChoice
+    from rollcli.runtime.run_control import RunControl
 
 
 class RunNotFoundError(ValueError):
@@ -205,7 +205,7 @@ def _drive(
     checkpoint, "start" (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
     from rollcli.launch.driver import drive
-    from rollcli.pipelines.run_control import RunControl
+    from rollcli.runtime.run_control import RunControl
     from rollcli.tracking.fanout import make_trackers
 
     ctl = None

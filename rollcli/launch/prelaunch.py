@@ -121,7 +121,7 @@ def _check_env_options(cfg: AgenticRecipe) -> None:
     """The environment takes the recipe's teaching options and env_kwargs, for training
     and validation; the hf engine's turn cache is the only engine that takes
     agentic.turn_cache_mib."""
-    from rollcli.pipelines.agentic_setup import env_kwargs, env_parameters, turn_cache_mib
+    from rollcli.rollout.agentic_setup import env_kwargs, env_parameters, turn_cache_mib
 
     agentic = cfg.agentic
     takes, open_kwargs = env_parameters(agentic.env)

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rollcli.config.recipe import AgenticRecipe, SFTRecipe
-from rollcli.pipelines.display_protocol import Display
 from rollcli.runs.checkpoint import latest_checkpoint
 from rollcli.runs.run_dir import RunDir
+from rollcli.runtime.display_protocol import Display
 
 WARMUP_RUN = "warmup"  # the sub-run's folder inside the RL run's folder
 EPISODES_FILE = "episodes.jsonl"
@@ -72,7 +72,7 @@ def warmup_episodes(cfg: AgenticRecipe, folder: Path, run: RunDir, display: Disp
     assert cfg.warmup is not None
     episodes = folder / EPISODES_FILE
     if not episodes.exists():
-        from rollcli.pipelines.scripted_episodes import write_episodes
+        from rollcli.launch.scripted_episodes import write_episodes
 
         display.phase(f"warm-up: playing {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
         write_episodes(cfg, episodes, policy=cfg.warmup.policy, n=cfg.warmup.episodes, seed=0)

@@ -38,8 +38,8 @@ from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
 from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
-from rollcli.pipelines.run_control import RunControl
-from rollcli.pipelines.workers_setup import start_clusters
+from rollcli.runtime.run_control import RunControl
+from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker

@@ -29,8 +29,8 @@ from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.calls import Method
 from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.protocol import StepResult
-from rollcli.pipelines.run_control import RunControl
-from rollcli.pipelines.workers_setup import start_clusters
+from rollcli.runtime.run_control import RunControl
+from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker, pair_scores
 from rollcli.workers.reference import ReferenceWorker

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rollcli.config.recipe import RecipeConfig
 
 if TYPE_CHECKING:  # run_control imports torch; the registry (and the CLI) stay light
-    from rollcli.pipelines.run_control import RunControl
+    from rollcli.runtime.run_control import RunControl
 
 
 @dataclass

@@ -20,8 +20,8 @@ from rollcli.data.packing import sequence_batch
 from rollcli.data.sampler import PromptSampler
 from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
-from rollcli.pipelines.run_control import RunControl
-from rollcli.pipelines.workers_setup import start_clusters
+from rollcli.runtime.run_control import RunControl
+from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.tracking.flops import train_factor
 from rollcli.tracking.step_perf import RunPerf

@@ -145,7 +145,7 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
 
 
 def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> int:
-    """The bytes per weight each role runs in (pipelines/role_args.py passes the dtype on):
+    """The bytes per weight each role runs in (runtime/role_args.py passes the dtype on):
     a vllm engine's `rollout.vllm_dtype` when set; else fp32 on CPU and on GPUs bf16
     (training: bf16 compute, fp32 master weights), except the critic (fp32 in this build)."""
     if role == "actor_infer" and strategy == "vllm" and cfg.rollout.vllm_dtype != "auto":

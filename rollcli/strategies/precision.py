@@ -1,4 +1,4 @@
-"""A worker's numeric precision, as the run's plan decided it (see pipelines/role_args.py).
+"""A worker's numeric precision, as the run's plan decided it (see runtime/role_args.py).
 
 Training: `fp32` (the CPU), or `bf16-mixed` (GPUs): fp32 master weights with bf16 compute.
 The `hf` strategy keeps its weights, gradients and Adam states in fp32 and runs forward and

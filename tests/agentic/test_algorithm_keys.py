@@ -2,7 +2,7 @@
 as hand-computed, or the recipe is refused at load with one line naming it.
 
 The batch is built from real episodes (the tiny-random tokenizer's chat turns, fixed
-rewards) and goes through the pipeline's own advantage step (`add_agentic_advantages`,
+rewards) and goes through the pipeline's own advantage step (`agentic_step_advantages`,
 rlvr's stage). Four episodes in two groups (groups share an env seed):
 
     A (group 0): 2 turns, rewards 0, 1 -> return 1, 4 model tokens (each reply + EOS)
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from agentic_steps import agentic_step_advantages
 from roll_subprocess import roll
 
 from rollcli.algorithms.kl import AdaptiveKLController
@@ -32,7 +33,6 @@ from rollcli.config.loader import validate_recipe
 from rollcli.pipelines.rl.advantages import make_kl_controller
 from rollcli.pipelines.rl.episode_batch import (
     DRIVER_FIELDS,
-    add_agentic_advantages,
     episodes_to_batch,
 )
 from rollcli.pipelines.rl.update_args import update_args
@@ -92,8 +92,15 @@ def _advantages(batch, alg: dict, mode="starpo", kl_ctl=None, running=None, **gi
     kl_ctl = kl_ctl or make_kl_controller(cfg)
     if cfg.norm_mode == "running" and running is None:
         running = RunningMeanStd()
-    metrics = add_agentic_advantages(
-        cfg, batch, mode=mode, max_new_tokens=8, kl_ctl=kl_ctl, running=running, **gigpo
+    metrics = agentic_step_advantages(
+        cfg,
+        batch,
+        group_size=2,
+        mode=mode,
+        max_new_tokens=8,
+        kl_ctl=kl_ctl,
+        running=running,
+        **gigpo,
     )
     mask = batch["response_mask"].bool()
     adv = batch["advantages"]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from agentic_steps import agentic_step_advantages
 
 from rollcli.algorithms.kl import FixedKLController
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.pipelines.rl.episode_batch import (
-    add_agentic_advantages,
     episodes_to_batch,
     keep_informative_groups,
 )
@@ -58,8 +58,13 @@ def test_nothing_kept_when_every_group_scored_alike(episodes) -> None:
 
 
 def _advantages(batch, **alg) -> torch.Tensor:
-    add_agentic_advantages(
-        AlgorithmConfig(**alg), batch, mode="starpo", max_new_tokens=8, kl_ctl=FixedKLController(0)
+    agentic_step_advantages(
+        AlgorithmConfig(**alg),
+        batch,
+        group_size=2,
+        mode="starpo",
+        max_new_tokens=8,
+        kl_ctl=FixedKLController(0),
     )
     return batch["advantages"]
 

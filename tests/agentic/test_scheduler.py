@@ -6,9 +6,9 @@ import pytest
 
 from rollcli.envs.frozenlake import FrozenLakeEnv
 from rollcli.pipelines.rl.episode_batch import episodes_to_batch
-from rollcli.pipelines.rl.episode_metrics import episode_metrics
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
+from rollcli.rollout.episode_metrics import episode_metrics
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes, random_policy
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import EnvWorker

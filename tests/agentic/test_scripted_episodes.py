@@ -17,7 +17,7 @@ from rollcli.envs.action_parsing import parse_action
 from rollcli.envs.layout_split import layout_split
 from rollcli.envs.registry import build_env
 from rollcli.envs.sokoban.solver import solve
-from rollcli.pipelines.agentic_setup import env_kwargs
+from rollcli.rollout.agentic_setup import env_kwargs
 from rollcli.strategies.hf_model import load_tokenizer
 
 runner = CliRunner()

@@ -7,7 +7,7 @@ import pytest
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.envs.registry import build_env
-from rollcli.pipelines.agentic_setup import env_kwargs
+from rollcli.rollout.agentic_setup import env_kwargs
 
 
 def _kwargs(recipe: str, *overrides: str, validation: bool = False) -> dict:

@@ -17,7 +17,7 @@ from rollcli.distributed.calls import Done
 from rollcli.envs.layout_split import layout_split
 from rollcli.envs.tools.call_format import tool_response
 from rollcli.envs.tools.tasks import arithmetic_expression
-from rollcli.pipelines.agentic_setup import env_kwargs, limits
+from rollcli.rollout.agentic_setup import env_kwargs, limits
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec
 from rollcli.rollout.episode_scheduler import play_episodes

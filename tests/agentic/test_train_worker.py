@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from agentic_steps import agentic_step_advantages
 
 from rollcli.algorithms.kl import FixedKLController
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.pipelines.rl.episode_batch import (
     DRIVER_FIELDS,
-    add_agentic_advantages,
     episodes_to_batch,
 )
 from rollcli.rollout.chat_turns import TurnFormat
@@ -46,7 +46,9 @@ def batch(tiny_model):
     eps = [_episode(fmt, 1, [[11, 12], [13, 14], [15]], 1.0), _episode(fmt, 1, [[16]], 0.0)]
     b = episodes_to_batch(eps, tok.pad_token_id)
     alg = AlgorithmConfig()
-    add_agentic_advantages(alg, b, mode="starpo", max_new_tokens=4, kl_ctl=FixedKLController(0))
+    agentic_step_advantages(
+        alg, b, group_size=2, mode="starpo", max_new_tokens=4, kl_ctl=FixedKLController(0)
+    )
     for key in DRIVER_FIELDS:
         b.fields.pop(key)
     return b
@@ -101,7 +103,9 @@ def test_sampler_logprobs_reweight_episodes_played_ahead(tiny_model) -> None:
     assert behaviour[0][mask[0]].tolist() == [-0.5, -0.75, -0.5]  # two replies, env turn between
     assert behaviour[~mask].abs().sum() == 0
     alg = AlgorithmConfig()
-    add_agentic_advantages(alg, b, mode="starpo", max_new_tokens=4, kl_ctl=FixedKLController(0))
+    agentic_step_advantages(
+        alg, b, group_size=2, mode="starpo", max_new_tokens=4, kl_ctl=FixedKLController(0)
+    )
     for key in DRIVER_FIELDS:
         b.fields.pop(key)
     worker = ActorTrainWorker(str(tiny_model), lr=1e-3, seed=0)

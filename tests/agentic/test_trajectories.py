@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from agentic_steps import agentic_step_advantages
 
 from rollcli.algorithms.gigpo import gigpo_step_advantages, group_normalize
 from rollcli.algorithms.kl import FixedKLController
 from rollcli.algorithms.token_rewards import token_rewards_from_scores
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.micro_batch import length_sorted_micro_batches
-from rollcli.pipelines.rl.episode_batch import add_agentic_advantages, episodes_to_batch
+from rollcli.pipelines.rl.episode_batch import episodes_to_batch
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 
@@ -20,8 +21,14 @@ LIMITS = Limits(max_turns=5, max_context_tokens=4096, max_new_tokens=8)
 def agentic_advantages(batch, *, mode, estimator="grpo", norm_std=True, **gigpo):
     """The pipeline's advantage stage on `batch`; returns the advantages."""
     alg = AlgorithmConfig(advantage=estimator, norm_std=norm_std)
-    add_agentic_advantages(
-        alg, batch, mode=mode, max_new_tokens=8, kl_ctl=FixedKLController(0.0), **gigpo
+    agentic_step_advantages(
+        alg,
+        batch,
+        group_size=2,
+        mode=mode,
+        max_new_tokens=8,
+        kl_ctl=FixedKLController(0.0),
+        **gigpo,
     )
     return batch["advantages"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
-from rollcli.pipelines.agentic_setup import turn_cache_mib
+from rollcli.rollout.agentic_setup import turn_cache_mib
 
 
 def test_the_hf_engine_gets_the_budget_and_the_others_none() -> None:

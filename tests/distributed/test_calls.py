@@ -10,8 +10,8 @@ import pytest
 from rollcli.distributed.calls import Done, get, method_name, submit, wait_any
 from rollcli.distributed.data_parallel import TrainRank
 from rollcli.evaluation.answer_check import Answerer
-from rollcli.pipelines.checkpointer import Stateful
 from rollcli.rollout.worker_api import EnvHost, InferenceWorker, Scorer
+from rollcli.runtime.checkpointer import Stateful
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.critic import CriticWorker

@@ -9,7 +9,7 @@ from rollcli.config.loader import load_recipe
 from rollcli.envs.frozenlake import FrozenLakeEnv
 from rollcli.envs.layout_split import layout_split
 from rollcli.envs.registry import build_env
-from rollcli.pipelines.agentic_setup import env_kwargs, train_specs, val_specs
+from rollcli.rollout.agentic_setup import env_kwargs, train_specs, val_specs
 
 STEPS = 100  # training steps whose seeds are checked (the recipes run 10 and 20)
 

@@ -13,9 +13,9 @@ from rollcli.envs.layout_split import layout_split
 from rollcli.envs.registry import make
 from rollcli.envs.tools.env import TOOL_ERRORS, ToolEnv
 from rollcli.envs.tools.tasks import TaskSource, arithmetic
-from rollcli.pipelines.rl.episode_metrics import episode_metrics
 from rollcli.rewards.sandbox import detect_isolation
 from rollcli.rollout.episode import Episode, EpisodeSpec
+from rollcli.rollout.episode_metrics import episode_metrics
 
 needs_sandbox = pytest.mark.skipif(
     not detect_isolation()["strong"], reason="no network+mount namespaces here (docs/sandbox.md)"

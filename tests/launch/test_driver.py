@@ -61,7 +61,7 @@ def _drive(cfg, run: RunDir, terminal: Terminal, resume: bool) -> tuple[Any, dic
     pipeline, its setup (and restore), then `drive` under the Ctrl-C handler."""
     from rollcli.launch.driver import drive
     from rollcli.launch.registry import pipeline_class
-    from rollcli.pipelines.run_control import RunControl
+    from rollcli.runtime.run_control import RunControl
 
     ctl = RunControl(cfg, run, "r", terminal)
     try:

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from rollcli.cli.app import app
 from rollcli.config.loader import load_recipe
-from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import roles_for
+from rollcli.runtime.workers_setup import Placement, build_clusters
 
 CASES = {
     "rlvr": ("rlvr-math", ["rollout.num_workers=2", "algorithm.advantage=gae"]),

@@ -1,5 +1,5 @@
 """Every decision of the run's plan reaches the workers' arguments, and the workers act on
-them: what a GPU run does is what `roll plan` judged (pipelines/role_args.py).
+them: what a GPU run does is what `roll plan` judged (runtime/role_args.py).
 
 No GPU here: the plans are GPU plans (qwen2.5-7b on 8 H100s) built by the same code
 `roll plan` and `roll train` run; the workers are built on the CPU with the arguments a GPU
@@ -16,9 +16,9 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
-from rollcli.pipelines.role_args import dtype_name, role_args
 from rollcli.planning.devices import GiB
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
+from rollcli.runtime.role_args import dtype_name, role_args
 from rollcli.strategies.precision import torch_dtype
 
 # The 7B-on-8-GPUs run of README.md and docs/gpu.md
@@ -173,8 +173,8 @@ def test_the_critic_worker_gets_the_critics_micro_batch_size(tiny_model) -> None
     """`critic.micro_batch_size` is what the plan sized the critic's memory for and what its
     advice names; the critic's value forwards and updates run with it, not with
     `train.micro_batch_size`."""
-    from rollcli.pipelines.workers_setup import BuildContext, worker_args
     from rollcli.planning.role_table import CRITIC
+    from rollcli.runtime.workers_setup import BuildContext, worker_args
     from rollcli.workers.critic import CriticWorker
 
     overrides = ["algorithm.advantage=gae", "critic.micro_batch_size=3", "train.micro_batch_size=8"]

@@ -16,11 +16,11 @@ import torch
 
 from rollcli.config import engines as infer_engines
 from rollcli.config.loader import load_recipe
-from rollcli.pipelines.role_args import role_args
-from rollcli.pipelines.workers_setup import BuildContext, worker_args
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
 from rollcli.planning.ranks import rank_slots
 from rollcli.planning.role_table import ACTOR_INFER
+from rollcli.runtime.role_args import role_args
+from rollcli.runtime.workers_setup import BuildContext, worker_args
 
 
 class FakeLLM:

@@ -28,13 +28,10 @@ import torch
 
 from rollcli.algorithms.gigpo import gigpo_step_advantages, turn_token_values
 from rollcli.algorithms.group_filter import MIN_STD, group_reward_std, top_variance_groups
-from rollcli.algorithms.kl import AdaptiveKLController, FixedKLController
-from rollcli.algorithms.normalization import RunningMeanStd
-from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import ACTION_MASK, BEHAVIOUR_LOGPROBS, RESPONSE_MASK
 from rollcli.data.padding import pad_right, rollout_tensors
-from rollcli.pipelines.rl.advantages import STEP_ADVANTAGES, add_advantages
+from rollcli.pipelines.rl.advantages import STEP_ADVANTAGES
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode
 
@@ -160,29 +157,3 @@ def set_step_advantages(
         batch.set(STEP_ADVANTAGES, step_weight * gigpo_step_tokens(batch, step_gamma, norm_std))
     elif mode != "starpo":
         raise ValueError(f"agentic mode must be starpo or gigpo, not {mode!r}")
-
-
-def add_agentic_advantages(
-    alg: AlgorithmConfig,
-    batch: Batch,
-    *,
-    mode: str,
-    max_new_tokens: int,
-    kl_ctl: FixedKLController | AdaptiveKLController,
-    running: RunningMeanStd | None = None,
-    step_weight: float = 1.0,
-    step_gamma: float = 0.95,
-) -> dict[str, float]:
-    """What an agentic step does to a batch between the rollout and the update, in one call:
-    the episode source's step term (`set_step_advantages`), then the pipeline's advantage
-    stage (`add_advantages`: the estimator `alg.advantage` on the episode returns, groups
-    being the episodes of an env seed). Returns the stage's KL metrics."""
-    set_step_advantages(batch, mode, step_weight, step_gamma, alg.norm_std)
-    return add_advantages(
-        alg,
-        batch,
-        group_size=contiguous_group_size(batch["group"]),
-        max_new_tokens=max_new_tokens,
-        kl_ctl=kl_ctl,
-        running=running,
-    )

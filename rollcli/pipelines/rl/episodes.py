@@ -30,7 +30,14 @@ from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.distributed.cluster import Cluster
 from rollcli.envs.registry import build_env
 from rollcli.evaluation.stats import wilson_interval
-from rollcli.pipelines.agentic_setup import (
+from rollcli.pipelines.rl.episode_batch import (
+    DRIVER_FIELDS,
+    episodes_to_batch,
+    keep_informative_groups,
+    set_step_advantages,
+)
+from rollcli.pipelines.rl.source import step_sampling
+from rollcli.rollout.agentic_setup import (
     agent_programs,
     env_kwargs,
     limits,
@@ -39,21 +46,14 @@ from rollcli.pipelines.agentic_setup import (
     turn_cache_mib,
     val_specs,
 )
-from rollcli.pipelines.rl.episode_batch import (
-    DRIVER_FIELDS,
-    episodes_to_batch,
-    keep_informative_groups,
-    set_step_advantages,
-)
-from rollcli.pipelines.rl.episode_metrics import action_fractions, episode_metrics, summary_line
-from rollcli.pipelines.rl.source import step_sampling
-from rollcli.pipelines.run_control import RunControl
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec
+from rollcli.rollout.episode_metrics import action_fractions, episode_metrics, summary_line
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
 from rollcli.rollout.result import RolloutResult
 from rollcli.rollout.template_audit import template_drift
 from rollcli.runs.checkpoint import load_tensors_file
+from rollcli.runtime.run_control import RunControl
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.workers.env_worker import env_tools, system_prompt
 

@@ -32,9 +32,9 @@ from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.rl.advantages import add_advantages, make_kl_controller
 from rollcli.pipelines.rl.source import RolloutSource
 from rollcli.pipelines.rl.update_args import update_args
-from rollcli.pipelines.run_control import RunControl
-from rollcli.pipelines.workers_setup import Placement, build_clusters
 from rollcli.planning.role_table import names, roles_for
+from rollcli.runtime.run_control import RunControl
+from rollcli.runtime.workers_setup import Placement, build_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.tracking.step_perf import RLStepWork, RunPerf, rollout_groups
 from rollcli.workers.actor_infer import ActorInferWorker

@@ -23,7 +23,6 @@ from rollcli.evaluation.rlvr_eval import is_correct
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.rl.reward_health import check_reward_errors
 from rollcli.pipelines.rl.source import step_sampling
-from rollcli.pipelines.run_control import RunControl
 from rollcli.rollout.prompt_scheduler import (
     PendingRollout,
     RolloutScheduler,
@@ -32,6 +31,7 @@ from rollcli.rollout.prompt_scheduler import (
 )
 from rollcli.rollout.result import RolloutResult
 from rollcli.runs.checkpoint import load_tensors_file
+from rollcli.runtime.run_control import RunControl
 from rollcli.strategies.hf_infer import SamplingParams
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it

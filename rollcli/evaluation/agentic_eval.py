@@ -13,7 +13,7 @@ from typing import Any
 
 from rollcli.config.agentic_section import AgenticConfig
 from rollcli.evaluation.stats import wilson_interval
-from rollcli.pipelines.agentic_setup import (
+from rollcli.rollout.agentic_setup import (
     agent_programs,
     env_kwargs,
     host_turn_format,
@@ -22,8 +22,8 @@ from rollcli.pipelines.agentic_setup import (
     turn_cache_mib,
     val_specs,
 )
-from rollcli.pipelines.rl.episode_metrics import episode_metrics
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
+from rollcli.rollout.episode_metrics import episode_metrics
 from rollcli.rollout.episode_scheduler import (
     ModelPolicy,
     ScriptedPolicy,

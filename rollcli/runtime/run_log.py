@@ -8,9 +8,9 @@ from typing import Any
 
 from rollcli.distributed.cluster import Cluster
 from rollcli.distributed.process_control import ProcessControl
-from rollcli.pipelines.display_protocol import Display
 from rollcli.runs.peak_memory import PeakMemory
 from rollcli.runs.run_dir import RunDir
+from rollcli.runtime.display_protocol import Display
 
 
 class RunLog:

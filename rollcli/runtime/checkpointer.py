@@ -17,11 +17,11 @@ import torch
 from rollcli.distributed.calls import get, submit
 from rollcli.distributed.cluster import Cluster
 from rollcli.distributed.process_control import ProcessControl
-from rollcli.pipelines.display_protocol import Display
 from rollcli.runs.checkpoint import load_tensors_file, read_state, write_checkpoint
 from rollcli.runs.faults import FaultInjector
 from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
+from rollcli.runtime.display_protocol import Display
 from rollcli.workers.trained_model import TrainedModelWorker
 
 RNG_FILE = "rng.pt"  # the driver's generators and every worker's, per role and rank

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from rollcli.config.agentic_section import AgenticConfig
 from rollcli.config.errors import ConfigError
 from rollcli.config.warmup_section import POLICIES
-from rollcli.pipelines.agentic_setup import env_kwargs, host_turn_format, limits
+from rollcli.rollout.agentic_setup import env_kwargs, host_turn_format, limits
 from rollcli.rollout.episode import Episode, EpisodeSpec
 from rollcli.rollout.episode_scheduler import (
     ScriptedPolicy,

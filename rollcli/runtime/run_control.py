@@ -20,9 +20,6 @@ from typing import Any
 from rollcli.config.recipe import RecipeConfig
 from rollcli.distributed.cluster import Cluster
 from rollcli.distributed.process_control import ProcessControl
-from rollcli.pipelines.checkpointer import Checkpointer
-from rollcli.pipelines.display_protocol import Display
-from rollcli.pipelines.run_log import RunLog
 from rollcli.planning.role_table import roles_for
 from rollcli.runs.checkpoint import (
     latest_checkpoint,
@@ -30,6 +27,9 @@ from rollcli.runs.checkpoint import (
 from rollcli.runs.faults import FaultInjector, fault_roles
 from rollcli.runs.peak_memory import PeakMemory
 from rollcli.runs.run_dir import RunDir
+from rollcli.runtime.checkpointer import Checkpointer
+from rollcli.runtime.display_protocol import Display
+from rollcli.runtime.run_log import RunLog
 from rollcli.workers.trained_model import TrainedModelWorker
 
 PHASES = {

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
-from rollcli.pipelines.role_args import role_args
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for
+from rollcli.runtime.role_args import role_args
 from rollcli.strategies.lora import LoraSpec
 from rollcli.strategies.lr_schedule import LrFactor
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
     from rollcli.distributed.placement import DevicePlacement, NodeSpread
-    from rollcli.pipelines.run_control import RunControl
     from rollcli.planning.planner import Plan
+    from rollcli.runtime.run_control import RunControl
 
 
 @dataclass
@@ -166,7 +166,7 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
         reward = cfg.reward
         return {"fn": reward.fn, "options": reward.worker_options, "timeout_s": reward.timeout_s}
     if role.name in ("env", "env_val"):
-        from rollcli.pipelines.agentic_setup import env_kwargs
+        from rollcli.rollout.agentic_setup import env_kwargs
 
         validation = role.name == "env_val"
         return {"env": cfg.agentic.env, "env_kwargs": env_kwargs(cfg.agentic, validation)}
@@ -187,7 +187,7 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
     if role.name == "actor_infer":
         args = {**model, "seed": cfg.seed + rank, "rank": rank, **ctx.args["actor_infer"]}
         if spec_of(cfg).rollout == "episodes":  # their KV stays between turns (hf engine)
-            from rollcli.pipelines.agentic_setup import turn_cache_mib
+            from rollcli.rollout.agentic_setup import turn_cache_mib
 
             args["session_mib"] = turn_cache_mib(cfg.agentic, args["engine"])
         return args
