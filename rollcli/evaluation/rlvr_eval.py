@@ -107,9 +107,10 @@ class RLVREvalResult:
         return rows
 
 
-def is_correct(result: dict[str, Any]) -> bool:
-    """A reward result's verdict: its `correct` field, else a full score."""
-    return bool(result.get("correct", result["score"] >= 1.0))
+def row_correct(row: dict[str, Any]) -> bool:
+    """A scored rollout row's verdict (`RolloutResult.rows`): its reward result's `correct`
+    field, else a full reward."""
+    return bool(row.get("correct", row["reward"] >= 1.0))
 
 
 def evaluate_rlvr(
@@ -176,7 +177,7 @@ def _answer(worker, reward, prompts, ids, params, phase, on_progress) -> list[Sa
     return [
         Sample(
             row["response"],
-            is_correct({**row, "score": row["reward"]}),
+            row_correct(row),
             float(row["reward"]),
             int(tokens),
         )

@@ -19,7 +19,7 @@ from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.data.prompt_sets import load_prompt_sets, tokenize_prompts
 from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
-from rollcli.evaluation.rlvr_eval import is_correct
+from rollcli.evaluation.rlvr_eval import row_correct
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.rl.reward_health import check_reward_errors
 from rollcli.pipelines.rl.source import step_sampling
@@ -135,7 +135,7 @@ class PromptSource:
             request_prefix="val-",
         )
         rows = result.rows
-        right = sum(is_correct({**row, "score": row["reward"]}) for row in rows)
+        right = sum(row_correct(row) for row in rows)
         accuracy = right / len(rows)
         low, high = wilson_interval(right, len(rows))
         self.ctl.run.log_event(
