@@ -156,6 +156,8 @@ def update_args(shapes: Shapes, kl_coef: float = 0.0):
 # a training case: (the recipe keys that plan it, the worker's `TrainStrategy` fields)
 TRAIN_CASES: dict[str, tuple[list[str], dict[str, Any]]] = {
     "hf": ([], {"name": "hf"}),
+    # hf without autocast's cast cache (precision.AUTOCAST_CACHE): its bf16 weight copies
+    "hf-nocache": ([], {"name": "hf", "autocast_cache": False}),
     "zero2": (
         ["train.strategy=deepspeed", "devices.actor_train.zero_stage=2"],
         {"name": "deepspeed", "zero_stage": 2},
@@ -191,6 +193,7 @@ def train_case(
     its peak (`peak_breakdown`)."""
     from rollcli.models.registry import get_model_spec
     from rollcli.models.spec import param_count
+    from rollcli.strategies import precision
     from rollcli.strategies.lora import LoraSpec
     from rollcli.strategies.train_engines import TrainStrategy
     from rollcli.workers.actor_train import ActorTrainWorker
@@ -198,6 +201,7 @@ def train_case(
     extra, fields = TRAIN_CASES[case]
     fields = dict(fields)
     lora = LoraSpec() if fields.pop("lora", False) else None
+    precision.AUTOCAST_CACHE = fields.pop("autocast_cache", True)
     strategy = TrainStrategy(**fields).worker_kwargs()
     planned = planned_bytes(model, device, shapes, extra)["actor_train"]
     before = device.reset_peak()

@@ -15,6 +15,10 @@ import torch
 
 PRECISIONS = ("fp32", "bf16-mixed")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# autocast's cast cache keeps a bf16 copy of every weight it casts until the region ends (2
+# bytes/param at the update's peak, memory.AUTOCAST_WEIGHT_COPY_BYTES); the GPU proof kit's
+# `hf-nocache` case measures the update without it
+AUTOCAST_CACHE = True
 
 
 def check_precision(precision: str) -> str:
@@ -35,5 +39,5 @@ def torch_dtype(name: str) -> torch.dtype:
 def compute_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
     """Where an `hf` worker runs forward and backward: bf16 autocast for `bf16-mixed`."""
     if check_precision(precision) == "bf16-mixed":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=AUTOCAST_CACHE)
     return contextlib.nullcontext()
