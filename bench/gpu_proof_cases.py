@@ -114,7 +114,11 @@ def planned_bytes(model: str, device: Device, shapes: Shapes, extra: list[str]) 
 
 
 def memory_row(planned: int | None, measured: int | None, before: int) -> dict[str, Any]:
+    import resource
+
     row: dict[str, Any] = {"planned_gib": planned / GIB if planned is not None else None}
+    # the process's resident peak so far (Linux: KiB): host memory, offloaded states included
+    row["host_peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     if measured is not None:
         row["measured_gib"] = (measured - before) / GIB
         row["left_by_earlier_gib"] = before / GIB
