@@ -1,4 +1,5 @@
-"""`roll plan RECIPE|FILE [--model M] [--gpus N] [--nodes K] [--gpu-kind K | --gpu-mem G] [--json]`.
+"""`roll plan RECIPE|FILE [--model M] [--gpus N] [--nodes K] [--gpu-kind K | --gpu-mem G]
+[--host-mem G] [--json]`.
 
 A dry run of device mapping and memory: which device runs which role, each device's
 memory at its peak phase, whether it fits and what to change. Exits 1 when it does not fit. Imports neither torch nor
@@ -38,6 +39,12 @@ def plan(
         None, "--gpu-kind", help="h100-80g, h200, a100-80g, a100-40g, l40s, 4090, ..."
     ),
     gpu_mem: float = typer.Option(None, "--gpu-mem", help="GiB per GPU (instead of --gpu-kind)."),
+    host_mem: float = typer.Option(
+        None,
+        "--host-mem",
+        help="GiB of RAM per node, which holds offloaded states (default: "
+        "devices.host_mem_gib; a CPU plan: this machine's).",
+    ),
     engine: str = typer.Option(
         None, "--engine", help="Plan this rollout engine (hf, vllm, sglang) instead of auto's."
     ),
@@ -58,6 +65,7 @@ def plan(
         "model": model,
         "resources.gpus": gpus,
         "devices.nodes": nodes,
+        "devices.host_mem_gib": host_mem,
         "rollout.engine": engine,
     }
     with user_errors(debug):

@@ -38,7 +38,8 @@ class DevicesConfig(Section):
 
     GPUs come from `resources.gpus` (`--gpus`); `nodes` and `num_gpus_per_node` (0: gpus /
     nodes) give their layout; `gpu_kind` (h100-80g, a100-40g, ...) or `gpu_mem_gib` their
-    memory. `async_mode`: rollout overlaps training, so actor_train and actor_infer need
+    memory; `host_mem_gib` each node's RAM, which holds what GPU roles offload (a CPU run is
+    judged against this machine's). `async_mode`: rollout overlaps training, so actor_train and actor_infer need
     disjoint GPUs (implied on GPUs by `rollout.max_staleness > 0`). A role's key applies
     only where the recipe runs that role (`planning.role_table.roles_for`); agentic's
     validation environments are placed with `env`.
@@ -48,6 +49,7 @@ class DevicesConfig(Section):
     num_gpus_per_node: NonNegInt = 0
     gpu_kind: str = "h100-80g"
     gpu_mem_gib: PositiveFloat | None = None
+    host_mem_gib: PositiveFloat | None = None
     async_mode: bool = False
     actor_train: RolePlacement = Field(default_factory=RolePlacement)
     actor_infer: RolePlacement = Field(default_factory=RolePlacement)

@@ -303,9 +303,16 @@ def recipe_plan_input(
             for role in roles
         ],
         async_mode=_async(cfg, num_gpus),
-        # A CPU run is judged against this machine; a GPU cluster's nodes are not this one.
-        host_memory_bytes=host_memory_bytes() if num_gpus == 0 else None,
+        host_memory_bytes=_host_capacity(cfg, num_gpus),
     )
+
+
+def _host_capacity(cfg: RecipeConfig, num_gpus: int) -> int | None:
+    """Bytes of RAM per node: devices.host_mem_gib (`roll plan --host-mem`), else this
+    machine's for a CPU run (a GPU cluster's nodes are not this one: not judged)."""
+    if cfg.devices.host_mem_gib:
+        return int(cfg.devices.host_mem_gib * GiB)
+    return host_memory_bytes() if num_gpus == 0 else None
 
 
 def _gpu_capacity(cfg: RecipeConfig, gpu_kind: str | None, gpu_mem_gib: float | None) -> int:

@@ -44,6 +44,11 @@ from rollcli.models.registry import ModelSpec
 # worker, tokenizer), and of the driver process (the run's data and batches between stages).
 CPU_PROCESS_BYTES = 240 * 2**20
 CPU_DRIVER_BYTES = 400 * 2**20
+# A GPU worker process's own host memory beside what it offloads (CUDA's libraries and
+# context, torch, transformers): NOT measured in this build (the GPU proof kit's rows carry
+# `host_peak_gib` for it); qwen2.5-7b's FSDP2 offload, whose states the plan puts at 127.7
+# GiB, was killed on a 128 GiB host (docs/gpu.md, run 5).
+GPU_PROCESS_HOST_BYTES = 3 * 2**30
 # glibc keeps the blocks a training pass frees resident for reuse, and the pass's tensors of
 # other sizes do not always fit them: a CPU training process peaked 0.1-0.3 of its
 # activations above its live tensors (`bench/role_memory.py train`, beside the same run with

@@ -20,7 +20,7 @@ from functools import cached_property, lru_cache
 from typing import Literal
 
 from rollcli.planning.devices import PlanError, format_indices, parse_device_mapping
-from rollcli.planning.memory import CPU_DRIVER_BYTES, MemoryBreakdown
+from rollcli.planning.memory import CPU_DRIVER_BYTES, GPU_PROCESS_HOST_BYTES, MemoryBreakdown
 from rollcli.planning.request import (
     HOST_ROLES,
     INFER_ROLES,
@@ -279,22 +279,30 @@ def _host_plan(
 def _host_offload(
     inp: PlanInput, groups: list[GpuGroup], memory: dict[str, RoleMemory]
 ) -> tuple[list[str], list[str]]:
-    """Host memory each node needs for states that GPU roles offload."""
+    """Host memory each node needs where GPU roles offload: their states, and every GPU
+    process's own (`GPU_PROCESS_HOST_BYTES`)."""
+    if not any(memory[role].host_bytes for group in groups for role in group.roles):
+        return [], []
     per_node: dict[int, int] = {}
     for group in groups:
-        offloaded = sum(memory[role].host_bytes for role in group.roles)
-        for node, count in group.per_node.items() if offloaded else ():
-            per_node[node] = per_node.get(node, 0) + count * offloaded
-    if not per_node:
-        return [], []
+        each = sum(memory[role].host_bytes + GPU_PROCESS_HOST_BYTES for role in group.roles)
+        for node, count in group.per_node.items():
+            per_node[node] = per_node.get(node, 0) + count * each
     node, need = max(per_node.items(), key=lambda item: item[1])
     have = inp.host_memory_bytes
     if have is not None and need > have:
         return [
-            f"node {node} needs {_gib(need)} of host memory for offloaded states but has "
+            f"node {node} needs {_gib(need)} of host memory (offloaded states, GPU processes) but has "
             f"{_gib(have)}; offload less or use more nodes"
         ], []
-    return [], [f"offloaded states take up to {_gib(need)} of host memory per node"]
+    return [], [
+        f"offloaded states and GPU processes take up to {_gib(need)} of host memory per node"
+        + (
+            " (not judged: --host-mem or devices.host_mem_gib gives the nodes' RAM)"
+            if have is None
+            else ""
+        )
+    ]
 
 
 def _layout_notes(

@@ -60,6 +60,7 @@ CASES: list[tuple[str, int, str]] = [
     ("plan @T/bad.yaml", 2, "not valid YAML"),
     ("plan rlvr --gpus 8 --gpu-mem 0", 2, "--gpu-mem"),
     ("plan rlvr --gpus 8 --gpu-mem -5", 2, "--gpu-mem"),
+    ("plan rlvr --gpus 8 --host-mem 0", 2, "devices.host_mem_gib = 0.0"),
     ("plan rlvr --gpus 200000", 2, "--gpus"),
     ("train rlvr --dry-run data.source=file data.train_path=@T/none.jsonl", 2, "none.jsonl"),
     ("train rlvr --dry-run data.train_path=@T/x.jsonl", 2, "add data.source=file"),

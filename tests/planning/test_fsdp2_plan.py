@@ -115,3 +115,33 @@ def test_the_planner_refuses_the_same_layouts() -> None:
     role = RoleRequest("actor_train", "0-1", strategy="fsdp2", zero_stage=1)
     with pytest.raises(PlanError, match="fsdp2 always shards"):
         make_plan(PlanInput(spec, 2, roles=[role]))
+
+
+def test_host_memory_of_a_node_is_judged_where_given() -> None:
+    """The run the kit could not finish (docs/gpu.md, run 5): qwen2.5-7b with FSDP2 offload
+    on one GPU of a 128 GiB host. The node needs its ranks' offloaded states (16 bytes/param
+    of actor_train, the sleeping engine's weights) and every GPU process's own host memory;
+    without the node's RAM that is a note."""
+    from rollcli.planning.memory import GPU_PROCESS_HOST_BYTES
+
+    keys = ["train.strategy=fsdp2", "devices.actor_train.offload_params=true"]
+    flags = {"model": "qwen2.5-7b", "resources.gpus": 1}
+    cfg, _ = load_recipe("rlvr-math", keys, flags)
+    plan = plan_recipe(cfg, gpu_kind="h200")
+    memory = plan.role_memory
+    psi = param_count(get_model_spec("qwen2.5-7b"))
+    assert memory["actor_train"].host_bytes == pytest.approx(16 * psi, abs=3)
+    assert memory["actor_infer"].host_bytes == pytest.approx(2 * psi, rel=0.01)  # bf16 weights
+    # train, infer and reference share GPU 0: three processes on the node
+    need = memory["actor_train"].host_bytes + memory["actor_infer"].host_bytes
+    need += 3 * GPU_PROCESS_HOST_BYTES
+    assert plan.fits
+    note = f"take up to {need / GiB:.1f} GiB of host memory per node (not judged"
+    assert note in " ".join(plan.notes)
+    small, _ = load_recipe("rlvr-math", keys, {**flags, "devices.host_mem_gib": 128})
+    refused = plan_recipe(small, gpu_kind="h200")
+    assert not refused.fits
+    assert f"node 0 needs {need / GiB:.1f} GiB of host memory" in refused.problems[-1]
+    assert "has 128.0 GiB" in refused.problems[-1]
+    big, _ = load_recipe("rlvr-math", keys, {**flags, "devices.host_mem_gib": 256})
+    assert plan_recipe(big, gpu_kind="h200").fits
