@@ -83,12 +83,23 @@ def tool_metrics(infos: list[dict], episodes: int) -> dict[str, float]:
 
 
 def summary_line(metrics: dict[str, float], prefix: str) -> str:
-    """One line for the live display."""
+    """One line for the live display: a tool env's calls per episode in place of the share of
+    effective actions (a game's notion; an agent program's turns report none).
+
+    >>> summary_line({"env/success_rate": 0.5, "env/valid_action_rate": 0.9,
+    ...               "env/effective_action_rate": 0.8, "env/mean_steps": 2}, "env")
+    'success 0.500 · valid 0.90 · effective 0.80 · steps 2.0 · return 0.00'
+    >>> summary_line({"env/tool_calls_per_episode": 1.25, "env/tool_call_valid": 0.8}, "env")
+    'success 0.000 · valid 0.00 · calls 1.25 · steps 0.0 · return 0.00'
+    """
     m = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(prefix + "/")}
+    if "tool_calls_per_episode" in m:
+        middle = f"calls {m['tool_calls_per_episode']:.2f}"  # per episode
+    else:
+        middle = f"effective {m.get('effective_action_rate', 0):.2f}"
     return (
         f"success {m.get('success_rate', 0):.3f} · valid {m.get('valid_action_rate', 0):.2f}"
-        f" · effective {m.get('effective_action_rate', 0):.2f}"
-        f" · steps {m.get('mean_steps', 0):.1f} · return {m.get('return_mean', 0):.2f}"
+        f" · {middle} · steps {m.get('mean_steps', 0):.1f} · return {m.get('return_mean', 0):.2f}"
     )
 
 

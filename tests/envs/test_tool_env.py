@@ -15,7 +15,7 @@ from rollcli.envs.tools.env import TOOL_ERRORS, ToolEnv
 from rollcli.envs.tools.tasks import TaskSource, arithmetic
 from rollcli.rewards.sandbox import detect_isolation
 from rollcli.rollout.episode import Episode, EpisodeSpec
-from rollcli.rollout.episode_metrics import episode_metrics
+from rollcli.rollout.episode_metrics import episode_metrics, summary_line
 
 needs_sandbox = pytest.mark.skipif(
     not detect_isolation()["strong"], reason="no network+mount namespaces here (docs/sandbox.md)"
@@ -227,6 +227,7 @@ def test_tool_errors_become_episode_metrics() -> None:
     assert errors == {"malformed": 1.0, "unknown_tool": 1.0, "bad_arguments": 0.0, "raised": 1.0,
                       "timeout": 0.0}  # fmt: skip
     assert metrics["env/format_errors"] == 2.0
+    assert " · valid 0.60 · calls 4.00 · steps " in summary_line(metrics, "env")  # live line
     frozen = episode_metrics(
         [Episode(EpisodeSpec(0, 0, 7), infos=[{"action_is_valid": True}])], "env"
     )
