@@ -39,10 +39,10 @@ class DevicesConfig(Section):
     GPUs come from `resources.gpus` (`--gpus`); `nodes` and `num_gpus_per_node` (0: gpus /
     nodes) give their layout; `gpu_kind` (h100-80g, a100-40g, ...) or `gpu_mem_gib` their
     memory; `host_mem_gib` each node's RAM, which holds what GPU roles offload (a CPU run is
-    judged against this machine's). `async_mode`: rollout overlaps training, so actor_train and actor_infer need
-    disjoint GPUs (implied on GPUs by `rollout.max_staleness > 0`). A role's key applies
-    only where the recipe runs that role (`planning.role_table.roles_for`); agentic's
-    validation environments are placed with `env`.
+    judged against this machine's). `async_mode`: rollout overlaps training, so actor_train
+    and actor_infer need disjoint GPUs (implied on GPUs by `rollout.max_staleness > 0`). A
+    role's key applies only where the recipe runs that role (`planning.role_table.roles_for`);
+    agentic's validation environments are placed with `env`.
     """
 
     nodes: PositiveInt = 1

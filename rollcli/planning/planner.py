@@ -292,17 +292,13 @@ def _host_offload(
     have = inp.host_memory_bytes
     if have is not None and need > have:
         return [
-            f"node {node} needs {_gib(need)} of host memory (offloaded states, GPU processes) but has "
-            f"{_gib(have)}; offload less or use more nodes"
+            f"node {node} needs {_gib(need)} of host memory (offloaded states, GPU "
+            f"processes) but has {_gib(have)}; offload less or use more nodes"
         ], []
-    return [], [
-        f"offloaded states and GPU processes take up to {_gib(need)} of host memory per node"
-        + (
-            " (not judged: --host-mem or devices.host_mem_gib gives the nodes' RAM)"
-            if have is None
-            else ""
-        )
-    ]
+    note = f"offloaded states and GPU processes take up to {_gib(need)} of host memory per node"
+    if have is None:
+        note += " (not judged: --host-mem or devices.host_mem_gib gives the nodes' RAM)"
+    return [], [note]
 
 
 def _layout_notes(
