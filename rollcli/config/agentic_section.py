@@ -99,8 +99,9 @@ class AgenticConfig(Section):
     # the tasks come from the tool env's task source (docs/agents.md)
     agent: str | None = None
     agent_timeout_s: Annotated[float, Field(gt=0)] = 300.0  # a program silent this long is dropped
-    # stop the run when more than this fraction of a step's turns would not re-render to the
-    # sampled tokens (`agentic/template_drift`, rollcli/rollout/template_audit.py); None: never
+    # stop the run when more than this fraction of a step's turns would not re-render (the
+    # replies as sampled) to the ids the model was prompted with (`agentic/template_drift`,
+    # rollcli/rollout/template_audit.py); None: never
     max_template_drift: Annotated[float, Field(ge=0, le=1)] | None = None
 
     @model_validator(mode="after")

@@ -105,8 +105,8 @@ def play_agent_episodes(
 ) -> tuple[list[Episode], dict[str, float]]:
     """Run `agent` once per task, each in its own thread, against the endpoint; returns the
     episodes (in `tasks` order) and counters: generation rounds and their mean size,
-    requests refused, programs timed out, and `agentic/template_drift`
-    (`rollcli.rollout.template_audit`)."""
+    requests refused, programs timed out, and `agentic/template_drift` and
+    `agentic/retokenize_drift` (`rollcli.rollout.template_audit`)."""
     import openai
 
     params: SamplingParams = policy.params

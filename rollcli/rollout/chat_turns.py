@@ -69,6 +69,7 @@ class TurnFormat:
         # e.g. "<|im_start|>user\nOBS<|im_end|>\n<|im_start|>assistant\n"
         self.open_turn = self._open_turn(base, closed, "user")
         self.open_tool_turn = self._open_turn(base, closed, "tool") if self.native_tools else ""
+        self._base, self._closed = base, closed
 
     def _open_turn(self, base: list[dict[str, str]], closed: str, role: str) -> str:
         """What the template adds after a closed assistant turn for an observation of
@@ -102,15 +103,28 @@ class TurnFormat:
     def prompt(self, messages: list[dict[str, str]]) -> list[int]:
         """A whole first request (`messages` as rendered: a system message holding
         `system_prompt`, then user / tool turns) + the opening of the assistant turn."""
-        return self.encode(self._render(messages, generation_prompt=True) + self.reply_prefix)
+        return self.encode(self.render_prompt(messages) + self.reply_prefix)
+
+    def render_prompt(self, messages: list[dict[str, str]]) -> str:
+        """The template's text for `messages` and the opening of the next assistant turn
+        (without `reply_prefix`)."""
+        return self._render(messages, generation_prompt=True)
 
     def next_turn(self, observation: str, reply_finished: bool, role: str = "user") -> list[int]:
         """What follows a reply: the end of its turn (its EOS when the reply was cut short),
         the observation as a `role` turn, the opening of the next assistant turn."""
         close = self.close_after_eos if reply_finished else self.close_after_cut
-        message = self.message(observation, role)
-        opening = self.open_tool_turn if message["role"] == "tool" else self.open_turn
-        return self.encode(close + opening.replace(_OBS, message["content"]) + self.reply_prefix)
+        return self.encode(close + self._opening(self.message(observation, role)))
+
+    def _opening(self, message: dict[str, str]) -> str:
+        """The template's text for `message` after a closed assistant turn, up to the
+        opening of the next one (and `reply_prefix`): rendered with the message itself, so
+        a template that rewrites contents (Llama 3's trims every message) is followed."""
+        full = self._render([*self._base, message], generation_prompt=True)
+        if not full.startswith(self._closed):  # the probe's framing, where this one breaks it
+            opening = self.open_tool_turn if message["role"] == "tool" else self.open_turn
+            return opening.replace(_OBS, message["content"]) + self.reply_prefix
+        return full[len(self._closed) :] + self.reply_prefix
 
     def message(self, observation: str, role: str = "user") -> dict[str, str]:
         """The chat message an observation of `role` is rendered as (the transcript's)."""

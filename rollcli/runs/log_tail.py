@@ -63,8 +63,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     ...     "env/tool_errors": 16.0, "env/tool_error/malformed": 12.0, "env/tool_error/raised": 4.0})
     'step 5  calls/ep 1.25  call valid 0.80  tool errors 16 (malformed 12)'
     >>> format_step({"step": 6, "agentic/template_drift": 0.25,
-    ...     "agentic/template_drift_text": 0.0})
-    'step 6  template drift 0.25 (text 0.00)'
+    ...     "agentic/retokenize_drift": 0.5})
+    'step 6  template drift 0.25'
     >>> format_step({"step": 2, "perf/generate_mfu": 0.0312, "perf/train_mfu": 0.254})
     'step 2  mfu gen 3.1% train 25.4%'
     >>> format_step({"step": 1, "rollout/mismatch_kl": 0.00031, "rollout/mismatch_ratio_min": 0.52,
@@ -105,10 +105,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
         kind = f" ({common} {kinds[common]:g})" if errors and common and kinds[common] else ""
         parts.append(f"tool errors {errors:g}{kind}")
     drift = row.get("agentic/template_drift")
-    if isinstance(drift, (int, float)) and drift > 0:  # re-rendering would not give these ids
-        text = row.get("agentic/template_drift_text")
-        words = f" (text {text:.2f})" if isinstance(text, (int, float)) else ""
-        parts.append(f"template drift {drift:.2f}{words}")
+    if isinstance(drift, (int, float)) and drift > 0:  # the template renders other turns
+        parts.append(f"template drift {drift:.2f}")
     mfu = [
         f"{label} {100 * row[key]:.1f}%"
         for key, label in (

@@ -6,6 +6,7 @@ for token; a program that crashes costs its episode, not the run."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,18 @@ def run_episode(client, task):
 
 
 def test_an_agent_program_trains_through_the_endpoint(tmp_path: Path, tiny_model) -> None:
-    """One step, then a stop: tiny-random's random replies do not re-tokenize to the ids it
-    sampled, so half the second turns drift, above `agentic.max_template_drift`."""
+    """One step, then a stop: tiny-random with a hand-made template that upper-cases the
+    replies it renders, so every second turn's re-rendered prompt drifts from the ids it was
+    built from, above `agentic.max_template_drift`."""
     (tmp_path / "agent_for_test.py").write_text(PROGRAM)
+    model = tmp_path / "upper-model"
+    shutil.copytree(tiny_model, model)
+    template = (model / "chat_template.jinja").read_text()
+    assert "message['content']" in template
+    (model / "chat_template.jinja").write_text(template.replace(
+        "message['content']",
+        "(message['content'] | upper if message['role'] == 'assistant' else message['content'])",
+    ))  # fmt: skip
     small = [
         "warmup=null", "agentic.agent=agent_for_test:run_episode", "agentic.group_size=2",
         "agentic.groups_per_step=2", "agentic.val_episodes=2", "agentic.max_turns=3",
@@ -42,7 +52,7 @@ def test_an_agent_program_trains_through_the_endpoint(tmp_path: Path, tiny_model
         "agentic.max_template_drift=0.25",
     ]  # fmt: skip
     result = roll(
-        "train", "tool-math-agent", "--model", "tiny-random", "--steps", "3", "--runs-dir",
+        "train", "tool-math-agent", "--model", str(model), "--steps", "3", "--runs-dir",
         str(tmp_path), "--run-id", "a", *small, cwd=tmp_path, pythonpath=tmp_path, timeout=600,
     )  # fmt: skip
     assert result.returncode == 130, result.stderr[-3000:]  # stopped early, as asked
@@ -54,9 +64,9 @@ def test_an_agent_program_trains_through_the_endpoint(tmp_path: Path, tiny_model
     assert step["env/mean_steps"] == 2.0 and step["rollout/gen_calls"] == 2.0
     assert step["rollout/agent_requests_refused"] == 0.0
     assert step["actor/grad_norm"] > 0.0  # trained on the programs' episodes
-    assert step["agentic/template_drift"] == 0.5
+    assert step["agentic/template_drift"] == step["agentic/retokenize_drift"] == 1.0
     events = (run / "events.log").read_text()
-    assert "template drift 0.500 at step 1 is above agentic.max_template_drift = 0.25" in events
+    assert "template drift 1.000 at step 1 is above agentic.max_template_drift = 0.25" in events
     assert (run / "checkpoints" / "step-1").is_dir()
     episodes = [json.loads(x) for x in (run / "samples" / "step-1.jsonl").read_text().splitlines()]
     assert len(episodes) == 4

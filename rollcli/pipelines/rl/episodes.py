@@ -170,8 +170,8 @@ class EpisodeSource:
             return
         self.ctl.run.log_event(
             f"warning: template drift {drift:.3f} at step {step} is above "
-            f"agentic.max_template_drift = {limit}: re-rendering this conversation would not "
-            "give the sampled tokens (docs/agents.md)"
+            f"agentic.max_template_drift = {limit}: the chat template renders these "
+            "conversations otherwise than the turns the model was trained in (docs/agents.md)"
         )
         self.ctl.request_stop()
 
