@@ -5,7 +5,8 @@
 
 Same model, same chat prompts (one sample each, temperature 1), every sample exactly
 `--new-tokens` long (EOS does not stop it), so every engine does the same work. The vllm
-rows run when vllm is installed (`make vllm`), once per `--vllm-dtypes`. The compute-bound
+rows run when vllm is installed (`make vllm`), once per `--vllm-dtypes`; the hf engine once
+per `--hf-precisions` (`rollout.precision`: fp32, int8 linears, or a bf16 model). The compute-bound
 limit is the float32 matrix-multiply FLOP/s measured in this run over 2 x parameters FLOPs
 per generated token (`rollcli.tracking.peak.matmul_peak`, the peak `perf/*_mfu` divide by
 in a run). Engine start-up (vLLM compiles) is not timed.
@@ -72,13 +73,19 @@ def engine_run(engine, prompts: list[list[int]], new_tokens: int) -> int:
     return sum(len(g.token_ids) for g in gens)
 
 
+HF_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
+
+
 def build_runs(args, path, model, pad: int) -> list[tuple[str, Callable[[list[list[int]]], int]]]:
     """(label, run) per engine; every engine is built before any timing starts."""
     runs: list[tuple[str, Callable[[list[list[int]]], int]]] = [
         ("generate", lambda p: hf_generate_run(model, p, args.new_tokens, pad))
     ]
-    hf = HFInferEngine(model, [], pad)  # no EOS: every sample runs to --new-tokens
-    runs.append(("roll hf", lambda p: engine_run(hf, p, args.new_tokens)))
+    for precision in args.hf_precisions:  # each on a model of its own (int8 patches linears)
+        own = model if precision == "fp32" else load_causal_lm(path, dtype=HF_DTYPES[precision])
+        hf = HFInferEngine(own, [], pad, int8=precision == "int8")  # no EOS: runs to the end
+        label = "roll hf" if precision == "fp32" else f"roll hf {precision}"
+        runs.append((label, lambda p, e=hf: engine_run(e, p, args.new_tokens)))
     if args.vllm_dtypes and not vllm_available():
         print("vllm is not installed (make vllm): skipping the vllm engine", file=sys.stderr)
         return runs
@@ -106,6 +113,13 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--hf-precisions",
+        nargs="+",
+        choices=list(HF_DTYPES),
+        default=["fp32", "int8"],
+        help="roll hf engine rows: its rollout.precision (bf16 loads the model in bf16)",
+    )
     parser.add_argument("--vllm-dtypes", nargs="*", default=["bfloat16", "float32"])
     parser.add_argument("--vllm-eager", action="store_true", help="skip vLLM's torch.compile")
     parser.add_argument(
@@ -122,7 +136,7 @@ def main() -> None:
     runs = build_runs(args, path, model, tokenizer.pad_token_id)
     for _, run in runs:
         run(prompts[:2])  # warm up
-    # No AVX-512/AMX here: bf16 matmuls compute in fp32, so fp32 FLOP/s bounds every dtype.
+    # the limit is fp32's: bf16 and int8 rows can pass it where the CPU has AVX-512 BF16/VNNI
     flops = matmul_peak("cpu", torch.float32)
     best: dict[tuple[str, int], float] = {}
     # engines take turns within a round, so a slow spell of a shared machine hits all of them

@@ -30,8 +30,10 @@ class RolloutConfig(Section):
     """
 
     engine: Literal["auto", "hf", "vllm", "sglang"] = "auto"  # sglang: GPU only
-    # auto: float32 on CPU (samples match the fp32 trainer), bfloat16 on GPUs (the plan's)
-    vllm_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    # the weights the engine generates with (the trainer keeps its own): auto is fp32 on CPU
+    # (samples match the fp32 trainer) and bf16 on GPUs (the plan's); int8: the hf engine's
+    # int8 linears on CPU, re-quantized after every weight sync (docs/performance.md)
+    precision: Literal["auto", "fp32", "bf16", "int8", "fp8"] = "auto"
     vllm_kv_cache_gib: PositiveFloat = 1.0  # on CPU; VLLM_CPU_KVCACHE_SPACE wins when set
     batch_size: PositiveInt = 64  # samples per step = prompts per step x group_size
     group_size: PositiveInt = 8
@@ -51,6 +53,22 @@ class RolloutConfig(Section):
     @property
     def prompts_per_step(self) -> int:
         return self.batch_size // self.group_size
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        """`vllm_dtype` became `precision` (every engine's). A run saved before writes
+        `vllm_dtype: auto` (as `precision`'s default): dropped, so the run still resumes;
+        another value is refused with its new spelling."""
+        if isinstance(data, dict) and data.get("vllm_dtype") == "auto":
+            data = {k: v for k, v in data.items() if k != "vllm_dtype"}
+        if isinstance(data, dict) and "vllm_dtype" in data:
+            new = {"float32": "fp32", "bfloat16": "bf16"}.get(str(data["vllm_dtype"]), "fp32")
+            raise ValueError(
+                f"rollout.vllm_dtype is now rollout.precision (every engine's): "
+                f"rollout.precision={new}"
+            )
+        return data
 
 
 class LoraConfig(Section):

@@ -146,11 +146,30 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
 
 def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> int:
     """The bytes per weight each role runs in (runtime/role_args.py passes the dtype on):
-    a vllm engine's `rollout.vllm_dtype` when set; else fp32 on CPU and on GPUs bf16
-    (training: bf16 compute, fp32 master weights), except the critic (fp32 in this build)."""
-    if role == "actor_infer" and strategy == "vllm" and cfg.rollout.vllm_dtype != "auto":
-        return 2 if cfg.rollout.vllm_dtype == "bfloat16" else 4
+    the engine's `rollout.precision` when set (int8 keeps the fp32 weights the sync writes,
+    beside their int8 copies); else fp32 on CPU and on GPUs bf16 (training: bf16 compute,
+    fp32 master weights), except the critic (fp32 in this build)."""
+    precision = cfg.rollout.precision
+    if role == "actor_infer" and precision != "auto":
+        return 2 if precision == "bf16" else 4
     return 4 if on_cpu or role == "critic" else 2
+
+
+def _check_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
+    """`rollout.precision` an engine of this run can honour, or one line saying why not."""
+    precision = cfg.rollout.precision
+    if precision == "int8" and (engine != "hf" or not on_cpu):
+        where = "on GPUs" if not on_cpu else f"with rollout.engine {engine}"
+        raise ConfigError(
+            f"rollout.precision int8 {where}: int8 rollout is the hf engine's on the CPU "
+            "(fbgemm kernels); set rollout.engine: hf on a CPU run, or rollout.precision: bf16"
+        )
+    if precision == "fp8":
+        raise ConfigError(
+            "rollout.precision fp8: no engine of this build honours it yet (vLLM's fp8 "
+            "would have to re-quantize after every weight sync, not built or measured); "
+            "use rollout.precision: bf16"
+        )
 
 
 def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: bool) -> bool:
@@ -210,6 +229,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
     elif role.name == "actor_infer":
         strategy = _infer_strategy(cfg.rollout.engine, gpus)
         _check_behaviour_logprobs(cfg, strategy)
+        _check_precision(cfg, strategy, on_cpu)
         if on_cpu:  # the hf engine generates a worker's whole share of the batch at once
             workers = cfg.rollout.num_workers
             max_num_seqs = -(-cfg.rollout.batch_size // workers)

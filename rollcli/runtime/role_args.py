@@ -101,4 +101,7 @@ def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, An
             "gpu_memory_utilization": req.gpu_memory_utilization,
             "sleep_mode": sleeps,
         }
-    return {"engine": engine, "engine_kwargs": kwargs, "dtype": dtype}
+    out: dict[str, Any] = {"engine": engine, "engine_kwargs": kwargs, "dtype": dtype}
+    if cfg.rollout.precision == "int8":  # the hf engine on CPU (planning refuses the rest)
+        out["int8"] = True
+    return out

@@ -33,6 +33,7 @@ from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.hf_prefill import prefill, prefill_sessions
 from rollcli.strategies.hf_turn_cache import Session, TurnCache
 from rollcli.strategies.host_memory import release_free_memory
+from rollcli.strategies.int8_linears import Int8Linears
 from rollcli.strategies.lm_head import plain_head
 
 
@@ -95,8 +96,11 @@ class HFInferEngine:
         eos_token_ids: list[int],
         pad_token_id: int,
         session_mib: float = 0.0,
+        int8: bool = False,
     ) -> None:
-        """`session_mib`: memory for the sessions' KV (0: sessions are refused)."""
+        """`session_mib`: memory for the sessions' KV (0: sessions are refused). `int8`:
+        every linear computes with an int8 copy of its weight (`rollout.precision: int8`,
+        CPU only; int8_linears.py), re-packed by `requantize` after each weight sync."""
         self.model = model
         self.eos = set(eos_token_ids)
         self.pad_token_id = pad_token_id
@@ -110,6 +114,12 @@ class HFInferEngine:
         head = plain_head(model)
         self._on_cpu = next(model.parameters()).device.type == "cpu"
         self._head = head if self._on_cpu and type(head) is torch.nn.Linear else None
+        self.int8 = Int8Linears(model) if int8 else None  # after `plain_head`: it sees Linear
+
+    def requantize(self) -> None:
+        """Re-pack the int8 copies from the model's (just synced) weights; nothing without."""
+        if self.int8 is not None:
+            self.int8.quantize()
 
     @torch.no_grad()
     def generate(
@@ -242,6 +252,8 @@ class HFInferEngine:
         if self._head is None:
             return self.model(**inputs).logits[:, -1]
         hidden = self.model.get_decoder()(**inputs).last_hidden_state[:, -1]
+        if self.int8 is not None:  # the head's int8 copy
+            return self._head(hidden)
         logits = torch.mm(self._head.weight, hidden.t()).t().contiguous()
         return logits if self._head.bias is None else logits.add_(self._head.bias)
 

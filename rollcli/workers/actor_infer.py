@@ -47,6 +47,7 @@ class ActorInferWorker:
         num_gpus: float = 0.0,
         dtype: str = "float32",
         session_mib: float = 0.0,
+        int8: bool = False,
     ) -> None:
         """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...);
         `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU). The hf
@@ -54,7 +55,9 @@ class ActorInferWorker:
         made visible, and the layout model here stays on the meta device. `dtype`: of the
         weights (the plan's: bfloat16 on GPUs), the hf engine's model and the layout.
         `session_mib`: the hf engine's memory for multi-turn sessions (`generate`'s
-        `sessions`; 0: none); vllm and sglang cache prefixes themselves."""
+        `sessions`; 0: none); vllm and sglang cache prefixes themselves. `int8`: the hf
+        engine computes its linears with int8 copies of the weights (`rollout.precision:
+        int8`), re-packed after every weight sync."""
         model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         self.engine_name = resolve_engine(engine)
         set_threads(num_threads)  # before a vllm engine, which then pins torch's threads
@@ -74,7 +77,7 @@ class ActorInferWorker:
             )
             eos = eos_token_ids(self.model, self.tokenizer)
             self.engine = HFInferEngine(
-                self.model, eos, self.tokenizer.pad_token_id, session_mib=session_mib
+                self.model, eos, self.tokenizer.pad_token_id, session_mib=session_mib, int8=int8
             )
         self.receiver: WeightReceiver | None = None
         self.aborted: set[str] = set()
@@ -208,5 +211,7 @@ class ActorInferWorker:
             return self.receiver.receive(self.model, load=self.engine.load_weights)
         self.engine.drop_sessions()  # KV of the old weights (and any stored while they arrive)
         took = self.receiver.receive(self.model)
+        start = time.perf_counter()
+        self.engine.requantize()  # int8 copies of the new weights: part of the sync's time
         self.engine.drop_sessions()
-        return took
+        return took + time.perf_counter() - start

@@ -191,3 +191,19 @@ def test_the_critic_worker_gets_the_critics_micro_batch_size(tiny_model) -> None
     tensors = rollout_tensors([[1, 2]] * 7, [[3, 4]] * 7, pad_id=0)
     critic.compute_values(Batch(tensors))
     assert len(forwards) == 3  # 7 rows, 3 at a time
+
+
+def test_the_rollout_precision_reaches_the_engine(tiny_model) -> None:
+    """`rollout.precision`: bf16 on a GPU plan is the engine's dtype; int8 on a CPU plan
+    reaches the hf engine, which then holds int8 copies of its linears."""
+    from rollcli.workers.actor_infer import ActorInferWorker
+
+    reqs, _, args = _decisions(_cfg(["rollout.engine=vllm", "rollout.precision=fp32"]))
+    assert reqs["actor_infer"].param_bytes == 4 and args["actor_infer"]["dtype"] == "float32"
+    assert "int8" not in args["actor_infer"]
+    cpu = _cfg(["rollout.engine=hf", "rollout.precision=int8"], gpus=0, model="tiny-random")
+    reqs, _, args = _decisions(cpu)
+    assert reqs["actor_infer"].param_bytes == 4 and args["actor_infer"]["int8"] is True
+    worker = ActorInferWorker(str(tiny_model), num_threads=1, dtype=args["actor_infer"]["dtype"],
+                              int8=args["actor_infer"]["int8"])  # fmt: skip
+    assert worker.engine.int8 is not None and len(worker.engine.int8.linears) > 0

@@ -1,0 +1,127 @@
+"""`rollout.precision: int8`: the hf engine computes its linears with int8 copies of the
+weights (rollcli/strategies/int8_linears.py). Its log-probs are its own (not the fp32
+trainer's) and stay within a stated tolerance of them; a real weight sync re-packs the
+copies; the plan refuses int8 where no engine runs it."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from rollcli.data.padding import rollout_tensors
+from rollcli.distributed.weight_sync import WeightSender
+from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.int8_linears import int8_linear, pack
+from rollcli.workers.actor_infer import ActorInferWorker
+
+PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6]]
+SAMPLE = SamplingParams(n=4, max_new_tokens=16, temperature=1.0, seed=11)
+# |int8 log-prob - fp32 log-prob| per sampled token on tiny-random: at most this (measured
+# 0.011), and this on average (measured 0.003); smollm2-135m: docs/performance.md
+TOLERANCE = 0.05
+MEAN_TOLERANCE = 0.01
+
+
+def _fp32_logprobs(model, gens) -> list[list[float]]:
+    tensors = rollout_tensors(
+        [PROMPTS[g.prompt_index] for g in gens], [g.token_ids for g in gens], 0
+    )
+    with torch.no_grad():
+        lp, _ = response_logprobs(model, tensors, temperature=1.0)
+    return [lp[i, : len(g.token_ids)].tolist() for i, g in enumerate(gens)]
+
+
+def _gaps(model, gens) -> torch.Tensor:
+    ref = _fp32_logprobs(model, gens)
+    return torch.tensor(
+        [a - b for g, r in zip(gens, ref, strict=True) for a, b in zip(g.logprobs, r, strict=True)]
+    )
+
+
+@pytest.mark.parametrize("rows", [5, 40])  # fewer than _int_mm's 17 rows: padded
+def test_a_row_quantized_linear_is_within_its_rounding_of_fp32(rows) -> None:
+    """Each weight moves by at most half its row's step (max|w_i| / 127), each activation
+    by half its row's (max|x| / 127): the product's error is bounded by both."""
+    torch.manual_seed(0)
+    w, b, x = torch.randn(48, 32), torch.randn(48), torch.randn(rows, 32)
+    out = int8_linear(x, pack(w, b))
+    ref = torch.nn.functional.linear(x, w, b)
+    dw = w.abs().amax(dim=1) / 254  # [out]
+    dx = x.abs().amax(dim=1, keepdim=True) / 254  # [rows, 1]
+    bound = dw * x.abs().sum(1, keepdim=True) + dx * w.abs().sum(1) + 32 * dx * dw
+    assert out.shape == (rows, 48)
+    assert torch.all((out - ref).abs() <= bound + 1e-5)
+    assert not torch.equal(out, ref)
+
+
+def test_the_int8_engine_reports_its_own_logprobs_close_to_fp32(tiny_model) -> None:
+    tok = load_tokenizer(str(tiny_model))
+    fp32 = load_causal_lm(str(tiny_model), train=False)
+    model = load_causal_lm(str(tiny_model), train=False)
+    engine = HFInferEngine(model, [tok.eos_token_id], tok.pad_token_id, int8=True)
+    gens = engine.generate(PROMPTS, SAMPLE)
+    assert len(gens) == 8 and all(len(g.logprobs) == len(g.token_ids) > 0 for g in gens)
+    gap = _gaps(fp32, gens)
+    assert gap.abs().max() < TOLERANCE and gap.abs().mean() < MEAN_TOLERANCE
+    assert gap.abs().max() > 1e-6  # its own numbers: int8 logits, not the fp32 trainer's
+    # the model's weights and their names are untouched: the trainer's sync writes them
+    for (name, a), b in zip(fp32.state_dict().items(), model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_a_weight_sync_re_packs_the_int8_copies(tiny_model) -> None:
+    """After a real sync into the worker, the engine samples from the new weights: its
+    log-probs are within the tolerance of the new fp32 model's, far from the old one's."""
+    infer = ActorInferWorker(str(tiny_model), num_threads=1, int8=True)
+    old = load_causal_lm(str(tiny_model), train=False)
+    trained = load_causal_lm(str(tiny_model), train=False)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    sender = WeightSender("127.0.0.1", 2)
+    t = threading.Thread(target=infer.init_weight_sync, args=("127.0.0.1", sender.port, 1, 2))
+    t.start()
+    sender.connect()
+    t.join()
+    took: list[float] = []
+    t = threading.Thread(target=lambda: took.append(infer.receive_weights()))
+    t.start()
+    sender.send(trained)
+    t.join()
+    assert took and took[0] > 0
+    gens = infer.engine.generate(PROMPTS, SAMPLE)
+    new_gap, old_gap = _gaps(trained, gens).abs().mean(), _gaps(old, gens).abs().mean()
+    assert new_gap < TOLERANCE  # 0.014 measured: the perturbed weights' logits are larger
+    assert old_gap > 10 * new_gap  # stale copies would sample from `old`
+
+
+@pytest.mark.parametrize(
+    ("overrides", "gpus", "message"),
+    [
+        (["rollout.engine=vllm"], 0, "rollout.precision int8 with rollout.engine vllm"),
+        (["rollout.engine=hf"], 1, "rollout.precision int8 on GPUs"),
+        (["rollout.precision=fp8"], 1, "rollout.precision fp8: no engine of this build"),
+    ],
+)
+def test_a_precision_no_engine_runs_is_refused(overrides, gpus, message) -> None:
+    from rollcli.config.errors import ConfigError
+    from rollcli.config.loader import load_recipe
+    from rollcli.planning.from_recipe import recipe_plan_input
+
+    cfg, _ = load_recipe("rlvr-math", ["rollout.precision=int8", *overrides])
+    with pytest.raises(ConfigError, match=message):
+        recipe_plan_input(cfg, gpus=gpus, gpu_mem_gib=80 if gpus else None)
+
+
+def test_vllm_dtype_is_refused_with_its_new_spelling() -> None:
+    from rollcli.config.errors import ConfigError
+    from rollcli.config.loader import load_recipe
+
+    with pytest.raises(ConfigError, match="rollout.vllm_dtype is now rollout.precision"):
+        load_recipe("rlvr-math", ["rollout.vllm_dtype=bfloat16"])
+    cfg, _ = load_recipe("rlvr-math", ["rollout.vllm_dtype=auto"])  # a saved run's default
+    assert cfg.rollout.precision == "auto"
