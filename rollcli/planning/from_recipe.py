@@ -149,8 +149,8 @@ def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: boo
     the engine's `rollout.precision` when set (int8 keeps the fp32 weights the sync writes,
     beside their int8 copies); else fp32 on CPU and on GPUs bf16 (training: bf16 compute,
     fp32 master weights), except the critic (fp32 in this build)."""
-    precision = cfg.rollout.precision
-    if role == "actor_infer" and precision != "auto":
+    precision = cfg.rollout.precision if role == "actor_infer" else "auto"
+    if precision != "auto":
         return 2 if precision == "bf16" else 4
     return 4 if on_cpu or role == "critic" else 2
 
