@@ -125,3 +125,20 @@ def test_vllm_dtype_is_refused_with_its_new_spelling() -> None:
         load_recipe("rlvr-math", ["rollout.vllm_dtype=bfloat16"])
     cfg, _ = load_recipe("rlvr-math", ["rollout.vllm_dtype=auto"])  # a saved run's default
     assert cfg.rollout.precision == "auto"
+
+
+def test_siblings_share_one_product_with_the_numbers_of_each_alone(tiny_model) -> None:
+    """q/k/v (and gate/up) stack into one int8 product; per row the scales are the same
+    as each linear's own, so every member's output equals its product alone, exactly."""
+    from rollcli.strategies.int8_linears import Int8Linears
+
+    model = load_causal_lm(str(tiny_model), train=False)
+    int8 = Int8Linears(model)
+    assert sorted(len(g.linears) for g in int8.groups)[-2:] == [3, 3]  # q/k/v of each layer
+    attn = model.model.layers[0].self_attn
+    x = torch.randn(2, 5, attn.q_proj.in_features)
+    for linear in (attn.q_proj, attn.k_proj, attn.v_proj):  # as the model calls them
+        alone = int8_linear(x, pack(linear.weight, linear.bias))
+        assert torch.equal(linear(x), alone)
+    group = next(g for g in int8.groups if attn.q_proj in g.linears)
+    assert group.input is None  # every member took its part: the input is let go
