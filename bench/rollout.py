@@ -31,13 +31,17 @@ from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
 from rollcli.strategies.threads import set_threads
 from rollcli.tracking.peak import matmul_peak
 
+QUESTION = "What is {a} + {b}? Show your steps, then the answer."
 
-def chat_prompts(tokenizer, count: int) -> list[list[int]]:
+
+def chat_prompts(tokenizer, count: int, question: str = QUESTION, a: int = 3) -> list[list[int]]:
+    """`count` chat prompts asking `question` of sums `17 i + a` and `29 i + 11`."""
     out = []
     for i in range(count):
-        question = f"What is {17 * i + 3} + {29 * i + 11}? Show your steps, then the answer."
         text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+            [{"role": "user", "content": question.format(a=17 * i + a, b=29 * i + 11)}],
+            add_generation_prompt=True,
+            tokenize=False,
         )
         out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
     return out

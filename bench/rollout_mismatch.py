@@ -24,6 +24,7 @@ import warnings
 import torch
 from rich.console import Console
 from rich.table import Table
+from rollout import chat_prompts  # bench/rollout.py (this folder is on sys.path)
 
 from rollcli.data.padding import rollout_tensors
 from rollcli.models.loading import resolve_model
@@ -32,17 +33,7 @@ from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response
 from rollcli.strategies.threads import set_threads
 
 VARIANTS = ("fp32", "bf16", "int8", "int8 per-tensor")
-
-
-def chat_prompts(tokenizer, count: int) -> list[list[int]]:
-    out = []
-    for i in range(count):
-        question = f"What is {17 * i + 23} + {29 * i + 11}? Put the answer in <answer></answer>."
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
-        )
-        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return out
+QUESTION = "What is {a} + {b}? Put the answer in <answer></answer>."
 
 
 def per_tensor_int8(model: torch.nn.Module) -> None:
@@ -87,7 +78,7 @@ def main() -> None:
     path = resolve_model(args.model)
     tok = load_tokenizer(path)
     trainer = load_causal_lm(path)
-    prompts = chat_prompts(tok, args.prompts)
+    prompts = chat_prompts(tok, args.prompts, QUESTION, a=23)
     params = SamplingParams(n=args.samples, max_new_tokens=args.new_tokens, temperature=1.0, seed=7)
     table = Table(title=f"{args.model}: engine log-prob minus fp32 trainer's, per sampled token")
     for column in (

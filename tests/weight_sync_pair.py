@@ -26,3 +26,19 @@ def send_weights(source: Any, target: torch.nn.Module, dtype: torch.dtype | None
     received.start()
     sender.send(source)
     received.join()
+
+
+def sync_into_worker(worker: Any, source: Any) -> float:
+    """Sync `source` (a model) into an ActorInferWorker through its own receiver, as a run
+    does (`init_weight_sync`, then `receive_weights`); returns the sync's reported time."""
+    sender = WeightSender("127.0.0.1", 2)
+    joined = threading.Thread(target=worker.init_weight_sync, args=("127.0.0.1", sender.port, 1, 2))
+    joined.start()
+    sender.connect()
+    joined.join()
+    took: list[float] = []
+    received = threading.Thread(target=lambda: took.append(worker.receive_weights()))
+    received.start()
+    sender.send(source)
+    received.join()
+    return took[0]

@@ -5,12 +5,10 @@ episodes end, bounded in memory, and never outlive a weight update."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
+from weight_sync_pair import sync_into_worker
 
-from rollcli.distributed.weight_sync import WeightSender
 from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
 from rollcli.workers.actor_infer import ActorInferWorker
@@ -176,15 +174,7 @@ def test_a_weight_update_drops_every_session(tiny_model) -> None:
     with torch.no_grad():
         for p in trained.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    sender = WeightSender("127.0.0.1", 2)
-    t = threading.Thread(target=infer.init_weight_sync, args=("127.0.0.1", sender.port, 1, 2))
-    t.start()
-    sender.connect()
-    t.join()
-    t = threading.Thread(target=infer.receive_weights)
-    t.start()
-    sender.send(trained)
-    t.join()
+    sync_into_worker(infer, trained)
     assert not infer.engine.sessions.sessions
     nxt = prompt + first["token_ids"] + [50, 51]
     second = infer.generate([nxt], GREEDY, sessions=["ep"])[0]

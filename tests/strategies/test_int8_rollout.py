@@ -5,13 +5,11 @@ copies; the plan refuses int8 where no engine runs it."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
+from weight_sync_pair import sync_into_worker
 
 from rollcli.data.padding import rollout_tensors
-from rollcli.distributed.weight_sync import WeightSender
 from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.int8_linears import int8_linear, pack
@@ -82,17 +80,7 @@ def test_a_weight_sync_re_packs_the_int8_copies(tiny_model) -> None:
     with torch.no_grad():
         for p in trained.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    sender = WeightSender("127.0.0.1", 2)
-    t = threading.Thread(target=infer.init_weight_sync, args=("127.0.0.1", sender.port, 1, 2))
-    t.start()
-    sender.connect()
-    t.join()
-    took: list[float] = []
-    t = threading.Thread(target=lambda: took.append(infer.receive_weights()))
-    t.start()
-    sender.send(trained)
-    t.join()
-    assert took and took[0] > 0
+    assert sync_into_worker(infer, trained) > 0
     gens = infer.engine.generate(PROMPTS, SAMPLE)
     new_gap, old_gap = _gaps(trained, gens).abs().mean(), _gaps(old, gens).abs().mean()
     assert new_gap < TOLERANCE  # 0.014 measured: the perturbed weights' logits are larger

@@ -6,14 +6,12 @@ eager (no torch.compile) in float32, like the trainer, so outputs can be compare
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
+from weight_sync_pair import sync_into_worker
 
 from rollcli.config.engines import vllm_available
 from rollcli.data.padding import rollout_tensors
-from rollcli.distributed.weight_sync import WeightSender
 from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 
@@ -159,15 +157,7 @@ def test_weight_sync_from_the_trainer_into_a_vllm_worker(tiny_model) -> None:
     with torch.no_grad():
         for p in train.model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    sender = WeightSender("127.0.0.1", 2)
-    t = threading.Thread(target=lambda: infer.init_weight_sync("127.0.0.1", sender.port, 1, 2))
-    t.start()
-    sender.connect()
-    t.join()
-    t = threading.Thread(target=infer.receive_weights)
-    t.start()
-    sender.send(train.model)
-    t.join()
+    sync_into_worker(infer, train.model)
     prompts = [[1, 2, 3, 4], [5, 6], [7, 8, 9]]
     rows = infer.generate(prompts, SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=1))
     tensors = rollout_tensors(
