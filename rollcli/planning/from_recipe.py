@@ -162,7 +162,7 @@ def _check_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
         where = "on GPUs" if not on_cpu else f"with rollout.engine {engine}"
         raise ConfigError(
             f"rollout.precision int8 {where}: int8 rollout is the hf engine's on the CPU "
-            "(fbgemm kernels); set rollout.engine: hf on a CPU run, or rollout.precision: bf16"
+            "(torch._int_mm); set rollout.engine: hf on a CPU run, or rollout.precision: bf16"
         )
     if precision == "fp8":
         raise ConfigError(

@@ -45,16 +45,18 @@ def audited_turns(
     for k, (start, _) in enumerate(episode.turn_spans):
         if 0 < k < len(assistant):
             transcript = episode.messages[: assistant[k]]
+            text = fmt.render_prompt(transcript)
             context = episode.prompt_ids + episode.response_ids[:start]
-            audited.append((fmt.prompt(transcript), _framed(episode, fmt, transcript), context))
+            rendered = fmt.encode(text + fmt.reply_prefix)  # as fmt.prompt(transcript)
+            audited.append((rendered, _framed(episode, fmt, transcript, text), context))
     return audited
 
 
 def _framed(
-    episode: Episode, fmt: TurnFormat, transcript: list[dict[str, Any]]
+    episode: Episode, fmt: TurnFormat, transcript: list[dict[str, Any]], text: str
 ) -> list[int] | None:
-    """The transcript's rendering with every reply's text replaced by the ids sampled for
-    it; None when the template does not render each reply's text as it is."""
+    """The transcript's rendering (`text`) with every reply's text replaced by the ids
+    sampled for it; None when the template does not render each reply's text as it is."""
     replies = [i for i, m in enumerate(transcript) if m["role"] == "assistant"]
     marked = [dict(m) for m in transcript]
     for j, i in enumerate(replies):
@@ -64,7 +66,7 @@ def _framed(
         return None  # the template drops or reorders replies
     texts = [transcript[i]["content"] for i in replies]
     filled = "".join(p if n % 2 == 0 else texts[n // 2] for n, p in enumerate(pieces))
-    if filled != fmt.render_prompt(transcript):
+    if filled != text:
         return None  # the template rewrites a reply (trims it, drops a part of it)
     if not all(t.startswith(fmt.reply_prefix) for t in texts):
         return None

@@ -114,7 +114,7 @@ class HFInferEngine:
         head = plain_head(model)
         self._on_cpu = next(model.parameters()).device.type == "cpu"
         self._head = head if self._on_cpu and type(head) is torch.nn.Linear else None
-        self.int8 = Int8Linears(model) if int8 else None  # after `plain_head`: it sees Linear
+        self.int8 = Int8Linears(model) if int8 else None
 
     def requantize(self) -> None:
         """Re-pack the int8 copies from the model's (just synced) weights; nothing without."""

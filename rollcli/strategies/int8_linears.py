@@ -11,7 +11,7 @@ embedding and the sampling stay in fp32.
 Why per row: fbgemm's dynamic int8 linear (what `torch.ao.quantization.quantize_dynamic`
 runs, deprecated) scales the activations per tensor, so one outlier feature coarsens every
 token's; on smollm2-135m its sampled tokens' log-probs were 0.42 nats from fp32's on average
-against 0.18 per row (weights alone in int8: 0.05; a bf16 model: 0.03), docs/performance.md.
+against 0.20 per row (weights alone in int8: 0.05; a bf16 model: 0.03), docs/performance.md.
 `_int_mm` needs more than 16 rows: a smaller batch is padded with zero rows. Linears of one
 module that take the same input (q/k/v, gate/up) are one product of their stacked weights:
 one quantization of the input, bigger matmuls, the same numbers (2.00x -> 2.48x transformers
