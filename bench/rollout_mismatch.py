@@ -9,7 +9,9 @@ with roll's hf engine in one precision, then scores the sampled tokens with the 
 (`response_logprobs`, as the trainer does). Per sampled token, gap = log mu - log pi (the
 engine's minus the trainer's): its mean, mean |gap|, the largest, the fraction of tokens
 with |gap| > 0.2 (outside IcePop's band [0.8, 1.25] of the ratio, about) and the k3
-estimate of KL(mu || pi). `int8 per-tensor` is fbgemm's dynamic int8 linear (activations
+estimate of KL(mu || pi). `int8` is the engine as a run uses it after its first call
+(smoothed by the inputs that call saw: 8 other prompts here); `int8 unsmoothed` is its
+first call (per-row scales only). `int8 per-tensor` is fbgemm's dynamic int8 linear (activations
 scaled per tensor, what `torch.ao.quantization.quantize_dynamic` runs), for comparison
 with roll's per-row int8; it is not a `rollout.precision`.
 """
@@ -32,8 +34,9 @@ from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.threads import set_threads
 
-VARIANTS = ("fp32", "bf16", "int8", "int8 per-tensor")
+VARIANTS = ("fp32", "bf16", "int8", "int8 unsmoothed", "int8 per-tensor")
 QUESTION = "What is {a} + {b}? Put the answer in <answer></answer>."
+WARM_UP = "Compute {a} - {b} and explain."  # the int8 engine's first call: other prompts
 
 
 def per_tensor_int8(model: torch.nn.Module) -> None:
@@ -59,7 +62,7 @@ def engine(path, variant: str, eos: int, pad: int) -> HFInferEngine:
         out = HFInferEngine(model, [eos], pad)
         out._head = None  # the head's forward is the int8 one
         return out
-    return HFInferEngine(model, [eos], pad, int8=variant == "int8")
+    return HFInferEngine(model, [eos], pad, int8=variant.startswith("int8"))
 
 
 def main() -> None:
@@ -92,8 +95,12 @@ def main() -> None:
     ):
         table.add_column(column, justify="right" if column != "precision" else "left")
     means = {}
+    warm_up = chat_prompts(tok, 8, WARM_UP, a=57)
     for variant in args.variants:
-        gens = engine(path, variant, tok.eos_token_id, tok.pad_token_id).generate(prompts, params)
+        sampler = engine(path, variant, tok.eos_token_id, tok.pad_token_id)
+        if variant == "int8":  # as in a run after its first rollout: smoothed by what it saw
+            sampler.generate(warm_up, SamplingParams(n=2, max_new_tokens=48, seed=3))
+        gens = sampler.generate(prompts, params)
         tensors = rollout_tensors(
             [prompts[g.prompt_index] for g in gens], [g.token_ids for g in gens], 0
         )

@@ -156,6 +156,8 @@ class HFInferEngine:
                 chunk = prompts[start : start + per_chunk]
                 names = sessions[start : start + per_chunk] if sessions else None
                 out += self._decode(chunk, start, params, eos, on_sample or (lambda g: None), names)
+            if self.int8 is not None and not self.int8.smoothed:  # the inputs seen smooth it
+                self.int8.quantize()
         finally:
             self.progress.reset(0)
             if self._on_cpu:  # the call's KV buffers leave the process (host_memory.py)

@@ -130,3 +130,63 @@ def test_siblings_share_one_product_with_the_numbers_of_each_alone(tiny_model) -
         assert torch.equal(linear(x), alone)
     group = next(g for g in int8.groups if attn.q_proj in g.linears)
     assert group.input is None  # every member took its part: the input is let go
+
+
+def test_smoothing_moves_an_outlier_channels_range_into_the_weights() -> None:
+    """One input channel 50x the others coarsens every row's step; smoothed (SmoothQuant,
+    s_j = sqrt(max|x_j| / max|W_j|)) the same product is several times closer to fp32."""
+    torch.manual_seed(0)
+    w, x = torch.randn(48, 32), torch.randn(40, 32)
+    x[:, 3] *= 50
+    ref = torch.nn.functional.linear(x, w)
+    plain = (int8_linear(x, pack(w, None)) - ref).abs().mean()
+    packed = pack(w, None, x.abs().amax(dim=0))
+    expected = (x.abs().amax(dim=0) / w.abs().amax(dim=0)).sqrt()
+    assert torch.allclose(1 / packed.inverse, expected, rtol=1e-5)
+    smoothed = (int8_linear(x, packed) - ref).abs().mean()
+    assert smoothed < plain / 3
+
+
+def test_int8_products_record_each_input_channels_largest_magnitude() -> None:
+    torch.manual_seed(0)
+    w, a, b = torch.randn(24, 16), torch.randn(20, 16), torch.randn(3, 16)
+    seen = torch.zeros(16)
+    int8_linear(a, pack(w, None), seen)
+    assert torch.equal(seen, a.abs().amax(dim=0))
+    int8_linear(b, pack(w, None, seen.clone()), seen)  # smoothed: still |x|, not |x / s|
+    assert torch.allclose(seen, torch.maximum(a.abs().amax(0), b.abs().amax(0)), rtol=1e-6)
+
+
+def _with_outlier_channels(model, factor: float = 30.0) -> None:
+    """The same fp32 function with outlier activations: each layer's norm weights scale
+    channel 0 by `factor` and the linears reading them divide their column 0 by it."""
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.input_layernorm.weight[0] *= factor
+            layer.post_attention_layernorm.weight[0] *= factor
+            for linear in (
+                layer.self_attn.q_proj,
+                layer.self_attn.k_proj,
+                layer.self_attn.v_proj,
+                layer.mlp.gate_proj,
+                layer.mlp.up_proj,
+            ):
+                linear.weight[:, 0] /= factor
+
+
+def test_the_engine_smooths_with_the_inputs_its_first_call_saw(tiny_model) -> None:
+    """The first `generate` runs per-row int8 and records; from then on (and after a
+    weight sync) the copies are smoothed, which recovers most of an outlier's damage."""
+    tok = load_tokenizer(str(tiny_model))
+    fp32 = load_causal_lm(str(tiny_model), train=False)
+    _with_outlier_channels(fp32)
+    model = load_causal_lm(str(tiny_model), train=False)
+    _with_outlier_channels(model)
+    engine = HFInferEngine(model, [tok.eos_token_id], tok.pad_token_id, int8=True)
+    assert not engine.int8.smoothed
+    first = _gaps(fp32, engine.generate(PROMPTS, SAMPLE)).abs().mean()
+    assert engine.int8.smoothed
+    second = _gaps(fp32, engine.generate(PROMPTS, SAMPLE)).abs().mean()
+    assert second < first / 2
+    engine.requantize()  # as after a weight sync: still smoothed by what it saw
+    assert engine.int8.smoothed
