@@ -14,8 +14,9 @@ token's; on smollm2-135m its sampled tokens' log-probs were 0.42 nats from fp32'
 against 0.20 per row (weights alone in int8: 0.05; a bf16 model: 0.03), docs/performance.md.
 `_int_mm` needs more than 16 rows: a smaller batch is padded with zero rows. Linears of one
 module that take the same input (q/k/v, gate/up) are one product of their stacked weights:
-one quantization of the input, bigger matmuls, the same numbers (2.00x -> 2.48x transformers
-`generate` at batch 64, bench/rollout.py).
+one quantization of the input, bigger matmuls, the same numbers unsmoothed (2.00x -> 2.48x
+transformers `generate` at batch 64, bench/rollout.py); smoothed, the group shares one s per
+input channel, from its stacked weights.
 
 Smoothing (SmoothQuant, Xiao et al. 2023): per-row activation scales leave a token's small
 features coarse when a few of its channels are large. Each linear's input channel j is
@@ -139,8 +140,7 @@ class _Group:
                     for m, b in zip(self.linears, biases, strict=True)
                 ]
             )
-        seen = self.act_max if bool(self.act_max.any()) else None
-        self.packed = pack(weight, bias, None if seen is None else seen.clone())
+        self.packed = pack(weight, bias, self.act_max if bool(self.act_max.any()) else None)
         self.input, self.parts = None, ()
 
     def forward(self, member: int, x: torch.Tensor) -> torch.Tensor:
