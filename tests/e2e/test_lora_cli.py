@@ -6,13 +6,12 @@ run. The other pipelines run 2 steps each (slow tier)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import signal
 from pathlib import Path
 
 import pytest
 from roll_subprocess import roll
+from same_run import assert_same_run, untimed
 
 HERE = Path(__file__).parent
 LORA = ["train.lora.r=4", "train.lora.alpha=8", "train.lora.target_modules=[q_proj,v_proj]"]
@@ -34,7 +33,6 @@ SMALL = {
                            "rollout.max_new_tokens=8", "algorithm.kl_coef=0.01",
                            "warmup=null"],  # a warm-up would train adapters RL does not load
 }  # fmt: skip
-UNTIMED = ("time/", "per_s", "_mfu", "perf/peak_gflops")  # perf/*: over the measured peak
 
 
 def train(recipe: str, run_id: str, runs: Path, fault: str = "") -> Path:
@@ -45,19 +43,6 @@ def train(recipe: str, run_id: str, runs: Path, fault: str = "") -> Path:
     else:
         assert result.returncode == 0, result.stderr[-3000:]
     return runs / run_id
-
-
-def _adapter_hash(run: Path) -> str:
-    data = (run / "checkpoints" / "step-2" / "adapter" / "adapter_model.safetensors").read_bytes()
-    return hashlib.sha256(data).hexdigest()
-
-
-def _untimed(run: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [
-        {k: v for k, v in r.items() if k != "time" and not any(t in k for t in UNTIMED)}
-        for r in rows
-    ]
 
 
 def _check_lora_run(run: Path, reference_in_actor: bool, moves: bool = True) -> None:
@@ -71,14 +56,14 @@ def _check_lora_run(run: Path, reference_in_actor: bool, moves: bool = True) -> 
     adapter = load_file(step2 / "adapter" / "adapter_model.safetensors")
     assert adapter and all(".lora_A." in k or ".lora_B." in k for k in adapter)
     moved = any(t.abs().sum() > 0 for k, t in adapter.items() if ".lora_B." in k)
-    grad_norms = [r.get("actor/grad_norm", 0.0) for r in _untimed(run)]
+    grad_norms = [r.get("actor/grad_norm", 0.0) for r in untimed(run)]
     assert moved == moves == any(g > 0 for g in grad_norms)  # trained where there was signal
     AutoModelForCausalLM.from_pretrained(step2)  # the merged policy loads as a plain model
 
 
 @pytest.mark.slow  # ~3-5 min: three runs, each starting Ray; tests/workers/test_lora.py keeps
 # an in-process save / load / next-step bitwise check in the default tier
-def test_dpo_with_lora_killed_and_resumed_repeats_the_run_bitwise(tmp_path) -> None:
+def test_dpo_with_lora_killed_and_resumed_repeats_the_run(tmp_path) -> None:
     ref = train("dpo", "ref", tmp_path)
     _check_lora_run(ref, reference_in_actor=True)
     killed = train("dpo", "killed", tmp_path, fault="kill@train:2")
@@ -86,8 +71,7 @@ def test_dpo_with_lora_killed_and_resumed_repeats_the_run_bitwise(tmp_path) -> N
     result = roll("resume", "killed", "--runs-dir", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resuming from checkpoint step-1" in (killed / "events.log").read_text()
-    assert _untimed(killed) == _untimed(ref)
-    assert _adapter_hash(killed) == _adapter_hash(ref)
+    assert_same_run(killed, ref, 2, weights="adapter/adapter_model.safetensors")
 
 
 @pytest.mark.slow  # ~1 min each: a 2-step run per pipeline
