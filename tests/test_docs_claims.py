@@ -36,9 +36,9 @@ def test_megatron_is_refused_on_this_machine_as_the_readme_says(tmp_path: Path) 
     assert not any(tmp_path.iterdir())  # nothing started
 
 
-def test_the_readme_claims_exact_resume_only_for_the_pipelines_that_have_it() -> None:
+def test_the_readme_claims_faithful_resume_only_for_the_pipelines_that_have_it() -> None:
     text = _paragraph("`runs/<run-id>/` holds")
-    exact = re.search(r"gives exactly the run that was not interrupted[^.]*\.", text)
+    exact = re.search(r"gives the run that was not interrupted[^.]*\.", text)
     assert exact, text
     assert "agentic" in exact.group(0)  # the sentence names the pipelines, agentic among them
     runs_doc = (Path(__file__).parents[1] / "docs" / "runs.md").read_text()
