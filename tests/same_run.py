@@ -6,10 +6,10 @@ for bit. CI's once did not, before any fault: from step 2 its two runs differed 
 bits of the sampler's log-probs and the trainer's gradients, all samples equal, and one
 run's values were bit for bit those of a run whose torch kernels are forced to AVX2
 (`ATEN_CPU_CAPABILITY=avx2`) on an AVX-512 machine: vectorized kernels of another width,
-another rounding. Such a twin (tests/runs/test_resume.py's rlvr run, and sft's) is the
-calibration here: metrics within 1e-6 relative (perplexity, an exponential, 8e-7) or
-absolute (a KL of 3e-5 moved by 2e-9); weights apart by 1e-4 (rlvr) and 6e-6 (sft) of the
-reference's last step, as one L2 norm over all tensors. Weights are compared as a whole,
+another rounding. Such twins (tests/runs/test_resume.py's rlvr run, and sft's) set the
+bounds below: their metrics were within 1e-6 relative (perplexity, an exponential, 8e-7)
+or absolute (a KL of 3e-5 moved by 2e-9); their weights apart by 1e-4 (rlvr) and 6e-6
+(sft) of the reference's last step, as one L2 norm over all tensors. Weights are compared as a whole,
 not one by one: Adam divides a gradient by its own size, so where a gradient is nearly 0
 last-bit noise moves that weight by a fair part of the learning rate (sft's largest: 8e-6
 for a learning rate of 1e-3). A missed, repeated or wrongly restored step is a whole step;

@@ -2,8 +2,8 @@
 step ahead (`rollout.max_staleness=1`) with truncated importance sampling, and dynamic
 sampling with over-sampling and aborts. A run resumed from a mid-way checkpoint repeats the
 uninterrupted one (its samples exactly; metrics and weights up to float32 rounding),
-including the rollout that was running ahead (the SIGKILL itself
-is tests/e2e/test_offline_pipelines.py's, through the same driver loop)."""
+including the rollout that was running ahead (the SIGKILL itself is
+tests/e2e/test_offline_pipelines.py's, through the same driver loop)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """`roll train sft|dpo|distill --model tiny-random --steps 2` through the real CLI, Ray and
 workers; then each run killed (SIGKILL as step 2 starts training) and resumed must repeat
 it: the same metrics step for step and the same final weights, up to float32 rounding
-(tests/same_run.py). The
-distill runs also lose their teacher worker during step 1 and carry on with a fresh one.
-`roll train distill-on-policy --model RUN_ID` distils a run's checkpoint on-policy. The
-resumes and the other distill modes run the CLI app in this process (one Ray session)."""
+(tests/same_run.py). The distill runs also lose their teacher worker during step 1 and
+carry on with a fresh one. `roll train distill-on-policy --model RUN_ID` distils a run's
+checkpoint on-policy. The resumes and the other distill modes run the CLI app in this
+process (one Ray session)."""
 
 from __future__ import annotations
 
