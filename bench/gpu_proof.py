@@ -4,8 +4,9 @@
     python3 bench/gpu_proof.py --json $OUT/proof.json          # there (see docs/gpu.md)
     .venv/bin/python bench/gpu_proof.py --device cpu --models tiny-random   # the CPU check
 
-Without Ray, in a process per model and DeepSpeed stage (bench/gpu_proof_cases.py), with roll's own workers and
-strategies on random-initialised models of the registry's shapes (qwen2.5-0.5b ... 7b):
+Without Ray, in a process per model and DeepSpeed or FSDP2 case on a GPU (one per model on a
+CPU; bench/gpu_proof_cases.py), with roll's own workers and strategies on random-initialised
+models of the registry's shapes (qwen2.5-0.5b ... 7b):
 
 - train-hf, train-zero2, train-zero3, train-fsdp2, train-fsdp2-offload: one timed policy
   update (forward, backward, AdamW) with the hf strategy, DeepSpeed and FSDP2 (one rank, NCCL
@@ -164,7 +165,7 @@ def run_all(args: argparse.Namespace) -> list[dict]:
     )
     for model in args.models.split(","):
         big = param_count(get_model_spec(model)) > 5e9
-        for cases in process_groups(args.big_cases if big else args.cases):
+        for cases in process_groups(args.big_cases if big else args.cases, args.device):
             # the parent's flags first: the child's own --one and --cases come last and win
             cmd = [sys.executable, __file__, *sys.argv[1:], "--one", model, "--cases", cases]
             cmd += ["--device", args.device, "--json", str(args.json)]
@@ -179,16 +180,21 @@ def run_all(args: argparse.Namespace) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
 
 
-def process_groups(cases: str) -> list[str]:
-    """The processes a model's cases run in: each DeepSpeed stage alone (its engine keeps
-    GPU memory after it is deleted: 20 GiB of qwen2.5-1.5b's ZeRO-3 state stayed, and the
-    next case ran out of memory), each FSDP2 case alone (it opens the process's default
-    group), everything else together.
+def process_groups(cases: str, device: str = "cuda") -> list[str]:
+    """The processes a model's cases run in. On a GPU: each DeepSpeed stage alone (its engine
+    keeps GPU memory after it is deleted: 20 GiB of qwen2.5-1.5b's ZeRO-3 state stayed, and
+    the next case ran out of memory), each FSDP2 case alone (it opens the process's default
+    group), everything else together. On a CPU, where no case measures device memory, all in
+    one process (each process spends ~12 s importing torch, transformers and DeepSpeed).
 
     >>> process_groups("hf,zero2,zero3,fsdp2,generate,grpo")
     ['hf,generate,grpo', 'zero2', 'zero3', 'fsdp2']
+    >>> process_groups("hf,zero2,zero3,fsdp2,generate,grpo", "cpu")
+    ['hf,zero2,zero3,fsdp2,generate,grpo']
     """
     names = [c for c in cases.split(",") if c]
+    if device == "cpu":
+        return [",".join(names)] if names else []
     alone = [c for c in names if c.startswith(("zero", "fsdp2"))]
     rest = ",".join(c for c in names if c not in alone)
     return ([rest] if rest else []) + alone

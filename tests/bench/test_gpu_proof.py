@@ -74,6 +74,13 @@ def test_the_stop_block_makes_responses_end_near_half_the_budget():
     assert len(ids) == round(2 * 151936 / 256) and max(ids) == 151935
 
 
+def test_a_gpu_gives_each_deepspeed_stage_and_fsdp2_a_process_and_a_cpu_one_in_all():
+    kit = _load("gpu_proof")
+    cases = "hf,zero2,zero3,fsdp2,generate,grpo"
+    assert kit.process_groups(cases) == ["hf,generate,grpo", "zero2", "zero3", "fsdp2"]
+    assert kit.process_groups(cases, "cpu") == [cases]
+
+
 def test_the_import_check_names_packages_the_gpu_machine_lacks(tmp_path):
     kit = _load("gpu_kit")
     # nothing carried: pydantic (the config layer) is neither in the image nor carried
