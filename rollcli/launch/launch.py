@@ -8,11 +8,12 @@ step and writes a checkpoint; a second stops at once). A run killed outright is 
 
 from __future__ import annotations
 
+import importlib
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from rollcli.config.loader import dump_recipe, load_recipe
 from rollcli.config.recipe import AgenticRecipe, RecipeConfig
 from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 from rollcli.launch.prelaunch import check_machine, check_recipe, with_run_model
-from rollcli.launch.registry import pipeline_class
+from rollcli.launch.registry import pipeline_class, pipeline_module
 from rollcli.launch.warmup import WARMUP_RUN, warmup_checkpoint, warmup_episodes, warmup_recipe
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.run_dir import RunDir, new_run_id
@@ -204,16 +205,20 @@ def _drive(
     """Ray, the pipeline, the driver loop and the status around them; `resume_from` a
     checkpoint, "start" (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
-    from rollcli.launch.driver import drive
-    from rollcli.runtime.run_control import RunControl
-    from rollcli.tracking.fanout import make_trackers
 
+    # the driver's torch, transformers and data generators load while Ray's daemons start
+    imports = _import_in_background(*_driver_modules(cfg))
     ctl = None
     start_step = 0
     try:
         with recorded(run), graceful_stop(lambda: ctl, display):
             display.phase("starting Ray")
             start_ray(cfg.resources.ray_address, cfg.resources.num_cpus, cfg.resources.gpus)
+            imports.join()
+            from rollcli.launch.driver import drive
+            from rollcli.runtime.run_control import RunControl
+            from rollcli.tracking.fanout import make_trackers
+
             ctl = RunControl(cfg, run, run_id, display)
             ctl.tracker = make_trackers(
                 list(cfg.run.trackers),
@@ -252,6 +257,31 @@ def _drive(
         status,
         start_step if resume_from is not None else None,
     )
+
+
+def _driver_modules(cfg: RecipeConfig) -> list[str]:
+    """What the driver imports after Ray starts (seconds of it: torch, transformers' auto
+    tokenizer, reasoning-gym's generators)."""
+    modules = [pipeline_module(cfg.pipeline), "rollcli.launch.driver"]
+    modules.append("transformers.models.auto.tokenization_auto")
+    data = getattr(cfg, "data", None)  # agentic recipes have none
+    if data is not None and data.source == "reasoning_gym":
+        modules.append("reasoning_gym")
+    return modules
+
+
+def _import_in_background(*modules: str) -> threading.Thread:
+    """A thread importing `modules`; a failure is left to the import that needs the module,
+    where it is raised as usual."""
+
+    def load() -> None:
+        for name in modules:
+            with suppress(Exception):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=load, name="roll-imports", daemon=True)
+    thread.start()
+    return thread
 
 
 @contextmanager

@@ -12,3 +12,8 @@ from rollcli.pipelines.protocol import Pipeline
 def pipeline_class(name: str) -> type[Pipeline]:
     module, cls = spec_of(name).runner.split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def pipeline_module(name: str) -> str:
+    """The module that holds `pipeline_class(name)`, not imported."""
+    return spec_of(name).runner.split(":")[0]
