@@ -262,8 +262,11 @@ def _drive(
 def _driver_modules(cfg: RecipeConfig) -> list[str]:
     """What the driver imports after Ray starts (seconds of it: torch, transformers' auto
     tokenizer, reasoning-gym's generators)."""
-    modules = [pipeline_module(cfg.pipeline), "rollcli.launch.driver"]
-    modules.append("transformers.models.auto.tokenization_auto")
+    modules = [
+        pipeline_module(cfg.pipeline),
+        "rollcli.launch.driver",
+        "transformers.models.auto.tokenization_auto",
+    ]
     data = getattr(cfg, "data", None)  # agentic recipes have none
     if data is not None and data.source == "reasoning_gym":
         modules.append("reasoning_gym")
