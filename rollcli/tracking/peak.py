@@ -8,6 +8,11 @@ dtype: the GPU when the plan gave it one), and keeps the figure in `perf_peak.js
 run folder, so a resumed run divides by the same number. `run.peak_flops` sets it instead
 (FLOP/s of one device: a data sheet's figure, or one measured elsewhere).
 
+`machine_peak` keeps each measurement in the machine's cache (`$ROLL_CACHE/peak/`, one
+file per device model, dtype, torch thread count and torch version), so the runs of one
+machine divide by the same figure and each later run skips the ~2 s probe. Delete the file
+to measure again (e.g. after the first probe ran on a busy machine).
+
 A probe on a busy machine still reads low (66.8 against a quiet 178 GFLOP/s on a 2-core
 AVX2 CPU), and a phase then seems to beat the peak (an MFU of 119%). The peak is a lower
 bound on what the device can do, so a phase that runs faster raises it (`raised_peak`):
@@ -17,7 +22,10 @@ above 100%. `ShownPeak` applies the same rule to rows an older run logged.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +66,81 @@ def matmul_peak(
             sync()
             best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best
+
+
+def device_name(device: Any) -> str:
+    """The device's model: the GPU's name, or the CPU's (`/proc/cpuinfo`, else `platform`)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_peak(
+    device: Any = "cpu", dtype: Any = None, *, seconds: float = 1.0, cache: Path | None = None
+) -> dict[str, Any]:
+    """`{"flops", "device", "dtype", "measured_at"}` for this machine: the figure cached in
+    `cache` (default `$ROLL_CACHE/peak`) for this device model, dtype, torch thread count
+    and torch version, else `matmul_peak` measured now and cached; `"cached"` says which,
+    `"cache_file"` is the file."""
+    import torch
+
+    from rollcli.models.loading import cache_dir
+
+    dtype = dtype or torch.float32
+    key = {
+        "device": device_name(device),
+        "dtype": str(dtype).split(".")[-1],
+        "threads": torch.get_num_threads() if torch.device(device).type == "cpu" else None,
+        "torch": torch.__version__,
+    }
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    path = (cache or cache_dir() / "peak") / f"{digest}.json"
+    record = {"device": str(device), "dtype": key["dtype"], "cache_file": str(path)}
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if cached.get("key") == key and float(cached["flops"]) > 0:
+            flops, at = float(cached["flops"]), cached["measured_at"]
+            return {**record, "flops": flops, "measured_at": at, "cached": True}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or unreadable: measure
+    flops = matmul_peak(device, dtype, seconds=seconds)
+    measured_at = time.strftime("%Y-%m-%d %H:%M:%S")
+    _write_cached(path, {"key": key, "flops": flops, "measured_at": measured_at})
+    return {**record, "flops": flops, "measured_at": measured_at, "cached": False}
+
+
+def raise_machine_peak(cache_file: str, flops: float, why: str) -> None:
+    """Raise the machine's cached figure to `flops` (a phase ran that fast: `raised_peak`),
+    where `cache_file` is on this node and holds less."""
+    path = Path(cache_file)
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if float(cached["flops"]) >= flops:
+            return
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # another node's file, or gone: nothing to raise
+    _write_cached(path, {**cached, "flops": flops, "raised": why})
+
+
+def _write_cached(path: Path, record: dict[str, Any]) -> None:
+    """One file, replaced whole; a machine whose cache cannot be written measures each run."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
 
 
 def raised_peak(peak: float, rates: dict[str, float]) -> tuple[float, str | None]:

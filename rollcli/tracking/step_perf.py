@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcli.data.batch_keys import PROMPT_WIDTH, RESPONSE_MASK
 from rollcli.tracking.flops import FlopModel, Group, train_factor
-from rollcli.tracking.peak import raised_peak, run_peak, write_peak
+from rollcli.tracking.peak import raise_machine_peak, raised_peak, run_peak, write_peak
 
 if TYPE_CHECKING:
     from rollcli.data.batch import Batch
@@ -124,6 +125,10 @@ class RunPerf:
 
         peak = run_peak(run.root, configured, measure_peak)
         where = f" ({peak['device']}, {peak['dtype']})" if "device" in peak else ""
+        if peak.get("cached"):  # an earlier run's probe on this machine
+            home, file = str(Path.home()), peak["cache_file"]
+            file = "~" + file[len(home) :] if file.startswith(home + "/") else file
+            where = f" at {peak['measured_at']}{where[:-1]}; {file})"
         run.log_event(
             f"perf: matmul peak {peak['flops'] / 1e9:.1f} GFLOP/s per device, {peak['source']}"
             f"{where}; perf/*_mfu divide by it"
@@ -152,6 +157,8 @@ class RunPerf:
             "measured_flops": first,
             "measured_source": self.peak.get("measured_source", self.peak.get("source")),
         }
+        if "cache_file" in self.peak:
+            raise_machine_peak(self.peak["cache_file"], self.peak_flops, self.peak["source"])
         if self.run is None:
             return
         write_peak(self.run.root, self.peak)

@@ -45,7 +45,7 @@ from rollcli.strategies.lr_schedule import LrFactor
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import make_trainer
-from rollcli.tracking.peak import matmul_peak
+from rollcli.tracking.peak import machine_peak
 
 LORA_STRATEGIES = ("hf", "fsdp2")
 
@@ -201,11 +201,11 @@ class TrainedModelWorker:
             )
 
     def matmul_peak(self, seconds: float = 1.0) -> dict[str, Any]:
-        """This rank's matmul FLOP/s on its device in its compute dtype (`tracking/peak.py`):
-        `{"flops", "device", "dtype"}`."""
+        """This rank's matmul FLOP/s on its device in its compute dtype, measured once per
+        machine (`tracking/peak.py`): `{"flops", "device", "dtype", "measured_at"}`, with
+        `"cached"` (the file) where an earlier run's figure was reused."""
         dtype = torch.bfloat16 if self.precision == "bf16-mixed" else torch.float32
-        flops = matmul_peak(self.device, dtype, seconds=seconds)
-        return {"flops": flops, "device": str(self.device), "dtype": str(dtype).split(".")[-1]}
+        return machine_peak(self.device, dtype, seconds=seconds)
 
     # ---- weight sync -------------------------------------------------------------------
     def device_slot(self) -> dict:

@@ -23,7 +23,7 @@ from rollcli.planning.from_recipe import model_spec
 from rollcli.rollout.result import build_batch
 from rollcli.runs.run_dir import RunDir
 from rollcli.tracking.flops import FlopModel, Group
-from rollcli.tracking.peak import PEAK_FILE, matmul_peak, run_peak
+from rollcli.tracking.peak import PEAK_FILE, device_name, machine_peak, matmul_peak, run_peak
 from rollcli.tracking.step_perf import RLStepWork, RunPerf, perf_metrics, rollout_groups
 
 # 2 layers, hidden 8, 2 query heads and 1 key/value head of 4, MLP 16, vocab 10
@@ -229,3 +229,31 @@ def test_run_peak_flops_is_taken_where_perf_is_logged_and_refused_elsewhere() ->
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="run.peak_flops"):
         load_recipe("rlvr-math", ["run.peak_flops=0"])
+
+
+def test_the_machine_peak_is_measured_once_and_raised_by_a_faster_phase(tmp_path: Path) -> None:
+    """The first run on a machine measures and caches its figure; a later run reuses it
+    (no probe); a different dtype is another entry; a phase that ran faster raises it."""
+    import torch
+
+    first = machine_peak("cpu", seconds=0.05, cache=tmp_path)
+    assert first["cached"] is False and first["flops"] > 1e8
+    (entry,) = tmp_path.glob("*.json")
+    key = json.loads(entry.read_text())["key"]
+    assert key["dtype"] == "float32" and key["threads"] == torch.get_num_threads()
+    assert key["device"] == device_name("cpu") and key["torch"] == torch.__version__
+
+    again = machine_peak("cpu", seconds=0.05, cache=tmp_path)
+    assert again == {**first, "cached": True}  # the same figure, read back
+
+    other = machine_peak("cpu", torch.bfloat16, seconds=0.05, cache=tmp_path)
+    assert other["cached"] is False and len(list(tmp_path.glob("*.json"))) == 2
+
+    run = RunDir.create(tmp_path / "runs", "run-raise", "name: x\n")
+    peak = {**again, "flops": 1e9, "source": "measured"}  # as if the probe had read 1 GFLOP/s
+    entry.write_text(json.dumps({**json.loads(entry.read_text()), "flops": 1e9}))
+    perf = RunPerf(FlopModel.from_spec(TINY), 1e9, run=run, peak=peak)
+    perf.step_metrics({"train": 6e9}, {"step": 1, "time/train_s": 2.0})  # 3 GFLOP/s
+    assert machine_peak("cpu", seconds=0.05, cache=tmp_path)["flops"] == pytest.approx(3e9)
+    perf.step_metrics({"train": 2e9}, {"step": 2, "time/train_s": 2.0})  # slower: left alone
+    assert json.loads(entry.read_text())["flops"] == pytest.approx(3e9)
