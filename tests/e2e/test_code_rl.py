@@ -21,6 +21,9 @@ def _metrics(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
+# ~30 s: the rlvr pipeline's default-tier CLI run is tests/e2e/test_rlvr_cli.py's; the sandbox
+# scores real programs by default in tests/sandbox (test_code_reward.py, test_hostile.py)
+@pytest.mark.slow
 def test_rlvr_code_trains_two_steps_scoring_programs_in_the_sandbox(tmp_path, tiny_model):
     result = roll(
         "train", "rlvr-code", "--model", "tiny-random", "--steps", "2", "--runs-dir",

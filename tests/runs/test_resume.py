@@ -5,7 +5,8 @@ rounding (tests/same_run.py says why and how much).
 Every run is `roll train` on tiny-random through the real CLI, Ray and workers, with a reward
 that raises on some responses and hangs on others (tests/runs/faulty_rewards.py), 4 training
 prompts so an epoch ends every 2 steps (checkpoints land on epoch boundaries), a checkpoint
-every step.
+every step. The rlvr runs train the ppo preset: a critic (GAE, KL in the reward) whose
+state must resume too; this is also the default tier's ppo run (tests/e2e/test_presets.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ ARGS = [
     "data.val_size=4",
     "data.train_size=4",
     "train.micro_batch_size=4",
+    "algorithm.name=ppo",
     "algorithm.kl_coef=0.01",
     "algorithm.entropy_coef=0.01",
     "reward.fn=faulty_rewards:flaky",
@@ -177,22 +179,33 @@ def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, referen
     assert not list((run / "checkpoints").glob(".tmp-*"))  # cleaned by the next checkpoint
 
 
-def test_dead_workers_are_restarted_and_the_run_is_unchanged(runs, reference):
-    """A dead rollout worker (step 3) and a dead trainer (step 4, the last): each time every
-    worker restarts from the newest checkpoint, the second time one written mid-epoch."""
-    run = runs / "workers"
+# The default tier kills the rollout worker during step 4 (one restart from the mid-epoch
+# checkpoint step-3); -m slow adds a dead trainer after a restart from an epoch boundary.
+@pytest.mark.parametrize(
+    ("fault", "retries"),
+    [
+        ("kill-worker@generate:4", [(4, 3)]),
+        pytest.param(
+            "kill-worker@generate:3,kill-worker@train:4", [(3, 2), (4, 3)], marks=pytest.mark.slow
+        ),
+    ],
+    ids=["rollout", "rollout-then-trainer"],
+)
+def test_dead_workers_are_restarted_and_the_run_is_unchanged(runs, reference, fault, retries):
+    """Each time a worker dies, every worker restarts from the newest checkpoint (the run's
+    critic too: the ppo preset) and the run ends as the uninterrupted one did."""
+    run_id = f"workers-{len(retries)}"
     code, err = roll(
-        "train", "rlvr", "--runs-dir", str(runs), "--run-id", "workers", *_args(),
-        runs=runs, fault="kill-worker@generate:3,kill-worker@train:4",
+        "train", "rlvr", "--runs-dir", str(runs), "--run-id", run_id, *_args(), runs=runs,
+        fault=fault,
     )  # fmt: skip
     assert code == 0, err[-3000:]
-    events = (run / "events.log").read_text()
-    assert "a worker died during step 3" in events
-    assert "a worker died during step 4" in events
-    assert "restart 2 of 3" in events
-    assert "retrying from step 3 (checkpoint step-2)" in events
-    assert "retrying from step 4 (checkpoint step-3)" in events
-    assert_same_run(run, reference, STEPS)
+    events = (runs / run_id / "events.log").read_text()
+    for n, (step, checkpoint) in enumerate(retries, 1):
+        assert f"a worker died during step {step}" in events
+        assert f"restart {n} of 3" in events
+        assert f"retrying from step {step} (checkpoint step-{checkpoint})" in events
+    assert_same_run(runs / run_id, reference, STEPS)
 
 
 def test_resume_refuses_a_finished_run_and_a_changed_model(runs, reference):

@@ -23,8 +23,10 @@ STOPS = tuple(range(0, 49152, 11))
 pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def clusters(tiny_model):
+    """One engine and two reward workers for the module (each test leaves the engine idle:
+    the tests check it)."""
     infer = Cluster(
         "actor_infer",
         ActorInferWorker,
@@ -89,12 +91,13 @@ def test_validation_after_an_aborted_request_generates_in_full(clusters) -> None
     infer, reward = clusters
     worker = infer.workers[0]
     params = SamplingParams(n=4, max_new_tokens=2000, temperature=1.0, seed=1)
-    ref = worker.generate_request.remote(PROMPTS, params, "long", reward.workers, META)
+    # an id of its own: the engine remembers the ids it aborted (an abort may come first)
+    ref = worker.generate_request.remote(PROMPTS, params, "long-2", reward.workers, META)
     deadline = time.time() + 60
     while ray.get(worker.progress.options(concurrency_group="monitor").remote())[0] == 0:
         assert time.time() < deadline, "the request never started"
         time.sleep(0.05)
-    ray.get(worker.abort.options(concurrency_group="monitor").remote(["long"]))
+    ray.get(worker.abort.options(concurrency_group="monitor").remote(["long-2"]))
     assert ray.get(ref, timeout=60)["aborted"]
     greedy = SamplingParams(n=1, max_new_tokens=5, temperature=0.0)
     rows = ray.get(worker.generate.remote(PROMPTS, greedy))
