@@ -2,7 +2,8 @@
 and the suite's one local Ray session.
 
 This folder goes on sys.path so test modules can import shared helpers
-(`from roll_subprocess import roll`).
+(`from roll_subprocess import roll`, `from roll_in_process import cli`), and the folders of
+the test rewards and agent programs go on sys.path and PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -14,7 +15,17 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).parent))
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+# The test rewards and agent programs that runs in this process name (`reward.fn`,
+# `agentic.agent`: e2e/coin_rewards.py, runs/faulty_rewards.py, agentic/endpoint_agent.py,
+# ...): importable here, and by the workers of the Ray session this process starts (they
+# inherit its environment).
+CODE_FOLDERS = [str(HERE / "e2e"), str(HERE / "runs"), str(HERE / "agentic")]
+sys.path[1:1] = CODE_FOLDERS
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [*CODE_FOLDERS, *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
-"""`roll train` with an agent program (`agentic.agent`): the real CLI, Ray, the hf engine
-behind roll's OpenAI-compatible endpoint, a test program using the real `openai` client,
+"""`roll train` with an agent program (`agentic.agent`): the CLI app in this process, Ray,
+the hf engine behind roll's OpenAI-compatible endpoint, a program (endpoint_agent.py) using
+the real `openai` client,
 one RL step on tiny-random. The episodes trained are the program's conversations, token
 for token; a program that crashes costs its episode, not the run."""
 
@@ -10,33 +11,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from roll_subprocess import roll
+from roll_in_process import cli
 
 pytest.importorskip("openai")
-
-PROGRAM = '''\
-def run_episode(client, task):
-    """Two turns; the reward is the replies' length in characters (episodes differ)."""
-    if task["seed"] == 1_000_001:  # the second validation episode (agentic.val_seed + 1)
-        raise RuntimeError("a crashing program")
-    messages = [{"role": "system", "content": "Be brief."},
-                {"role": "user", "content": task["prompt"]}]
-    total = 0
-    for _ in range(2):
-        reply = client.chat.completions.create(model="roll", messages=messages)
-        message = reply.choices[0].message
-        assert reply.usage.completion_tokens > 0
-        total += len(message.content or "")
-        messages += [message.model_dump(exclude_none=True), {"role": "user", "content": "And?"}]
-    return total / 100
-'''
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
 def test_an_agent_program_trains_through_the_endpoint(tmp_path: Path, tiny_model) -> None:
     """One step, then a stop: tiny-random with a hand-made template that upper-cases the
     replies it renders, so every second turn's re-rendered prompt drifts from the ids it was
     built from, above `agentic.max_template_drift`."""
-    (tmp_path / "agent_for_test.py").write_text(PROGRAM)
     model = tmp_path / "upper-model"
     shutil.copytree(tiny_model, model)
     template = (model / "chat_template.jinja").read_text()
@@ -46,17 +30,17 @@ def test_an_agent_program_trains_through_the_endpoint(tmp_path: Path, tiny_model
         "(message['content'] | upper if message['role'] == 'assistant' else message['content'])",
     ))  # fmt: skip
     small = [
-        "warmup=null", "agentic.agent=agent_for_test:run_episode", "agentic.group_size=2",
+        "warmup=null", "agentic.agent=endpoint_agent:run_episode", "agentic.group_size=2",
         "agentic.groups_per_step=2", "agentic.val_episodes=2", "agentic.max_turns=3",
         "rollout.max_new_tokens=6", "train.micro_batch_size=2", "agentic.keep_top_groups=1.0",
         "agentic.max_template_drift=0.25",
     ]  # fmt: skip
-    result = roll(
+    code, err = cli(
         "train", "tool-math-agent", "--model", str(model), "--steps", "3", "--runs-dir",
-        str(tmp_path), "--run-id", "a", *small, cwd=tmp_path, pythonpath=tmp_path, timeout=600,
+        str(tmp_path), "--run-id", "a", *small,
     )  # fmt: skip
-    assert result.returncode == 130, result.stderr[-3000:]  # stopped early, as asked
-    assert "stopped early; continue with: roll resume a" in result.stderr
+    assert code == 130, err[-3000:]  # stopped early, as asked
+    assert "stopped early; continue with: roll resume a" in err
     run = tmp_path / "a"
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [0, 1]

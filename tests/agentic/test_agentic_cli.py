@@ -80,6 +80,7 @@ WARMUP = [
 ]
 
 
+@pytest.mark.usefixtures("ray_session")  # `roll eval` and the resume below: the suite's one Ray
 def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_model) -> None:
     from rollcli.config.loader import load_recipe
 
@@ -143,16 +144,11 @@ def _resumed_copy_repeats_the_run(run: Path, runner, app) -> None:
     this process, one Ray session) ends as the run did: the same episodes, the same metrics
     and weights up to float32 rounding (tests/same_run.py). The warm-up is reused, not
     replayed."""
-    from rollcli.distributed.ray_session import stop_ray
-
     cut = run.parent / "cut"
     shutil.copytree(run, cut)
     shutil.rmtree(cut / "checkpoints" / "step-2")
     (cut / "samples" / "step-2.jsonl").unlink()  # the resumed run must play it again
-    try:
-        result = runner.invoke(app, ["resume", "cut", "--runs-dir", str(run.parent)])
-    finally:
-        stop_ray()
+    result = runner.invoke(app, ["resume", "cut", "--runs-dir", str(run.parent)])
     assert result.exit_code == 0, result.output[-3000:]
     assert "resuming from checkpoint step-1" in (cut / "events.log").read_text()
     for step in (1, 2):

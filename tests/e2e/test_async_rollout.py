@@ -1,9 +1,10 @@
-"""The rollout scheduler through the real CLI and Ray (tiny-random): async rollout one
+"""The rollout scheduler through the CLI app and real Ray (tiny-random): async rollout one
 step ahead (`rollout.max_staleness=1`) with truncated importance sampling, and dynamic
 sampling with over-sampling and aborts. A run resumed from a mid-way checkpoint repeats the
 uninterrupted one (its samples exactly; metrics and weights up to float32 rounding),
 including the rollout that was running ahead (the SIGKILL itself is
-tests/e2e/test_offline_pipelines.py's, through the same driver loop)."""
+tests/e2e/test_offline_pipelines.py's, through the same driver loop). Both runs are the CLI
+app in this process, on the suite's Ray session (tests/roll_in_process.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from roll_subprocess import roll
+from roll_in_process import cli
 from same_run import assert_same_run
 
-HERE = Path(__file__).parent
 GROUP = 4
 ARGS = [
     "--model",
@@ -43,6 +43,9 @@ ARGS = [
 ]
 
 
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
+
+
 def _rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -58,9 +61,9 @@ def runs(tmp_path_factory, tiny_model) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(runs) -> Path:
-    args = ["train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref", *ARGS]
-    result = roll(*args, cwd=runs, pythonpath=HERE)
-    assert result.returncode == 0, result.stderr[-3000:]
+    """The uninterrupted run, in this process (the suite's Ray session)."""
+    code, err = cli("train", "rlvr", "--runs-dir", str(runs), "--run-id", "ref", *ARGS)
+    assert code == 0, err[-3000:]
     return runs / "ref"
 
 
@@ -98,8 +101,8 @@ def test_async_run_resumed_from_a_checkpoint_repeats_the_run(reference, runs) ->
         shutil.rmtree(cut / "checkpoints" / f"step-{step}")
         (cut / "samples" / f"step-{step}.jsonl").unlink()
     assert (cut / "checkpoints" / "step-1" / "rollouts_ahead.pt").exists()
-    result = roll("resume", "cut", "--runs-dir", str(runs), cwd=runs, pythonpath=HERE)
-    assert result.returncode == 0, result.stderr[-3000:]
+    code, err = cli("resume", "cut", "--runs-dir", str(runs))
+    assert code == 0, err[-3000:]
     assert "resuming from checkpoint step-1" in (cut / "events.log").read_text()
     for step in (1, 2, 3):
         got = [(s["response"], s["reward"]) for s in _samples(cut, step)]

@@ -1,10 +1,12 @@
-"""`roll train sft|dpo|distill --model tiny-random --steps 2` through the real CLI, Ray and
-workers; then each run killed (SIGKILL as step 2 starts training) and resumed must repeat
-it: the same metrics step for step and the same final weights, up to float32 rounding
-(tests/same_run.py). The distill runs also lose their teacher worker during step 1 and
-carry on with a fresh one. `roll train distill-on-policy --model RUN_ID` distils a run's
-checkpoint on-policy. The resumes and the other distill modes run the CLI app in this
-process (one Ray session)."""
+"""`roll train sft|dpo|distill --model tiny-random --steps 2` through the CLI app, Ray and
+workers; then each run killed (SIGKILL as step 2 starts training: `python -m rollcli` in a
+subprocess) and resumed must repeat it: the same metrics step for step and the same final
+weights, up to float32 rounding (tests/same_run.py). The distill runs also lose their
+teacher worker during step 1 and carry on with a fresh one; sft's trainer dies during step 2
+and every worker restarts. `roll train distill-on-policy --model RUN_ID` distils a run's
+checkpoint on-policy. Every run but the killed ones is the CLI app in this process, on the
+suite's Ray session (tests/roll_in_process.py); the real-CLI run from a shell of the RL
+pipeline is tests/e2e/test_rlvr_cli.py's."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from roll_in_process import cli
 from roll_subprocess import roll
 from same_run import assert_same_run
 
@@ -100,22 +103,12 @@ FAULTS = {
 
 
 def train(pipeline: str, run_id: str, runs: Path, fault: str = "") -> tuple[int, str]:
-    """`roll train` as a subprocess: each pipeline's reference run, and the killed runs."""
+    """`roll train`: in this process, or as a subprocess where a `kill@` fault kills it."""
     args = ["train", pipeline, "--runs-dir", str(runs), "--run-id", run_id, *COMMON]
+    if "kill@" not in fault:
+        return cli(*args, *SMALL[pipeline], fault=fault)
     result = roll(*args, *SMALL[pipeline], cwd=runs, fault=fault)
     return result.returncode, result.stderr
-
-
-def cli(*args: str) -> tuple[int, str]:
-    """`roll ARGS` in this process, on the module's one Ray session: (exit code, stderr).
-    For the runs after each pipeline's subprocess one (a resume, the other distill modes): a
-    subprocess each would only add its own Python and Ray start-up."""
-    from typer.testing import CliRunner
-
-    from rollcli.cli.app import app
-
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stderr
 
 
 def _rows(run: Path) -> list[dict]:
@@ -187,6 +180,29 @@ def test_killed_and_resumed_run_repeats_the_reference_exactly(pipeline, runs) ->
     assert_same_run(runs / run_id, ref, 2)
 
 
+def test_a_dead_trainer_is_restarted_and_the_run_is_unchanged(runs) -> None:
+    """sft's trainer killed during step 2: every worker restarts from checkpoint step-1
+    (mid-epoch) in this process, and the run ends as the uninterrupted one did. The rlvr runs
+    (a dead rollout worker, then a dead trainer) are tests/runs/test_resume.py's, -m slow."""
+    _, ref = _reference_run("sft", runs)
+    code, err = train("sft", "sft-dead", runs, fault="kill-worker@train:2")
+    assert code == 0, err[-3000:]
+    events = (runs / "sft-dead" / "events.log").read_text()
+    assert "a worker died during step 2" in events and "restart 1 of 3" in events
+    assert "retrying from step 2 (checkpoint step-1)" in events
+    assert_same_run(runs / "sft-dead", ref, 2)
+
+
+def test_resume_refuses_a_finished_run_a_changed_model_and_an_unknown_run(runs) -> None:
+    _, ref = _reference_run("sft", runs)
+    code, err = cli("resume", ref.name, "--runs-dir", str(runs))
+    assert code == 2 and "already reached step 2" in err and "train.steps=N" in err
+    code, err = cli("resume", ref.name, "--runs-dir", str(runs), "model=smollm2-135m")
+    assert code == 2 and "model cannot change" in err
+    code, err = cli("resume", "nope", "--runs-dir", str(runs))
+    assert code == 2 and "no run 'nope'" in err
+
+
 def _student_with_another_tokenizer(tiny_model: Path, folder: Path) -> Path:
     """tiny-random with two extra tokens (and embedding rows): another vocabulary."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -234,6 +250,7 @@ def test_distill_across_tokenizers_trains_the_student_on_the_teachers_answers(
     assert saved.vocab_size == len(s_tok) != len(t_tok)
 
 
+@pytest.mark.slow  # ~11 s; on-policy distillation's step is tests/workers/test_on_policy_distill.py's
 def test_on_policy_distill_of_a_run_id_through_the_cli(runs) -> None:
     """`roll train distill-on-policy --model RUN_ID`: the teacher is that run's newest
     checkpoint (here sft's reference run); the student samples, the teacher scores."""

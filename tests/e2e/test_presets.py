@@ -26,19 +26,17 @@ SMALL = [
 pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
-# Every preset runs here with -m slow only (suite time); each one's path trains by default
-# elsewhere. ppo (critic + GAE, KL in the reward) is the preset of tests/runs/test_resume.py's
-# runs (4 steps, a dead trainer and rollout worker restarted: the critic's state resumes too).
-# grpo, the group baseline, is rlvr-math's own preset: tests/e2e/test_rlvr_cli.py trains it
-# by default (every metric key, finite, each step). dapo's distinct path, dynamic sampling
-# with over-sampling, trains by default in tests/e2e/test_async_rollout.py; its overlong
-# penalty and clip-higher are checked by hand in tests/algorithms (test_dapo_off_policy.py,
-# test_policy_loss.py) and through the RL step in tests/pipelines/test_rl_advantages.py.
-# gspo's sequence-level ratio is checked by hand in tests/algorithms/test_policy_loss.py,
-# which also calls it by name through `compute_policy_loss` (the worker's one call, trained
-# by ppo and grpo by default), and its keys reaching the update in
-# tests/agentic/test_algorithm_keys.py.
-DEFAULT_TIER: set[str] = set()
+# The one preset with a path no other default test trains runs by default: ppo (critic +
+# GAE, KL in the reward); every other preset only with -m slow (suite time). grpo, the group
+# baseline, is rlvr-math's own preset: tests/e2e/test_rlvr_cli.py trains it by default (every
+# metric key, finite, each step). dapo's distinct path, dynamic sampling with over-sampling,
+# trains by default in tests/e2e/test_async_rollout.py; its overlong penalty and clip-higher
+# are checked by hand in tests/algorithms (test_dapo_off_policy.py, test_policy_loss.py) and
+# through the RL step in tests/pipelines/test_rl_advantages.py. gspo's sequence-level ratio
+# is checked by hand in tests/algorithms/test_policy_loss.py, which also calls it by name
+# through `compute_policy_loss` (the worker's one call, trained by ppo and grpo here), and
+# its keys reaching the update in tests/agentic/test_algorithm_keys.py.
+DEFAULT_TIER = {"ppo"}
 
 
 @pytest.mark.parametrize(

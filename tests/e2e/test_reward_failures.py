@@ -1,18 +1,19 @@
 """A reward that cannot run stops the run with one line, instead of training on zeros
-(issue #22, item 5), through the real CLI and Ray (tiny-random)."""
+(issue #22, item 5), through the CLI app in this process and real Ray (tiny-random)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from roll_subprocess import roll
+import pytest
+from roll_in_process import cli
 
-HERE = Path(__file__).parent
+pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
 
 
 def test_a_reward_with_the_wrong_signature_stops_the_run(tmp_path: Path, tiny_model) -> None:
-    result = roll(
+    code, err = cli(
         "train",
         "rlvr-math",
         "--runs-dir",
@@ -31,17 +32,15 @@ def test_a_reward_with_the_wrong_signature_stops_the_run(tmp_path: Path, tiny_mo
         "rollout.batch_size=4",
         "rollout.max_new_tokens=4",
         "reward.fn=broken_rewards:wrong_signature",
-        cwd=tmp_path,
-        pythonpath=HERE,
     )
-    assert result.returncode == 2, result.stderr[-3000:]
+    assert code == 2, err[-3000:]
     # the progress display may leave its line open: the error is the last line, from "error:"
-    last = result.stderr.strip().splitlines()[-1]
+    last = err.strip().splitlines()[-1]
     assert last[last.index("error:") :] == (
         "error: reward 'broken_rewards:wrong_signature' failed on every sample at step 1 "
         "(4 samples): TypeError: wrong_signature() got an unexpected keyword argument 'tag'"
-    ), result.stderr[-3000:]
-    assert result.stderr.count("error:") == 1
-    assert "Traceback" not in result.stderr
+    ), err[-3000:]
+    assert err.count("error:") == 1
+    assert "Traceback" not in err
     rows = [json.loads(line) for line in (tmp_path / "broken" / "metrics.jsonl").open()]
     assert [r["step"] for r in rows] == [0]  # no step trained on the zeros
