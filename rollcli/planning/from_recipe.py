@@ -257,6 +257,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         chunked_head=not spec_of(cfg).full_logits,
         shared_prefix=_shared_prefix(cfg, role) if on_cpu else 1,
         session_bytes=_session_bytes(cfg, role, strategy),
+        int8_copies=role.name == "actor_infer" and cfg.rollout.precision == "int8",
     )
 
 

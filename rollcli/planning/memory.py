@@ -73,6 +73,11 @@ FSDP2_OFFLOAD_GPU_GRAD_BYTES = 2
 # 13.1 GB of bf16 weight copies at the peak; the plan without them was 0.90 of torch's peak
 # for 3b and 7b, docs/gpu.md run 4)
 AUTOCAST_WEIGHT_COPY_BYTES = 2
+# The hf engine's int8 rollout (`rollout.precision: int8`, strategies/int8_linears.py) keeps an
+# int8 copy of every linear beside the fp32 weights, with per-row scales, biases and the
+# per-channel smoothing vectors: 1.009 bytes per parameter on smollm2-135m (the LM head, tied
+# to the embedding, has a copy of its own), counted by summing the copies' tensors
+INT8_COPY_BYTES = 1.01
 # FSDP2's log-probs come from the model's whole-response logits (its root forward runs whole,
 # so roll's chunked head is not used): per scored position and vocabulary entry, the head's
 # bf16 output and its reshaped bf16 copy, and four fp32 copies that `logprobs_from_logits`

@@ -60,6 +60,8 @@ class RoleRequest:
         then counts the head's buffers (`memory.chunked_head_bytes`), not `[b, s, V]` logits.
     lora_params: a trained role with LoRA: its adapter parameters (0: every weight
         trains); the frozen base then has no gradients or optimizer state.
+    int8_copies: the hf engine's int8 rollout (`rollout.precision: int8`): beside its fp32
+        weights it holds an int8 copy of every linear (`INT8_COPY_BYTES` per parameter).
     """
 
     role: str
@@ -84,6 +86,7 @@ class RoleRequest:
     shared_prefix: int = 1
     model: ModelSpec | None = None
     session_bytes: int = 0
+    int8_copies: bool = False
 
     @property
     def resolved_strategy(self) -> str:

@@ -19,6 +19,7 @@ from rollcli.planning.memory import (
     CPU_PROCESS_BYTES,
     FSDP2_LOGITS_BYTES,
     FSDP2_OFFLOAD_GPU_GRAD_BYTES,
+    INT8_COPY_BYTES,
     MemoryBreakdown,
     activation_bytes,
     chunked_head_bytes,
@@ -288,6 +289,9 @@ def _infer(
         )
         # the episodes' KV kept between turns (agentic), a budget the engine holds to
         active = active + MemoryBreakdown(kv_cache=req.session_bytes)
+        if req.int8_copies:  # beside the fp32 weights (strategies/int8_linears.py)
+            copies = math.ceil(INT8_COPY_BYTES * param_count(model) / (req.tp * req.pp))
+            active = active + MemoryBreakdown(weights=copies)
         return active, (), ()
     if on_cpu or capacity_bytes is None:
         # No pre-reserved pool: the cache grows to what the batch needs.

@@ -7,6 +7,8 @@ plan gives them (bf16-mixed training, bf16 inference weights)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from weight_sync_pair import send_weights
@@ -204,6 +206,20 @@ def test_the_rollout_precision_reaches_the_engine(tiny_model) -> None:
     cpu = _cfg(["rollout.engine=hf", "rollout.precision=int8"], gpus=0, model="tiny-random")
     reqs, _, args = _decisions(cpu)
     assert reqs["actor_infer"].param_bytes == 4 and args["actor_infer"]["int8"] is True
+    assert reqs["actor_infer"].int8_copies and not reqs["actor_train"].int8_copies
+    # the plan counts the copies beside the fp32 weights: 1.01 bytes per parameter
+    from dataclasses import replace
+
+    from rollcli.models.registry import param_count
+    from rollcli.planning.from_recipe import model_spec
+    from rollcli.planning.role_memory import estimate_role
+
+    spec, infer = model_spec(str(tiny_model)), reqs["actor_infer"]
+    kw = {"ranks": 1, "capacity_bytes": None, "on_cpu": True, "colocated": False}
+    with_copies = estimate_role(infer, spec, **kw).active
+    without = estimate_role(replace(infer, int8_copies=False), spec, **kw).active
+    assert with_copies.weights - without.weights == math.ceil(1.01 * param_count(spec))
+    assert with_copies.kv_cache == without.kv_cache
     worker = ActorInferWorker(str(tiny_model), num_threads=1, dtype=args["actor_infer"]["dtype"],
                               int8=args["actor_infer"]["int8"])  # fmt: skip
     assert worker.engine.int8 is not None and len(worker.engine.int8.linears) > 0
