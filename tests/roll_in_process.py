@@ -9,11 +9,18 @@ import os
 from contextlib import contextmanager
 
 
+def kills_driver(fault: str) -> bool:
+    """Whether `fault` (a ROLL_INJECT_FAULT spec) SIGKILLs the driver: a `kill@` fault."""
+    from rollcli.runs.faults import parse_faults
+
+    return any(f.action == "kill" for f in parse_faults(fault))
+
+
 @contextmanager
 def _fault(fault: str):
     """`ROLL_INJECT_FAULT` for the run (the driver reads it: a `kill-worker@...` fault kills
     a worker's process; a `kill@...` fault would kill this process, so it is refused)."""
-    if fault.startswith("kill@") or ",kill@" in fault:
+    if kills_driver(fault):
         raise ValueError("a kill@ fault kills the driver: run it with roll_subprocess.roll")
     before = os.environ.get("ROLL_INJECT_FAULT")
     os.environ["ROLL_INJECT_FAULT"] = fault

@@ -133,14 +133,20 @@ def raise_machine_peak(cache_file: str, flops: float, why: str) -> None:
 
 
 def _write_cached(path: Path, record: dict[str, Any]) -> None:
-    """One file, replaced whole; a machine whose cache cannot be written measures each run."""
+    """The machine's file; a machine whose cache cannot be written measures each run."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        _replace_json(path, record)
     except OSError:
         pass
+
+
+def _replace_json(path: Path, record: dict[str, Any]) -> None:
+    """`record` as `path`, replaced whole (never half written; a temporary file per process,
+    as several workers of a machine may write its cache at once)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def raised_peak(peak: float, rates: dict[str, float]) -> tuple[float, str | None]:
@@ -219,7 +225,4 @@ def run_peak(
 
 def write_peak(root: Path, peak: dict[str, Any]) -> None:
     """`perf_peak.json` in the run folder, replaced whole (never half written)."""
-    path = root / PEAK_FILE
-    tmp = path.with_name(f".{PEAK_FILE}.tmp")
-    tmp.write_text(json.dumps(peak) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    _replace_json(root / PEAK_FILE, peak)

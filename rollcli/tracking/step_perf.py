@@ -128,7 +128,7 @@ class RunPerf:
         if peak.get("cached"):  # an earlier run's probe on this machine
             home, file = str(Path.home()), peak["cache_file"]
             file = "~" + file[len(home) :] if file.startswith(home + "/") else file
-            where = f" at {peak['measured_at']}{where[:-1]}; {file})"
+            where = f" at {peak['measured_at']} ({peak['device']}, {peak['dtype']}; {file})"
         run.log_event(
             f"perf: matmul peak {peak['flops'] / 1e9:.1f} GFLOP/s per device, {peak['source']}"
             f"{where}; perf/*_mfu divide by it"

@@ -202,8 +202,8 @@ class TrainedModelWorker:
 
     def matmul_peak(self, seconds: float = 1.0) -> dict[str, Any]:
         """This rank's matmul FLOP/s on its device in its compute dtype, measured once per
-        machine (`tracking/peak.py`): `{"flops", "device", "dtype", "measured_at"}`, with
-        `"cached"` (the file) where an earlier run's figure was reused."""
+        machine (`tracking/peak.py`): `{"flops", "device", "dtype", "measured_at",
+        "cache_file", "cached"}` (`cached`: an earlier run's figure was reused)."""
         dtype = torch.bfloat16 if self.precision == "bf16-mixed" else torch.float32
         return machine_peak(self.device, dtype, seconds=seconds)
 

@@ -15,7 +15,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from roll_in_process import cli
+from roll_in_process import cli, kills_driver
 from roll_subprocess import roll
 from same_run import assert_same_run
 
@@ -105,7 +105,7 @@ FAULTS = {
 def train(pipeline: str, run_id: str, runs: Path, fault: str = "") -> tuple[int, str]:
     """`roll train`: in this process, or as a subprocess where a `kill@` fault kills it."""
     args = ["train", pipeline, "--runs-dir", str(runs), "--run-id", run_id, *COMMON]
-    if "kill@" not in fault:
+    if not kills_driver(fault):
         return cli(*args, *SMALL[pipeline], fault=fault)
     result = roll(*args, *SMALL[pipeline], cwd=runs, fault=fault)
     return result.returncode, result.stderr
