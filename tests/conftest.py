@@ -19,8 +19,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 # The test rewards and agent programs that runs in this process name (`reward.fn`,
 # `agentic.agent`: e2e/coin_rewards.py, runs/faulty_rewards.py, agentic/endpoint_agent.py,
-# ...): importable here, and by the workers of the Ray session this process starts (they
-# inherit its environment).
+# ...) and e2e/planned_workers.py's probe: importable here, and by the workers of the Ray
+# session this process starts (they inherit its environment).
 CODE_FOLDERS = [str(HERE / "e2e"), str(HERE / "runs"), str(HERE / "agentic")]
 sys.path[1:1] = CODE_FOLDERS
 os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from roll_subprocess import roll
 from same_run import assert_same_run
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
 
 SMALL = [
     "agentic.group_size=2",
@@ -80,12 +83,18 @@ WARMUP = [
 ]
 
 
-@pytest.mark.usefixtures("ray_session")  # `roll eval` and the resume below: the suite's one Ray
-def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, tiny_model) -> None:
+@pytest.fixture(scope="module")
+def frozenlake_run(tmp_path_factory, tiny_model) -> Path:
+    """The agentic pipeline's one real-CLI run: warm-up, gigpo, a checkpoint each step (the
+    resume below starts from step-1's)."""
+    runs = tmp_path_factory.mktemp("frozenlake")
+    return _train("agentic-frozenlake", runs, "agentic.mode=gigpo", "--save-every", "1", *WARMUP)
+
+
+def test_frozenlake_warms_up_and_trains_two_steps(frozenlake_run: Path, tiny_model) -> None:
     from rollcli.config.loader import load_recipe
 
-    # a checkpoint each step: the resume check at the end starts from step-1's
-    run = _train("agentic-frozenlake", tmp_path, "agentic.mode=gigpo", "--save-every", "1", *WARMUP)
+    run = frozenlake_run
     _check_run(run, "frozenlake")
     # the warm-up: 6 expert episodes in the RL chat format, one sft step, RL from its checkpoint
     warm = run / "warmup"
@@ -119,31 +128,38 @@ def test_frozenlake_warms_up_trains_two_steps_and_evaluates_by_run_id(tmp_path, 
     vocab = json.loads((Path(tiny_model) / "config.json").read_text())["vocab_size"]
     for m in [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][1:]:
         assert 0.5 * math.log(vocab) < m["agentic/first_action_entropy"] <= math.log(vocab)
-    # `roll logs` and `roll eval` in this process (the CLI app itself, no Ray: a subprocess
-    # each would only add its start-up; the training run above is the real-CLI one)
-    from typer.testing import CliRunner
 
-    from rollcli.cli.app import app
 
-    runner = CliRunner()
-    logs = runner.invoke(app, ["logs", "t", "--runs-dir", str(tmp_path)], env={"COLUMNS": "200"})
+# `roll logs`, `roll eval` and `roll resume` run in this process (the CLI app itself: a
+# subprocess each would only add its start-up; the training run above is the real-CLI one)
+
+
+def test_logs_show_the_agentic_columns(frozenlake_run: Path) -> None:
+    logs = CliRunner().invoke(
+        app, ["logs", "t", "--runs-dir", str(frozenlake_run.parent)], env={"COLUMNS": "200"}
+    )
     assert logs.exit_code == 0 and "informative " in logs.stdout and "action H " in logs.stdout
-    # roll eval on the run id plays its newest checkpoint
-    result = runner.invoke(
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_eval_by_run_id_plays_the_newest_checkpoint(frozenlake_run: Path) -> None:
+    result = CliRunner().invoke(
         app,
-        ["eval", "frozenlake", "--model", "t", "--runs-dir", str(tmp_path), "--n", "2", "--json",
-         "rollout.max_new_tokens=4"],
+        ["eval", "frozenlake", "--model", "t", "--runs-dir", str(frozenlake_run.parent), "--n",
+         "2", "--json", "rollout.max_new_tokens=4"],
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["episodes"] == 2
-    _resumed_copy_repeats_the_run(run, runner, app)
 
 
-def _resumed_copy_repeats_the_run(run: Path, runner, app) -> None:
+@pytest.mark.slow  # ~13 s; a run's resume in the default tier: sft's (SIGKILL), async rlvr's
+@pytest.mark.usefixtures("ray_session")
+def test_a_resumed_copy_repeats_the_run(frozenlake_run: Path) -> None:
     """A copy of the finished agentic run cut back to its step-1 checkpoint and resumed (in
     this process, one Ray session) ends as the run did: the same episodes, the same metrics
     and weights up to float32 rounding (tests/same_run.py). The warm-up is reused, not
     replayed."""
+    run, runner = frozenlake_run, CliRunner()
     cut = run.parent / "cut"
     shutil.copytree(run, cut)
     shutil.rmtree(cut / "checkpoints" / "step-2")

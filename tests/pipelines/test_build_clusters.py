@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from planned_workers import assert_clusters_are_planned
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -19,31 +20,18 @@ CASES = {
     "agentic": ("agentic-frozenlake", ["algorithm.kl_coef=0.01", "agentic.num_env_workers=1"]),
     "distill": ("distill", []),
 }
-# 1 to 11 min each on the shared 2-core machine under load; rlvr (five roles) runs by default
-SLOW = {"agentic", "distill"}
+# 1 to 11 min each on the shared 2-core machine under load. The rlvr plan (five roles, two
+# engine ranks) is checked by default on the clusters a ppo run starts (tests/e2e/test_presets.py)
+SLOW = {"rlvr", "agentic", "distill"}
 
 
 pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
-
-
-def _process(worker) -> dict:
-    """What a worker's process holds, asked in the process itself."""
-    import ray
-    import torch
-
-    return {
-        "worker": f"{type(worker).__module__}:{type(worker).__name__}",
-        "cpus": ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0),
-        "threads": torch.get_num_threads(),
-    }
 
 
 @pytest.mark.parametrize(
     "case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES]
 )
 def test_built_clusters_are_the_planned_workers(case: str, tiny_model) -> None:
-    import ray
-
     recipe, overrides = CASES[case]
     overrides = [*overrides, "resources.num_cpus=2"]
     res = CliRunner().invoke(
@@ -57,15 +45,7 @@ def test_built_clusters_are_the_planned_workers(case: str, tiny_model) -> None:
         cfg, roles_for(cfg), Placement.build(cfg), model_path=str(tiny_model), student_path=student
     )
     try:
-        assert list(clusters) == [w["role"] for w in planned]
-        for w in planned:
-            cluster = clusters[w["role"]]
-            assert cluster.world_size == w["ranks"]
-            seen = ray.get([a.__ray_call__.remote(_process) for a in cluster.workers])
-            assert [s["worker"] for s in seen] == [w["worker"]] * w["ranks"]
-            assert [s["cpus"] for s in seen] == pytest.approx(w["num_cpus"])
-            if w["threads"] is not None:  # light roles (reward, env) set none
-                assert [s["threads"] for s in seen] == [w["threads"]] * w["ranks"]
+        assert_clusters_are_planned(clusters, planned)
     finally:
         clusters.kill()
     # the roles as planned by hand: model roles share 2 cores (less the light roles' slivers)
