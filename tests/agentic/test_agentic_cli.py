@@ -1,5 +1,6 @@
 """`roll train` of the agentic recipes on tiny-random: the real CLI, Ray, env workers and
-model workers, 2 steps each (frozenlake and webshop in the default tier, sokoban slow)."""
+model workers, 2 steps each (frozenlake in the default tier; its resume, webshop and sokoban
+with -m slow)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import rollcli.pipelines.rl.pipeline as rl_pipeline
 from rollcli.cli.app import app
 from rollcli.config.presets import PRESETS
+from rollcli.runtime.workers_setup import build_clusters
 
 SMALL = [
     "rollout.batch_size=8",
@@ -60,7 +61,7 @@ def test_preset_trains_two_steps_with_finite_metrics(
     checked: list[AssertionError | None] = []
 
     def build_and_check(*args, **kwargs):
-        clusters = build_clusters(*args, **kwargs)
+        clusters = build_clusters(*args, **kwargs)  # the real one
         try:
             assert_clusters_are_planned(clusters, planned)
             checked.append(None)
@@ -68,7 +69,6 @@ def test_preset_trains_two_steps_with_finite_metrics(
             checked.append(e)
         return clusters
 
-    build_clusters = rl_pipeline.build_clusters
     monkeypatch.setattr(rl_pipeline, "build_clusters", build_and_check)
     args = ["train", "rlvr", "--model", "tiny-random", "--steps", "2", "--eval-every", "0",
             "--runs-dir", str(tmp_path), "--run-id", preset, *knobs]  # fmt: skip

@@ -207,8 +207,8 @@ def test_dead_workers_are_restarted_and_the_run_is_unchanged(runs, reference):
 
 
 # ---- agentic: episodes played by env workers and the model in lockstep rounds ------------
-# The default tier's agentic resume (a run cut back to its step-1 checkpoint, resumed) is
-# part of tests/agentic/test_agentic_cli.py's frozenlake run; the SIGKILL runs are here.
+# The agentic resume of a run cut back to its step-1 checkpoint is in
+# tests/agentic/test_agentic_cli.py (-m slow, on its frozenlake run); the SIGKILL runs are here.
 AGENTIC_STEPS = 3
 AGENTIC_ARGS = [
     "--model", "tiny-random", "--steps", str(AGENTIC_STEPS), "--save-every", "1",
