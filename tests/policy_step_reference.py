@@ -35,7 +35,14 @@ def policy_batch(
     return batch
 
 
-def full_batch_step(model, batch: Batch, args: PolicyUpdateArgs, norm_len: int):  # noqa: ANN001
+def full_batch_step(  # noqa: ANN201
+    model,  # noqa: ANN001
+    batch: Batch,
+    args: PolicyUpdateArgs,
+    norm_len: int,
+    entropy_coef: float = ENTROPY,
+    kl_coef: float = KL,
+):
     """The loss and gradients of one forward/backward over the whole untrimmed batch."""
     model.zero_grad(set_to_none=True)
     mask = batch["response_mask"]
@@ -49,9 +56,9 @@ def full_batch_step(model, batch: Batch, args: PolicyUpdateArgs, norm_len: int):
         agg=args.loss_agg,
         norm_len=norm_len,
     )
-    loss = loss - ENTROPY * aggregate_loss(entropy, mask, "token-mean")
+    loss = loss - entropy_coef * aggregate_loss(entropy, mask, "token-mean")
     kl = kl_estimate(logprobs, batch["ref_logprobs"], args.kl_estimator)
-    loss = loss + KL * aggregate_loss(
+    loss = loss + kl_coef * aggregate_loss(
         kl, mask, args.loss_agg, norm_len
     )  # aggregated like the policy term
     loss.backward()

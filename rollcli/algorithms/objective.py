@@ -53,6 +53,29 @@ def rl_normalisers(mini_batch: Batch, args: PolicyUpdateArgs) -> Tensor:
     return torch.cat([loss_normalisers(m) for m in masks])
 
 
+def rows_with_gradient(batch: Batch, args: PolicyUpdateArgs) -> Tensor:
+    """`[B]` bool: the rows whose loss can move the weights. Every loss term of a row is 0
+    when the row has no token that both counts in the policy term's aggregation (raftpp:
+    the positive-advantage ones) and has a non-zero advantage (every policy loss is the
+    advantage times a function of the ratio), and neither the entropy bonus nor a KL term
+    is on: such a row's gradient is exactly 0, and the mini-batch's loss and every
+    micro-batch's share of it (computed over all rows) are the same without it.
+
+    >>> args = PolicyUpdateArgs(policy_loss="raftpp")
+    >>> batch = Batch({"response_mask": torch.ones(3, 2), "advantages": torch.tensor(
+    ...     [[1.0, 1.0], [-1.0, -1.0], [0.0, 0.0]])})
+    >>> rows_with_gradient(batch, args).tolist()
+    [True, False, False]
+    >>> rows_with_gradient(batch, PolicyUpdateArgs(policy_loss="ppo")).tolist()
+    [True, True, False]
+    """
+    if args.entropy_coef or (args.kl_loss_coef and REF_LOGPROBS in batch):
+        return torch.ones(len(batch), dtype=torch.bool)
+    advantages = batch[ADVANTAGES]
+    counted = aggregation_mask(args.policy_loss, batch[RESPONSE_MASK], advantages) > 0
+    return (counted & (advantages != 0)).any(dim=1)
+
+
 def off_policy_weights(
     args: PolicyUpdateArgs, old: Tensor, micro: Batch, mask: Tensor
 ) -> tuple[Tensor | None, dict[str, float]]:

@@ -24,7 +24,8 @@ result) and ``tool_error/<kind>`` for each kind of `ToolEnv`'s errors (count).
 Training steps also log (no prefix choice) what a collapse looks like:
 ``agentic/action_frac/<Action>`` (`action_fractions`), ``agentic/informative_groups`` and
 ``agentic/kept_groups`` (`agentic_batch.keep_informative_groups`) and
-``agentic/first_action_entropy`` (the actor's entropy on each reply's first action token).
+``agentic/first_action_entropy`` (the actor's entropy on each reply's first action token,
+over the rows the update computed: `actor/trained_rows_frac`).
 """
 
 from __future__ import annotations

@@ -83,6 +83,50 @@ def test_raftpp_is_normalised_by_its_positive_tokens(tiny_model, reference, capt
     _check(_worker(tiny_model), reference, captured_grads, "seq-mean-token-mean", "raftpp")
 
 
+@pytest.mark.parametrize(
+    ("policy_loss", "advantages", "computed"),
+    [
+        ("raftpp", ADVANTAGES, [0, 2, 4]),  # raftpp: the positive rows alone carry a gradient
+        ("ppo", [1.0, 0.0, 0.5, 0.0, -2.0, 0.0], [0, 2, 4]),  # ppo: rows whose advantage is 0
+    ],
+)
+def test_rows_without_a_gradient_are_not_computed(
+    tiny_model, reference, captured_grads, policy_loss, advantages, computed
+):
+    """Without an entropy bonus or a KL term, rows whose loss is exactly 0 skip the forward
+    and backward (`rows_with_gradient`): the step's loss and gradients are still the full
+    batch's, `trained_rows_frac` says how many rows were computed, and with an entropy
+    bonus every row is computed again."""
+    worker = _worker(tiny_model)
+    batch = policy_batch(PROMPTS, RESPONSES, advantages, worker.tokenizer.pad_token_id)
+    rows_seen: list[torch.Tensor] = []
+    # each row's largest token is its own (the responses' tokens differ)
+    hook = worker.model.get_decoder().register_forward_pre_hook(
+        lambda _m, _a, kw: rows_seen.append(kw["input_ids"].amax(dim=1)), with_kwargs=True
+    )
+    try:
+        for mode in ("seq-mean-token-mean", "seq-mean-token-sum-norm"):
+            args = PolicyUpdateArgs(policy_loss=policy_loss, loss_agg=mode, micro_batch_size=2)
+            width = batch["response_mask"].shape[1]
+            loss, grads = full_batch_step(reference, batch, args, width, 0.0, 0.0)
+            captured_grads.clear()
+            rows_seen.clear()
+            metrics = worker.train_step(batch, args)
+            seen = sorted(int(t) for t in torch.cat(rows_seen))
+            assert seen == sorted(max(PROMPTS[i] + RESPONSES[i]) for i in computed)
+            assert metrics["trained_rows_frac"] == pytest.approx(len(computed) / len(PROMPTS))
+            assert metrics["loss"] == pytest.approx(loss, rel=1e-5)
+            (got,) = captured_grads
+            for (name, expected), g in zip(grads.items(), got, strict=True):
+                torch.testing.assert_close(g, expected, rtol=1e-4, atol=1e-6, msg=name)
+        rows_seen.clear()
+        with_bonus = PolicyUpdateArgs(policy_loss=policy_loss, entropy_coef=0.01)
+        assert worker.train_step(batch, with_bonus)["trained_rows_frac"] == 1.0
+        assert len(torch.cat(rows_seen)) == len(PROMPTS)
+    finally:
+        hook.remove()
+
+
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum-norm"])
 def test_deepspeed_micro_batches_make_the_full_batch_step(
     tiny_model, reference, captured_grads, mode
