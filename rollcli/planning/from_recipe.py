@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rollcli.config.algorithm import resolved_correction
 from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
@@ -134,10 +135,14 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     alg = getattr(cfg, "algorithm", None)
     rollout = cfg.rollout
     truncated = rollout.top_p < 1.0 or rollout.top_k > 0
-    if alg is None or alg.off_policy.correction == "none" or engine == "hf" or not truncated:
+    correction = "none" if alg is None else resolved_correction(alg, rollout.precision)
+    if correction == "none" or engine == "hf" or not truncated:
         return
+    chosen = (
+        "" if alg.off_policy.correction == correction else " (auto, for this rollout.precision)"
+    )
     raise ConfigError(
-        f"algorithm.off_policy.correction {alg.off_policy.correction} with rollout.top_p = {rollout.top_p} / top_k = {rollout.top_k}: "
+        f"algorithm.off_policy.correction {correction}{chosen} with rollout.top_p = {rollout.top_p} / top_k = {rollout.top_k}: "
         f"the {engine} engine reports log-probs under the truncated distribution, not the "
         "trainer's, so the importance weights would be biased; set rollout.top_p: 1 and "
         "rollout.top_k: 0, use rollout.engine: hf, or set algorithm.off_policy.correction: none"

@@ -9,9 +9,39 @@ import yaml
 from rollcli.config.presets import resolve_algorithm
 
 
-def test_default_is_no_correction_with_the_documented_cap_and_band() -> None:
+def test_default_is_auto_with_the_documented_cap_and_band() -> None:
     off = resolve_algorithm().off_policy
-    assert (off.correction, off.level, off.cap, off.band) == ("none", "token", 2.0, (0.5, 2.0))
+    assert (off.correction, off.level, off.cap, off.band) == ("auto", "token", 2.0, (0.5, 2.0))
+
+
+@pytest.mark.parametrize(
+    ("precision", "user", "applied"),
+    [
+        ("int8", {}, "tis"),  # a low-precision rollout: tis (the learning suite's choice)
+        ("bf16", {}, "tis"),
+        ("fp8", {}, "tis"),
+        ("fp32", {}, "none"),
+        ("auto", {}, "none"),  # the engine's own precision: the trainer's on CPU
+        ("int8", {"policy_loss": "pg"}, "none"),  # pg and topr take no correction
+        ("int8", {"off_policy": {"correction": "none"}}, "none"),  # a named one is kept
+        ("fp32", {"off_policy": {"correction": "icepop"}}, "icepop"),
+    ],
+)
+def test_auto_picks_tis_for_a_low_precision_rollout(precision, user, applied) -> None:
+    from rollcli.config.algorithm import resolved_correction
+
+    assert resolved_correction(resolve_algorithm(user), precision) == applied
+
+
+def test_a_recipe_runs_with_the_resolved_correction() -> None:
+    """What the actor's update receives, from a recipe with an int8 rollout (the policy
+    update's arguments; the refusal of a biased engine is test_tis_engine_plan.py's)."""
+    from rollcli.config.loader import load_recipe
+    from rollcli.pipelines.rl.update_args import update_args
+
+    fp32, _ = load_recipe("rlvr-math")
+    int8, _ = load_recipe("rlvr-math", ["rollout.precision=int8", "rollout.engine=hf"])
+    assert (update_args(fp32).correction, update_args(int8).correction) == ("none", "tis")
 
 
 def test_each_correction_and_level_resolves() -> None:
@@ -25,7 +55,9 @@ def test_each_correction_and_level_resolves() -> None:
     ("user", "message"),
     [
         ({"off_policy": {"correction": "icepop", "cap": 3.0}}, "cap applies to correction tis"),
-        ({"off_policy": {"cap": 3.0}}, "cap applies to correction tis or mis, not 'none'"),
+        ({"off_policy": {"correction": "none", "cap": 3.0}}, "cap applies to correction tis"),
+        ({"off_policy": {"cap": 3.0}}, "correction: auto picks one only for a low-precision"),
+        ({"off_policy": {"level": "sequence"}}, "name it, e.g. correction: tis"),
         ({"off_policy": {"correction": "icepop", "level": "sequence"}}, "level: sequence"),
         ({"off_policy": {"band": [1.5, 3.0]}}, "0 < low <= 1 <= high"),
         ({"off_policy": {"correction": "mis", "policy_loss": "pg"}}, "Extra inputs"),

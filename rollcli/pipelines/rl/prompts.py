@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rollcli.config.algorithm import resolved_correction
 from rollcli.config.recipe import RLVRRecipe
 from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.data.prompt_sets import load_prompt_sets, tokenize_prompts
@@ -56,7 +57,8 @@ class PromptSource:
         self.train_ids = tokenize_prompts(tokenizer, self.train_prompts, cfg.data.max_prompt_tokens)
         self.val_ids = tokenize_prompts(tokenizer, self.val_prompts, cfg.data.max_prompt_tokens)
         self.sampler = PromptSampler(len(self.train_prompts), cfg.seed)
-        if cfg.rollout.max_staleness and cfg.algorithm.off_policy.correction == "none":
+        correction = resolved_correction(cfg.algorithm, cfg.rollout.precision)
+        if cfg.rollout.max_staleness and correction == "none":
             self.ctl.run.log_event(
                 f"async rollout (rollout.max_staleness={cfg.rollout.max_staleness}) without "
                 "algorithm.off_policy.correction: samples from older weights are not reweighted"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rollcli.algorithms.update_args import PolicyUpdateArgs
+from rollcli.config.algorithm import resolved_correction
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
 
@@ -30,7 +31,7 @@ def update_args(cfg: RecipeConfig) -> PolicyUpdateArgs:
         or (cfg.rollout.max_new_tokens if spec_of(cfg).rollout == "prompts" else None),
         temperature=cfg.rollout.temperature or 1.0,
         shared_prefix=cfg.shared_prefix,
-        correction=off.correction,
+        correction=resolved_correction(alg, cfg.rollout.precision),  # type: ignore[arg-type]
         correction_level=off.level,
         correction_cap=off.cap,
         correction_band=off.band,
