@@ -4,7 +4,7 @@
     .venv/bin/python bench/grpo_step.py                # smollm2-135m, 2 rounds x 2 measured steps
     .venv/bin/python bench/grpo_step.py --model tiny-random --rounds 1 --steps 1   # quick check
     .venv/bin/python bench/grpo_step.py --roll-python /path/to/vllm-env/bin/python  # another engine
-    .venv/bin/python bench/grpo_step.py --precision int8 --correction tis   # roll samples in int8
+    .venv/bin/python bench/grpo_step.py --precision int8   # roll samples in int8 (correction: tis)
 
 Both sides get the same model folder (roll's `resolve_model`, the converted embedded
 SmolLM2-135M-Instruct), the same prompts (the training prompts of roll's rlvr-math recipe,
@@ -291,7 +291,8 @@ def main() -> None:
         "--correction",
         choices=("none", "tis", "mis", "icepop"),
         default=None,
-        help="roll's algorithm.off_policy.correction (default: the recipe's)",
+        help="roll's algorithm.off_policy.correction (default: the recipe's, auto: tis for a "
+        "low-precision rollout)",
     )
     parser.add_argument("--trl-python", default=str(REPO / ".venv-bench" / "bin" / "python"))
     parser.add_argument("--sample-s", type=float, default=1.0, help="memory sampling period")
