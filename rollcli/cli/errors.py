@@ -89,6 +89,11 @@ def user_errors(debug: bool = False) -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort, typer.TyperException):
         raise  # an exit, or a usage error (typer.BadParameter, ...) that typer prints
+    except BrokenPipeError:
+        # the reader went away (`roll ... | head`): stop quietly, as other command-line
+        # tools do; stdout goes to /dev/null so the interpreter's last flush cannot fail
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(UNEXPECTED_EXIT) from None
     except Exception as exc:
         if debug_enabled(debug):
             raise

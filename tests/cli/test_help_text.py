@@ -30,3 +30,24 @@ def test_no_help_page_labels_a_flag_bool() -> None:
         assert "--help" in result.output
     train = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).output
     assert "<int>" in train  # options that take a value keep their type
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """`roll ... | head`: when the reader closes the pipe, roll stops without an error line
+    (before: "error: BrokenPipeError ... an unexpected error") and exits 1."""
+    import subprocess
+    import sys
+
+    code = "from rollcli.cli.app import main; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "eval", "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    for _ in range(40):  # `| head -40`: the page is longer, so a later write fails (EPIPE)
+        proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 1
+    assert err == ""
