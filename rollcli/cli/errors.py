@@ -92,7 +92,7 @@ def user_errors(debug: bool = False) -> Iterator[None]:
     except BrokenPipeError:
         # the reader went away (`roll ... | head`): stop quietly, as other command-line
         # tools do; stdout goes to /dev/null so the interpreter's last flush cannot fail
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # fd 1: the pipe that broke
         raise typer.Exit(UNEXPECTED_EXIT) from None
     except Exception as exc:
         if debug_enabled(debug):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -32,22 +33,20 @@ def test_no_help_page_labels_a_flag_bool() -> None:
     assert "<int>" in train  # options that take a value keep their type
 
 
-def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
-    """`roll ... | head`: when the reader closes the pipe, roll stops without an error line
-    (before: "error: BrokenPipeError ... an unexpected error") and exits 1."""
-    import subprocess
-    import sys
+def test_a_reader_that_goes_away_ends_the_command_quietly(monkeypatch, capsys) -> None:
+    """`roll ... | head`: when the reader closes the pipe, a command stops with exit 1 and no
+    error line (before: "error: BrokenPipeError ... an unexpected error"), its stdout sent
+    to /dev/null so the interpreter's last flush cannot fail. (Through a real pipe this
+    depends on when the reader closes, so the handler is driven here; the redirect is
+    recorded, not made, to leave pytest's own stdout alone.)"""
+    import os
 
-    code = "from rollcli.cli.app import main; main()"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, "eval", "--help"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    for _ in range(40):  # `| head -40`: the page is longer, so a later write fails (EPIPE)
-        proc.stdout.readline()
-    proc.stdout.close()
-    err = proc.stderr.read().decode()
-    assert proc.wait() == 1
-    assert err == ""
+    from rollcli.cli.errors import user_errors
+
+    redirected: list[int] = []
+    monkeypatch.setattr(os, "dup2", lambda src, dst: redirected.append(dst))
+    with pytest.raises(typer.Exit) as exit_info, user_errors():
+        raise BrokenPipeError(32, "Broken pipe")
+    assert exit_info.value.exit_code == 1
+    assert capsys.readouterr().err == ""
+    assert redirected == [1]
