@@ -35,6 +35,8 @@ KLEstimator = Literal["k1", "k2", "k3", "abs"]
 CorrectionName = Literal["auto", "none", "tis", "mis", "icepop"]
 # rollout precisions whose sampler differs from the fp32 trainer by more than rounding
 LOW_PRECISION = ("bf16", "int8", "fp8")
+# policy losses with no ratio to reweight: pg is on-policy, topr truncates its own
+UNCORRECTED_LOSSES = ("pg", "topr")
 
 
 class OffPolicyConfig(BaseModel):
@@ -160,7 +162,7 @@ class AlgorithmConfig(BaseModel):
                 f"{self.advantage!r} has none; set advantage: gae or remove algorithm.lam"
             )
         correction = self.off_policy.correction
-        if correction not in ("none", "auto") and self.policy_loss in ("pg", "topr"):
+        if correction not in ("none", "auto") and self.policy_loss in UNCORRECTED_LOSSES:
             raise ValueError(
                 f"off_policy.correction {correction} reweights the ppo, raftpp and gspo losses, "
                 f"not {self.policy_loss!r}; set off_policy.correction: none or pick one of those"
@@ -224,6 +226,6 @@ def resolved_correction(algorithm: AlgorithmConfig, rollout_precision: str) -> s
     chosen = algorithm.off_policy.correction
     if chosen != "auto":
         return chosen
-    if rollout_precision in LOW_PRECISION and algorithm.policy_loss not in ("pg", "topr"):
+    if rollout_precision in LOW_PRECISION and algorithm.policy_loss not in UNCORRECTED_LOSSES:
         return "tis"
     return "none"
