@@ -59,7 +59,7 @@ def plan(
     from rollcli.config.loader import load_recipe
     from rollcli.launch.prelaunch import check_recipe, with_run_model
     from rollcli.planning.auto_strategy import resolve_auto
-    from rollcli.planning.from_recipe import engine_line, plan_recipe
+    from rollcli.planning.from_recipe import auto_lines, plan_recipe
 
     flags = {
         "model": model,
@@ -80,12 +80,12 @@ def plan(
         cfg = choice.cfg
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
     if as_json:
-        auto = [*choice.lines, *filter(None, [engine_line(cfg)])]
+        auto = [*choice.lines, *auto_lines(cfg)]
         typer.echo(json.dumps({**result.to_json(), "auto": auto}, indent=2))
         raise typer.Exit(0 if result.fits else 1)
     from rollcli.planning.render import render_lines, render_plan
 
-    out.print(render_lines([*choice.lines, *filter(None, [engine_line(cfg)])]))
+    out.print(render_lines([*choice.lines, *auto_lines(cfg)]))
     out.print(render_plan(result))
     warmup = getattr(cfg, "warmup", None)
     if warmup is not None:  # the sft sub-run fits where RL's trainer does (one model, no engine)

@@ -94,10 +94,10 @@ def train(
         with user_errors(debug):
             choice, notes = dry_run(cfg)
         typer.echo(f"# recipe {source}, resolved", err=True)
-        from rollcli.planning.from_recipe import engine_line
+        from rollcli.planning.from_recipe import auto_lines
         from rollcli.planning.render import render_lines
 
-        err_console.print(render_lines([*choice.lines, *filter(None, [engine_line(choice.cfg)])]))
+        err_console.print(render_lines([*choice.lines, *auto_lines(choice.cfg)]))
         typer.echo(dump_recipe(choice.cfg), nl=False)
         for note in notes:
             err_console.print(

@@ -126,6 +126,28 @@ def engine_line(cfg: RecipeConfig) -> str | None:
     return f"rollout.engine auto → vllm ({where}{missing}); --engine hf plans the other"
 
 
+def correction_line(cfg: RecipeConfig) -> str | None:
+    """What `algorithm.off_policy.correction: auto` applies when that is a correction
+    (`tis` for a low-precision rollout, `config.algorithm.resolved_correction`); None where
+    the recipe names its correction, has no policy update, or auto applies none."""
+    alg = getattr(cfg, "algorithm", None)
+    if alg is None or not spec_of(cfg).engine or alg.off_policy.correction != "auto":
+        return None
+    correction = resolved_correction(alg, cfg.rollout.precision)
+    if correction == "none":
+        return None
+    return (
+        f"algorithm.off_policy.correction auto → {correction} (rollout.precision "
+        f"{cfg.rollout.precision}: the engine's weights are not the trainer's; none turns it off)"
+    )
+
+
+def auto_lines(cfg: RecipeConfig) -> list[str]:
+    """The lines saying what the recipe's `auto` settings resolve to, for `roll plan` and
+    `roll train --dry-run`."""
+    return [line for line in (engine_line(cfg), correction_line(cfg)) if line]
+
+
 def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     """`algorithm.off_policy.correction` weighs tokens by `pi_old / mu`, with `pi_old` the trainer's
     temperature-only log-prob. The hf engine reports `mu` under that same distribution;
