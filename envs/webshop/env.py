@@ -4,9 +4,12 @@ An episode: the shopper gets an instruction ("i need ... and price lower than 40
 dollars"), searches, pages through results, opens products, reads their sub-pages, picks
 options and buys. Buying ends the episode with `reward.purchase_reward`; running out of
 steps truncates it with reward 0. A malformed or unavailable action leaves the page as it
-was and earns `format_penalty` (a negative number, added to the reward).
-The `info` keys follow `rollcli.envs.text_env` (`action`, `action_is_valid`,
-`action_is_effective`, `success`, `format_penalty`, `parse_reason`, `steps`).
+was and earns `format_penalty` (a negative number, added to the reward). A valid action
+that changes nothing (clicking an option that is already selected) earns
+`no_effect_penalty` (0 by default) and, with `no_effect_feedback`, starts the next
+observation with a line saying so. The `info` keys follow `rollcli.envs.text_env`
+(`action`, `action_is_valid`, `action_is_effective`, `success`, `format_penalty`,
+`parse_reason`, `steps`, `no_effect_penalty`).
 
 Example:
     >>> env = WebShopEnv(num_products=60, catalogue_seed=3)
@@ -60,6 +63,7 @@ On a product page, click the option values the instruction asks for (size, color
 click[buy now]. Buying ends the episode; the reward (0 to 1) measures how well the product
 matches the instruction's type, attributes, options and price limit."""
 
+NO_EFFECT_NOTE = "Nothing changed: {action} is already selected."
 _EMPTY_COMPONENTS = {"r_att": 0.0, "r_option": None, "r_price": 0.0, "r_type": 0.0}
 
 
@@ -104,6 +108,8 @@ class WebShopEnv(gym.Env):
         goal_by_seed: a seed picks goal ``seed % len(goals)`` instead of a random one, so
             consecutive seeds walk the split's goals in order (an evaluation of up to
             ``len(goals)`` episodes plays each goal once).
+        no_effect_feedback, no_effect_penalty: for a valid action that leaves the page as
+            it was, a note before the next observation and a reward (0 or negative).
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -122,7 +128,11 @@ class WebShopEnv(gym.Env):
         num_results: int = 50,
         results_per_page: int = 10,
         goal_by_seed: bool = False,
+        no_effect_feedback: bool = False,
+        no_effect_penalty: float = 0.0,
     ) -> None:
+        if no_effect_penalty > 0:
+            raise ValueError(f"no_effect_penalty must be 0 or negative, got {no_effect_penalty}")
         if catalogue is not None:
             self.catalogue, self.engine = catalogue, SearchEngine(catalogue.products)
         elif products_path is not None:
@@ -139,6 +149,8 @@ class WebShopEnv(gym.Env):
         self.num_results = num_results
         self.per_page = results_per_page
         self.goal_by_seed = goal_by_seed
+        self.no_effect_feedback = bool(no_effect_feedback)
+        self.no_effect_penalty = float(no_effect_penalty)
         self.instructions = INSTRUCTIONS
         self._asin_by_lower = {p.asin.lower(): p.asin for p in self.catalogue.products}
         self.goal: Goal = self.goals[0]
@@ -180,11 +192,14 @@ class WebShopEnv(gym.Env):
         valid = new_state is not None
         self.state = new_state if new_state is not None else before
         self.steps += 1
-        reward = 0.0 if valid else self.format_penalty
+        effective = valid and (bought or self.state.key() != before.key())
+        no_effect = self.no_effect_penalty if valid and not effective else 0.0
+        reward = (0.0 if valid else self.format_penalty) + no_effect
         info: dict[str, Any] = {
             "action_is_valid": valid,
-            "action_is_effective": valid and (bought or self.state.key() != before.key()),
+            "action_is_effective": effective,
             "format_penalty": 0.0 if valid else self.format_penalty,
+            "no_effect_penalty": no_effect,
             "parse_reason": reason or "ok",
             "action": _canonical(action_text) if valid else None,
             "steps": self.steps,
@@ -196,7 +211,7 @@ class WebShopEnv(gym.Env):
             breakdown = purchase_reward(
                 self.catalogue.by_asin[self.state.asin], self.state.chosen_options(), self.goal
             )
-            reward = breakdown.reward
+            reward = breakdown.reward  # buying is always effective: no penalty to add
             info.update(breakdown.as_info())
             info["success"] = breakdown.reward == 1.0
             info["bought_asin"] = self.state.asin
@@ -204,7 +219,10 @@ class WebShopEnv(gym.Env):
             info.update(_EMPTY_COMPONENTS)
         self.done = terminated or truncated
         info["available_actions"] = [] if self.done else self.available_actions()
-        return self.render_text(), reward, terminated, truncated, info
+        obs = self.render_text()
+        if self.no_effect_feedback and valid and not effective:
+            obs = f"{NO_EFFECT_NOTE.format(action=info['action'])}\n{obs}"
+        return obs, reward, terminated, truncated, info
 
     # ---- text helpers ---------------------------------------------------------------------
 

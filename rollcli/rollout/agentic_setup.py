@@ -35,9 +35,10 @@ def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, An
     for key in teach:
         if key not in takes and not open_kwargs:
             option = "shaping" if key == "shaping_gamma" else key
+            takers = ", ".join(envs_taking(key))
             raise ConfigError(
-                f"agentic.{option} applies to environments that take it (frozenlake, "
-                f"sokoban); {agentic.env!r} does not: leave agentic.{option} at its default"
+                f"agentic.{option} applies to environments that take it ({takers}); "
+                f"{agentic.env!r} does not: leave agentic.{option} at its default"
             )
     kwargs.update(teach)
     if "layouts" in takes:
@@ -78,6 +79,13 @@ def shaping_gamma(agentic: AgenticConfig) -> float:
     """The discount of progress shaping: the run's discount of step rewards, 1 under starpo
     (an episode's return is the plain sum) and `agentic.step_gamma` under gigpo."""
     return agentic.step_gamma if agentic.mode == "gigpo" else 1.0
+
+
+def envs_taking(key: str) -> list[str]:
+    """The registered environments whose factory names `key` among its arguments."""
+    from rollcli.envs.registry import env_names
+
+    return [name for name in env_names() if key in env_parameters(name)[0]]
 
 
 def env_parameters(env: str) -> tuple[set[str], bool]:

@@ -51,5 +51,6 @@ def test_bad_or_inapplicable_keys_fail_with_what_to_do() -> None:
         load_recipe("agentic-frozenlake", ["agentic.env_kwargs.shaping=progress"])
     with pytest.raises(ConfigError, match="shaping_gamma is the run's discount"):
         load_recipe("agentic-frozenlake", ["agentic.env_kwargs.shaping_gamma=0.5"])
-    with pytest.raises(ConfigError, match="agentic.shaping applies to environments that take"):
+    with pytest.raises(ConfigError, match=r"take it \(frozenlake, sokoban\); 'webshop' does not"):
         _kwargs("webshop", "agentic.shaping=progress")
+    assert _kwargs("webshop", "agentic.no_effect_penalty=-0.1")["no_effect_penalty"] == -0.1

@@ -79,6 +79,30 @@ def test_options_are_shown_and_bought(small_env):
         small_env.step(answer("click[buy now]"))
 
 
+def test_clicking_a_selected_option_again_is_reported_and_penalised():
+    env = WebShopEnv(num_products=200, no_effect_feedback=True, no_effect_penalty=-0.05)
+    index = next(i for i, g in enumerate(env.goals) if len(g.options) == 1)
+    env.reset(options={"goal_index": index})
+    goal = env.goal
+    env.state = env.state.__class__(kind="results", query="x", results=(goal.asin,))
+    env.step(answer(f"click[{goal.asin}]"))
+    value = next(iter(goal.options.values()))
+    obs, reward, *_, info = env.step(answer(f"click[{value}]"))
+    assert reward == 0.0 and info["no_effect_penalty"] == 0.0 and not obs.startswith("Nothing")
+    obs, reward, *_, info = env.step(answer(f"click[{value}]"))
+    assert obs == f"Nothing changed: click[{value.lower()}] is already selected.\n" + (
+        env.render_text()
+    )
+    assert reward == -0.05 and info["no_effect_penalty"] == -0.05
+    assert info["action_is_valid"] and not info["action_is_effective"]
+    _, reward, *_, info = env.step("<answer>jump</answer>")  # invalid: the format penalty only
+    assert reward == pytest.approx(-0.1) and info["no_effect_penalty"] == 0.0
+    *_, info = env.step(answer("click[buy now]"))
+    assert info["success"] and info["no_effect_penalty"] == 0.0
+    with pytest.raises(ValueError, match="no_effect_penalty must be 0 or negative"):
+        WebShopEnv(num_products=200, no_effect_penalty=0.1)
+
+
 def test_invalid_actions_leave_page_and_cost_penalty(small_env):
     obs0, _ = small_env.reset(seed=0)
     for bad in (
