@@ -109,7 +109,8 @@ def evaluate(
     """`n` validation-split episodes (seeds `seed, seed + 1, ...`) with `model`: a model
     folder (`model_path`), or `"random"` (a uniformly random legal action each turn).
 
-    With the random baseline there is no model, and prompts are built with
+    The recipe's `no_effect_penalty` is left out (its note stays), so the mean reward is the
+    env's own: WebShop's purchase reward. With the random baseline there is no model, and prompts are built with
     `tokenizer_path`'s chat template only to keep the episode bookkeeping identical.
     """
     from rollcli.strategies.hf_model import load_tokenizer
@@ -119,7 +120,9 @@ def evaluate(
             "an agent program's episodes need a model to talk to: evaluate a model or run "
             "(--model random plays the built-in envs)"
         )
-    hosts = [EnvWorker(agentic.env, env_kwargs(agentic, validation=True))]
+    kwargs = env_kwargs(agentic, validation=True)
+    kwargs.pop("no_effect_penalty", None)  # a training term: report the env's own reward
+    hosts = [EnvWorker(agentic.env, kwargs)]
     if model == RANDOM:
         policy: ModelPolicy | ScriptedPolicy = random_policy(seed, agentic.reply_prefix)
         tokenizer = load_tokenizer(tokenizer_path or model_path)
