@@ -103,8 +103,7 @@ class TextEnv(gymnasium.Env):
             raise ValueError(f"shaping={shaping!r}: {type(self).__name__} defines no potential")
         if not 0.0 <= shaping_gamma <= 1.0:
             raise ValueError(f"shaping_gamma must be in [0, 1], got {shaping_gamma}")
-        if no_effect_penalty > 0:
-            raise ValueError(f"no_effect_penalty must be 0 or negative, got {no_effect_penalty}")
+        checked_no_effect_penalty(no_effect_penalty)
         if layouts not in LAYOUTS:
             raise ValueError(f"layouts must be one of {', '.join(LAYOUTS)}, got {layouts!r}")
         if layouts != "all" and type(self).layout_key is TextEnv.layout_key:
@@ -112,7 +111,7 @@ class TextEnv(gymnasium.Env):
         self.shaping = shaping
         self.shaping_gamma = float(shaping_gamma)
         self.no_effect_feedback = bool(no_effect_feedback)
-        self.no_effect_penalty = float(no_effect_penalty)
+        self.no_effect_penalty = checked_no_effect_penalty(no_effect_penalty)
         self.layouts = layouts
         self.max_steps = int(max_steps)
         self.format_penalty = float(format_penalty)
@@ -229,6 +228,13 @@ class TextEnv(gymnasium.Env):
             f"no {self.layouts} layout in {MAX_DRAWS} draws: this map family has too few "
             "distinct layouts to split; use a larger map or layouts='all'"
         )
+
+
+def checked_no_effect_penalty(penalty: float) -> float:
+    """`penalty` as a float; a positive one (a reward for doing nothing) is refused."""
+    if penalty > 0:
+        raise ValueError(f"no_effect_penalty must be 0 or negative, got {penalty}")
+    return float(penalty)
 
 
 def reset_info(**extra: Any) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from typing import Any
 import gymnasium as gym
 
 from rollcli.envs.registry import register_env
-from rollcli.envs.text_env import reset_info
+from rollcli.envs.text_env import checked_no_effect_penalty, reset_info
 from rollcli.envs.webshop.actions import parse_webshop_action
 from rollcli.envs.webshop.catalog import Catalogue, Goal
 from rollcli.envs.webshop.generator import generate_catalogue
@@ -131,8 +131,6 @@ class WebShopEnv(gym.Env):
         no_effect_feedback: bool = False,
         no_effect_penalty: float = 0.0,
     ) -> None:
-        if no_effect_penalty > 0:
-            raise ValueError(f"no_effect_penalty must be 0 or negative, got {no_effect_penalty}")
         if catalogue is not None:
             self.catalogue, self.engine = catalogue, SearchEngine(catalogue.products)
         elif products_path is not None:
@@ -150,7 +148,7 @@ class WebShopEnv(gym.Env):
         self.per_page = results_per_page
         self.goal_by_seed = goal_by_seed
         self.no_effect_feedback = bool(no_effect_feedback)
-        self.no_effect_penalty = float(no_effect_penalty)
+        self.no_effect_penalty = checked_no_effect_penalty(no_effect_penalty)
         self.instructions = INSTRUCTIONS
         self._asin_by_lower = {p.asin.lower(): p.asin for p in self.catalogue.products}
         self.goal: Goal = self.goals[0]
@@ -192,12 +190,12 @@ class WebShopEnv(gym.Env):
         valid = new_state is not None
         self.state = new_state if new_state is not None else before
         self.steps += 1
-        effective = valid and (bought or self.state.key() != before.key())
-        no_effect = self.no_effect_penalty if valid and not effective else 0.0
+        idle = valid and not bought and self.state.key() == before.key()
+        no_effect = self.no_effect_penalty if idle else 0.0
         reward = (0.0 if valid else self.format_penalty) + no_effect
         info: dict[str, Any] = {
             "action_is_valid": valid,
-            "action_is_effective": effective,
+            "action_is_effective": valid and not idle,
             "format_penalty": 0.0 if valid else self.format_penalty,
             "no_effect_penalty": no_effect,
             "parse_reason": reason or "ok",
@@ -220,7 +218,7 @@ class WebShopEnv(gym.Env):
         self.done = terminated or truncated
         info["available_actions"] = [] if self.done else self.available_actions()
         obs = self.render_text()
-        if self.no_effect_feedback and valid and not effective:
+        if self.no_effect_feedback and idle:
             obs = f"{NO_EFFECT_NOTE.format(action=info['action'])}\n{obs}"
         return obs, reward, terminated, truncated, info
 

@@ -110,8 +110,9 @@ def evaluate(
     folder (`model_path`), or `"random"` (a uniformly random legal action each turn).
 
     The recipe's `no_effect_penalty` is left out (its note stays), so the mean reward is the
-    env's own: WebShop's purchase reward. With the random baseline there is no model, and prompts are built with
-    `tokenizer_path`'s chat template only to keep the episode bookkeeping identical.
+    env's own: WebShop's purchase reward. With the random baseline there is no model, and
+    prompts are built with `tokenizer_path`'s chat template only to keep the episode
+    bookkeeping identical.
     """
     from rollcli.strategies.hf_model import load_tokenizer
 
