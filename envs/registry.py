@@ -84,8 +84,9 @@ def make(name: str, **kwargs: Any) -> Any:
 def env_factory(env: str) -> Any:
     """The class or function that builds `env` (a registered name or ``"module:factory"``)."""
     if ":" in env:
-        module, _, attr = env.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        from rollcli.config.user_code import load_object
+
+        return load_object(env, "agentic.env")
     return get_spec(env).factory
 
 

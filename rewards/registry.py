@@ -1,4 +1,5 @@
-"""Reward functions by name, or user code as `package.module:function`.
+"""Reward functions by name, or user code as `package.module:function` or
+`path/to/file.py:function`.
 
 A reward function is a plain function `fn(response: str, answer: str, **fields) -> float |
 dict` where a dict holds at least `score` (other numeric keys become metrics). `fields` are
@@ -8,7 +9,6 @@ the sample's other fields (`tag`, `prompt`, ...) and the recipe's reward options
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 import typing
 from collections.abc import Callable
@@ -103,23 +103,22 @@ def check_options(types: dict[str, Any], options: dict[str, Any], where: str, ow
 
 
 def load_reward_fn(ref: str) -> RewardFn:
-    """Resolve `math` or `my_pkg.rewards:score` to a callable."""
-    target = BUILTIN_REWARDS.get(ref, ref)
-    module_name, sep, attr = target.partition(":")
-    if not sep:
+    """Resolve `math`, `my_pkg.rewards:score` or `path/to/file.py:score` to a callable
+    (user code loads through `rollcli.config.user_code`, as every plugin does)."""
+    from rollcli.config.user_code import load_object
+
+    if ref not in BUILTIN_REWARDS and ":" not in ref:
         raise RewardNotFoundError(
             f"reward.fn = {ref!r} is neither a built-in reward{did_you_mean(ref, list(BUILTIN_REWARDS))} "
-            f"(built-ins: {', '.join(BUILTIN_REWARDS)}) nor of the form 'package.module:function'"
+            f"(built-ins: {', '.join(BUILTIN_REWARDS)}) nor user code "
+            "('package.module:function' or 'path/to/file.py:function')"
         )
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise RewardNotFoundError(
-            f"reward.fn = {ref!r}: cannot import {module_name!r} ({exc})"
-        ) from None
-    fn = getattr(module, attr, None)
+        fn = load_object(BUILTIN_REWARDS.get(ref, ref), "reward.fn")
+    except ValueError as exc:
+        raise RewardNotFoundError(str(exc)) from None
     if not callable(fn):
-        raise RewardNotFoundError(f"reward.fn = {ref!r}: {module_name!r} has no function {attr!r}")
+        raise RewardNotFoundError(f"reward.fn = {ref!r} is not a function")
     return fn
 
 
@@ -140,3 +139,32 @@ def required_fields(ref: str, fn: RewardFn) -> tuple[str, ...]:
     return tuple(
         p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is inspect.Parameter.empty
     )
+
+
+# what a reward gets from a prompt whatever its data: never taken from a dataset column
+SAMPLE_FIELDS = ("response", "answer", "tag", "prompt")
+
+
+def reward_columns(ref: str, routes: dict[str, str] | None = None) -> set[str]:
+    """The dataset columns a reward asks for: the parameters of user code named by
+    keyword (`def score(response, answer, *, difficulty)` asks for `difficulty`), over
+    every route of `mix`; a `**kwargs` asks for none, and built-ins read only the
+    prompt's fields. Such columns reach the reward as keywords, as TRL passes them."""
+    refs = list((routes or {}).values()) if ref == "mix" else [ref]
+    names: set[str] = set()
+    for one in refs:
+        if one in BUILTIN_REWARDS:
+            continue
+        fn = load_reward_fn(one)
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        names |= {
+            p.name
+            for p in params
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in SAMPLE_FIELDS
+            and p.name not in (getattr(fn, "reward_options", ()) or ())
+        }
+    return names

@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+import huggingface_hub.constants  # noqa: F401 - read once here, before a test sets HF_HUB_OFFLINE
 import pytest
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -63,16 +62,11 @@ def load_tools(refs: Sequence[str], timeout_s: float) -> list[Tool]:
 
 
 def load_function(ref: str, what: str) -> Callable[..., Any]:
-    """The function ``"package.module:function"`` names; `what` it is for goes in errors."""
-    module_name, _, attr = ref.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(
-            f"{what} {ref!r}: cannot import {module_name!r} ({exc}); "
-            "put its package on PYTHONPATH or install it"
-        ) from None
-    fn = getattr(module, attr, None)
+    """The function ``"package.module:function"`` or ``"path/to/file.py:function"`` names
+    (`rollcli.config.user_code`); `what` it is for goes in errors."""
+    from rollcli.config.user_code import load_object
+
+    fn = load_object(ref, what)
     if not callable(fn):
-        raise ValueError(f"{what} {ref!r}: module {module_name!r} has no function {attr!r}")
+        raise ValueError(f"{what} {ref!r} is not a function")
     return fn

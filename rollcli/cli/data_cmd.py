@@ -1,21 +1,25 @@
-"""`roll data sft-from-run | dpo-from-run RUN_ID OUT.jsonl`: rejection sampling, a run's
-verified samples turned into training data for the sft or dpo pipeline; `roll data episodes
-ENV|RECIPE --policy expert|random --n N --out OUT.jsonl`: warm-up conversations played by a
-scripted policy in an agentic recipe's chat format."""
+"""`roll data preview RECIPE [key=value ...] [--n 3] [--json]`: the first training items as
+the model sees them; `roll data sft-from-run | dpo-from-run RUN_ID OUT.jsonl`: rejection
+sampling, a run's verified samples turned into training data for the sft or dpo pipeline;
+`roll data episodes ENV|RECIPE --policy expert|random --n N --out OUT.jsonl`: warm-up
+conversations played by a scripted policy in an agentic recipe's chat format."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.out_file import check_writable
 from rollcli.cli.run_arg import RUNS_DIR, find_run
 from rollcli.config.pipeline_spec import spec_of
 
+out = Console()
 app = typer.Typer(
-    help="Build training data files from runs and environments.", no_args_is_help=True
+    help="See a recipe's data as the model does; build training data from runs and envs.",
+    no_args_is_help=True,
 )
 
 MIN_REWARD = typer.Option(
@@ -24,6 +28,50 @@ MIN_REWARD = typer.Option(
 UNFINISHED = typer.Option(
     False, "--include-unfinished", help="Also use samples cut off by max_new_tokens."
 )
+
+
+@app.command("preview")
+def preview(
+    recipe: str = typer.Argument(..., help="Recipe name, unique prefix or YAML file."),
+    overrides: list[str] = typer.Argument(
+        None, help="Overrides as key.path=value, e.g. data.prompt_key=question."
+    ),
+    model: str = typer.Option(
+        None, "--model", "-m", help="The model whose tokenizer and chat template to use."
+    ),
+    n: int = typer.Option(3, "--n", min=1, help="Training items to show."),
+    as_json: bool = typer.Option(
+        False, "--json", help="One JSON object a line: prompt, prompt_tokens, answer, reward."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+) -> None:
+    """The first training items as the model sees them: the prompt with the chat template
+    (special tokens shown), its tokens, the parsed answer and the reward that answer gets."""
+    import json
+
+    from rollcli.config.loader import load_recipe
+
+    with user_errors(debug):
+        cfg, _ = load_recipe(recipe, overrides or [], {"model": model})
+        from rollcli.launch.data_check import check_data
+        from rollcli.launch.data_preview import preview_rows
+
+        check_data(cfg)  # a bad column is one line naming the key, not a traceback
+        rows = preview_rows(cfg, n)
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row, ensure_ascii=False))
+        return
+    from rich.rule import Rule
+
+    for i, row in enumerate(rows, 1):
+        reward = "-" if row["reward"] is None else f"{row['reward']:.2f}"
+        head = f"item {i} ({row['id']}): {row['prompt_tokens']} prompt tokens, reward {reward}"
+        out.print(Rule(head, align="left"), markup=False)
+        out.print(row["prompt"], markup=False, highlight=False, end="")
+        for key in ("answer", "response", "rejected"):
+            if row.get(key) is not None:
+                out.print(f"[{key}] {row[key]}", markup=False, highlight=False)
 
 
 @app.command("sft-from-run")

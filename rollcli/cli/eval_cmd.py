@@ -118,6 +118,7 @@ def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[
             "--temperature applies to the --k samples (accuracy is greedy): add --k, e.g. --k 8"
         )
     n = cfg.data.val_size if n is None else n
+    problems = f"{n} held-out problems" if n else "the held-out problems a run validates on"
     seed = cfg.seed if seed is None else seed
     temperature = cfg.rollout.temperature if temperature is None else temperature
     resolved = [  # every model is found before the first one is evaluated
@@ -127,7 +128,7 @@ def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[
     for name, model_path in zip(models, resolved, strict=True):
         assert model_path is not None
         err_console.print(
-            f"evaluating {name} on {source}: {n} held-out problems, greedy"
+            f"evaluating {name} on {source}: {problems}, greedy"
             + (f" + {k} samples each at temperature {temperature:g}" if k > 1 else ""),
             highlight=False,
             markup=False,

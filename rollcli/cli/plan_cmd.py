@@ -13,7 +13,7 @@ import json
 import typer
 from rich.console import Console
 
-from rollcli.cli.errors import user_errors
+from rollcli.cli.errors import err_console, user_errors
 
 out = Console()
 
@@ -75,13 +75,15 @@ def plan(
             raise ConfigError("give --gpu-kind or --gpu-mem, not both")
         cfg, _ = load_recipe(recipe, overrides or [], flags)
         cfg = with_run_model(cfg)  # a run id: its checkpoint
-        check_recipe(cfg)  # what `roll train` refuses whatever the machine, in its words
+        # what `roll train` refuses whatever the machine, in its words; notes: the hub
+        # datasets it would download
+        notes = check_recipe(cfg)
         choice = resolve_auto(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
         cfg = choice.cfg
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
     if as_json:
         auto = [*choice.lines, *auto_lines(cfg)]
-        typer.echo(json.dumps({**result.to_json(), "auto": auto}, indent=2))
+        typer.echo(json.dumps({**result.to_json(), "auto": auto, "notes": notes}, indent=2))
         raise typer.Exit(0 if result.fits else 1)
     from rollcli.planning.render import render_lines, render_plan
 
@@ -98,5 +100,7 @@ def plan(
             f"[dim]GPU memory of devices.gpu_kind={cfg.devices.gpu_kind} "
             "(--gpu-kind or --gpu-mem for yours)[/]"
         )
+    for note in notes:
+        err_console.print(f"note: {note}", markup=False)
     if not result.fits:
         raise typer.Exit(1)

@@ -92,7 +92,7 @@ def train(
         from rollcli.launch.prelaunch import dry_run
 
         with user_errors(debug):
-            choice, notes = dry_run(cfg)
+            choice, notes, downloads = dry_run(cfg)
         typer.echo(f"# recipe {source}, resolved", err=True)
         from rollcli.planning.from_recipe import auto_lines
         from rollcli.planning.render import render_lines
@@ -105,6 +105,8 @@ def train(
                 markup=False,
                 soft_wrap=True,
             )
+        for note in downloads:
+            err_console.print(f"note: {note}", markup=False)
         return
     from rollcli.launch.launch import launch_training, resume_training, run_exists
 

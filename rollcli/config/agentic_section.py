@@ -22,22 +22,13 @@ PIPELINE_ENV_KEYS = {
 
 
 def _check_env_factory(env: str) -> None:
-    """`agentic.env` given as ``"package.module:factory"`` names something importable, as
-    the env workers will look it up (`env_factory`)."""
+    """`agentic.env` given as ``"package.module:factory"`` or ``"path/to/file.py:factory"``
+    names something importable, as the env workers will look it up (`env_factory`)."""
     from rollcli.envs.registry import env_factory
 
-    module, _, attr = env.partition(":")
-    try:
-        factory = env_factory(env)
-    except ImportError as err:
-        raise ValueError(
-            f"agentic.env = {env!r}: cannot import {module!r} ({err}); "
-            "put its package on PYTHONPATH or install it"
-        ) from None
-    except AttributeError:
-        factory = None
+    factory = env_factory(env)
     if not callable(factory):
-        raise ValueError(f"agentic.env = {env!r}: module {module!r} has no factory {attr!r}")
+        raise ValueError(f"agentic.env = {env!r} is not a class or function")
 
 
 AGENT_TASK_KEYS = ("tasks", "task_kwargs")
@@ -116,7 +107,8 @@ class AgenticConfig(Section):
         require_agent_extra()
         if ":" not in self.agent:
             raise ValueError(
-                f"agentic.agent = {self.agent!r}: name the program as 'package.module:function'"
+                f"agentic.agent = {self.agent!r}: name the program as 'package.module:function' "
+                "or 'path/to/file.py:function'"
             )
         load_function(self.agent, "agentic.agent")
         if self.env != "tool":

@@ -47,10 +47,16 @@ def catalogue() -> list[CatalogueEntry]:
     return entries
 
 
+def is_recipe_file(ref: str) -> bool:
+    """Whether `ref` names a recipe file (not a catalogue name)."""
+    path = Path(ref).expanduser()
+    return path.suffix in (".yaml", ".yml") or path.is_file()
+
+
 def find_recipe(ref: str) -> tuple[str, str]:
     """Return `(source, yaml_text)` for a recipe file, catalogue name, alias, or unique prefix."""
     path = Path(ref).expanduser()
-    if path.suffix in (".yaml", ".yml") or path.is_file():
+    if is_recipe_file(ref):
         if not path.is_file():
             raise ConfigError(f"recipe file {ref!r} does not exist")
         return str(path), path.read_text(encoding="utf-8")

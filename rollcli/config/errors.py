@@ -38,6 +38,40 @@ def valid_keys(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
     return list(model.model_fields)
 
 
+def text_field(model: type[BaseModel], path: list[str]) -> str | None:
+    """ "text" when the key at `path` inside `model` holds text (a `str`, or `Literal`s of
+    text), "optional" when it holds text or None, else None (numbers, lists, mappings, a
+    path that leaves the schema)."""
+    for part in path[:-1]:
+        field = model.model_fields.get(part)
+        sub = _submodel(field.annotation) if field else None
+        if sub is None:
+            return None
+        model = sub
+    field = model.model_fields.get(path[-1]) if path else None
+    if field is None:
+        return None
+    args = typing.get_args(field.annotation)
+    options = (
+        args
+        if typing.get_origin(field.annotation) in (typing.Union, types.UnionType)
+        else (field.annotation,)
+    )
+    optional = type(None) in options
+    kinds = [a for a in options if a is not type(None)]
+    textual = all(
+        a is str
+        or (
+            typing.get_origin(a) is typing.Literal
+            and all(isinstance(v, str) for v in typing.get_args(a))
+        )
+        for a in kinds
+    )
+    if not kinds or not textual:
+        return None
+    return "optional" if optional else "text"
+
+
 def did_you_mean(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -7,6 +7,8 @@ value and the closest valid key. Nothing in YAML is evaluated.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -14,15 +16,17 @@ from pydantic import TypeAdapter, ValidationError
 
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.capabilities import capability_error
-from rollcli.config.catalogue import find_recipe
-from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error
+from rollcli.config.catalogue import find_recipe, is_recipe_file
+from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error, text_field
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.presets import resolve_algorithm
 from rollcli.config.recipe import RECIPE_TYPES, RecipeConfig
+from rollcli.config.recipe_paths import resolve_paths
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """`train.lr=1e-5` → (["train", "lr"], 1e-5). Values are parsed as YAML scalars/lists."""
+    """`train.lr=1e-5` → (["train", "lr"], 1e-5). Values are parsed as YAML scalars/lists
+    (a key whose type is text keeps the text as typed: `string_overrides`)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(
@@ -38,8 +42,13 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return parts, parsed
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str] | dict[str, Any]) -> dict[str, Any]:
-    """Return a copy of `raw` with `key.path=value` overrides set (validation happens later)."""
+def apply_overrides(
+    raw: dict[str, Any],
+    overrides: list[str] | dict[str, Any],
+    folders: Sequence[Path] | None = None,
+) -> dict[str, Any]:
+    """Return a copy of `raw` with `key.path=value` overrides set (validation happens later);
+    `folders`: where their relative paths and user code are looked for (`recipe_paths`)."""
     out = copy.deepcopy(raw)
     items = (
         [(k.split("."), v) for k, v in overrides.items()]
@@ -59,7 +68,47 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | dict[str, Any]) 
                 )
             node = child
         node[parts[-1]] = value
+        if folders is not None:  # only what this override set is resolved (its own folders)
+            one = resolve_paths(_only(parts, value), folders)
+            node[parts[-1]] = _at(one, parts)
     return out
+
+
+def _only(parts: list[str], value: Any) -> dict[str, Any]:
+    tree: dict[str, Any] = {parts[-1]: value}
+    for part in reversed(parts[:-1]):
+        tree = {part: tree}
+    return tree
+
+
+def _at(tree: dict[str, Any], parts: list[str]) -> Any:
+    for part in parts:
+        tree = tree[part]
+    return tree
+
+
+def string_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    r"""`raw` with each override of a text key holding the text as typed, not what YAML made
+    of it: `data.answer_pattern=####\s*(.+)$` is that pattern (YAML reads a leading `#` as a
+    comment: null), `data.prompt_template={question}` that template (YAML: a mapping)."""
+    pipeline = raw.get("pipeline")
+    model = RECIPE_TYPES.get(pipeline) if isinstance(pipeline, str) else None
+    if model is None:
+        return raw
+    out = raw
+    for text in overrides:
+        parts, parsed = parse_override(text)
+        value = text.partition("=")[2]
+        kind = text_field(model, parts)
+        if kind is None or isinstance(parsed, str):
+            continue
+        if kind == "optional" and value.strip() in YAML_NULLS:
+            continue
+        out = apply_overrides(out, {".".join(parts): value})
+    return out
+
+
+YAML_NULLS = ("", "null", "Null", "NULL", "~")
 
 
 def validate_recipe(raw: Any, source: str = "recipe") -> RecipeConfig:
@@ -138,6 +187,9 @@ def load_recipe(
     run) are dropped before the overrides apply.
     """
     source, text = find_recipe(ref)
+    here = Path.cwd()
+    recipe_dir = Path(source).expanduser().resolve().parent if is_recipe_file(ref) else None
+    file_folders = [f for f in (recipe_dir, here) if f is not None]
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -150,9 +202,51 @@ def load_recipe(
         own = RECIPE_TYPES[raw["pipeline"]].model_fields
         foreign = {k for t in RECIPE_TYPES.values() for k in t.model_fields} - set(own)
         raw = {k: v for k, v in raw.items() if k not in foreign}
-    raw = apply_overrides(raw, overrides or [])
-    raw = apply_overrides(raw, {k: v for k, v in (flags or {}).items() if v is not None})
+    if isinstance(raw, dict):
+        raw = resolve_paths(raw, file_folders)
+    if saved_run and isinstance(raw, dict):
+        raw = _saved_data_defaults(raw)
+    if isinstance(raw, dict):
+        raw = _dataset_replaces_generator(raw, overrides or [])
+    command_line = [here, *(f for f in file_folders if f != here)]
+    raw = apply_overrides(raw, overrides or [], command_line)
+    raw = apply_overrides(
+        raw, {k: v for k, v in (flags or {}).items() if v is not None}, command_line
+    )
+    if isinstance(raw, dict):
+        raw = string_overrides(raw, overrides or [])
+        raw = resolve_paths(raw, command_line) if overrides else raw
     return validate_recipe(raw, source), source
+
+
+GENERATOR_OWNED = ("source", "task", "task_args", "train_size")
+
+
+def _dataset_replaces_generator(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`data.path=...` on the command line of a recipe that generates its problems reads
+    that dataset instead: the recipe's generator keys (its `data.source`, `task`,
+    `task_args`, `train_size`) go, unless the command line sets them too."""
+    keys = {o.partition("=")[0].strip() for o in overrides}
+    data = raw.get("data")
+    if not ({"data.path", "data.train_path"} & keys) or not isinstance(data, dict):
+        return raw
+    if data.get("source", "reasoning_gym") in ("file", "mix"):
+        return raw
+    kept = {k: v for k, v in data.items() if k not in GENERATOR_OWNED or f"data.{k}" in keys}
+    return {**raw, "data": kept}
+
+
+def _saved_data_defaults(raw: dict[str, Any]) -> dict[str, Any]:
+    """A run saved before datasets were sampled wrote `data.train_path` and every default:
+    its `train_size` (2000) and `val_size` (256) did not apply to a file then, so they do
+    not now (the resumed run reads the same rows)."""
+    data = raw.get("data")
+    if not isinstance(data, dict) or data.get("train_path") is None:
+        return raw
+    data = {**data, "train_size": None}
+    if data.get("val_path") is not None:
+        data["val_size"] = None
+    return {**raw, "data": data}
 
 
 def dump_recipe(cfg: RecipeConfig) -> str:

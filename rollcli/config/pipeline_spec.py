@@ -30,7 +30,9 @@ class PipelineSpec:
     (DPO: a chosen and a rejected); `full_logits`: actor_train needs the whole vocabulary's
     logits (distillation's divergence; the others score their tokens a chunk of the LM head
     at a time); `teacher`: a teacher model of its own (the recipe's model), actor_train
-    training a student; `shared_prefix`: the shared-prefix layout is its default."""
+    training a student; `shared_prefix`: the shared-prefix layout is its default;
+    `data_items`: what a row of its `data` section becomes (`prompts` with answers,
+    preference `pairs`, `chats` to learn the replies of; None: it has no data section)."""
 
     name: str
     runner: str  # "module:Class" of the pipeline (imported lazily: launch/registry.py)
@@ -45,6 +47,7 @@ class PipelineSpec:
     full_logits: bool = False
     teacher: bool = False
     shared_prefix: bool = False
+    data_items: Literal["prompts", "pairs", "chats"] | None = None
 
     @property
     def engine(self) -> bool:
@@ -69,7 +72,9 @@ _RL = dict(
 SPECS: dict[str, PipelineSpec] = {
     s.name: s
     for s in (
-        PipelineSpec("rlvr", rollout="prompts", perf=True, shared_prefix=True, **_RL),
+        PipelineSpec(
+            "rlvr", rollout="prompts", perf=True, shared_prefix=True, data_items="prompts", **_RL
+        ),
         PipelineSpec("agentic", rollout="episodes", **_RL),
         PipelineSpec(
             "dpo",
@@ -77,6 +82,7 @@ SPECS: dict[str, PipelineSpec] = {
             trainer=W + "dpo_train:DPOTrainWorker",
             rollout="data",
             rows_per_example=2,
+            data_items="pairs",
         ),
         PipelineSpec(
             "sft",
@@ -84,6 +90,7 @@ SPECS: dict[str, PipelineSpec] = {
             trainer=W + "sft_train:SFTTrainWorker",
             rollout="data",
             perf=True,
+            data_items="chats",
         ),
         PipelineSpec(
             "distill",
@@ -92,6 +99,7 @@ SPECS: dict[str, PipelineSpec] = {
             rollout="data",
             full_logits=True,
             teacher=True,
+            data_items="chats",
         ),
     )
 }

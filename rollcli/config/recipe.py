@@ -7,7 +7,7 @@ can do (GPUs, strategies, engines) is `rollcli.config.capabilities`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -151,6 +151,10 @@ class RLVRRecipe(_RLRecipe):
         return self
 
     @model_validator(mode="after")
+    def _data_keys_read(self) -> RLVRRecipe:
+        return _data_keys_read(self)
+
+    @model_validator(mode="after")
     def _mix_domains_routed(self) -> RLVRRecipe:
         """`data.source: mix` tags prompts by domain; each tag needs a reward route."""
         if self.data.source != "mix":
@@ -208,6 +212,10 @@ class _OfflineRecipe(_Recipe):
     """sft, dpo, distill: a fixed data set, one optimizer step per `<pipeline>.batch_size`."""
 
     data: DataConfig = Field(default_factory=DataConfig)
+
+    @model_validator(mode="after")
+    def _data_keys_read(self) -> Self:
+        return _data_keys_read(self)
 
     @model_validator(mode="after")
     def _no_mini_batch(self) -> Self:
@@ -283,6 +291,14 @@ RecipeConfig = Annotated[
     RLVRRecipe | AgenticRecipe | DPORecipe | SFTRecipe | DistillRecipe,
     Field(discriminator="pipeline"),
 ]
+
+
+def _data_keys_read(cfg: Any) -> Any:
+    """A data key the recipe's pipeline does not read is refused (`pipeline_problem`)."""
+    problem = cfg.data.pipeline_problem(cfg.pipeline)
+    if problem:
+        raise ValueError(problem)
+    return cfg
 
 
 # What the student's own sampling in on-policy distillation reads from `rollout`.

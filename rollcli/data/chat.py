@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rollcli.data.columns import Columns, as_messages, as_text
 from rollcli.data.prompts import DataError, Prompt
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -67,28 +68,23 @@ def _question(prompt: Prompt) -> str:
 
 
 def chat_examples_from_rows(
-    rows: list[dict[str, Any]], source: str, system_prompt: str | None = None
+    rows: list[dict[str, Any]],
+    source: str,
+    system_prompt: str | None = None,
+    columns: Columns = Columns(),
 ) -> list[ChatExample]:
-    """Parse `messages` or `prompt` / `response` rows (see the module docstring)."""
+    """Parse `messages` or `prompt` / `response` rows (see the module docstring), or the
+    columns `columns` names (`data.messages_key`, `data.prompt_key` / `prompt_template`
+    with `data.response_key`, `data.answer_key`)."""
     out = []
     for n, row in enumerate(rows, 1):
-        if "messages" in row:
-            msgs = tuple(_message(m, source, n) for m in row["messages"])
-        elif "prompt" in row and "response" in row:
-            msgs = (
-                {"role": "user", "content": str(row["prompt"])},
-                {"role": "assistant", "content": str(row["response"])},
-            )
-        else:
-            raise DataError(
-                f"{source}: row {n} needs 'messages' or 'prompt' and 'response' "
-                f"(keys: {sorted(row)})"
-            )
+        where = f"{source}: row {n}"
+        msgs = tuple(_message(m, source, n) for m in _conversation(row, columns, where))
         if not any(m["role"] == "assistant" for m in msgs):
             raise DataError(f"{source}: row {n} has no assistant message to learn from")
         if system_prompt and msgs[0]["role"] != "system":
             msgs = ({"role": "system", "content": system_prompt}, *msgs)
-        answer = row.get("answer")
+        answer = columns.answer(row, where) if columns.answer_key else row.get("answer")
         out.append(
             ChatExample(
                 str(row.get("id", f"row-{n}")),
@@ -98,6 +94,29 @@ def chat_examples_from_rows(
             )
         )
     return out
+
+
+def _conversation(row: dict[str, Any], columns: Columns, where: str) -> list[Any]:
+    """The row's messages: a conversation column, or a prompt and a response."""
+    key = columns.messages_key
+    if key is not None:
+        if key not in row:
+            raise columns.missing(where, row, f"data.messages_key = {key!r} names no column")
+        return list(as_messages(row[key], where, f"column {key!r}"))
+    mapped = columns.prompt_key or columns.prompt_template or columns.response_key
+    if not mapped and "messages" in row:
+        value = row["messages"]
+        return list(value) if isinstance(value, list) else [value]
+    response = columns.response_key or "response"
+    if response in row and (mapped or "prompt" in row):
+        prompt = columns.require_prompt(row, where)
+        return [*prompt, {"role": "assistant", "content": as_text(row[response])}]
+    raise columns.missing(
+        where,
+        row,
+        "needs a conversation ('messages') or a prompt and a response ('prompt', "
+        "'response'); set data.messages_key, or data.prompt_key and data.response_key",
+    )
 
 
 def _message(m: Any, source: str, n: int) -> dict[str, str]:

@@ -23,11 +23,13 @@ import torch
 
 from rollcli.data.batch import Batch
 from rollcli.data.chat import chat_segments, worked_answer
+from rollcli.data.columns import Columns
 from rollcli.data.micro_batch import length_groups, trim_padding
 from rollcli.data.padding import rollout_tensors
-from rollcli.data.prompts import DataError, Prompt
+from rollcli.data.prompts import Prompt
 
 Messages = tuple[dict[str, str], ...]
+NO_MAPPING = Columns()  # roll's own column names
 _HH_TURN = re.compile(r"\n\n(Human|Assistant):[ \t]?")
 
 
@@ -66,17 +68,19 @@ def _messages(value: Any) -> Messages:
     return tuple({"role": str(m["role"]), "content": str(m["content"])} for m in value)
 
 
-def pair_from_row(row: dict[str, Any], row_id: str) -> PreferencePair | None:
-    """One pair from any supported row format; None when the row is unusable (no final
-    assistant turns, or transcripts whose shared part differs)."""
-    chosen, rejected = row["chosen"], row["rejected"]
-    prompt = row.get("prompt", row.get("messages"))
+def pair_from_row(
+    row: dict[str, Any], row_id: str, columns: Columns = NO_MAPPING, where: str = ""
+) -> PreferencePair | None:
+    """One pair from any supported row format (`columns` names its columns); None when the
+    row is unusable (no final assistant turns, or transcripts whose shared part differs)."""
+    chosen, rejected = row[columns.chosen_key or "chosen"], row[columns.rejected_key or "rejected"]
+    prompt = columns.prompt(row, where or row_id)
     if isinstance(chosen, str) and isinstance(rejected, str):
         if prompt is not None:  # {prompt | messages, chosen, rejected}
-            return PreferencePair(row_id, _messages(prompt), chosen, rejected)
+            return PreferencePair(row_id, prompt, chosen, rejected)
         chosen, rejected = parse_hh_transcript(chosen), parse_hh_transcript(rejected)
     else:  # message lists through the final assistant turn (after an optional prompt)
-        prefix = list(_messages(prompt)) if prompt is not None else []
+        prefix = list(prompt) if prompt is not None else []
         chosen, rejected = prefix + list(_messages(chosen)), prefix + list(_messages(rejected))
     a, b = _split_last_reply(chosen), _split_last_reply(rejected)
     if a is None or b is None or a[0] != b[0]:
@@ -85,16 +89,25 @@ def pair_from_row(row: dict[str, Any], row_id: str) -> PreferencePair | None:
 
 
 def pairs_from_rows(
-    rows: list[dict[str, Any]], source: str, system_prompt: str | None = None
+    rows: list[dict[str, Any]],
+    source: str,
+    system_prompt: str | None = None,
+    columns: Columns = NO_MAPPING,
 ) -> tuple[list[PreferencePair], int]:
-    """`(pairs, rows skipped)`; rows without `chosen` and `rejected` are an error."""
+    """`(pairs, rows skipped)`; a row without the chosen and rejected columns is an error."""
     pairs, skipped = [], 0
+    keys = (columns.chosen_key or "chosen", columns.rejected_key or "rejected")
     for n, row in enumerate(rows, 1):
-        if "chosen" not in row or "rejected" not in row:
-            raise DataError(
-                f"{source}: row {n} needs 'chosen' and 'rejected' (keys: {sorted(row)})"
+        absent = [k for k in keys if k not in row]
+        if absent:
+            key = "data.chosen_key" if absent[0] == keys[0] else "data.rejected_key"
+            raise columns.missing(
+                f"{source}: row {n}",
+                row,
+                f"no {absent[0]!r} column for the {key.split('.')[1].split('_')[0]} response; "
+                f"set {key}",
             )
-        pair = pair_from_row(row, str(row.get("id", f"row-{n}")))
+        pair = pair_from_row(row, str(row.get("id", f"row-{n}")), columns, f"{source}: row {n}")
         if pair is None:
             skipped += 1
             continue
@@ -148,6 +161,16 @@ def tokenize_pair(
     """`(prompt ids, chosen ids, rejected ids)` through the chat template (each response
     ends with the end-of-turn token); None when the prompt is longer than allowed.
     Responses are cut to `max_response_tokens`."""
+    ids = pair_ids(tokenizer, pair, max_response_tokens)
+    return None if len(ids[0]) > max_prompt_tokens else ids
+
+
+def pair_ids(
+    tokenizer,  # noqa: ANN001
+    pair: PreferencePair,
+    max_response_tokens: int,
+) -> tuple[list[int], list[int], list[int]]:
+    """`tokenize_pair` without the prompt limit (the caller applies the overlong rule)."""
     out = []
     for reply in (pair.chosen, pair.rejected):
         segments = chat_segments(tokenizer, (*pair.prompt, {"role": "assistant", "content": reply}))
@@ -156,8 +179,6 @@ def tokenize_pair(
         out.append((prompt_text, segments[trained][0]))
     (prompt_text, chosen), (_, rejected) = out
     prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
-    if len(prompt_ids) > max_prompt_tokens:
-        return None
     chosen_ids, rejected_ids = (
         tokenizer(text, add_special_tokens=False)["input_ids"][:max_response_tokens]
         for text in (chosen, rejected)

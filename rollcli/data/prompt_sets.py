@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
+from typing import Any
 
-from rollcli.config.data_section import DataConfig
+from rollcli.config.data_section import DATASET_KEYS, DataConfig
+from rollcli.data.columns import Columns
+from rollcli.data.dataset_prompts import dataset_prompts
+from rollcli.data.dataset_rows import Source
+from rollcli.data.overlong import keep_fitting, overlong_note
 from rollcli.data.prompts import (
     DataError,
     Prompt,
-    file_prompts,
     humaneval_prompts,
     ifeval_prompts,
     reasoning_gym_prompts,
 )
 
 VAL_SEED_OFFSET = 1_000_003
+# generated sources (and a slice held out of a dataset): their sizes when unset
+GENERATED_TRAIN_SIZE = 2000
+GENERATED_VAL_SIZE = 256
 # a generated validation set draws at most this many times data.val_size problems to find
 # data.val_size distinct ones
 MAX_DRAW_FACTOR = 16
@@ -26,22 +33,42 @@ HUMANEVAL_SPLIT_SEED = 0
 
 
 def load_prompt_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
-    """(train, validation). Validation holds `data.val_size` distinct problems (by prompt
-    text) and training holds none of them."""
-    if data.source in EXTRA_SOURCES:
-        return EXTRA_SOURCES[data.source](data, seed)
+    """(train, validation). Validation holds distinct problems (by prompt text) and training
+    holds none of them."""
+    sets = load_prompt_data(data, seed)
+    return sets.train, sets.val
+
+
+@dataclass(frozen=True)
+class PromptSets:
+    train: list[Prompt]
+    val: list[Prompt]
+    notes: tuple[str, ...] = ()  # what was left out or sampled, for the run's events
+
+
+def load_prompt_data(
+    data: DataConfig, seed: int, reward_columns: Collection[str] = ()
+) -> PromptSets:
+    """The prompt sets of `data` and what reading them left out; a dataset's prompts carry
+    the `reward_columns` their rows have."""
     if data.source == "file":
-        return _file_sets(data)
+        return _file_sets(data, seed, reward_columns)
+    if data.source == "mix":
+        return PromptSets(*_mix_sets(data, seed, reward_columns))
+    if data.source in EXTRA_SOURCES:
+        return PromptSets(*EXTRA_SOURCES[data.source](data, seed))
     kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    val_size = data.val_size or GENERATED_VAL_SIZE
     val = unique_draws(
         lambda size: reasoning_gym_prompts(
             data.task, data.task_args, size, seed + VAL_SEED_OFFSET, **kwargs
         ),
-        data.val_size,
+        val_size,
         f"data.task = {data.task!r} with these data.task_args",
     )
-    train = reasoning_gym_prompts(data.task, data.task_args, data.train_size, seed, **kwargs)
-    return _without(train, val, "raise data.train_size or widen data.task_args"), val
+    size = data.train_size or GENERATED_TRAIN_SIZE
+    train = reasoning_gym_prompts(data.task, data.task_args, size, seed, **kwargs)
+    return PromptSets(_without(train, val, "raise data.train_size or widen data.task_args"), val)
 
 
 def unique_draws(draw: Callable[[int], list[Prompt]], size: int, what: str) -> list[Prompt]:
@@ -80,93 +107,169 @@ def _without(train: list[Prompt], val: list[Prompt], hint: str) -> list[Prompt]:
     return kept
 
 
-def _file_sets(data: DataConfig) -> tuple[list[Prompt], list[Prompt]]:
-    """A `val_path` file's distinct prompts, or the last `val_size` distinct prompts of the
-    training file; training keeps the rows whose text is not in validation."""
-    assert data.train_path is not None
-    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
-    train = file_prompts(data.train_path, **kwargs)
-    if data.val_path:
-        val = _distinct(file_prompts(data.val_path, **kwargs))
-        return _without(train, val, f"{data.train_path} holds only validation prompts"), val
-    distinct = len(_distinct(train))
-    if distinct <= data.val_size:
-        raise DataError(
-            f"{data.train_path} has {distinct} distinct prompts, not more than "
-            f"data.val_size = {data.val_size}: lower data.val_size or give data.val_path"
+def _file_sets(data: DataConfig, seed: int, reward_columns: Collection[str]) -> PromptSets:
+    """A dataset's prompts: validation from `val_split` / `val_path` (its distinct prompts, a
+    seeded sample of `val_size` of them when set), else the last `val_size` distinct
+    prompts of training; training keeps the rows whose text is not in validation (a seeded
+    sample of `train_size` of them when set)."""
+    assert data.path is not None
+    columns = Columns.of(data)
+    kwargs = dict(
+        system_prompt=data.system_prompt, suffix=data.prompt_suffix, reward_columns=reward_columns
+    )
+    train, unmatched = dataset_prompts(train_source(data), columns, **kwargs)
+    notes = [_unmatched(unmatched, len(train) + unmatched, "training", data)] if unmatched else []
+    held = val_source(data)
+    if held is not None:
+        val_rows, unmatched = dataset_prompts(held, columns, **kwargs)
+        if unmatched:
+            notes.append(_unmatched(unmatched, len(val_rows) + unmatched, "validation", data))
+        val = _distinct(val_rows)
+        if data.val_size is not None and len(val) > data.val_size:
+            notes.append(f"validation: a seeded sample of {data.val_size} of {len(val)} prompts")
+            val = seeded_sample(val, data.val_size, seed + VAL_SEED_OFFSET)
+        elif data.val_size is not None and len(val) < data.val_size:
+            notes.append(
+                f"validation: all {len(val)} prompts of {held.describe()}, fewer than "
+                f"data.val_size = {data.val_size}"
+            )
+        train = _without(train, val, f"{data.path} holds only validation prompts")
+    else:
+        size = data.val_size or GENERATED_VAL_SIZE
+        distinct = len(_distinct(train))
+        if distinct <= size:
+            raise DataError(
+                f"{data.path} has {distinct} distinct prompts, not more than data.val_size = "
+                f"{size}: lower data.val_size, or give data.val_split or data.val_path"
+            )
+        val = _distinct(train[::-1])[:size][::-1]
+        train = _without(train, val, "lower data.val_size")
+    if data.train_size is not None and len(train) > data.train_size:
+        notes.append(f"training: a seeded sample of {data.train_size} of {len(train)} prompts")
+        picked = set(seeded_sample(list(range(len(train))), data.train_size, seed))
+        train = [p for i, p in enumerate(train) if i in picked]
+    return PromptSets(train, val, tuple(notes))
+
+
+def train_source(data: Any) -> Source:
+    """Where a `data` section's (or `data.mix` domain's) training rows are."""
+    at = "data." if isinstance(data, DataConfig) else "data.mix.*."
+    return Source(data.path, data.name, data.split, f"{at}path", f"{at}split")
+
+
+def val_source(data: Any) -> Source | None:
+    """Where its validation rows are: `val_split` of `path`, or `val_path` (its
+    `val_split`, default `train`); None when validation is held out of training."""
+    at = "data." if isinstance(data, DataConfig) else "data.mix.*."
+    if data.val_path is not None:
+        name = data.name if data.val_path == data.path else None
+        return Source(
+            data.val_path, name, data.val_split or "train", f"{at}val_path", f"{at}val_split"
         )
-    val = _distinct(train[::-1])[: data.val_size][::-1]
-    return _without(train, val, "lower data.val_size"), val
+    if data.val_split is not None:
+        return Source(data.path, data.name, data.val_split, f"{at}path", f"{at}val_split")
+    return None
+
+
+def seeded_sample(items: list[Any], size: int, seed: int) -> list[Any]:
+    """The first `size` items of a seeded shuffle of `items` (a smaller size picks a
+    prefix of the same order, so `roll eval --n` takes the start of a run's validation)."""
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    return [items[i] for i in order[:size]]
+
+
+def _unmatched(count: int, total: int, part: str, data: DataConfig) -> str:
+    return (
+        f"{part}: {count:,} of {total:,} rows left out: data.answer_pattern = "
+        f"{data.answer_pattern!r} matches nothing in their answer"
+    )
 
 
 def _text(prompt: Prompt) -> tuple[str, ...]:
     return tuple(m["content"] for m in prompt.messages)
 
 
-def tokenize_prompts(tokenizer, prompts: list[Prompt], max_tokens: int) -> list[list[int]]:  # noqa: ANN001
-    """Chat-template token ids of each prompt; too-long prompts are an error, not a silent cut."""
-    out = []
-    for p in prompts:
-        ids = tokenizer.apply_chat_template(
-            list(p.messages), add_generation_prompt=True, tokenize=True
-        )
-        if hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        if len(ids) > max_tokens:
-            raise DataError(
-                f"prompt {p.id!r} has {len(ids)} tokens, more than data.max_prompt_tokens = {max_tokens}"
-            )
-        out.append(list(ids))
-    return out
+def prompt_ids(tokenizer, prompt: Prompt) -> list[int]:  # noqa: ANN001
+    """The chat-template token ids of a prompt, with the generation prompt."""
+    ids = tokenizer.apply_chat_template(
+        list(prompt.messages), add_generation_prompt=True, tokenize=True
+    )
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+def fit_prompts(
+    tokenizer,  # noqa: ANN001
+    prompts: list[Prompt],
+    limit: int,
+    overlong: str = "drop",
+    what: str = "prompts",
+) -> tuple[list[Prompt], list[list[int]], str | None]:
+    """(the prompts within `limit` tokens, their token ids, the note of what was left out
+    or None): the overlong rule of `rollcli.data.overlong`."""
+    ids = [prompt_ids(tokenizer, p) for p in prompts]
+    kept = keep_fitting(
+        [p.id for p in prompts], [len(i) for i in ids], limit, mode=overlong, what=what
+    )
+    dropped = len(prompts) - len(kept)
+    note = overlong_note(dropped, len(prompts), limit, what, "data.max_prompt_tokens")
+    return [prompts[i] for i in kept], [ids[i] for i in kept], note if dropped else None
 
 
 def _humaneval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
     problems = humaneval_prompts(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
-    if data.val_size >= len(problems):
+    val_size = data.val_size or GENERATED_VAL_SIZE
+    if val_size >= len(problems):
         raise DataError(
-            f"data.val_size = {data.val_size} leaves no HumanEval problem for training "
+            f"data.val_size = {val_size} leaves no HumanEval problem for training "
             f"(there are {len(problems)})"
         )
     random.Random(HUMANEVAL_SPLIT_SEED).shuffle(problems)
-    val, train = problems[: data.val_size], problems[data.val_size :]
-    return train[: data.train_size], val
+    val, train = problems[:val_size], problems[val_size:]
+    return train[: data.train_size or GENERATED_TRAIN_SIZE], val
 
 
 def _ifeval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
     kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
     val = unique_draws(
         lambda size: ifeval_prompts(size, seed + VAL_SEED_OFFSET, **kwargs),
-        data.val_size,
+        data.val_size or GENERATED_VAL_SIZE,
         "the ifeval generator",
     )
-    train = ifeval_prompts(data.train_size, seed, **kwargs)
+    train = ifeval_prompts(data.train_size or GENERATED_TRAIN_SIZE, seed, **kwargs)
     return _without(train, val, "raise data.train_size"), val
 
 
-def _mix_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
+def _mix_sets(
+    data: DataConfig, seed: int, reward_columns: Collection[str] = ()
+) -> tuple[list[Prompt], list[Prompt]]:
     """Each domain's sets, sized by ratio and tagged with the domain's name. A domain with
     fewer training prompts than its share repeats them, so the pool keeps the ratios (the
     sampler draws uniformly from the pool)."""
     total = sum(d.ratio for d in data.mix.values())
     train: list[Prompt] = []
     val: list[Prompt] = []
+    train_size = data.train_size or GENERATED_TRAIN_SIZE
+    val_size = data.val_size or GENERATED_VAL_SIZE
     for domain, d in data.mix.items():
-        n_train = max(1, round(data.train_size * d.ratio / total))
-        n_val = max(1, round(data.val_size * d.ratio / total))
-        sub = DataConfig(
-            source=d.source,
-            task=d.task,
-            task_args=d.task_args,
-            train_path=d.train_path,
-            val_path=d.val_path,
-            train_size=n_train,
-            val_size=n_val,
-            system_prompt=data.system_prompt,
-            prompt_suffix=d.prompt_suffix or data.prompt_suffix,
-            max_prompt_tokens=data.max_prompt_tokens,
-        )
+        n_train = max(1, round(train_size * d.ratio / total))
+        n_val = max(1, round(val_size * d.ratio / total))
+        dataset = {k: getattr(d, k) for k in DATASET_FIELDS} if d.source == "file" else {}
         try:
-            d_train, d_val = load_prompt_sets(sub, seed)
+            sub = DataConfig(
+                source=d.source,
+                task=d.task,
+                task_args=d.task_args,
+                train_size=n_train,
+                val_size=n_val,
+                system_prompt=data.system_prompt,
+                prompt_suffix=d.prompt_suffix or data.prompt_suffix,
+                max_prompt_tokens=data.max_prompt_tokens,
+                **dataset,
+            )
+            d_train, d_val = (
+                load_prompt_sets(sub, seed) if not dataset else _mix_file(sub, seed, reward_columns)
+            )
         except DataError as exc:
             raise DataError(f"data.mix.{domain}: {exc}") from None
         for i in range(n_train):
@@ -175,6 +278,16 @@ def _mix_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
             train.append(replace(p, id=f"{domain}/{p.id}{repeat}", tag=domain))
         val += [replace(p, id=f"{domain}/{p.id}", tag=domain) for p in d_val]
     return train, val
+
+
+def _mix_file(
+    sub: DataConfig, seed: int, reward_columns: Collection[str]
+) -> tuple[list[Prompt], list[Prompt]]:
+    sets = _file_sets(sub, seed, reward_columns)
+    return sets.train, sets.val
+
+
+DATASET_FIELDS = ("path", *DATASET_KEYS)
 
 
 EXTRA_SOURCES = {"humaneval": _humaneval_sets, "ifeval": _ifeval_sets, "mix": _mix_sets}

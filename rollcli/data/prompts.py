@@ -1,9 +1,11 @@
-"""Prompt sources for RLVR: seeded reasoning-gym generators, or user jsonl/parquet files.
+"""Prompt sources for RLVR: the `Prompt` record and the generated sources (reasoning-gym,
+HumanEval, IFEval-style); datasets are read in `rollcli.data.dataset_prompts`.
 
 Every source yields `Prompt` records: chat `messages`, the reference `answer`, a `tag`
-(the task domain, used to route rewards and split metrics) and an `id`.
+(the task domain, used to route rewards and split metrics), an `id`, and the dataset
+columns its reward function asks for.
 
-File schema (one JSON object per line, or parquet rows):
+roll's own row schema (what a dataset without `data.*_key` settings holds):
     {"prompt": "What is 2+2?", "answer": "4", "tag": "math"}      # or
     {"messages": [{"role": "user", "content": "..."}], "answer": "4"}
 `tag` is optional (default "math").
@@ -15,8 +17,7 @@ Code rows give `tests` instead of `answer` (assert lines, or a `check(candidate)
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -30,6 +31,8 @@ class Prompt:
     messages: tuple[dict[str, str], ...]
     answer: str
     tag: str = "math"
+    # dataset columns the reward function names as parameters (they reach it as keywords)
+    columns: dict[str, Any] = field(default_factory=dict)
 
 
 def _messages(question: str, system_prompt: str | None, suffix: str) -> tuple[dict[str, str], ...]:
@@ -76,86 +79,41 @@ def reasoning_gym_prompts(
     ]
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        raise DataError(f"data file {str(path)!r} does not exist")
-    if path.suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise DataError("reading parquet needs pyarrow: pip install pyarrow") from None
-        return pq.read_table(path).to_pylist()
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-    return rows
-
-
-def file_prompts(path: str, *, system_prompt: str | None = None, suffix: str = "") -> list[Prompt]:
-    """Prompts from a jsonl or parquet file with the schema in this module's docstring."""
-    rows = _read_rows(Path(path))
-    prompts = []
-    for n, row in enumerate(rows, 1):
-        fields = reward_fields(row)
-        if "answer" not in fields:
-            raise DataError(
-                f"{path}: row {n} has no 'answer' field (nor 'tests' or 'constraints'; keys: {sorted(row)})"
-            )
-        if "messages" in row:
-            msgs = tuple({"role": m["role"], "content": m["content"]} for m in row["messages"])
-            if system_prompt and msgs[0]["role"] != "system":
-                msgs = ({"role": "system", "content": system_prompt}, *msgs)
-        elif "prompt" in row:
-            msgs = _messages(str(row["prompt"]), system_prompt, suffix)
-        else:
-            raise DataError(f"{path}: row {n} needs 'prompt' or 'messages' (keys: {sorted(row)})")
-        prompts.append(
-            Prompt(
-                str(row.get("id", f"{Path(path).stem}-{n}")),
-                msgs,
-                fields["answer"],
-                fields["tag"],
-            )
-        )
-    if not prompts:
-        raise DataError(f"{path}: no rows")
-    return prompts
-
-
 def reward_fields(row: dict[str, Any]) -> dict[str, str]:
-    """The `answer` and `tag` a reward sees for a data row, as training reads them: the
-    answer as text (a JSON number `42` is `"42"`; a code row's tests or an instruction row's
-    constraints as JSON), the tag defaulting by kind. `roll reward` reads its input the same
-    way. A row without an answer gives no `answer`.
+    """The `answer` and `tag` a reward sees for a data row in roll's own schema, as training
+    reads them: the answer as text (a JSON number `42` is `"42"`; a code row's tests or an
+    instruction row's constraints as JSON), the tag defaulting by kind. `roll reward` reads
+    its input the same way. A row without an answer gives no `answer`.
 
     >>> reward_fields({"prompt": "6*7?", "answer": 42})
     {'answer': '42', 'tag': 'math'}
     >>> reward_fields({"tests": ["assert f(1) == 2"], "entry_point": "f"})
     {'answer': '{"tests": ["assert f(1) == 2"], "entry_point": "f"}', 'tag': 'code'}
     """
-    row = _with_answer_spec(row)
-    fields = {"tag": str(row.get("tag", "math"))}
-    if "answer" in row:
-        fields = {"answer": str(row["answer"]), **fields}
-    return fields
+    fields = {"tag": default_tag(row)}
+    answer = str(row["answer"]) if "answer" in row else answer_spec(row)
+    return fields if answer is None else {"answer": answer, **fields}
 
 
-def _with_answer_spec(row: dict[str, Any]) -> dict[str, Any]:
-    """A code row's tests or an instruction row's constraints, moved into `answer` as JSON."""
-    if "answer" in row:
-        return row
+def answer_spec(row: dict[str, Any]) -> str | None:
+    """A code row's tests or an instruction row's constraints, as the answer's JSON."""
     if "tests" in row:
         spec = {k: row[k] for k in ("tests", "entry_point", "stub") if row.get(k) is not None}
-        return {"tag": "code", **row, "answer": json.dumps(spec)}
+        return json.dumps(spec)
     if "constraints" in row:
-        return {"tag": "ifeval", **row, "answer": json.dumps({"constraints": row["constraints"]})}
-    return row
+        return json.dumps({"constraints": row["constraints"]})
+    return None
+
+
+def default_tag(row: dict[str, Any]) -> str:
+    """The row's `tag`, else its kind's: code rows `code`, instruction rows `ifeval`."""
+    if "tag" in row:
+        return str(row["tag"])
+    if "answer" not in row and "tests" in row:
+        return "code"
+    if "answer" not in row and "constraints" in row:
+        return "ifeval"
+    return "math"
 
 
 HUMANEVAL_INSTRUCTION = (

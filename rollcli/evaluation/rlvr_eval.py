@@ -20,7 +20,7 @@ from typing import Any
 
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch_keys import RESPONSE_MASK
-from rollcli.data.prompt_sets import load_prompt_sets, tokenize_prompts
+from rollcli.data.prompt_sets import fit_prompts, load_prompt_sets
 from rollcli.distributed.local_group import LocalGroup
 from rollcli.evaluation.stats import pass_at_k, wilson_interval
 from rollcli.rollout.prompt_scheduler import answer_all
@@ -119,7 +119,7 @@ def evaluate_rlvr(
     model: str,
     model_path: str,
     *,
-    n: int,
+    n: int | None,
     seed: int,
     k: int = 1,
     temperature: float = 1.0,
@@ -133,7 +133,9 @@ def evaluate_rlvr(
 
     prompts = held_out_problems(cfg, n, seed)
     worker = ActorInferWorker(model_path, num_threads=num_threads, seed=seed, engine="hf")
-    ids = tokenize_prompts(worker.tokenizer, prompts, cfg.data.max_prompt_tokens)
+    prompts, ids, _ = fit_prompts(
+        worker.tokenizer, prompts, cfg.data.max_prompt_tokens, what="held-out prompts"
+    )
     reward = RewardWorker(
         cfg.reward.fn, options=cfg.reward.worker_options, timeout_s=cfg.reward.timeout_s
     )
@@ -160,8 +162,9 @@ def evaluate_rlvr(
     return RLVREvalResult(recipe, model, problems, k, temperature)
 
 
-def held_out_problems(cfg: RecipeConfig, n: int, seed: int) -> list:
-    """The first `n` validation problems of `cfg`'s data drawn with seed `seed`."""
+def held_out_problems(cfg: RecipeConfig, n: int | None, seed: int) -> list:
+    """The first `n` validation problems of `cfg`'s data drawn with seed `seed` (None: as
+    many as the run validates: `data.val_size`, or its default)."""
     _, val = load_prompt_sets(cfg.data.model_copy(update={"val_size": n}), seed)
     return val
 

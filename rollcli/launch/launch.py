@@ -68,12 +68,15 @@ class RunResult:
 def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = None) -> RunResult:
     """A new run of `cfg` in a new run folder. A run id (or run folder) as the model is that
     run's newest checkpoint, recorded in the new run's recipe by its path."""
-    choice = _check_supported(with_run_model(cfg))
+    cfg = with_run_model(cfg)
+    fetch_hub_config(cfg.model)  # a hub model's shapes, for the plan (not its weights yet)
+    choice = _check_supported(cfg)
     cfg = choice.cfg
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()
     name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
     model_path = _prepare_model(cfg, display)
+    _prepare_data(cfg, model_path, display)
     try:
         run = RunDir.create(cfg.run.runs_dir, run_id, dump_recipe(cfg))
     except BaseException:
@@ -130,6 +133,7 @@ def resume_training(
     start = time.perf_counter()
     name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
     model_path = _prepare_model(cfg, display)
+    _prepare_data(cfg, model_path, display)
     changes = config_changes(recorded, cfg)
     if changes:
         (root / "recipe.yaml").write_text(dump_recipe(cfg), encoding="utf-8")
@@ -172,6 +176,38 @@ def _prepare_model(cfg: RecipeConfig, display: Display) -> str:
     except BaseException:
         display.close()
         raise
+
+
+def _prepare_data(cfg: RecipeConfig, model_path: str, display: Display) -> None:
+    """A dataset read and tokenized whole before Ray starts (`launch/data_check.py`)."""
+    from rollcli.launch.data_check import prepare_data
+
+    try:
+        display.phase("reading the data")
+        prepare_data(cfg, model_path)
+    except BaseException:
+        display.close()
+        raise
+
+
+def fetch_hub_config(model: str) -> None:
+    """A hub model that the registry does not know is planned from its config.json: fetched
+    alone first (a small file), so a run that cannot fit stops before the weights come."""
+    from rollcli.models.hub import fetch_file, is_repo_id, split_revision
+    from rollcli.models.loading import hub_model
+    from rollcli.models.registry import spec_for_hub_id
+
+    if not is_repo_id(model) or hub_model(model) is None:
+        return
+    repo, revision = split_revision(model)
+    if spec_for_hub_id(repo) is None:
+        from rollcli.models.hub import HubError
+        from rollcli.models.loading import ModelNotFoundError
+
+        try:
+            fetch_file(repo, "config.json", revision)
+        except HubError as exc:
+            raise ModelNotFoundError(str(exc)) from None
 
 
 def warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:

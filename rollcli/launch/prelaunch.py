@@ -1,8 +1,9 @@
 """The checks a run passes before anything starts, in two kinds.
 
 `check_recipe`: what does not depend on the machine (the pipeline is built, the model is
-one roll can plan, the data files exist, the rewards resolve, the environment takes the
-recipe's options).
+one roll can plan, the datasets' first rows read as training reads them
+(`rollcli.launch.data_check`), the rewards resolve, the environment takes the recipe's
+options).
 `roll plan`, `roll train --dry-run` and `roll train` all call it, so each refuses with the
 same line, before Ray starts and before the run folder exists. `roll train` and
 `--dry-run` then check that the plan fits (`planning.from_recipe.check_plan`).
@@ -18,27 +19,29 @@ Imports neither torch nor Ray (`roll plan` calls it).
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.launch.data_check import check_data
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import AgenticRecipe, RecipeConfig
     from rollcli.planning.auto_strategy import AutoChoice
 
 
-def check_recipe(cfg: RecipeConfig) -> None:
-    """Raise the error `roll train` would, for anything wrong whatever the machine."""
+def check_recipe(cfg: RecipeConfig) -> list[str]:
+    """Raise the error `roll train` would, for anything wrong whatever the machine; return
+    what it would download first (a hub dataset not in the cache), one note each."""
     from rollcli.config.recipe import AgenticRecipe
     from rollcli.planning.from_recipe import model_spec
 
     model_spec(cfg.model)  # an unknown name: "cannot plan model ...", with a did-you-mean
-    _check_data_files(cfg)
+    notes = check_data(cfg)  # the datasets' first rows, through the recipe's column keys
     _check_rewards(cfg)
     if isinstance(cfg, AgenticRecipe):
         _check_env_options(cfg)
+    return notes
 
 
 def with_run_model(cfg: RecipeConfig) -> RecipeConfig:
@@ -50,18 +53,44 @@ def with_run_model(cfg: RecipeConfig) -> RecipeConfig:
     return cfg if checkpoint is None else cfg.model_copy(update={"model": str(checkpoint)})
 
 
-def dry_run(cfg: RecipeConfig) -> tuple[AutoChoice, list[str]]:
+def dry_run(cfg: RecipeConfig) -> tuple[AutoChoice, list[str], list[str]]:
     """`roll train --dry-run`: raise what `roll train` would refuse before it starts, except
     for this machine's checks, which come back as notes; with the recipe as it would run
-    (`train.strategy: auto` resolved, planning/auto_strategy.py)."""
+    (`train.strategy: auto` resolved, planning/auto_strategy.py). Returns the choice, the
+    machine's refusals and what `roll train` would download first. Where the model and data
+    are on this machine, the data is read and tokenized whole, as `roll train` does before
+    Ray starts (the overlong rule)."""
+    from rollcli.models.loading import download_note
     from rollcli.planning.auto_strategy import resolve_auto
     from rollcli.planning.from_recipe import check_plan
 
     cfg = with_run_model(cfg)
-    check_recipe(cfg)
+    data_notes = check_recipe(cfg)
     choice = resolve_auto(cfg)
     check_plan(choice.cfg)
-    return choice, machine_notes(choice.cfg)
+    refusals = machine_notes(choice.cfg)
+    downloads = [n for n in (download_note(cfg.model), *data_notes) if n]
+    if not refusals:
+        downloads += check_prompt_lengths(choice.cfg, bool(downloads))
+    return choice, refusals, downloads
+
+
+def check_prompt_lengths(cfg: RecipeConfig, downloading: bool) -> list[str]:
+    """Read and tokenize the whole data as `roll train` does before Ray starts (raising
+    what it would: the overlong rule), when the model and data are on this machine;
+    else return the note that `roll train` does it (nothing is downloaded here)."""
+    if getattr(cfg, "data", None) is None:
+        return []
+    if downloading:
+        return [
+            "prompt lengths (data.max_prompt_tokens) are checked once `roll train` has the "
+            "model and data"
+        ]
+    from rollcli.launch.data_check import prepare_data
+    from rollcli.models.loading import resolve_model
+
+    prepare_data(cfg, str(resolve_model(cfg.model)))
+    return []
 
 
 def machine_notes(cfg: RecipeConfig) -> list[str]:
@@ -81,28 +110,6 @@ def check_machine(cfg: RecipeConfig) -> None:
     """Raise the first machine check that fails (the launch's last step before the run)."""
     for check in MACHINE_CHECKS:
         check(cfg)
-
-
-def _check_data_files(cfg: RecipeConfig) -> None:
-    """Every data file the recipe reads exists (its rows are read, and checked, at launch)."""
-    from rollcli.data.prompts import DataError
-
-    data = getattr(cfg, "data", None)
-    if data is None:
-        return
-    paths = {}
-    if data.source == "file":
-        paths = {"data.train_path": data.train_path, "data.val_path": data.val_path}
-    for domain, mix in data.mix.items() if data.source == "mix" else ():
-        if mix.source == "file":
-            paths[f"data.mix.{domain}.train_path"] = mix.train_path
-            paths[f"data.mix.{domain}.val_path"] = mix.val_path
-    for key, path in paths.items():
-        if path and not Path(path).expanduser().exists():
-            raise DataError(
-                f"{key}: data file {str(Path(path).expanduser())!r} does not exist; "
-                "give the path of a jsonl or parquet file"
-            )
 
 
 def _check_rewards(cfg: RecipeConfig) -> None:

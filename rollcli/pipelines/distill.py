@@ -28,17 +28,17 @@ from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
 from rollcli.data.offline_sets import (
     generation_prompts,
-    load_chat_sets,
     prompt_ids,
     tokenize_chats,
     with_answers,
 )
 from rollcli.data.packing import response_sample, sequence_batch
+from rollcli.data.prepared import chat_data
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
 from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
-from rollcli.runtime.run_control import RunControl
+from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
@@ -67,13 +67,13 @@ class DistillPipeline:
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id
         self.ctl.ui.phase("loading data")
-        train, val = load_chat_sets(cfg.data, cfg.seed)
-        cut = cut_val = 0
+        data = chat_data(cfg.data, cfg.seed, tokenizer, d.max_tokens, "distill.max_tokens")
+        report_data_notes(self.ctl, data.notes)
+        train, val = data.train, data.val
         if self.mode in ("logits", "on_policy"):  # held-out KL to the teacher on the answers
-            val_samples, cut_val = tokenize_chats(tokenizer, val, d.max_tokens)
-            self.val_batch = sequence_batch(val_samples, self.pad_id, d.max_tokens, d.packing)
+            self.val_batch = sequence_batch(data.val_samples, self.pad_id, d.max_tokens, d.packing)
         if self.mode == "logits":
-            self.train_samples, cut = tokenize_chats(tokenizer, train, d.max_tokens)
+            self.train_samples = data.train_samples
         elif self.mode == "on_policy":  # the student answers the prompts itself
             self.train_examples = train
             self.train_prompt_ids = prompt_ids(tokenizer, train)
@@ -99,7 +99,6 @@ class DistillPipeline:
         self.run.log_event(
             f"workers ready: {MODE_NAMES[self.mode]}, student {self.student_path}, "
             f"{len(train)} train / {len(val)} validation conversations"
-            + (f", {cut + cut_val} cut to distill.max_tokens" if cut + cut_val else "")
         )
 
     def _student(self) -> Path:

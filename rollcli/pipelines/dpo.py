@@ -23,13 +23,13 @@ import torch
 from rollcli.algorithms.dpo_loss import dpo_loss
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch_keys import REF_LOGPROBS, RESPONSE_MASK
-from rollcli.data.offline_sets import load_pair_sets, tokenize_pairs
 from rollcli.data.pairs import pair_batch
+from rollcli.data.prepared import pair_data
 from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.calls import Method
 from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.protocol import StepResult
-from rollcli.runtime.run_control import RunControl
+from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker, pair_scores
@@ -52,10 +52,9 @@ class DPOPipeline:
         self.ctl.ui.phase("loading data")
         tokenizer = load_tokenizer(self.model_path)
         self.pad_id = tokenizer.pad_token_id
-        train, val, skipped = load_pair_sets(cfg.data, cfg.seed)
-        limits = (cfg.data.max_prompt_tokens, dpo.max_response_tokens)
-        self.train_pairs, long_train = tokenize_pairs(tokenizer, train, *limits, "training")
-        val_pairs, long_val = tokenize_pairs(tokenizer, val, *limits, "validation")
+        data = pair_data(cfg.data, cfg.seed, tokenizer, dpo.max_response_tokens)
+        report_data_notes(self.ctl, data.notes)
+        self.train_pairs, val_pairs = data.train, data.val
         self.val_batch = pair_batch(val_pairs, self.pad_id)
         self.sampler = PromptSampler(len(self.train_pairs), cfg.seed)
         self.args = DPOArgs(
@@ -66,15 +65,8 @@ class DPOPipeline:
             micro_batch_tokens=cfg.train.micro_batch_tokens,
         )
         self.start_workers()
-        dropped = long_train + long_val
         self.run.log_event(
             f"workers ready: {len(self.train_pairs)} train / {len(val_pairs)} validation pairs"
-            + (f"; {skipped} unusable rows skipped" if skipped else "")
-            + (
-                f"; {dropped} pairs with prompts over data.max_prompt_tokens left out"
-                if dropped
-                else ""
-            )
         )
 
     def start_workers(self) -> None:

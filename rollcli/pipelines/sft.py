@@ -15,12 +15,13 @@ import time
 from pathlib import Path
 
 from rollcli.config.recipe import RecipeConfig
-from rollcli.data.offline_sets import generation_prompts, load_chat_sets, tokenize_chats
+from rollcli.data.offline_sets import generation_prompts
 from rollcli.data.packing import sequence_batch
+from rollcli.data.prepared import chat_data
 from rollcli.data.sampler import PromptSampler
 from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
-from rollcli.runtime.run_control import RunControl
+from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.tracking.flops import train_factor
@@ -43,10 +44,10 @@ class SFTPipeline:
         self.ctl.ui.phase("loading data")
         tokenizer = load_tokenizer(self.model_path)
         self.pad_id = tokenizer.pad_token_id
-        train, val = load_chat_sets(cfg.data, cfg.seed)
-        self.train_samples, cut = tokenize_chats(tokenizer, train, sft.max_tokens)
-        val_samples, cut_val = tokenize_chats(tokenizer, val, sft.max_tokens)
-        self.val_batch = sequence_batch(val_samples, self.pad_id, sft.max_tokens, sft.packing)
+        data = chat_data(cfg.data, cfg.seed, tokenizer, sft.max_tokens, "sft.max_tokens")
+        report_data_notes(self.ctl, data.notes)
+        train, val, self.train_samples = data.train, data.val, data.train_samples
+        self.val_batch = sequence_batch(data.val_samples, self.pad_id, sft.max_tokens, sft.packing)
         self.val_examples, self.val_prompt_ids = (
             generation_prompts(tokenizer, val) if sft.val_generate else ([], [])
         )
@@ -60,11 +61,6 @@ class SFTPipeline:
         )
         self.run.log_event(
             f"workers ready: {len(train)} train / {len(val)} validation conversations"
-            + (
-                f", {cut + cut_val} cut to sft.max_tokens = {sft.max_tokens}"
-                if cut + cut_val
-                else ""
-            )
         )
 
     def start_workers(self) -> None:

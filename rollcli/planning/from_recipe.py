@@ -6,18 +6,17 @@ The only place where planning reads a recipe: `roll plan` and `roll train` call
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rollcli.config.algorithm import resolved_correction
 from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
-from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
+from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
+from rollcli.planning.model_spec import model_spec
 from rollcli.planning.request import PlanInput, RoleRequest
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
 from rollcli.planning.sharing import MAX_GPUS
@@ -36,44 +35,6 @@ def host_memory_bytes() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def model_spec(ref: str) -> ModelSpec:
-    """A registry name, or a local Hugging Face folder read from its config.json."""
-    if ref in MODELS:
-        return MODELS[ref]
-    config = Path(ref).expanduser() / "config.json"
-    if config.is_file():
-        return spec_from_config(json.loads(config.read_text(encoding="utf-8")), name=ref)
-    try:
-        return get_model_spec(ref)
-    except KeyError as err:
-        raise ConfigError(
-            f"cannot plan model {ref!r}: {err.args[0]}; or give a folder with a config.json"
-        ) from None
-
-
-def spec_from_config(c: dict, *, name: str) -> ModelSpec:
-    """The planning numbers of a Hugging Face `config.json` (llama/qwen-style decoders)."""
-    heads = c["num_attention_heads"]
-    return ModelSpec(
-        name=name,
-        hf_id="",
-        source="local",
-        architecture=c.get("model_type", "llama"),
-        num_layers=c["num_hidden_layers"],
-        hidden_size=c["hidden_size"],
-        intermediate_size=c.get("intermediate_size", 4 * c["hidden_size"]),
-        num_attention_heads=heads,
-        num_kv_heads=c.get("num_key_value_heads") or heads,
-        head_dim=c.get("head_dim") or c["hidden_size"] // heads,
-        vocab_size=c["vocab_size"],
-        tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
-        max_position_embeddings=c.get("max_position_embeddings", 2048),
-        num_experts=c.get("num_experts", 0) or 0,
-        num_experts_per_token=c.get("num_experts_per_tok", 0) or 0,
-        moe_intermediate_size=c.get("moe_intermediate_size", 0) or 0,
-    )
 
 
 def _check_devices(cfg: RecipeConfig, roles: list[Role]) -> None:

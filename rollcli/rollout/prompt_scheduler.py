@@ -278,8 +278,14 @@ def answer_all(
 
 
 def sample_fields(prompt: Prompt) -> dict[str, Any]:
-    """What a reward function sees of a prompt (beside the response)."""
-    return {"answer": prompt.answer, "tag": prompt.tag, "prompt": prompt.messages[-1]["content"]}
+    """What a reward function sees of a prompt (beside the response): its answer, tag and
+    text, and the dataset columns the function asks for by name."""
+    return {
+        **prompt.columns,
+        "answer": prompt.answer,
+        "tag": prompt.tag,
+        "prompt": prompt.messages[-1]["content"],
+    }
 
 
 def _metrics(

@@ -208,3 +208,10 @@ def planned_per_rank(cfg: RecipeConfig) -> dict[str, int]:
 
     plan = plan_recipe(cfg)
     return {role: memory.active.total for role, memory in plan.role_memory.items()}
+
+
+def report_data_notes(ctl: RunControl, notes: tuple[str, ...]) -> None:
+    """What reading the data left out or sampled: in events.log and on the screen, once."""
+    for note in notes:
+        ctl.run.log_event(f"data: {note}")
+        ctl.ui.message(f"data: {note}")

@@ -63,8 +63,12 @@ CASES: list[tuple[str, int, str]] = [
     ("plan rlvr --gpus 8 --host-mem 0", 2, "devices.host_mem_gib = 0.0"),
     ("plan rlvr --gpus 200000", 2, "--gpus"),
     ("train rlvr --dry-run data.source=file data.train_path=@T/none.jsonl", 2, "none.jsonl"),
-    ("train rlvr --dry-run data.train_path=@T/x.jsonl", 2, "add data.source=file"),
-    ("plan rlvr-mix data.mix.math.val_path=v.jsonl", 2, "val_path applies to source"),
+    ("train rlvr --dry-run data.train_path=@T/x.jsonl", 2, "x.jsonl' does not exist"),
+    (
+        "plan rlvr-mix data.mix.math.val_path=v.jsonl",
+        2,
+        "val_path applies to a dataset read from path",
+    ),
     ("train webshop --dry-run agentic.shaping=progress", 2, "shaping"),
     # eval
     ("eval nosuch-env", 2, "no recipe named 'nosuch-env'"),
@@ -195,8 +199,11 @@ def test_a_bad_input_is_one_line_and_a_non_zero_exit(
     assert "Traceback" not in result.output
     assert result.stdout == ""
     lines = [x for x in result.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert says.replace("@R", str(world / "runs")).replace("@T", str(world)) in lines[0]
+    # one message: a line, or (the data check's) wrapped at 80 columns, continued indented
+    assert lines[0].startswith("error: "), result.stderr
+    assert all(x.startswith("  ") and len(x) <= 80 for x in lines[1:]), result.stderr
+    message = " ".join(x.strip() for x in lines)
+    assert says.replace("@R", str(world / "runs")).replace("@T", str(world)) in message
 
 
 def test_there_are_at_least_40_cases_across_every_command() -> None:

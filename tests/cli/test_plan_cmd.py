@@ -53,8 +53,9 @@ def test_json_schema_and_zero3_numbers() -> None:
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
-    assert set(plan) == {"mode", "fits", "devices", "workers", "advice", "auto"}
+    assert set(plan) == {"mode", "fits", "devices", "workers", "advice", "auto", "notes"}
     assert plan["auto"] == []  # the strategy is the recipe's: nothing for auto to choose
+    assert plan["notes"] == []  # no hub dataset to download
     assert plan["mode"] == "colocated" and plan["fits"] is True and plan["advice"] == []
     assert len(plan["devices"]) == 9 and plan["devices"][8]["roles"] == ["reward"]  # the host
     assert [(w["role"], w["ranks"]) for w in plan["workers"]] == [

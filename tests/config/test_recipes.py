@@ -155,7 +155,7 @@ def test_agentic_takes_async_rollout_and_its_correction() -> None:
     ("env", "message"),
     [
         ("no_such_module_x:make", "cannot import 'no_such_module_x'"),
-        ("json:no_factory", "module 'json' has no factory 'no_factory'"),
+        ("json:no_factory", "agentic.env = 'json:no_factory': json has no 'no_factory'"),
         ("frozenlak", "not a registered environment (did you mean 'frozenlake'?)"),
     ],
 )

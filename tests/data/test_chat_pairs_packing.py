@@ -11,6 +11,7 @@ import torch
 
 from rollcli.config.data_section import DataConfig
 from rollcli.data.chat import chat_examples_from_rows, chat_segments, tokenize_chat
+from rollcli.data.dataset_rows import Source, read_rows
 from rollcli.data.from_run import dpo_rows, sft_rows
 from rollcli.data.offline_sets import load_chat_sets, load_pair_sets
 from rollcli.data.packing import pack, sequence_batch, sequence_micro_batches
@@ -22,7 +23,6 @@ from rollcli.data.pairs import (
     tokenize_pair,
 )
 from rollcli.data.prompts import DataError
-from rollcli.data.row_files import read_rows
 
 MODULES = [
     "rollcli.data.chat",
@@ -75,14 +75,14 @@ def test_rows_in_both_formats_and_bad_rows(tmp_path) -> None:
     assert examples[0].answer == "5" and examples[1].id == "x"
     assert examples[1].messages[0] == {"role": "system", "content": "Be brief."}
     assert examples[0].prompt_messages[-1]["content"] == "2+3?"
-    with pytest.raises(DataError, match="row 1 needs 'messages'"):
+    with pytest.raises(DataError, match="row 1: needs a conversation .'messages'. or a prompt"):
         chat_examples_from_rows([{"text": "x"}], "f.jsonl")
     with pytest.raises(DataError, match="no assistant message"):
         chat_examples_from_rows([{"messages": [{"role": "user", "content": "x"}]}], "f.jsonl")
     path = tmp_path / "bad.jsonl"
     path.write_text('{"prompt": 1}\nnot json\n')
-    with pytest.raises(DataError, match="bad.jsonl:2: not valid JSON"):
-        read_rows(path)
+    with pytest.raises(DataError, match="bad.jsonl, split train: not valid JSON at line 2"):
+        read_rows(Source(str(path)))
 
 
 def test_generated_chat_sets_have_worked_verified_answers() -> None:
@@ -156,7 +156,7 @@ def test_pair_formats() -> None:
     }
     pairs, skipped = pairs_from_rows([hh, differing], "f")
     assert len(pairs) == 1 and skipped == 1
-    with pytest.raises(DataError, match="needs 'chosen' and 'rejected'"):
+    with pytest.raises(DataError, match="row 1: no 'chosen' column .* set data.chosen_key"):
         pairs_from_rows([{"prompt": "x"}], "f")
 
 

@@ -5,8 +5,9 @@ import json
 import pytest
 
 from rollcli.config.data_section import DataConfig
+from rollcli.data.dataset_prompts import file_prompts
 from rollcli.data.prompt_sets import load_prompt_sets
-from rollcli.data.prompts import DataError, file_prompts, reasoning_gym_prompts
+from rollcli.data.prompts import DataError, reasoning_gym_prompts
 
 
 def test_reasoning_gym_prompts_are_seeded_and_answered() -> None:
@@ -63,10 +64,10 @@ def test_file_prompts_accept_prompt_or_messages(tmp_path) -> None:
 def test_file_errors_name_the_row(tmp_path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text('{"prompt": "x"}\n')
-    with pytest.raises(DataError, match="row 1 has no 'answer'"):
+    with pytest.raises(DataError, match="row 1: no 'answer' column .*set data.answer_key"):
         file_prompts(str(path))
     path.write_text('{"prompt": "x", "answer": 1}\nnot json\n')
-    with pytest.raises(DataError, match="d.jsonl:2: not valid JSON"):
+    with pytest.raises(DataError, match="d.jsonl, split train: not valid JSON at line 2"):
         file_prompts(str(path))
     with pytest.raises(DataError, match="does not exist"):
         file_prompts(str(tmp_path / "missing.jsonl"))

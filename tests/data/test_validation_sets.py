@@ -24,8 +24,9 @@ def _check(train, val, size: int) -> None:  # noqa: ANN001
     assert not set(_texts(train)) & set(_texts(val)), "training shares validation problems"
 
 
-def test_default_validation_size_is_256() -> None:
-    assert DataConfig().val_size == 256
+def test_default_validation_size_is_256_for_a_generator() -> None:
+    assert DataConfig().val_size is None  # unset: 256 for a generator, all of a val file
+    assert len(load_prompt_sets(DataConfig(), seed=0)[1]) == 256
 
 
 def test_generated_validation_is_distinct_even_where_draws_repeat() -> None:

@@ -228,7 +228,10 @@ def test_tools_load_by_name_and_as_package_module_function(tmp_path: Path, monke
     for refs, message in [
         (["calculater"], "unknown tool 'calculater' (did you mean 'calculator'?)"),
         (["no_such_module_xyz:f"], "cannot import 'no_such_module_xyz'"),
-        (["shop_tools_for_test:NOT_A_FUNCTION"], "has no function 'NOT_A_FUNCTION'"),
+        (
+            ["shop_tools_for_test:NOT_A_FUNCTION"],
+            "'shop_tools_for_test:NOT_A_FUNCTION' is not a function",
+        ),
         (["calculator", "calculator"], "two tools are named 'calculator'"),
         ("calculator", "a non-empty list of tool names"),
         ([], "a non-empty list of tool names"),

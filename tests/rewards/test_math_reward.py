@@ -77,7 +77,7 @@ def test_reward_by_name_or_module_path() -> None:
     assert load_reward_fn("rollcli.rewards.math_rule:math_reward") is math_reward
     with pytest.raises(RewardNotFoundError, match="did you mean 'math'"):
         load_reward_fn("maht")
-    with pytest.raises(RewardNotFoundError, match="has no function"):
+    with pytest.raises(RewardNotFoundError, match="rollcli.rewards.math_rule has no 'nope'"):
         load_reward_fn("rollcli.rewards.math_rule:nope")
 
 

@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 
 from rollcli.config.data_section import DataConfig
+from rollcli.data.dataset_prompts import file_prompts
 from rollcli.data.prompt_sets import load_prompt_sets
-from rollcli.data.prompts import DataError, file_prompts, humaneval_prompts
+from rollcli.data.prompts import DataError, humaneval_prompts
 
 
 def test_humaneval_prompts_hold_the_stub_and_the_tests():

@@ -40,7 +40,7 @@ def test_json_output_scores_every_line_like_training(tmp_path):
 def test_a_json_number_answer_scores_as_training_reads_it(tmp_path):
     """`"answer": 42` is the text "42" to training (rollcli.data.prompts); `roll reward` must
     agree, not score a correct reply 0."""
-    from rollcli.data.prompts import file_prompts
+    from rollcli.data.dataset_prompts import file_prompts
     from rollcli.rollout.prompt_scheduler import sample_fields
     from rollcli.workers.reward import RewardWorker
 

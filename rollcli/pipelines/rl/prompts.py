@@ -17,13 +17,14 @@ from typing import Any
 from rollcli.config.algorithm import resolved_correction
 from rollcli.config.recipe import RLVRRecipe
 from rollcli.data.batch_keys import RESPONSE_MASK
-from rollcli.data.prompt_sets import load_prompt_sets, tokenize_prompts
+from rollcli.data.prepared import prompt_data
 from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
 from rollcli.evaluation.rlvr_eval import row_correct
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.rl.reward_health import check_reward_errors
 from rollcli.pipelines.rl.source import step_sampling
+from rollcli.rewards.registry import reward_columns
 from rollcli.rollout.prompt_scheduler import (
     PendingRollout,
     RolloutScheduler,
@@ -32,7 +33,7 @@ from rollcli.rollout.prompt_scheduler import (
 )
 from rollcli.rollout.result import RolloutResult
 from rollcli.runs.checkpoint import load_tensors_file
-from rollcli.runtime.run_control import RunControl
+from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.strategies.hf_infer import SamplingParams
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
@@ -53,9 +54,12 @@ class PromptSource:
         cfg = self.cfg
         self.ctl.ui.phase("loading data")
         self.pad_id = tokenizer.pad_token_id
-        self.train_prompts, self.val_prompts = load_prompt_sets(cfg.data, cfg.seed)
-        self.train_ids = tokenize_prompts(tokenizer, self.train_prompts, cfg.data.max_prompt_tokens)
-        self.val_ids = tokenize_prompts(tokenizer, self.val_prompts, cfg.data.max_prompt_tokens)
+        data = prompt_data(
+            cfg.data, cfg.seed, tokenizer, reward_columns(cfg.reward.fn, cfg.reward.routes)
+        )
+        self.train_prompts, self.val_prompts = data.train, data.val
+        self.train_ids, self.val_ids = data.train_ids, data.val_ids
+        report_data_notes(self.ctl, data.notes)
         self.sampler = PromptSampler(len(self.train_prompts), cfg.seed)
         correction = resolved_correction(cfg.algorithm, cfg.rollout.precision)
         if cfg.rollout.max_staleness and correction == "none":
@@ -65,7 +69,7 @@ class PromptSource:
             )
 
     def describe(self) -> str:
-        return f"{len(self.train_prompts)} train / {len(self.val_prompts)} validation prompts"
+        return f"{len(self.train_prompts):,} train / {len(self.val_prompts):,} validation prompts"
 
     def attach(self, clusters: Any, version: int) -> None:
         self.infer, self.reward = clusters.actor_infer, clusters.reward
