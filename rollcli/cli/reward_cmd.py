@@ -1,8 +1,9 @@
 """`roll reward NAME --input FILE.jsonl [--json] [--option k=v ...]`: check a reward before
-training. Each line is a sample (`response` plus the fields the reward reads); its `answer` and
+training. Each row is a sample (`response` plus the fields the reward reads); its `answer` and
 `tag` are read as training reads a data file's (`rollcli.data.prompts.reward_fields`: a JSON
 number `42` is the text `"42"`), and it is scored by the same `RewardWorker` and runner that
-training's reward workers use."""
+training's reward workers use. NAME may be user code, `package.module:function` or
+`path/to/file.py:function` (from the current folder)."""
 
 from __future__ import annotations
 
@@ -41,35 +42,23 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def read_samples(path: Path, needs: tuple[str, ...], reward: str) -> list[dict[str, Any]]:
-    """The samples of a jsonl file; a bad line or a missing field names the line."""
+    """The samples of a data file (jsonl, json, parquet or csv, read as training reads a
+    dataset); a bad line or a missing field names the file and the row."""
+    from rollcli.data.dataset_rows import Source, read_rows
     from rollcli.data.prompts import DataError, reward_fields
 
-    if not path.is_file():
-        what = "is a folder, not a jsonl file" if path.is_dir() else "does not exist"
-        raise DataError(f"--input {str(path)!r} {what}")
+    rows = read_rows(Source(str(path), key="--input"))
     samples = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            sample = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-        if not isinstance(sample, dict):
-            raise DataError(
-                f"{path}:{n}: a line must be a JSON object, not {type(sample).__name__}"
-            )
+    for n, sample in enumerate(rows, 1):
         for field in ("response", *needs):
             choices = field.split("|")
             if not any(c in sample for c in choices):
                 wanted = " or ".join(repr(c) for c in choices)
                 raise DataError(
-                    f"{path}:{n}: missing field {wanted} (the {reward!r} reward reads it; this "
-                    f"line has {', '.join(sorted(sample)) or 'no fields'})"
+                    f"{path}: row {n}: missing field {wanted} (the {reward!r} reward reads it; "
+                    f"this row has {', '.join(sorted(sample)) or 'no fields'})"
                 )
         samples.append({**sample, **reward_fields(sample)})
-    if not samples:
-        raise DataError(f"{path}: no samples")
     return samples
 
 
@@ -127,13 +116,15 @@ def _print(name: str, results: list[dict[str, Any]], summary: dict[str, Any]) ->
 def reward(
     name: str = typer.Argument(
         ...,
-        help="A built-in reward (math, code, ifeval, judge, judge_local, mix) or package.module:function.",
+        help="A built-in reward (math, code, ifeval, judge, judge_local, mix), "
+        "package.module:function or path/to/file.py:function.",
     ),
     input_path: Path = typer.Option(
         ...,
         "--input",
         "-i",
-        help="A jsonl file: one sample a line, `response` + the reward's fields.",
+        help="A data file (jsonl, json, parquet, csv) of samples: `response` + the reward's "
+        "fields.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     option: list[str] = typer.Option(
@@ -152,6 +143,9 @@ def reward(
 
         if not timeout_s > 0:
             fail(f"--timeout {timeout_s:g}: give a positive number of seconds", "e.g. --timeout 10")
+        from rollcli.config.user_code import resolve_ref
+
+        name = resolve_ref(name, [Path.cwd()], "reward")  # ./my_reward.py:score
         options = parse_options(option)
         section = {k: options.pop(k) for k in SECTION_KEYS if k in options}
         try:

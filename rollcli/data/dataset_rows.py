@@ -41,6 +41,9 @@ class Source:
     split_key: str = "data.split"
 
     def describe(self) -> str:
+        """The path, with its configuration and split where it has them (a file has one)."""
+        if Path(self.path).expanduser().is_file():
+            return self.path
         config = f" ({self.name})" if self.name else ""
         return f"{self.path}{config}, split {self.split}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rollcli.models.hub import snapshot_repo
 from rollcli.models.loading import (
     ModelNotFoundError,
     resolve_model,
@@ -18,13 +19,19 @@ def node_model_folder(path: str | Path) -> Path:
     The driver resolves `--model` on its own machine; on a cluster a worker may run on
     another one. A folder present here is used as is. The embedded and tiny-random models
     are built from the installed package into each machine's own cache, so a missing
-    `.../models/<name>` of theirs is built here again. Anything else must be on every node
+    `.../models/<name>` of theirs is built here again; a hub model's snapshot
+    (`.../models--ORG--NAME/snapshots/<commit>`) is found in this node's Hugging Face
+    cache, or downloaded into it, at that commit. Anything else must be on every node
     (a shared filesystem, or a copy at the same path): a worker that does not find it
     stops with one line naming the path and the node.
     """
     folder = Path(path)
     if (folder / "config.json").is_file():
         return folder
+    hub = snapshot_repo(folder)
+    if hub is not None and hub[2] == "model":  # the same commit, from this node's cache or hub
+        repo, commit, _ = hub
+        return resolve_model(f"{repo}@{commit}")
     if folder.parent.name == "models":
         try:
             spec = get_model_spec(folder.name)

@@ -81,7 +81,7 @@ def test_rows_in_both_formats_and_bad_rows(tmp_path) -> None:
         chat_examples_from_rows([{"messages": [{"role": "user", "content": "x"}]}], "f.jsonl")
     path = tmp_path / "bad.jsonl"
     path.write_text('{"prompt": 1}\nnot json\n')
-    with pytest.raises(DataError, match="bad.jsonl, split train: not valid JSON at line 2"):
+    with pytest.raises(DataError, match="bad.jsonl: not valid JSON at line 2"):
         read_rows(Source(str(path)))
 
 

@@ -67,7 +67,7 @@ def test_file_errors_name_the_row(tmp_path) -> None:
     with pytest.raises(DataError, match="row 1: no 'answer' column .*set data.answer_key"):
         file_prompts(str(path))
     path.write_text('{"prompt": "x", "answer": 1}\nnot json\n')
-    with pytest.raises(DataError, match="d.jsonl, split train: not valid JSON at line 2"):
+    with pytest.raises(DataError, match="d.jsonl: not valid JSON at line 2"):
         file_prompts(str(path))
     with pytest.raises(DataError, match="does not exist"):
         file_prompts(str(tmp_path / "missing.jsonl"))

@@ -91,3 +91,11 @@ def test_online_a_missing_model_is_a_download_note(cached, monkeypatch) -> None:
     assert note is not None and "`roll train` downloads it" in note
     assert download_note(REPO) is None  # cached
     assert download_note("tiny-random") is None  # built here
+
+
+def test_a_worker_on_another_node_finds_the_snapshot_in_its_own_cache(cached, tmp_path) -> None:
+    from rollcli.distributed.node_files import node_model_folder
+
+    # the driver's path, under a cache this node does not have
+    driver = tmp_path / "elsewhere" / "hub" / "models--roll-test--tiny-chat" / "snapshots" / COMMIT
+    assert node_model_folder(driver) == cached

@@ -89,11 +89,12 @@ def test_missing_field_names_the_field_and_the_line(tmp_path):
     path = write(tmp_path, [{"response": "1", "answer": "1"}, "", {"response": "2"}])
     result = runner.invoke(app, ["reward", "math", "--input", path])
     assert result.exit_code == 2
-    assert "in.jsonl:3: missing field 'answer'" in result.stderr
+    assert "in.jsonl: row 2: missing field 'answer'" in result.stderr  # the blank line: no row
     code = runner.invoke(app, ["reward", "code", "--input", path])
     assert "missing field 'tests' or 'answer'" in code.stderr
     bad = write(tmp_path, ['{"response": 1', {"response": "x"}], "bad.jsonl")
-    assert "bad.jsonl:1: not valid JSON" in runner.invoke(app, ["reward", "math", "-i", bad]).stderr
+    message = runner.invoke(app, ["reward", "math", "-i", bad]).stderr
+    assert "bad.jsonl: not valid JSON at line 1" in message
 
 
 def test_unknown_reward_and_bad_option_are_one_line_errors(tmp_path):
