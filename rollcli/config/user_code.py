@@ -56,7 +56,8 @@ def resolve_ref(ref: str, folders: Sequence[Path], key: str) -> str:
         found = _module_file(folder, target)
         if found is not None:
             return f"{found}:{attr}"
-    return ref  # left for the import to report, with the folders it looked in
+    return ref  # imported by the checks before a run (`roll plan` of a cluster's recipe
+    # loads it on a laptop without that code), which say where it was looked for
 
 
 def _importable(module: str) -> bool:
@@ -98,8 +99,8 @@ def _import(name: str, what: str, ref: str) -> Any:
     except ImportError as exc:
         raise ValueError(
             f"{what} = {ref!r}: cannot import {name!r} ({exc}); it was looked for among the "
-            "installed packages and on PYTHONPATH: install it, or name its file as "
-            "'path/to/file.py:function'"
+            "installed packages, on PYTHONPATH, next to the recipe and in the current folder: "
+            "install it, or name its file as 'path/to/file.py:function'"
         ) from None
 
 
