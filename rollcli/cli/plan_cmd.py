@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from rollcli.cli.errors import err_console, user_errors
+from rollcli.config.errors import wrap
 
 out = Console()
 
@@ -101,6 +102,6 @@ def plan(
             "(--gpu-kind or --gpu-mem for yours)[/]"
         )
     for note in notes:
-        err_console.print(f"note: {note}", markup=False)
+        err_console.print(f"note: {wrap(note, 'note: ')}", markup=False, soft_wrap=True)
     if not result.fits:
         raise typer.Exit(1)

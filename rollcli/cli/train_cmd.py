@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.run_arg import RUNS_DIR, find_run
+from rollcli.config.errors import wrap
 
 out = Console()
 
@@ -106,7 +107,7 @@ def train(
                 soft_wrap=True,
             )
         for note in downloads:
-            err_console.print(f"note: {note}", markup=False)
+            err_console.print(f"note: {wrap(note, 'note: ')}", markup=False, soft_wrap=True)
         return
     from rollcli.launch.launch import launch_training, resume_training, run_exists
 

@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 import difflib
+import textwrap
 import types
 import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+
+
+def wrap(message: str, lead: str = "error: ", width: int = 80) -> str:
+    """`message` in lines of at most `width` columns once printed after `lead`, continued
+    lines indented two spaces; no key, path or word is broken.
+
+    >>> print(wrap("data.path: " + "x" * 60 + " does not exist", width=40))
+    data.path:
+      xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+      does not exist
+    """
+    lines = textwrap.wrap(
+        message,
+        width,
+        initial_indent=lead,
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return "\n".join(lines)[len(lead) :]
 
 
 class ConfigError(ValueError):

@@ -220,19 +220,27 @@ def load_recipe(
 
 
 GENERATOR_OWNED = ("source", "task", "task_args", "train_size")
+LOCATION_OWNED = ("name", "split", "val_split", "val_path")
 
 
 def _dataset_replaces_generator(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """`data.path=...` on the command line of a recipe that generates its problems reads
-    that dataset instead: the recipe's generator keys (its `data.source`, `task`,
-    `task_args`, `train_size`) go, unless the command line sets them too."""
-    keys = {o.partition("=")[0].strip() for o in overrides}
+    """`data.path=...` on the command line reads that dataset instead of the recipe's: the
+    recipe's keys for its own data go (its generator's `source`, `task`, `task_args`,
+    `train_size`; its dataset's `name`, `split`, `val_split`, `val_path`), unless the
+    command line sets them too; the column keys stay. `data.val_path` on the command line
+    replaces the recipe's `val_split`, and `data.val_split` its `val_path`."""
+    keys = {o.partition("=")[0].strip().removeprefix("data.") for o in overrides}
     data = raw.get("data")
-    if not ({"data.path", "data.train_path"} & keys) or not isinstance(data, dict):
+    if not isinstance(data, dict):
         return raw
-    if data.get("source", "reasoning_gym") in ("file", "mix"):
-        return raw
-    kept = {k: v for k, v in data.items() if k not in GENERATOR_OWNED or f"data.{k}" in keys}
+    owned: set[str] = set()
+    if {"path", "train_path"} & keys:
+        owned |= set(LOCATION_OWNED) | {"path", "train_path"}
+        if data.get("source", "reasoning_gym") not in ("file", "mix"):
+            owned |= set(GENERATOR_OWNED)
+    owned |= {"val_split"} if "val_path" in keys else set()
+    owned |= {"val_path"} if "val_split" in keys else set()
+    kept = {k: v for k, v in data.items() if k not in owned or k in keys}
     return {**raw, "data": kept}
 
 

@@ -15,10 +15,10 @@ under `data.overlong=error`, or a data set the overlong rule empties, stops the 
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from rollcli.config.errors import wrap
 from rollcli.config.pipeline_spec import spec_of
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from rollcli.data.dataset_rows import Source
 
 FIRST_ROWS = 64  # rows read of each source by the check
-WIDTH = 80
 
 
 def check_data(cfg: RecipeConfig) -> list[str]:
@@ -44,21 +43,7 @@ def check_data(cfg: RecipeConfig) -> list[str]:
             notes += _check_dataset(cfg, data, section, at)
     except DataError as exc:
         raise DataError(wrap(str(exc))) from None
-    return notes
-
-
-def wrap(message: str) -> str:
-    """A message in lines of at most 80 columns with the `error: ` it is printed after,
-    continued lines indented (no key or path is broken)."""
-    lines = textwrap.wrap(
-        message,
-        WIDTH,
-        initial_indent="error: ",
-        subsequent_indent="  ",
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-    return "\n".join(lines)[len("error: ") :]
+    return list(dict.fromkeys(notes))  # a dataset whose two splits are read: one note
 
 
 def _datasets(data: DataConfig) -> list[tuple[str, Any]]:
@@ -84,8 +69,8 @@ def _check_dataset(cfg: RecipeConfig, data: DataConfig, section: Any, at: str) -
             raise DataError(f"{source.key}: {exc}") from None
         if kind == "hub" and not hub_cached(source):
             notes.append(
-                f"{source.key}: the hub dataset {source.path} is not in the Hugging Face "
-                "cache; `roll train` downloads it (its columns are checked then)"
+                f"the hub dataset {source.path} is not in the Hugging Face cache; `roll "
+                "train` downloads it (its columns are checked then)"
             )
             continue
         firsts.append(_first_prompts(cfg, data, section, source))

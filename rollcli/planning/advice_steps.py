@@ -220,7 +220,7 @@ def _inference(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
                 yield text, candidate
                 break
             util = round(util - 0.05, 2)
-        if req.max_num_seqs > 1 and (plan.mode == "cpu" or req.resolved_strategy == "hf"):
+        if req.max_num_seqs > 1 and req.resolved_strategy == "vllm":  # the one engine reading it
             # one line: the most sequences that fit, else one at a time (not 64, 16, 4, 1)
             seqs = next(
                 (

@@ -16,6 +16,7 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
+from rollcli.planning.inference_memory import hf_decode_seqs
 from rollcli.planning.model_spec import model_spec
 from rollcli.planning.request import PlanInput, RoleRequest
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
@@ -218,9 +219,10 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         strategy = _infer_strategy(cfg.rollout.engine, gpus)
         _check_behaviour_logprobs(cfg, strategy)
         _check_precision(cfg, strategy, on_cpu)
-        if on_cpu:  # the hf engine generates a worker's whole share of the batch at once
-            workers = cfg.rollout.num_workers
-            max_num_seqs = -(-cfg.rollout.batch_size // workers)
+        if on_cpu:  # the hf engine decodes a worker's share 64 samples at a time
+            share = -(-cfg.rollout.batch_size // cfg.rollout.num_workers)
+            per_prompt = cfg.group_samples if spec_of(cfg).rollout == "prompts" else 1
+            max_num_seqs = hf_decode_seqs(share, per_prompt)
     return RoleRequest(
         role=role.name,
         device_mapping=mapping,

@@ -12,6 +12,22 @@ from rollcli.planning.memory import (
     weight_bytes,
 )
 
+# the hf engine decodes at most this many samples at a time (a prompt's samples together),
+# whatever the batch: `rollcli.strategies.hf_infer.HFInferEngine.generate`'s batch_size
+HF_DECODE_BATCH = 64
+
+
+def hf_decode_seqs(share: int, samples_per_prompt: int) -> int:
+    """The samples the hf engine holds at once for a rank's `share` of the batch: whole
+    prompts of `samples_per_prompt` samples, `HF_DECODE_BATCH` of them at most (one
+    prompt's when it has more).
+
+    >>> hf_decode_seqs(512, 8), hf_decode_seqs(40, 5), hf_decode_seqs(512, 5), hf_decode_seqs(200, 100)
+    (64, 40, 60, 100)
+    """
+    n = max(1, samples_per_prompt)
+    return min(share, max(HF_DECODE_BATCH // n * n, n))
+
 
 def hf_engine_memory(
     spec: ModelSpec,

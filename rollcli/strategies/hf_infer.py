@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from rollcli.planning.inference_memory import HF_DECODE_BATCH
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.hf_prefill import prefill, prefill_sessions
 from rollcli.strategies.hf_turn_cache import Session, TurnCache
@@ -126,7 +127,7 @@ class HFInferEngine:
         self,
         prompts: list[list[int]],
         params: SamplingParams,
-        batch_size: int = 64,
+        batch_size: int = HF_DECODE_BATCH,
         on_sample: OnSample | None = None,
         sessions: list[str] | None = None,
     ) -> list[Generation]:

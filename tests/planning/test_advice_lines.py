@@ -31,7 +31,19 @@ def test_no_setting_appears_in_two_advice_lines(
     assert len(keys) == len(set(keys)), plan.advice
 
 
-def test_sequences_advice_is_one_line_with_the_smallest_step() -> None:
+def test_no_sequences_advice_for_the_hf_engine_which_does_not_read_it() -> None:
+    # the hf engine decodes 64 samples at a time whatever devices.*.max_num_seqs says (it
+    # was advised here, a setting that did nothing); vLLM reads it
     cfg, _ = load_recipe("rlvr-math", [], {"model": "qwen2.5-7b"})
-    lines = [a for a in plan_recipe(cfg).advice if "max_num_seqs" in a]
-    assert len(lines) == 1 and "`devices.actor_infer.max_num_seqs=1`" in lines[0]
+    assert not [a for a in plan_recipe(cfg).advice if "max_num_seqs" in a]
+
+
+def test_the_hf_engine_is_planned_at_the_samples_it_holds() -> None:
+    from rollcli.planning.from_recipe import recipe_plan_input
+
+    def seqs(overrides: list[str]) -> int:
+        cfg, _ = load_recipe("rlvr-math", overrides)
+        return next(r for r in recipe_plan_input(cfg).roles if r.role == "actor_infer").max_num_seqs
+
+    assert seqs(["rollout.batch_size=512", "rollout.group_size=8"]) == 64  # 8 prompts' at once
+    assert seqs([]) == 40  # 8 prompts of 5: all at once

@@ -27,6 +27,7 @@ MATRIX = {
     ],
     ("rlvr-math-lora", ()): ["actor_train", "actor_infer", "reward"],
     ("rlvr-code", ()): ["actor_train", "actor_infer", "reference", "reward"],
+    ("rlvr-gsm8k", ()): ["actor_train", "actor_infer", "reference", "reward"],
     ("rlvr-mix", ()): ["actor_train", "actor_infer", "reference", "reward"],
     ("agentic-frozenlake", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("agentic-frozenlake", ("algorithm.kl_coef=0.01",)): [
