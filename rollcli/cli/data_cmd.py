@@ -88,7 +88,7 @@ def sft_from_run(
     ),
     include_unfinished: bool = UNFINISHED,
 ) -> None:
-    """Verified samples as SFT conversations: `roll train sft data.source=file data.train_path=OUT`."""
+    """Verified samples as SFT conversations: `roll train sft data.path=OUT`."""
     from rollcli.data.from_run import sft_rows, write_jsonl
 
     check_writable(out, makes_folders=True)
@@ -148,7 +148,7 @@ def episodes(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Episodes of a scripted policy in the recipe's RL chat format, as SFT conversations:
-    `roll train sft data.source=file data.train_path=OUT`."""
+    `roll train sft data.path=OUT`."""
     from rollcli.cli.eval_target import ENV_RECIPES
     from rollcli.config.errors import ConfigError
     from rollcli.config.loader import load_recipe

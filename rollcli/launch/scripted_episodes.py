@@ -7,8 +7,8 @@ what an RL run of the same recipe shows the model: its system prompt (the env's
 instructions, with a tool env's tools declared), its observations and step outcomes as user
 turns, and each move as an assistant turn ``<answer>Move</answer>`` (the recipe's
 `reply_prefix` included, as in the run's samples files), or for a tool env the whole reply,
-a ``<tool_call>`` or the final answer. `roll train sft data.source=file
-data.train_path=FILE` trains on every assistant turn.
+a ``<tool_call>`` or the final answer. `roll train sft
+data.path=FILE` trains on every assistant turn.
 
 Two policies:
 

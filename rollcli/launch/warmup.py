@@ -3,7 +3,7 @@
 With `warmup:` in an agentic recipe, `roll train` first plays `warmup.episodes` episodes
 of `warmup.policy` on training seeds (exactly what `roll data episodes` writes, in the RL
 chat format), then runs the sft pipeline on them as a sub-run in `RUN/warmup/` (its own
-recipe, metrics, events and checkpoints, as `roll train sft data.source=file` would), and
+recipe, metrics, events and checkpoints, as `roll train sft data.path=FILE` would), and
 starts RL from the sub-run's final checkpoint. A resumed run finishes an unfinished warm-up
 first and reuses a finished one; the episodes file is written once. The launcher runs the
 sub-run (`launch.py`); this module only builds what it runs.
@@ -35,8 +35,7 @@ def warmup_recipe(cfg: AgenticRecipe, episodes: Path, runs_dir: Path) -> SFTReci
             "model": cfg.model,
             "seed": cfg.seed,
             "data": {
-                "source": "file",
-                "train_path": str(episodes),
+                "path": str(episodes),
                 "val_size": warmup.val_episodes,
             },
             "sft": {
