@@ -149,22 +149,7 @@ class DataConfig(_Dataset):
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> DataConfig:
-        if self.source == "file" and not self.path:
-            raise ValueError(
-                "data.source is 'file' but data.path is not set; give a hub dataset name, a "
-                "file or a folder, e.g. data.path=openai/gsm8k"
-            )
-        if self.path is not None and self.source != "file":
-            raise ValueError(
-                f"data.path applies to data.source = 'file' (it is {self.source!r}), so "
-                f"{self.path!r} would not be read; remove data.source (data.path selects "
-                "the file reader) or data.path"
-            )
-        problem = self.dataset_problem("data.")
-        if problem:
-            raise ValueError(problem)
-        _generator_keys_need_generator(self, self.source, "data.")
-        return self
+        return _checked_source(self, "data.")
 
     @model_validator(mode="after")
     def _mix_needs_domains(self) -> DataConfig:
@@ -234,18 +219,7 @@ class MixDomainConfig(_Dataset):
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> MixDomainConfig:
-        if self.source == "file" and not self.path:
-            raise ValueError("source is 'file' but path is not set")
-        if self.path is not None and self.source != "file":
-            raise ValueError(
-                f"path applies to source = 'file' (it is {self.source!r}), so {self.path!r} "
-                "would not be read; remove source (path selects the file reader) or path"
-            )
-        problem = self.dataset_problem("")
-        if problem:
-            raise ValueError(problem)
-        _generator_keys_need_generator(self, self.source, "")
-        return self
+        return _checked_source(self, "")
 
 
 def _path_selects_file(data: Any) -> Any:
@@ -254,6 +228,27 @@ def _path_selects_file(data: Any) -> Any:
     if named and "source" not in data:
         data = {**data, "source": "file"}
     return data
+
+
+def _checked_source(section: Any, at: str) -> Any:
+    """`data` (or a `data.mix` domain, `at` ""): a dataset where the source reads one, the
+    dataset keys right, no generator key beside a dataset."""
+    if section.source == "file" and not section.path:
+        raise ValueError(
+            f"{at}source is 'file' but {at}path is not set; give a hub dataset name, a file "
+            f"or a folder, e.g. {at}path=openai/gsm8k"
+        )
+    if section.path is not None and section.source != "file":
+        raise ValueError(
+            f"{at}path applies to {at}source = 'file' (it is {section.source!r}), so "
+            f"{section.path!r} would not be read; remove {at}source ({at}path selects the "
+            f"file reader) or {at}path"
+        )
+    problem = section.dataset_problem(at)
+    if problem:
+        raise ValueError(problem)
+    _generator_keys_need_generator(section, section.source, at)
+    return section
 
 
 def _generator_keys_need_generator(section: Section, source: str, at: str) -> None:

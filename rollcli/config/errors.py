@@ -63,13 +63,18 @@ def text_field(model: type[BaseModel], path: list[str]) -> str | None:
     """ "text" when the key at `path` inside `model` holds text (a `str`, or `Literal`s of
     text), "optional" when it holds text or None, else None (numbers, lists, mappings, a
     path that leaves the schema)."""
-    for part in path[:-1]:
-        field = model.model_fields.get(part)
-        sub = _submodel(field.annotation) if field else None
-        if sub is None:
+    parts = list(path)
+    while len(parts) > 1:
+        field = model.model_fields.get(parts.pop(0))
+        annotation = field.annotation if field else None
+        if typing.get_origin(annotation) is dict:  # `data.mix.<domain>.`: a mapping's value
+            annotation = typing.get_args(annotation)[1]
+            parts.pop(0)
+        sub = _submodel(annotation)
+        if sub is None or not parts:
             return None
         model = sub
-    field = model.model_fields.get(path[-1]) if path else None
+    field = model.model_fields.get(parts[0]) if parts else None
     if field is None:
         return None
     args = typing.get_args(field.annotation)

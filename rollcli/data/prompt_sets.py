@@ -107,7 +107,9 @@ def _without(train: list[Prompt], val: list[Prompt], hint: str) -> list[Prompt]:
     return kept
 
 
-def _file_sets(data: DataConfig, seed: int, reward_columns: Collection[str]) -> PromptSets:
+def _file_sets(
+    data: DataConfig, seed: int, reward_columns: Collection[str], at: str = "data."
+) -> PromptSets:
     """A dataset's prompts: validation from `val_split` / `val_path` (its distinct prompts, a
     seeded sample of `val_size` of them when set), else the last `val_size` distinct
     prompts of training; training keeps the rows whose text is not in validation (a seeded
@@ -117,9 +119,9 @@ def _file_sets(data: DataConfig, seed: int, reward_columns: Collection[str]) -> 
     kwargs = dict(
         system_prompt=data.system_prompt, suffix=data.prompt_suffix, reward_columns=reward_columns
     )
-    train, unmatched = dataset_prompts(train_source(data), columns, **kwargs)
+    train, unmatched = dataset_prompts(train_source(data, at), columns, **kwargs)
     notes = [_unmatched(unmatched, len(train) + unmatched, "training", data)] if unmatched else []
-    held = val_source(data)
+    held = val_source(data, at)
     if held is not None:
         val_rows, unmatched = dataset_prompts(held, columns, **kwargs)
         if unmatched:
@@ -151,21 +153,18 @@ def _file_sets(data: DataConfig, seed: int, reward_columns: Collection[str]) -> 
     return PromptSets(train, val, tuple(notes))
 
 
-def train_source(data: Any) -> Source:
-    """Where a `data` section's (or `data.mix` domain's) training rows are."""
-    at = "data." if isinstance(data, DataConfig) else "data.mix.*."
+def train_source(data: Any, at: str = "data.") -> Source:
+    """Where a `data` section's (or, `at` its keys, a `data.mix` domain's) training rows are."""
     return Source(data.path, data.name, data.split, f"{at}path", f"{at}split")
 
 
-def val_source(data: Any) -> Source | None:
+def val_source(data: Any, at: str = "data.") -> Source | None:
     """Where its validation rows are: `val_split` of `path`, or `val_path` (its
     `val_split`, default `train`); None when validation is held out of training."""
-    at = "data." if isinstance(data, DataConfig) else "data.mix.*."
     if data.val_path is not None:
         name = data.name if data.val_path == data.path else None
-        return Source(
-            data.val_path, name, data.val_split or "train", f"{at}val_path", f"{at}val_split"
-        )
+        split = data.val_split or "train"
+        return Source(data.val_path, name, split, f"{at}val_path", f"{at}val_split")
     if data.val_split is not None:
         return Source(data.path, data.name, data.val_split, f"{at}path", f"{at}val_split")
     return None
@@ -268,10 +267,13 @@ def _mix_sets(
                 **dataset,
             )
             d_train, d_val = (
-                load_prompt_sets(sub, seed) if not dataset else _mix_file(sub, seed, reward_columns)
+                _mix_file(sub, seed, reward_columns, domain)
+                if dataset
+                else load_prompt_sets(sub, seed)
             )
         except DataError as exc:
-            raise DataError(f"data.mix.{domain}: {exc}") from None
+            named = str(exc).startswith(f"data.mix.{domain}.")  # a dataset's own key
+            raise DataError(str(exc) if named else f"data.mix.{domain}: {exc}") from None
         for i in range(n_train):
             p = d_train[i % len(d_train)]
             repeat = f"#{i // len(d_train)}" if i >= len(d_train) else ""
@@ -281,9 +283,9 @@ def _mix_sets(
 
 
 def _mix_file(
-    sub: DataConfig, seed: int, reward_columns: Collection[str]
+    sub: DataConfig, seed: int, reward_columns: Collection[str], domain: str
 ) -> tuple[list[Prompt], list[Prompt]]:
-    sets = _file_sets(sub, seed, reward_columns)
+    sets = _file_sets(sub, seed, reward_columns, at=f"data.mix.{domain}.")
     return sets.train, sets.val
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch_keys import RESPONSE_MASK
-from rollcli.data.prompt_sets import fit_prompts, load_prompt_sets
+from rollcli.data.prompt_sets import fit_prompts, load_prompt_data
 from rollcli.distributed.local_group import LocalGroup
 from rollcli.evaluation.stats import pass_at_k, wilson_interval
 from rollcli.rollout.prompt_scheduler import answer_all
@@ -165,8 +165,10 @@ def evaluate_rlvr(
 def held_out_problems(cfg: RecipeConfig, n: int | None, seed: int) -> list:
     """The first `n` validation problems of `cfg`'s data drawn with seed `seed` (None: as
     many as the run validates: `data.val_size`, or its default)."""
-    _, val = load_prompt_sets(cfg.data.model_copy(update={"val_size": n}), seed)
-    return val
+    from rollcli.rewards.registry import reward_columns
+
+    columns = reward_columns(cfg.reward.fn, cfg.reward.routes)  # what the reward asks for
+    return load_prompt_data(cfg.data.model_copy(update={"val_size": n}), seed, columns).val
 
 
 def _answer(worker, reward, prompts, ids, params, phase, on_progress) -> list[Sample]:  # noqa: ANN001

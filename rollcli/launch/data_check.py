@@ -61,8 +61,7 @@ def _check_dataset(cfg: RecipeConfig, data: DataConfig, section: Any, at: str) -
     from rollcli.data.prompts import DataError
 
     notes, firsts = [], []
-    for source in filter(None, (train_source(section), val_source(section))):
-        source = _at(source, at)
+    for source in filter(None, (train_source(section, at), val_source(section, at))):
         try:
             kind = kind_of(source.path)
         except DataError as exc:
@@ -82,15 +81,6 @@ def _check_dataset(cfg: RecipeConfig, data: DataConfig, section: Any, at: str) -
             "out of training)"
         )
     return notes
-
-
-def _at(source: Source, at: str) -> Source:
-    """The source with its keys under `at` (a `data.mix` domain's)."""
-    return replace(
-        source,
-        key=at + source.key.rsplit(".", 1)[-1],
-        split_key=at + source.split_key.rsplit(".", 1)[-1],
-    )
 
 
 def _first_prompts(cfg: RecipeConfig, data: DataConfig, section: Any, source: Source) -> list:

@@ -3,6 +3,7 @@ refused, paths and user code resolved against the recipe's folder (or the curren
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -147,3 +148,35 @@ def test_a_run_saved_before_datasets_were_sampled_reads_the_same_rows(tmp_path) 
     saved.write_text(yaml.safe_dump({**raw, "data": data}))
     old, _ = load_recipe(str(saved), [], saved_run=True)
     assert (old.data.train_size, old.data.val_size) == (None, None)  # unsampled, as it ran
+
+
+def test_a_mix_domain_reads_a_dataset_with_the_same_keys(tmp_path, monkeypatch) -> None:
+    from rollcli.data.prompt_sets import load_prompt_sets
+
+    rows = [{"q": f"{i} + {i} =", "a": f"#### {2 * i}"} for i in range(30)]
+    (tmp_path / "gsm.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.chdir(tmp_path)
+    domain = "data.mix.math"
+    cfg, _ = load_recipe(
+        "rlvr-mix",
+        [f"{domain}.path=gsm.jsonl", f"{domain}.prompt_key=q", f"{domain}.answer_key=a"]
+        + [rf"{domain}.answer_pattern=####\s*(.+)$", f"{domain}.task_args={{}}"]
+        + [f"{domain}.source=file", f"{domain}.task=chain_sum"],
+    )
+    math = cfg.data.mix["math"]
+    assert (math.path, math.prompt_key) == (str(tmp_path / "gsm.jsonl"), "q")
+    train, val = load_prompt_sets(cfg.data, seed=0)
+    mine = [p for p in train + val if p.tag == "math"]
+    assert mine and all(
+        p.answer == str(2 * int(p.messages[-1]["content"].split()[0])) for p in mine
+    )
+
+
+def test_agentic_user_code_keys_resolve_against_the_recipe(tmp_path) -> None:
+    from rollcli.config.recipe_paths import resolve_paths
+
+    (tmp_path / "tools.py").write_text("def add(a: int, b: int) -> int:\n    return a + b\n")
+    raw = {"agentic": {"env": "tool", "env_kwargs": {"tools": ["calculator", "tools.py:add"]}}}
+    out = resolve_paths(raw, [tmp_path])
+    assert out["agentic"]["env_kwargs"]["tools"] == ["calculator", f"{tmp_path / 'tools.py'}:add"]
+    assert raw["agentic"]["env_kwargs"]["tools"][1] == "tools.py:add"  # a copy, not in place

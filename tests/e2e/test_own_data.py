@@ -111,8 +111,15 @@ def test_raw_gsm8k_trains_with_a_hub_model_and_a_reward_file(gsm8k_run: Path) ->
 
 
 def test_eval_evaluates_the_n_it_is_given(world, offline, gsm8k_run) -> None:
+    from rollcli.config.loader import load_recipe
+    from rollcli.evaluation.rlvr_eval import held_out_problems
+
     code, err = cli("eval", str(world / "recipe.yaml"), "--model", HUB_MODEL, "--n", "4", "--json")
     assert code == 0, err[-2000:]
+    assert "4 held-out problems" in err
+    cfg, _ = load_recipe(str(world / "recipe.yaml"))
+    problems = held_out_problems(cfg, 4, cfg.seed)  # what eval scored: the run's first 4
+    assert len(problems) == 4 and all("level" in p.columns for p in problems)
 
 
 def test_preview_shows_the_prompt_and_the_parsed_answer(world, offline, capsys) -> None:
