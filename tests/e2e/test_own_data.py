@@ -149,15 +149,27 @@ def test_overlong_error_refuses_before_ray(world, offline, monkeypatch) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("copy", ["train.parquet", "saved"])
-def test_the_same_rows_as_parquet_and_save_to_disk_train(world, offline, copy) -> None:
+@pytest.mark.parametrize("copy", ["train.jsonl", "train.parquet", "saved"])
+def test_rlvr_math_trains_on_each_copy_of_the_rows(world, offline, copy) -> None:
+    """`rlvr-math` itself, its data replaced on the command line (jsonl, parquet and a
+    save_to_disk folder of the same rows); preview's first answer is the pattern's."""
+    from typer.testing import CliRunner
+
+    from rollcli.cli.app import app
+
+    keys = [f"data.path={world / copy}", "data.prompt_key=question", "data.answer_key=answer"]
+    keys += [r"data.answer_pattern=####\s*(.+)$", "data.val_size=8"]
+    preview = CliRunner().invoke(app, ["data", "preview", "rlvr-math", *keys, "--json"])
+    assert preview.exit_code == 0, preview.output
+    assert json.loads(preview.stdout.splitlines()[0])["answer"] == "72"
     runs = world / "runs"
+    run_id = f"math-{copy}"
     code, err = cli(
-        "train", str(world / "recipe.yaml"), "--model", HUB_MODEL, f"data.path={world / copy}",
-        "--runs-dir", str(runs), "--run-id", copy, *SMALL,
+        "train", "rlvr-math", "--model", HUB_MODEL, *keys, "--runs-dir", str(runs),
+        "--run-id", run_id, *SMALL,
     )  # fmt: skip
     assert code == 0, err[-3000:]
-    assert "48 train / 8 validation prompts" in (runs / copy / "events.log").read_text()
+    assert "40 train / 8 validation prompts" in (runs / run_id / "events.log").read_text()
 
 
 @pytest.mark.parametrize(
