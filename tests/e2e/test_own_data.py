@@ -52,6 +52,10 @@ def world(tmp_path_factory, tiny_model) -> Path:
     rows = [{**json.loads(line), "level": i % 3} for i, line in enumerate(lines)]
     rows.append({"question": "How many? " * 200, "answer": "#### 1", "level": 0})
     (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    test = [json.loads(line) for line in (GSM8K / "test.jsonl").read_text().splitlines()]
+    (root / "test.jsonl").write_text(  # the 1,319 test problems, with the reward's column
+        "".join(json.dumps({**r, "level": i % 3}) + "\n" for i, r in enumerate(test))
+    )
     (root / "train-copy.jsonl").write_text((root / "train.jsonl").read_text())
     table = datasets.Dataset.from_list(rows)
     table.to_parquet(str(root / "train.parquet"))
@@ -64,7 +68,7 @@ def world(tmp_path_factory, tiny_model) -> Path:
         "path": "train.jsonl",  # next to the recipe
         "prompt_key": "question",
         "answer_pattern": r"####\s*(.+)$",
-        "val_path": str(GSM8K / "test.jsonl"),  # 1,319 rows
+        "val_path": "test.jsonl",  # 1,319 rows
         "val_size": 8,
     }
     recipe["reward"] = {"fn": "./my_reward.py:score"}
@@ -169,7 +173,9 @@ def test_rlvr_math_trains_on_each_copy_of_the_rows(world, offline, copy) -> None
         "--run-id", run_id, *SMALL,
     )  # fmt: skip
     assert code == 0, err[-3000:]
-    assert "40 train / 8 validation prompts" in (runs / run_id / "events.log").read_text()
+    events = (runs / run_id / "events.log").read_text()  # the overlong row is held out last
+    assert "41 train / 7 validation prompts" in events
+    assert "1 of 8 validation prompts over 256 tokens left out" in events
 
 
 @pytest.mark.parametrize(
