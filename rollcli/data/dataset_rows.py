@@ -225,13 +225,13 @@ def _hub_folder(source: Source, *, download: bool, quiet: bool) -> Path | None:
 
     repo, revision = split_revision(source.path)
     try:
-        return snapshot(
-            repo,
-            revision,
-            repo_type="dataset",
-            download=download,
-            patterns=_config_patterns(repo, revision, source.name) if download else None,
-        )
+        try:
+            return snapshot(repo, revision, repo_type="dataset", download=False)
+        except HubError:
+            if not download:
+                raise
+        patterns = _config_patterns(repo, revision, source.name)
+        return snapshot(repo, revision, repo_type="dataset", patterns=patterns)
     except HubError as exc:
         if quiet:
             return None

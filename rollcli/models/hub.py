@@ -105,6 +105,9 @@ def snapshot(
     except Exception as exc:  # not cached (or incomplete): download, where allowed
         if not download or offline():
             raise _hub_error(exc, repo, revision, repo_type) from None
+        unreachable = _unresolvable()
+        if unreachable is not None:  # not 5 retries of a name that does not resolve
+            raise _hub_error(unreachable, repo, revision, repo_type) from None
     ignore = list(MODEL_IGNORE) if repo_type == "model" else None
     if repo_type == "model" and _has_safetensors(repo, revision):
         ignore = [*MODEL_IGNORE, "*.bin"]  # the same weights twice
@@ -137,6 +140,9 @@ def fetch_file(
     found = cached_file(repo, filename, revision, repo_type)
     if found is not None:
         return found
+    unreachable = None if offline() else _unresolvable()
+    if unreachable is not None:
+        raise _hub_error(unreachable, repo, revision, repo_type)
     try:
         return Path(
             hf_hub_download(
@@ -177,6 +183,22 @@ def snapshot_repo(folder: Path) -> tuple[str, str, RepoType] | None:
     if kind not in ("models", "datasets") or "--" not in name:
         return None
     return name.replace("--", "/", 1), parts[-1], "model" if kind == "models" else "dataset"
+
+
+def _unresolvable() -> OSError | None:
+    """The error of resolving the hub's host name, when it does not resolve (a machine
+    without a network answers at once; the hub's client would retry for ~25 s)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    host = urlparse(constants.ENDPOINT).hostname or ""
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as exc:
+        return exc
+    return None
 
 
 def _has_safetensors(repo: str, revision: str | None) -> bool:
@@ -220,6 +242,8 @@ def _hub_error(exc: Exception, repo: str, revision: str | None, repo_type: RepoT
             f"{repo}{flag}` where the hub is reachable (into this cache), or unset HF_HUB_OFFLINE"
         )
     reason = type(cause or exc).__name__
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):  # a host name
+        reason = f"{exc.strerror or exc}"
     return HubError(
         f"cannot download the {what} {repo}{at} ({reason}: the hub is unreachable?) and it is "
         f"not in {where}; `hf download {repo}{flag}` where the hub is reachable, set HF_HOME "
