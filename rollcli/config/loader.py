@@ -232,7 +232,7 @@ def _dataset_replaces_generator(raw: dict[str, Any], overrides: list[str]) -> di
     keys = {o.partition("=")[0].strip().removeprefix("data.") for o in overrides}
     data = raw.get("data")
     if not isinstance(data, dict):
-        return raw
+        return _own_warmup_data(raw, overrides)
     owned: set[str] = set()
     if {"path", "train_path"} & keys:
         owned |= set(LOCATION_OWNED) | {"path", "train_path"}
@@ -241,7 +241,18 @@ def _dataset_replaces_generator(raw: dict[str, Any], overrides: list[str]) -> di
     owned |= {"val_split"} if "val_path" in keys else set()
     owned |= {"val_path"} if "val_split" in keys else set()
     kept = {k: v for k, v in data.items() if k not in owned or k in keys}
-    return {**raw, "data": kept}
+    return _own_warmup_data({**raw, "data": kept}, overrides)
+
+
+def _own_warmup_data(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`warmup.data=...` on the command line: the recipe's played episodes (its
+    `warmup.policy`, `warmup.episodes`) go, unless the command line sets them too."""
+    keys = {o.partition("=")[0].strip() for o in overrides}
+    warmup = raw.get("warmup")
+    if "warmup.data" not in keys or not isinstance(warmup, dict):
+        return raw
+    played = {"policy", "episodes"} - {k.removeprefix("warmup.") for k in keys}
+    return {**raw, "warmup": {k: v for k, v in warmup.items() if k not in played}}
 
 
 def _saved_data_defaults(raw: dict[str, Any]) -> dict[str, Any]:

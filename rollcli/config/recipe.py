@@ -190,6 +190,15 @@ class AgenticRecipe(_RLRecipe):
     agentic: AgenticConfig = Field(default_factory=AgenticConfig)
     warmup: WarmupConfig | None = None  # SFT on scripted episodes before RL
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_warmup_steps(cls, data: Any) -> Any:
+        """`warmup.steps: 0` is no warm-up, as `warmup: null` says."""
+        warmup = data.get("warmup") if isinstance(data, dict) else None
+        if isinstance(warmup, dict) and warmup.get("steps") == 0:
+            data = {**data, "warmup": None}
+        return data
+
     @model_validator(mode="after")
     def _agentic(self) -> AgenticRecipe:
         _check_agentic(self)
@@ -349,6 +358,8 @@ def _check_agentic(cfg: AgenticRecipe) -> None:
 def _check_warmup(cfg: AgenticRecipe) -> None:
     warmup = cfg.warmup
     if warmup is None:
+        return
+    if warmup.data is not None:  # the file's rows: its size is checked when it is read
         return
     if warmup.val_episodes >= warmup.episodes:
         raise ValueError(

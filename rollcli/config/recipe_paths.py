@@ -26,6 +26,7 @@ PATH_KEYS = (
     ("data", "mix", "*", "train_path"),
     ("data", "mix", "*", "val_path"),
     ("distill", "student"),
+    ("warmup", "data"),
 )
 # key paths whose values are user code ("[]": every item of a list)
 CODE_KEYS = (

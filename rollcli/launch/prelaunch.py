@@ -41,6 +41,9 @@ def check_recipe(cfg: RecipeConfig) -> list[str]:
     _check_rewards(cfg)
     if isinstance(cfg, AgenticRecipe):
         _check_env_options(cfg)
+        from rollcli.launch.warmup import check_warmup
+
+        check_warmup(cfg)  # an expert that cannot solve the user's tasks: refused here
     return notes
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rollcli.config.errors import ConfigError
 from rollcli.config.recipe import AgenticRecipe, SFTRecipe
 from rollcli.runs.checkpoint import latest_checkpoint
 from rollcli.runs.run_dir import RunDir
@@ -67,8 +68,11 @@ def warmup_recipe(cfg: AgenticRecipe, episodes: Path, runs_dir: Path) -> SFTReci
 
 
 def warmup_episodes(cfg: AgenticRecipe, folder: Path, run: RunDir, display: Display) -> Path:
-    """The warm-up's episodes file in `folder`, played once (a resumed warm-up reuses it)."""
+    """The warm-up's conversations: `warmup.data`, else the episodes file in `folder`,
+    played once (a resumed warm-up reuses it)."""
     assert cfg.warmup is not None
+    if cfg.warmup.data is not None:
+        return Path(cfg.warmup.data)
     episodes = folder / EPISODES_FILE
     if not episodes.exists():
         from rollcli.launch.scripted_episodes import write_episodes
@@ -86,3 +90,46 @@ def warmup_checkpoint(folder: Path, run: RunDir) -> str:
         raise RuntimeError(f"the warm-up in {folder} finished without a checkpoint")
     run.log_event(f"warm-up done: RL starts from {checkpoint}")
     return str(checkpoint.resolve())
+
+
+def check_warmup(cfg: AgenticRecipe) -> None:
+    """A warm-up that can run: its data file exists, or its policy can play the recipe's
+    env (an expert must solve the tasks). Refused before anything starts, naming the keys
+    that change it."""
+    warmup = cfg.warmup
+    if warmup is None:
+        return
+    alternatives = (
+        "set warmup=null (RL from the model as it is) or warmup.data=FILE (your own "
+        "conversations in the RL chat format)"
+    )
+    if warmup.data is not None:
+        if not Path(warmup.data).is_file():
+            raise ConfigError(
+                f"warmup.data: no file {warmup.data!r}; give one, or set warmup=null (RL "
+                "from the model as it is)"
+            )
+        return
+    if warmup.policy != "expert":
+        return
+    from rollcli.envs.registry import build_env
+    from rollcli.launch.scripted_episodes import has_expert
+    from rollcli.rollout.agentic_setup import env_kwargs
+
+    try:
+        env = build_env(cfg.agentic.env, env_kwargs(cfg.agentic))
+    except (TypeError, ValueError) as exc:  # the env's own refusal of its settings
+        raise ConfigError(f"agentic.env_kwargs: {exc}") from None
+    if not has_expert(env):
+        raise ConfigError(
+            f"warmup.policy expert: environment {cfg.agentic.env!r} has no expert to play the "
+            f"warm-up; {alternatives}, or warmup.policy=random"
+        )
+    env.reset(seed=0)
+    try:
+        env.expert_reply() if hasattr(env, "expert_reply") else env.expert_action()
+    except ValueError as exc:
+        raise ConfigError(
+            f"warmup.policy expert: {exc}, so the warm-up cannot play this recipe's tasks; "
+            f"{alternatives}"
+        ) from None
