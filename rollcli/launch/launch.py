@@ -24,6 +24,7 @@ from rollcli.config.recipe import AgenticRecipe, RecipeConfig
 from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 from rollcli.launch.prelaunch import check_machine, check_recipe, with_run_model
 from rollcli.launch.registry import pipeline_class, pipeline_module
+from rollcli.launch.resume_rules import check_resumable, config_changes
 from rollcli.launch.warmup import WARMUP_RUN, warmup_checkpoint, warmup_episodes, warmup_recipe
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.run_dir import RunDir, new_run_id
@@ -111,12 +112,7 @@ def resume_training(
     run = RunDir(root)
     recorded, _ = load_recipe(str(root / "recipe.yaml"), [], saved_run=True)
     cfg, _ = load_recipe(str(root / "recipe.yaml"), overrides, saved_run=True)
-    for key in ("model", "seed"):
-        if getattr(cfg, key) != getattr(recorded, key):
-            raise ConfigError(
-                f"{key} cannot change when a run resumes (it was {getattr(recorded, key)!r}); "
-                "start a new run instead"
-            )
+    check_resumable(recorded, cfg)
     cfg = _check_supported(cfg).cfg  # a saved recipe names its strategy: nothing to resolve
     if run.effective_status() in ("running", "starting"):
         raise ConfigError(
@@ -137,6 +133,7 @@ def resume_training(
     changes = config_changes(recorded, cfg)
     if changes:
         (root / "recipe.yaml").write_text(dump_recipe(cfg), encoding="utf-8")
+        display.message(f"resuming {run_id} with recipe changes: {'; '.join(changes)}")
     where = f"checkpoint {checkpoint.name}" if checkpoint else "the start (no checkpoint yet)"
     previous = run.effective_status()
     resumes = run.read_status().get("resumes", [])
@@ -148,23 +145,6 @@ def resume_training(
     )
     model_path = warm_up(cfg, run, display) or model_path
     return _drive(cfg, run, run_id, model_path, display, checkpoint or "start", start)
-
-
-def config_changes(before: RecipeConfig, after: RecipeConfig) -> list[str]:
-    """`["train.steps: 8 -> 10", ...]`: the recipe keys whose values differ."""
-    a, b = _flatten(before.model_dump()), _flatten(after.model_dump())
-    keys = sorted(a.keys() | b.keys())
-    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
-
-
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and value:
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _prepare_model(cfg: RecipeConfig, display: Display) -> str:

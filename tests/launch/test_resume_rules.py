@@ -1,0 +1,59 @@
+"""`roll resume RUN_ID key=value ...` refuses, before anything starts, an override of what
+the run trains on (the data and its order, the seed, the model) or of its saved state's
+layout; other changes go through and are said."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+from rollcli.config.errors import ConfigError
+from rollcli.config.loader import dump_recipe, load_recipe
+from rollcli.launch.resume_rules import check_resumable
+from rollcli.runs.run_dir import RunDir
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("data.train_size=100", "data.train_size"),
+        ("data.task_args.min_digits=3", "data.task_args.min_digits"),
+        ("data.val_size=64", "data.val_size"),  # validation leaves training: it would change
+        ("seed=7", "seed"),
+        ("train.lora.r=8", "train.lora"),
+        ("train.num_workers=2", "train.num_workers"),
+    ],
+)
+def test_what_the_run_trains_on_cannot_change_on_resume(override, key) -> None:
+    recorded, _ = load_recipe("rlvr-math")
+    changed, _ = load_recipe("rlvr-math", [override])
+    with pytest.raises(ConfigError, match=f"^{key}[.a-z_]* cannot change when a run resumes"):
+        check_resumable(recorded, changed)
+
+
+def test_other_changes_go_through() -> None:
+    recorded, _ = load_recipe("rlvr-math")
+    for override in (
+        "train.steps=40",
+        "train.lr=5e-6",
+        "run.eval_every=5",
+        "rollout.temperature=1",
+    ):
+        check_resumable(recorded, load_recipe("rlvr-math", [override])[0])
+    with pytest.raises(ConfigError, match="adds or removes the critic"):
+        check_resumable(recorded, load_recipe("rlvr-math", ["algorithm.advantage=gae"])[0])
+
+
+def test_roll_resume_refuses_before_anything_starts(tmp_path, monkeypatch) -> None:
+    import rollcli.launch.launch as launch
+
+    monkeypatch.setattr(launch, "_prepare_model", lambda *a: pytest.fail("the run started"))
+    cfg, _ = load_recipe("rlvr-math")
+    RunDir.create(tmp_path, "r1", dump_recipe(cfg))
+    args = ["resume", "r1", "--runs-dir", str(tmp_path), "data.train_size=10"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "data.train_size cannot change when a run resumes (it was 2000, now 10)" in " ".join(
+        result.stderr.split()
+    )
