@@ -11,9 +11,12 @@ import torch
 from rollcli.distributed.weight_sync import WeightReceiver, WeightSender
 
 
-def send_weights(source: Any, target: torch.nn.Module, dtype: torch.dtype | None = None) -> None:
+def send_weights(
+    source: Any, target: torch.nn.Module, dtype: torch.dtype | None = None, stale: bool = False
+) -> tuple[WeightSender, WeightReceiver]:
     """Connect a sender (casting to `dtype`) and a receiver, and sync `source` (a model or a
-    state_dict-like mapping) into `target` in place."""
+    state_dict-like mapping) into `target` in place (`stale`: the receiver leaves its first
+    tensor as it was); returns both ends (their `prints`)."""
     sender = WeightSender("127.0.0.1", 2, dtype=dtype)
     receiver: list[WeightReceiver] = []
     joined = threading.Thread(
@@ -22,10 +25,11 @@ def send_weights(source: Any, target: torch.nn.Module, dtype: torch.dtype | None
     joined.start()
     sender.connect()
     joined.join()
-    received = threading.Thread(target=lambda: receiver[0].receive(target))
+    received = threading.Thread(target=lambda: receiver[0].receive(target, stale=stale))
     received.start()
     sender.send(source)
     received.join()
+    return sender, receiver[0]
 
 
 def sync_into_worker(worker: Any, source: Any) -> float:

@@ -47,6 +47,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("rollcli.launch.launch", "RunNotFoundError"),
         ("rollcli.runs.faults", "FaultSpecError"),
         ("rollcli.pipelines.rl.reward_health", "RewardFailedError"),
+        ("rollcli.pipelines.rl.sync_verify", "WeightSyncError"),
     ):
         mod = sys.modules.get(module)
         if mod is not None:

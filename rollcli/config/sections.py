@@ -200,6 +200,9 @@ class RunConfig(Section):
     tracker_project: str = "roll"  # the online project (swanlab, wandb)
     save_samples: bool = True
     max_restarts: NonNegInt = 3  # workers that die are restarted from the newest checkpoint
+    # a weight sync whose fingerprints differ (the engine would sample from stale weights)
+    # stops the run; true: it is tried once more first (rollcli/distributed/sync_check.py)
+    sync_retry: bool = False
     # stop (with a checkpoint) at the first collapse signal (rollcli/runs/collapse.py); the
     # signals are always written to events.log as warnings
     stop_on_collapse: bool = False

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from rollcli.distributed import stores
+from rollcli.distributed.sync_check import Print, tensor_print
 
 BUCKET_BYTES = 256 * 1024 * 1024
 # A tensor this large travels alone, straight from the sender's tensor and (when the receiver
@@ -144,6 +145,8 @@ class WeightSender:
         self.store = stores.open_store(host, world_size, self.timeout)
         self.port: int = self.store.port
         self.group: dist.ProcessGroup | None = None
+        self.prints: dict[str, Print] = {}  # of the last send (`sync_check`)
+        self.check_s = 0.0
 
     def connect(self) -> None:
         self.group, self.device = _new_group(
@@ -158,12 +161,18 @@ class WeightSender:
         to send for a tensor (LoRA: the merged weight), computed as its bucket is built."""
         assert self.group is not None, "connect() was not called"
         start = time.perf_counter()
+        self.prints, self.check_s = {}, 0.0
         for bucket in _buckets(_unique_tensors(model), self.dtype):
             tensors = [value(ns[0], t) if value else t for ns, t in bucket]
             # gloo: a CUDA model's bucket goes through host memory; nccl: it stays on the GPU
             parts = [t.detach().reshape(-1).to(self.dtype or t.dtype) for t in tensors]
             flat = parts[0] if len(parts) == 1 else torch.cat(parts)  # alone: no copy
             _broadcast(self.group, flat.to(self.device).contiguous())
+            t0 = time.perf_counter()
+            self.prints.update(
+                (ns[0], tensor_print(p)) for (ns, _), p in zip(bucket, parts, strict=True)
+            )
+            self.check_s += time.perf_counter() - t0
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
@@ -184,25 +193,45 @@ class WeightReceiver:
         timeout = datetime.timedelta(seconds=timeout_s)
         store = stores.connect_store(host, port, world_size, timeout)
         self.group, self.device = _new_group(store, rank, world_size, timeout, backend)
+        self.prints: dict[str, Print] = {}  # of the last receive (`sync_check`)
+        self.check_s = 0.0
 
     @torch.no_grad()
-    def receive(self, model: torch.nn.Module, load: LoadFn | None = None) -> float:
+    def receive(
+        self, model: torch.nn.Module, load: LoadFn | None = None, stale: bool = False
+    ) -> float:
         """Receive into `model`'s tensors in place; or, given `load`, call it once with the
         stream of received `(name, tensor)` pairs and leave `model` as it is. The stream names
         a tied tensor under each of its names: an engine may keep a copy per name (vLLM's
-        CPU LM head packs its own)."""
+        CPU LM head packs its own). `self.prints` then holds each tensor's fingerprint as the
+        model holds it (in place) or as it arrived (`load`), for `sync_check`; `stale` leaves
+        the first tensor as it was (fault injection: a sync that goes wrong)."""
         start = time.perf_counter()
-        stream = self._stream(model, in_place=load is None)
+        # (a stale sync on purpose receives into buffers: in place, a tensor would arrive)
+        stream = self._stream(model, in_place=load is None and not stale)
+        self.prints, self.check_s = {}, 0.0
         if load is None:
-            for _, tensor, new in stream:
-                if new.data_ptr() != tensor.data_ptr():  # else it arrived in place
-                    tensor.data.copy_(new)  # into the model's tensor on its device
+            for i, (names, tensor, new) in enumerate(stream):
+                if new.data_ptr() != tensor.data_ptr() and not (stale and i == 0):
+                    tensor.data.copy_(new)  # into the model's tensor (else it came in place)
+                self._print(names[0], tensor)  # as the model now holds it
         else:
-            load((name, new) for names, _, new in stream for name in names)
+
+            def loaded() -> Iterator[tuple[str, torch.Tensor]]:
+                for names, _, new in stream:
+                    self._print(names[0], new)  # as it arrived
+                    yield from ((name, new) for name in names)
+
+            load(loaded())
             left = sum(1 for _ in stream)  # drain: the sender must not wait on us forever
             if left:
                 raise RuntimeError(f"weight load stopped early: {left} tensors were not read")
         return time.perf_counter() - start
+
+    def _print(self, name: str, tensor: torch.Tensor) -> None:
+        t0 = time.perf_counter()
+        self.prints[name] = tensor_print(tensor)
+        self.check_s += time.perf_counter() - t0
 
     def _stream(
         self, model: torch.nn.Module, in_place: bool = False

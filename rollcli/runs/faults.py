@@ -4,6 +4,8 @@
     ROLL_INJECT_FAULT="kill@generate:2+0.5"        ... 0.5 s into step 2's generation
     ROLL_INJECT_FAULT="kill-worker@reward:2"       SIGKILL the reward worker's process at step 2
     ROLL_INJECT_FAULT="kill-worker@generate:2+0.3" SIGKILL an actor_infer process mid-generation
+    ROLL_INJECT_FAULT="stale@sync:2"               step 2's weight sync leaves one tensor of
+                                                   actor_infer's model stale (the check stops it)
 
 Several faults are comma-separated. Points: generate, reward, forward, train, sync, validate,
 checkpoint (the files are written, the folder not yet renamed). `kill-worker@POINT` kills the
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 
 ENV_VAR = "ROLL_INJECT_FAULT"
 POINTS = ("generate", "reward", "forward", "train", "sync", "validate", "checkpoint")
-ACTIONS = ("kill", "kill-worker")
+ACTIONS = ("kill", "kill-worker", "stale")
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<point>[a-z]+):(?P<step>\d+)(?:\+(?P<delay>[\d.]+))?$")
 
 
@@ -90,8 +92,17 @@ class FaultInjector:
     def from_env(cls, kill_worker: Callable[[str], None]) -> FaultInjector:
         return cls(parse_faults(os.environ.get(ENV_VAR, "")), kill_worker)
 
+    def take(self, action: str, point: str, step: int) -> bool:
+        """Whether a fault of `action` is due at `point` of `step` (then it is spent): for
+        faults the caller carries out itself (`stale@sync:N`)."""
+        due = [f for f in self.pending if (f.action, f.point, f.step) == (action, point, step)]
+        for fault in due:
+            self.pending.remove(fault)
+        return bool(due)
+
     def hit(self, point: str, step: int) -> None:
-        for fault in [f for f in self.pending if f.point == point and f.step == step]:
+        due = [f for f in self.pending if f.point == point and f.step == step]
+        for fault in [f for f in due if f.action in ("kill", "kill-worker")]:
             self.pending.remove(fault)
             fire = self._action(fault)
             if fault.delay_s:

@@ -200,17 +200,24 @@ class ActorInferWorker:
     ) -> None:
         self.receiver = WeightReceiver(host, port, rank, world_size, backend=backend)
 
+    def received_prints(self) -> dict:
+        """The fingerprints of the weights the last sync left here, and their time."""
+        assert self.receiver is not None, "init_weight_sync was not called"
+        return {"prints": self.receiver.prints, "check_s": self.receiver.check_s}
+
     def end_sessions(self, session_ids: list[str]) -> None:
         """Free the hf engine's sessions of episodes that ended."""
         if self.engine_name not in ENGINE_CLASSES:
             self.engine.end_sessions(session_ids)
 
-    def receive_weights(self) -> float:
+    def receive_weights(self, stale: bool = False) -> float:
+        """Receive the trainer's weights; `stale` (fault injection, the hf engine) leaves
+        one tensor as it was."""
         assert self.receiver is not None, "init_weight_sync was not called"
         if self.engine_name in ENGINE_CLASSES:  # they drop their cached prefixes themselves
             return self.receiver.receive(self.model, load=self.engine.load_weights)
         self.engine.drop_sessions()  # KV of the old weights (and any stored while they arrive)
-        took = self.receiver.receive(self.model)
+        took = self.receiver.receive(self.model, stale=stale)
         start = time.perf_counter()
         self.engine.requantize()  # int8 copies of the new weights: part of the sync's time
         self.engine.drop_sessions()

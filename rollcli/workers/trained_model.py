@@ -240,6 +240,12 @@ class TrainedModelWorker:
                 )
             return self.sender.send(model)
 
+    def sent_prints(self) -> dict:
+        """The fingerprints of the last weights sent, and the time they took
+        (`distributed/sync_check.py`)."""
+        assert self.sender is not None, "open_weight_sync was not called"
+        return {"prints": self.sender.prints, "check_s": self.sender.check_s}
+
     def _full_weights(self):  # noqa: ANN202
         """The model with whole parameters (a ZeRO-3 trainer gathers its partitions, FSDP2
         a plain copy on rank 0); every rank must enter."""

@@ -33,6 +33,8 @@ REQUIRED_STEP_METRICS = {
     "time/generate_s",
     "time/train_s",
     "time/weight_sync_s",
+    "time/sync_check_s",  # every weight sync is verified (rollcli/pipelines/rl/sync_verify.py)
+    "sync/verified",
     "rollout/tokens_per_s",
     "perf/generate_mfu",
     "perf/forward_mfu",

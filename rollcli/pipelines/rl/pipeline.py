@@ -26,11 +26,11 @@ from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import OLD_LOGPROBS, REF_LOGPROBS
 from rollcli.distributed import data_parallel, weight_sync
-from rollcli.distributed.calls import get
 from rollcli.distributed.process_control import ProcessControl
 from rollcli.pipelines.protocol import StepResult
 from rollcli.pipelines.rl.advantages import add_advantages, make_kl_controller
 from rollcli.pipelines.rl.source import RolloutSource
+from rollcli.pipelines.rl.sync_verify import verified_sync
 from rollcli.pipelines.rl.update_args import update_args
 from rollcli.planning.role_table import names, roles_for
 from rollcli.runtime.run_control import RunControl
@@ -217,6 +217,7 @@ class RLPipeline:
             self.clusters.actor_infer.call(ActorInferWorker.wake)
             metrics["time/engine_wake_s"] = time.perf_counter() - t0
         metrics["time/weight_sync_s"] = self.sync_weights(version=step)
+        metrics.update(self.sync_checked)  # sync/verified, time/sync_check_s
 
         # 6. the FLOP account: each phase's useful FLOPs over its time x the peak (perf/*)
         if self.perf is not None:
@@ -300,12 +301,15 @@ class RLPipeline:
         )[0]
 
     def sync_weights(self, version: int) -> float:
-        """Send actor_train's weights (those after step `version`) to actor_infer."""
+        """Send actor_train's weights (those after step `version`) to actor_infer and verify
+        what arrived (`sync_verify.py`: a mismatch stops the run); returns the time, the
+        check's included (`self.sync_checked` holds the check's metrics)."""
         self.source.before_sync(version)
         t0 = time.perf_counter()
-        refs = self.clusters.actor_train.call_async(ActorTrainWorker.broadcast_weights)
-        refs += self.clusters.actor_infer.call_async(ActorInferWorker.receive_weights)
-        get(refs)
+        stale = self.ctl.faults.take("stale", "sync", self.ctl.current_step)
+        self.sync_checked = verified_sync(
+            self.clusters, version, self.cfg.run.sync_retry, self.run.log_event, stale
+        )
         return time.perf_counter() - t0
 
     def validate(self) -> dict[str, float]:
