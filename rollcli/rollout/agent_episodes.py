@@ -7,12 +7,15 @@ An agent program is a plain function (`agentic.agent: "package.module:function"`
         return reward
 
 Each episode runs it in a thread of its own with a client whose base URL is that episode's
-(`str(client.base_url)` is the URL to hand to any other program), and a `task` dict: the
-task source's ``prompt`` and ``answer`` and the episode's ``seed``. Its return value is the
-episode's reward, given to the last reply. A program that raises or returns no number
-ends its episode with an error: kept in the samples, not trained on, counted
-(``env/env_errors``); the run goes on. One that stops asking for replies and does not return
-within `agentic.agent_timeout_s` is no longer waited for (its episode is an error too).
+and whose key is the run's (the endpoint refuses requests without it); a program that
+hands the episode to another process gives it `endpoint_env(client)` as its environment
+(``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` and ``ROLL_AGENT_BASE_URL`` /
+``ROLL_AGENT_API_KEY``). The `task` dict holds the task source's ``prompt`` and ``answer``
+and the episode's ``seed``. Its return value is the episode's reward, given to the last
+reply. A program that raises or returns no number ends its episode with an error: kept in
+the samples, not trained on, counted (``env/env_errors``); the run goes on. One that stops
+asking for replies and does not return within `agentic.agent_timeout_s` is no longer
+waited for (its episode is an error too).
 An episode cut by `agentic.max_turns` or `max_context_tokens` ends as with the built-in
 environments (its program's next request is refused; what it returns then is its reward).
 """
@@ -20,6 +23,7 @@ environments (its program's next request is refused; what it returns then is its
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -74,7 +78,7 @@ class AgentPrograms:
     ) -> tuple[list[Episode], dict[str, float]]:
         source = self.sources["validation" if validation else "train"]
         tasks = [(spec, task_dict(source.task(spec.seed), spec.seed)) for spec in specs]
-        return play_agent_episodes(
+        episodes, stats = play_agent_episodes(
             self.server,
             policy,
             self.fn,
@@ -85,6 +89,25 @@ class AgentPrograms:
             self.timeout_s,
             on_progress,
         )
+        if not validation:  # validation's stats are not logged: its refusals count here next
+            stats["agentic/endpoint_refused"] = float(self.server.take_refused())
+        return episodes, stats
+
+
+def endpoint_env(client: Any) -> dict[str, str]:
+    """This process's environment plus the episode's endpoint for `client` (the one roll gave
+    the program): for a program that runs the episode in another process, e.g.
+    ``subprocess.run([...], env=endpoint_env(client))``; an OpenAI SDK there finds the URL
+    and key in ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, and ``ROLL_AGENT_BASE_URL`` /
+    ``ROLL_AGENT_API_KEY`` hold the same for a program that keeps its own OpenAI key."""
+    url, key = str(client.base_url).rstrip("/"), client.api_key
+    return {
+        **os.environ,
+        "OPENAI_BASE_URL": url,
+        "OPENAI_API_KEY": key,
+        "ROLL_AGENT_BASE_URL": url,
+        "ROLL_AGENT_API_KEY": key,
+    }
 
 
 def task_dict(task: Any, seed: int) -> dict[str, Any]:
@@ -121,7 +144,7 @@ def play_agent_episodes(
     def run(spec: EpisodeSpec, task: dict[str, Any]) -> None:
         client = openai.OpenAI(
             base_url=server.base_url(tag, spec.index),
-            api_key="roll",
+            api_key=server.api_key,  # the run's key: the endpoint refuses any other
             max_retries=0,
             timeout=timeout_s + 600.0,  # a request waits for its round
         )

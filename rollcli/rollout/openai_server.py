@@ -9,6 +9,13 @@ sampled ids are what trains), waits for its generation round (`agent_rounds.Roun
 is answered in OpenAI's chat-completion form, tool calls included. Served on loopback only,
 with FastAPI and uvicorn (the optional ``agents`` extra, imported when a run uses an agent).
 
+Only the run's own agents get in: loopback is shared by every process on the node, so each
+server makes a random key (`EndpointServer.api_key`, new for every run, kept in memory
+only) and every request must carry it as ``Authorization: Bearer <key>``, which an
+``openai.OpenAI(api_key=...)`` client sends. A request without it is answered 401 in
+OpenAI's error form (the client raises ``openai.AuthenticationError``) before its body is
+read: it never becomes a turn, and is counted (`EndpointServer.take_refused`).
+
 The run's sampling settings (`rollout.temperature`, `top_p`, `max_new_tokens`) govern every
 reply, since the trainer's log-probs assume them: a request that asks for other values, for
 several choices or for streaming is refused (HTTP 400, one line saying so), as is any
@@ -18,6 +25,7 @@ accepted.
 
 # no `from __future__ import annotations`: FastAPI reads the handlers' annotations as objects
 import asyncio
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,11 +58,15 @@ class StepEpisodes:
 
 
 class EndpointServer:
-    """The endpoint on loopback, in a background thread of the driver."""
+    """The endpoint on loopback, in a background thread of the driver; `api_key` is the
+    key its requests must carry (see the module docstring)."""
 
     def __init__(self) -> None:
         self.steps: dict[str, StepEpisodes] = {}
         self.port = 0
+        self.api_key = f"roll-{secrets.token_urlsafe(32)}"
+        self._refused = 0  # requests without the key, since the last `take_refused`
+        self._refused_lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -89,6 +101,27 @@ class EndpointServer:
 
     def close(self, tag: str) -> None:
         self.steps.pop(tag, None)
+
+    def __repr__(self) -> str:  # never the key
+        return f"EndpointServer(http://127.0.0.1:{self.port}, steps={sorted(self.steps)})"
+
+    # ---- the key -------------------------------------------------------------------------
+    def authorized(self, header: str | None) -> bool:
+        """Whether an ``Authorization`` header carries this run's key; counts a refusal."""
+        scheme, _, token = (header or "").strip().partition(" ")
+        ok = scheme.lower() == "bearer" and secrets.compare_digest(
+            token.strip().encode(), self.api_key.encode()
+        )
+        if not ok:
+            with self._refused_lock:
+                self._refused += 1
+        return ok
+
+    def take_refused(self) -> int:
+        """Requests refused for want of the key since the last call (then zero again)."""
+        with self._refused_lock:
+            count, self._refused = self._refused, 0
+        return count
 
     # ---- one request ---------------------------------------------------------------------
     async def complete(self, tag: str, index: int, body: Any) -> tuple[int, dict[str, Any]]:
@@ -165,8 +198,14 @@ def check_fields(body: Any, params: SamplingParams) -> None:
         )
 
 
-def _error(message: str, kind: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+def _error(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+UNAUTHORIZED = (
+    "this run's agent endpoint needs its key (Authorization: Bearer KEY): use the client "
+    "roll gives the agent program, or ROLL_AGENT_API_KEY from its environment"
+)
 
 
 def build_app(server: EndpointServer) -> Any:
@@ -174,6 +213,14 @@ def build_app(server: EndpointServer) -> Any:
     from fastapi.responses import JSONResponse
 
     app = FastAPI(title="roll agent endpoint", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.middleware("http")
+    async def require_key(request: Request, call_next: Any) -> Any:
+        """Every route, before the body is read: no key, no turn (nor a model name)."""
+        if server.authorized(request.headers.get("authorization")):
+            return await call_next(request)
+        body = _error(UNAUTHORIZED, "invalid_request_error", "invalid_api_key")
+        return JSONResponse(body, 401, headers={"WWW-Authenticate": "Bearer"})
 
     @app.post("/{tag}/{index}/v1/chat/completions")
     async def chat_completions(tag: str, index: int, request: Request) -> JSONResponse:

@@ -2,7 +2,8 @@
 the hf engine behind roll's OpenAI-compatible endpoint, a program (endpoint_agent.py) using
 the real `openai` client,
 one RL step on tiny-random. The episodes trained are the program's conversations, token
-for token; a program that crashes costs its episode, not the run."""
+for token; a program that crashes costs its episode, not the run; a request without the
+run's key is refused and counted, and the key is written nowhere."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
+import endpoint_agent
 import pytest
 from roll_in_process import cli
 
@@ -35,6 +37,8 @@ def test_an_agent_program_trains_through_the_endpoint(tmp_path: Path, tiny_model
         "rollout.max_new_tokens=6", "train.micro_batch_size=2", "agentic.keep_top_groups=1.0",
         "agentic.max_template_drift=0.25",
     ]  # fmt: skip
+    endpoint_agent.KEYS_SEEN.clear()
+    endpoint_agent.INTRUSIONS.clear()
     code, err = cli(
         "train", "tool-math-agent", "--model", str(model), "--steps", "3", "--runs-dir",
         str(tmp_path), "--run-id", "a", *small,
@@ -51,6 +55,15 @@ def test_an_agent_program_trains_through_the_endpoint(tmp_path: Path, tiny_model
     assert step["agentic/template_drift"] == step["agentic/retokenize_drift"] == 1.0
     events = (run / "events.log").read_text()
     assert "template drift 1.000 at step 1 is above agentic.max_template_drift = 0.25" in events
+    # the first validation episode's request with the old fixed key "roll", at step 0's
+    # validation: 401, no turn (the episode plays on unharmed), counted at the next step
+    assert endpoint_agent.INTRUSIONS == [401]
+    assert step["agentic/endpoint_refused"] == 1.0
+    assert "step 1: the agent endpoint refused 1 request(s) without the run's key" in events
+    (key,) = endpoint_agent.KEYS_SEEN  # one key for the run, random, in no file nor on stderr
+    assert key.startswith("roll-") and len(key) > 40 and key not in err
+    for path in run.rglob("*"):
+        assert not path.is_file() or key.encode() not in path.read_bytes(), path
     assert (run / "checkpoints" / "step-1").is_dir()
     episodes = [json.loads(x) for x in (run / "samples" / "step-1.jsonl").read_text().splitlines()]
     assert len(episodes) == 4

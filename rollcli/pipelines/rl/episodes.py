@@ -141,6 +141,11 @@ class EpisodeSource:
             sched.update(template_drift((ep, self.fmt) for ep in episodes))
         metrics.update({k if "/" in k else f"rollout/{k}": v for k, v in sched.items()})
         self._check_drift(step, metrics.get("agentic/template_drift"))
+        if refused := metrics.get("agentic/endpoint_refused"):  # someone else posted
+            self.ctl.run.log_event(
+                f"warning: step {step}: the agent endpoint refused {refused:.0f} request(s) "
+                "without the run's key (401)"
+            )
         metrics.update(action_fractions(episodes))
         batch = episodes_to_batch(episodes, self.pad_id, self.fmt)
         model_tokens = batch[RESPONSE_MASK].sum(dim=1)
