@@ -100,7 +100,16 @@ class AdaptiveKLController:
         value <- value * (1 + e * n_steps / horizon)
 
     The coefficient rises while the policy drifts beyond `target` nats, and falls
-    while it stays closer.
+    while it stays closer. `current_kl` and `target` must be in one unit: the RL pipeline
+    passes the mean KL per response token (`actor/kl_reward`), so `target` is per token
+    (verl's default 0.1). Ziegler et al.'s and TRL's 6 nats are per sequence (the KL summed
+    over a response): compared with a per-token mean, such a target is never reached and
+    the coefficient only falls.
+
+    >>> ctl = AdaptiveKLController(0.05, target=0.1, horizon=10000)
+    >>> ctl.update(0.15, 64)  # above the target: e = 0.2, the coefficient rises
+    >>> round(ctl.value, 6)
+    0.050064
     """
 
     def __init__(self, init_coef: float, target: float, horizon: float) -> None:
@@ -123,6 +132,6 @@ class AdaptiveKLController:
         return {"value": self.value, "target": self.target, "horizon": self.horizon}
 
     def load_state_dict(self, state: dict[str, float]) -> None:
+        """The coefficient reached; `target` and `horizon` stay the recipe's, so a resume
+        that sets them (`algorithm.kl_target=...`) takes effect."""
         self.value = float(state["value"])
-        self.target = float(state.get("target", self.target))
-        self.horizon = float(state.get("horizon", self.horizon))

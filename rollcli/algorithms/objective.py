@@ -8,7 +8,10 @@ minimises for every micro-batch, given the policy's log-probs and entropies of i
                                                                        policy term)
 
 `agg` is `args.loss_agg`; `w_t` the off-policy correction's weights against the sampler's
-log-probs (TIS, MIS, IcePop; `algorithms/off_policy.py`), none without one; each `share` is
+log-probs `mu` (TIS, MIS, IcePop; `algorithms/off_policy.py`), none without one: of
+`pi_old / mu` beside the ratio to `pi_old` of ppo, gspo and raftpp (decoupled PPO), of
+`pi_theta / mu` for pg (off-policy REINFORCE), and for topr, which tapers `pi_theta / mu`
+itself, only which tokens the correction drops (`off_policy_weights`); each `share` is
 this micro-batch's part of the whole mini-batch's denominator
 (`aggregation.micro_batch_share`), from `totals`: what `rl_normalisers` computed over the
 mini-batch (summed over the data-parallel ranks). So the micro-batches' losses add up to
@@ -23,8 +26,12 @@ from torch import Tensor
 from rollcli.algorithms.aggregation import aggregate_loss, loss_normalisers, micro_batch_share
 from rollcli.algorithms.kl import kl_loss
 from rollcli.algorithms.loss_metrics import Metric, metric_weights
-from rollcli.algorithms.off_policy import correction_weights, mismatch_metrics
-from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
+from rollcli.algorithms.off_policy import correction_weights, kept_tokens, mismatch_metrics
+from rollcli.algorithms.policy_loss import (
+    SAMPLER_RATIO_LOSSES,
+    aggregation_mask,
+    compute_policy_loss,
+)
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import (
@@ -77,26 +84,51 @@ def rows_with_gradient(batch: Batch, args: PolicyUpdateArgs) -> Tensor:
 
 
 def off_policy_weights(
-    args: PolicyUpdateArgs, old: Tensor, micro: Batch, mask: Tensor
+    args: PolicyUpdateArgs,
+    old: Tensor,
+    micro: Batch,
+    mask: Tensor,
+    logprobs: Tensor | None = None,
 ) -> tuple[Tensor | None, dict[str, float]]:
     """Against the sampler's log-probs `mu` (where the engine sent them): the off-policy
     correction's per-token weights (None with `correction: none`) and the metrics, the
-    mismatch ones (`mismatch_*`) whatever the correction."""
+    mismatch ones (`mismatch_*`, of `pi_old / mu`) whatever the correction.
+
+    The ratio the correction reads: `pi_old / mu` for ppo, gspo and raftpp, whose own ratio
+    covers `pi_old -> pi_theta`; `pi_theta / mu` (`logprobs`, detached: the policy's, needed
+    then) for pg and topr, whose ratio is to the sampler (`SAMPLER_RATIO_LOSSES`). topr
+    weighs its tokens itself (its taper), so it takes only the correction's drops: weight 1
+    where the correction keeps a token, 0 where it drops it (`off_policy.kept_tokens`).
+    """
     if BEHAVIOUR_LOGPROBS not in micro:
         return None, {}
     behaviour, old = micro[BEHAVIOUR_LOGPROBS], old.detach()
     metrics = mismatch_metrics(old, behaviour, mask, args.correction_band)
-    corrected = correction_weights(
-        args.correction,
-        old,
-        behaviour,
-        mask,
-        level=args.correction_level,
-        cap=args.correction_cap,
-        band=args.correction_band,
-    )
-    if corrected is None:
+    if args.correction == "none":
         return None, metrics
+    numerator = old
+    if args.policy_loss in SAMPLER_RATIO_LOSSES:
+        if logprobs is None:
+            raise ValueError(
+                f"the {args.policy_loss} loss's correction needs the policy's logprobs"
+            )
+        numerator = logprobs.detach()
+    level, cap, band = args.correction_level, args.correction_cap, args.correction_band
+    if args.policy_loss == "topr":
+        kept = kept_tokens(
+            args.correction, numerator, behaviour, mask, level=level, cap=cap, band=band
+        )
+        m = mask.to(kept.dtype)
+        count = m.sum().clamp(min=1)
+        return kept, {
+            **metrics,
+            "off_policy_weight_mean": float((kept * m).sum() / count),
+            "off_policy_corrected_frac": float(((1 - kept) * m).sum() / count),
+        }
+    corrected = correction_weights(
+        args.correction, numerator, behaviour, mask, level=level, cap=cap, band=band
+    )
+    assert corrected is not None  # None only for correction none, returned above
     return corrected[0], {**metrics, **corrected[1]}
 
 
@@ -113,18 +145,22 @@ def rl_loss(
 
     `micro` holds `response_mask`, `advantages`, and where they apply `old_logprobs` (absent
     on-policy: this forward's, detached, are the old ones), `behaviour_logprobs` (the
-    sampler's), `ref_logprobs` (the KL term) and `action_mask` (agentic: the entropy bonus
-    covers those tokens and `action_entropy` reports their mean). `logprobs` and `entropy`
-    are the policy's `[B, R]` over the response tokens at `args.temperature`."""
+    sampler's: topr's ratio is to them where they are), `ref_logprobs` (the KL term) and
+    `action_mask` (agentic: the entropy bonus covers those tokens and `action_entropy`
+    reports their mean). `logprobs` and `entropy` are the policy's `[B, R]` over the
+    response tokens at `args.temperature`."""
     mask = micro[RESPONSE_MASK]
     agg_mask = aggregation_mask(args.policy_loss, mask, micro[ADVANTAGES])
     pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
     old = micro[OLD_LOGPROBS] if OLD_LOGPROBS in micro else logprobs.detach()
-    is_weights, off_metrics = off_policy_weights(args, old, micro, mask)
+    is_weights, off_metrics = off_policy_weights(args, old, micro, mask, logprobs)
+    ratio_to = old
+    if args.policy_loss == "topr" and BEHAVIOUR_LOGPROBS in micro:
+        ratio_to = micro[BEHAVIOUR_LOGPROBS]
     loss, metrics = compute_policy_loss(
         args.policy_loss,
         logprobs=logprobs,
-        old_logprobs=old,
+        old_logprobs=ratio_to,
         advantages=micro[ADVANTAGES],
         mask=mask,
         clip_low=args.clip_low,

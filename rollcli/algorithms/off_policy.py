@@ -11,7 +11,11 @@ mask, and works on the per-token ratio
 A correction returns detached per-token weights `[B, T]` (0 at masked positions) that the
 policy loss multiplies into its per-token terms (`is_weights`); a weight of 0 removes the
 token's gradient but the token still counts in the loss's denominator, as in IcePop's
-objective (the `1/|y_i|` of eq. 3 stays). The corrections (`algorithm.off_policy.correction`):
+objective (the `1/|y_i|` of eq. 3 stays). The numerator is `pi_old` for the losses whose own
+ratio is to it (ppo, gspo, raftpp: decoupled PPO, Hilton et al. 2021); pg and topr have no
+ratio to `pi_old`, and the objective passes the policy's own log-probs `pi_theta` (detached)
+instead, so that their ratio is to the sampler (`objective.off_policy_weights`). The
+corrections (`algorithm.off_policy.correction`):
 
 * `tis`, truncated importance sampling (Yao et al. 2025, "Your efficient RL framework
   secretly brings you off-policy RL training"): `w_t = min(r_t, C)`; at `sequence` level
@@ -150,6 +154,48 @@ def icepop_weights(
         raise ValueError(f"IcePop band must be 0 < low < high, got {band}")
     m = mask.to(old_logprobs.dtype)
     return _ratio_within(old_logprobs - behaviour_logprobs, math.log(low), math.log(high), m)
+
+
+@torch.no_grad()
+def kept_tokens(
+    correction: Correction,
+    old_logprobs: Tensor,
+    behaviour_logprobs: Tensor,
+    mask: Tensor,
+    *,
+    level: Level = "token",
+    cap: float = 2.0,
+    band: tuple[float, float] = (0.5, 2.0),
+) -> Tensor:
+    """`[B, T]` 1 where the correction keeps a token's gradient, 0 where it drops it and at
+    masked positions: `none` and `tis` drop nothing, `mis` a ratio above `cap` (at `sequence`
+    level every token of a response whose `R` is), `icepop` a ratio outside `band`. What a
+    loss that weighs its tokens itself (topr) takes from a correction.
+
+    >>> old = torch.log(torch.tensor([[0.5, 0.5, 0.5]]))
+    >>> mu = torch.log(torch.tensor([[0.2, 0.4, 1.0]]))  # r = 2.5, 1.25, 0.5
+    >>> kept_tokens("icepop", old, mu, torch.ones(1, 3), band=(0.6, 2.0)).tolist()
+    [[0.0, 1.0, 0.0]]
+    >>> kept_tokens("mis", old, mu, torch.ones(1, 3), cap=2.0).tolist()
+    [[0.0, 1.0, 1.0]]
+    """
+    _check(old_logprobs, behaviour_logprobs, mask)
+    m = mask.to(old_logprobs.dtype)
+    if correction in ("none", "tis"):
+        return m.clone()
+    if correction == "mis":
+        if level == "token":
+            log_r = old_logprobs - behaviour_logprobs
+        else:
+            log_r = _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).expand_as(m)
+        return (log_r <= math.log(cap)).to(m.dtype) * m
+    if correction == "icepop":
+        if level != "token":
+            raise ValueError("icepop is defined per token; level must be 'token'")
+        low, high = band
+        log_r = old_logprobs - behaviour_logprobs
+        return ((log_r >= math.log(low)) & (log_r <= math.log(high))).to(m.dtype) * m
+    raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
 
 
 def correction_weights(

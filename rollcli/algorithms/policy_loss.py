@@ -6,12 +6,13 @@ batch at the start of this update (`old_logprobs`), advantages `[B, T]` and the 
 and returns `(loss, metrics)`. Shared keyword arguments:
 
 * `agg`, `norm_len`: loss aggregation, see `rollcli.algorithms.aggregation`;
-* `is_weights`: optional `[B, T]` truncated importance-sampling weights
-  (`off_policy.truncated_is_weights`), multiplied into the per-token loss (detached).
+* `is_weights`: optional `[B, T]` weights of the off-policy correction
+  (`off_policy.correction_weights`), multiplied into the per-token loss (detached).
 
 Metrics (floats): `pg_loss`, `clipfrac` (share of real tokens whose gradient the clip
 removed), `ratio_mean` (mean `pi/pi_old` over real tokens), `approx_kl` (k3 estimate of
-`KL(pi_old || pi)` over real tokens), plus loss-specific ones.
+`KL(pi_old || pi)` over real tokens), plus loss-specific ones; `old_logprobs` is whatever
+the caller passes as the ratio's denominator (`mu` for topr, see `topr_loss`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.masked import masked_mean
 
 LOG_RATIO_LIMIT = 20.0
+# the losses whose importance ratio is to the sampler `mu` (the engine's log-probs), not to
+# `pi_old`: `pg` has none of its own, so its correction weighs `pi_theta / mu`, and `topr`
+# tapers `pi_theta / mu` (`objective.rl_loss`; config.algorithm keeps the same tuple)
+SAMPLER_RATIO_LOSSES = ("pg", "topr")
 # GSPO's sequence log-ratio is clamped above at this value (verl's GSPO loss uses 10 too)
 SEQ_LOG_RATIO_LIMIT = 10.0
 
@@ -190,9 +195,12 @@ def topr_loss(
         L_t = -A_t logp_t                               if A_t >= 0  (plain, SFT-like)
         L_t = -sg[min(r_t, 1)] A_t logp_t               if A_t <  0  (truncated IS)
 
-    with `r_t = exp(logp_t - logp_old_t)`. Positive samples are pushed up at full
-    strength whatever the ratio; negative samples are pushed down only as much as the
-    policy still puts mass on them, which keeps training stable off-policy. The paper
+    with `r_t = exp(logp_t - logp_old_t)`, the ratio to the policy that sampled the
+    batch: the RL objective passes the engine's log-probs `mu` as `old_logprobs` where the
+    engine sent them (the paper's behaviour policy; `pi_old` would make the ratio 1 on the
+    first pass however far the sampler was), else `pi_old`. Positive samples are pushed up
+    at full strength whatever the ratio; negative samples are pushed down only as much as
+    the policy still puts mass on them, which keeps training stable off-policy. The paper
     truncates the sequence ratio; this version truncates per token. `clipfrac` counts
     negative tokens whose ratio was truncated at 1.
     """
@@ -224,7 +232,9 @@ def pg_loss(
     """Vanilla policy gradient, REINFORCE (Williams 1992): `L_t = -A_t logp_t`.
 
     No ratio and no clipping: correct only on-policy (one update per batch) unless
-    `is_weights` corrects for the sampler. `old_logprobs`, when given, only feeds the
+    `is_weights` corrects for the sampler: the RL objective's weights for pg are the
+    correction of `pi_theta / mu`, off-policy REINFORCE with truncated (`tis`) or masked
+    (`mis`, `icepop`) importance sampling. `old_logprobs`, when given, only feeds the
     `ratio_mean` / `approx_kl` metrics. `clipfrac` is always 0.
     """
     m = mask.to(logprobs.dtype)

@@ -35,8 +35,15 @@ KLEstimator = Literal["k1", "k2", "k3", "abs"]
 CorrectionName = Literal["auto", "none", "tis", "mis", "icepop"]
 # rollout precisions whose sampler differs from the fp32 trainer by more than rounding
 LOW_PRECISION = ("bf16", "int8", "fp8")
-# policy losses with no ratio to reweight: pg is on-policy, topr truncates its own
-UNCORRECTED_LOSSES = ("pg", "topr")
+# policy losses whose importance ratio is to the sampler `mu` itself, not to `pi_old`: pg
+# (off-policy REINFORCE: its correction weighs pi_theta / mu) and topr (it tapers pi_theta / mu);
+# `auto` names no correction for them (`resolved_correction`)
+SAMPLER_RATIO_LOSSES = ("pg", "topr")
+# the adaptive KL controller's target is a mean KL per response token; above this it is a
+# per-sequence figure (Ziegler et al. 2019 and TRL sum a response: 6 nats) and is refused
+KL_TARGET_PER_TOKEN_MAX = 1.0
+# `kl_target`'s default before it was per token: every run saved then writes it
+OLD_KL_TARGET_DEFAULT = 6.0
 
 
 class OffPolicyConfig(BaseModel):
@@ -48,8 +55,8 @@ class OffPolicyConfig(BaseModel):
 
     correction: CorrectionName = Field(
         "auto",
-        description="auto (tis for a bf16 / int8 / fp8 rollout, else none) | none | tis | mis "
-        "| icepop",
+        description="auto (tis for a bf16 / int8 / fp8 rollout with ppo, gspo or raftpp; "
+        "else none) | none | tis | mis | icepop (tis not with topr)",
     )
     level: Literal["token", "sequence"] = Field("token", description="tis and mis: ratio per")
     cap: float = Field(2.0, gt=0.0, description="tis: truncate at; mis: drop above")
@@ -116,7 +123,12 @@ class AlgorithmConfig(BaseModel):
     kl_estimator: KLEstimator = Field("k3", description="per-token KL estimator")
     kl_in: Literal["reward", "loss"] = Field("loss", description="where the KL penalty goes")
     kl_controller: Literal["fixed", "adaptive"] = Field("fixed", description="KL coef schedule")
-    kl_target: float = Field(6.0, gt=0.0, description="adaptive controller target KL (nats)")
+    kl_target: float = Field(
+        0.1,
+        gt=0.0,
+        description="adaptive controller target: the mean KL per response token (nats; "
+        "verl's 0.1), not per sequence",
+    )
     kl_horizon: float = Field(10000.0, gt=0.0, description="adaptive controller horizon")
 
     # Sampling and length shaping (DAPO) and off-policy correction.
@@ -136,7 +148,15 @@ class AlgorithmConfig(BaseModel):
     def _renamed(cls, data: object) -> object:
         """`tis_cap` became `off_policy`. A run saved before writes `tis_cap: null` (off):
         it resumes with `off_policy: {correction: none}`; a cap is refused with its new
-        spelling."""
+        spelling. `kl_target`'s default was 6.0 before it was stated per token: a run saved
+        then with the fixed controller writes it unused, and it is dropped (with the
+        adaptive controller it is kept, and refused below as a per-sequence figure)."""
+        if (
+            isinstance(data, dict)
+            and data.get("kl_target") == OLD_KL_TARGET_DEFAULT
+            and data.get("kl_controller", "fixed") == "fixed"
+        ):
+            data = {k: v for k, v in data.items() if k != "kl_target"}
         if isinstance(data, dict) and "tis_cap" in data and data["tis_cap"] is None:
             data = {k: v for k, v in data.items() if k != "tis_cap"}
             data.setdefault("off_policy", {"correction": "none"})
@@ -161,11 +181,16 @@ class AlgorithmConfig(BaseModel):
                 f"algorithm.lam = {self.lam} is GAE's lambda, and advantage "
                 f"{self.advantage!r} has none; set advantage: gae or remove algorithm.lam"
             )
-        correction = self.off_policy.correction
-        if correction not in ("none", "auto") and self.policy_loss in UNCORRECTED_LOSSES:
+        if self.off_policy.correction == "tis" and self.policy_loss == "topr":
             raise ValueError(
-                f"off_policy.correction {correction} reweights the ppo, raftpp and gspo losses, "
-                f"not {self.policy_loss!r}; set off_policy.correction: none or pick one of those"
+                "off_policy.correction tis cannot apply to policy_loss topr: TOPR truncates "
+                "its own ratio to the sampler (negatives at 1, positives by design not); "
+                "use mis or icepop to drop outlier tokens, or none"
+            )
+        if self.kl_in == "loss" and self.kl_estimator == "k1" and self.kl_coef > 0:
+            raise ValueError(
+                "algorithm.kl_estimator k1 with kl_in: loss has zero expected gradient "
+                "(E[grad log pi] = 0); use kl_estimator k3 (unbiased) or k2, or kl_in: reward"
             )
         if self.kl_controller == "adaptive" and self.kl_coef == 0:
             raise ValueError("kl_controller: adaptive needs kl_coef > 0 as its starting value")
@@ -174,6 +199,12 @@ class AlgorithmConfig(BaseModel):
                 "algorithm.kl_controller = adaptive sets the coefficient of a KL in the reward; "
                 "with kl_in: loss it would stay algorithm.kl_coef, so set kl_in: reward or "
                 "remove it"
+            )
+        if self.kl_controller == "adaptive" and self.kl_target > KL_TARGET_PER_TOKEN_MAX:
+            raise ValueError(
+                f"algorithm.kl_target = {self.kl_target} nats is a per-sequence figure (Ziegler "
+                "et al., TRL); the adaptive controller targets the mean KL per response token: "
+                "divide by the response length, e.g. 0.1 (verl's)"
             )
         if self.kl_controller == "fixed" and (
             self.kl_target != _default("kl_target") or self.kl_horizon != _default("kl_horizon")
@@ -217,7 +248,10 @@ def resolved_correction(algorithm: AlgorithmConfig, rollout_precision: str) -> s
     """The off-policy correction a run applies: `algorithm.off_policy.correction`, with
     `auto` resolved: `tis` for a bf16 / int8 / fp8 rollout (on rlvr-math's learning suite,
     int8 rollout without a correction collapsed or damaged 2 seeds of 9, with `tis` none,
-    docs/performance.md) unless the policy loss takes no correction (pg, topr), else `none`.
+    docs/performance.md), else `none`. Not for pg and topr (`SAMPLER_RATIO_LOSSES`): beside
+    ppo's clipped ratio to `pi_old` the weight `pi_old / mu` only covers the engine's small
+    gap, while pg's weight is its whole ratio `pi_theta / mu` (another algorithm, off-policy
+    REINFORCE: named, not picked) and topr already tapers `pi_theta / mu`.
 
     >>> alg = AlgorithmConfig()
     >>> resolved_correction(alg, "int8"), resolved_correction(alg, "fp32")
@@ -226,6 +260,6 @@ def resolved_correction(algorithm: AlgorithmConfig, rollout_precision: str) -> s
     chosen = algorithm.off_policy.correction
     if chosen != "auto":
         return chosen
-    if rollout_precision in LOW_PRECISION and algorithm.policy_loss not in UNCORRECTED_LOSSES:
+    if rollout_precision in LOW_PRECISION and algorithm.policy_loss not in SAMPLER_RATIO_LOSSES:
         return "tis"
     return "none"

@@ -112,15 +112,25 @@ def auto_lines(cfg: RecipeConfig) -> list[str]:
 
 def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     """`algorithm.off_policy.correction` weighs tokens by `pi_old / mu`, with `pi_old` the trainer's
-    temperature-only log-prob. The hf engine reports `mu` under that same distribution;
+    temperature-only log-prob, and `policy_loss: topr` tapers `pi_theta / mu` whatever the
+    correction. The hf engine reports `mu` under that same distribution;
     vllm (`processed_logprobs`) and sglang report it under the top-k / top-p truncated one
     (vLLM has no temperature-only mode: `raw_logprobs` leave the temperature out), which
     biases every weight below 1 (mean 0.906 at top_p 0.9): refused."""
     alg = getattr(cfg, "algorithm", None)
     rollout = cfg.rollout
     truncated = rollout.top_p < 1.0 or rollout.top_k > 0
-    correction = "none" if alg is None else resolved_correction(alg, rollout.precision)
-    if correction == "none" or engine == "hf" or not truncated:
+    if engine == "hf" or not truncated or alg is None:
+        return
+    if alg.policy_loss == "topr":
+        raise ConfigError(
+            f"algorithm.policy_loss topr with rollout.top_p = {rollout.top_p} / top_k = "
+            f"{rollout.top_k}: TOPR's ratio is to the {engine} engine's log-probs, which are "
+            "of the truncated distribution; set rollout.top_p: 1 and rollout.top_k: 0, or "
+            "use rollout.engine: hf"
+        )
+    correction = resolved_correction(alg, rollout.precision)
+    if correction == "none":
         return
     chosen = (
         "" if alg.off_policy.correction == correction else " (auto, for this rollout.precision)"

@@ -83,6 +83,27 @@ def test_adaptive_controller_by_hand():
     assert ctl.value == pytest.approx(0.09996)
     ctl.update(6.6, 10)  # e = 0.1 -> * 1.01
     assert ctl.value == pytest.approx(0.09996 * 1.01)
-    restored = AdaptiveKLController(1.0, 1.0, 1.0)
+    # a resume restores the coefficient reached; target and horizon stay the recipe's, so
+    # `roll resume RUN algorithm.kl_target=...` takes effect
+    restored = AdaptiveKLController(1.0, 0.2, 50.0)
     restored.load_state_dict(ctl.state_dict())
-    assert (restored.value, restored.target, restored.horizon) == (ctl.value, 6.0, 100.0)
+    assert (restored.value, restored.target, restored.horizon) == (ctl.value, 0.2, 50.0)
+
+
+def test_the_default_target_is_per_token_so_a_drifting_policy_raises_the_coefficient():
+    """The pipeline passes the mean KL per response token (`actor/kl_reward`). 500-token
+    answers at 0.15 nats per token (75 a sequence) are past verl's per-token 0.1, so the
+    coefficient rises: e = min(0.15 / 0.1 - 1, 0.2) = 0.2 each step, 64 samples, horizon
+    10000. With the per-sequence 6.0 (Ziegler et al., TRL) as the default it fell every
+    step instead (e = max(0.15 / 6 - 1, -0.2) = -0.2): 0.05 -> 0.026 in 500 steps."""
+    from rollcli.config.presets import resolve_algorithm
+
+    alg = resolve_algorithm({"name": "ppo", "kl_controller": "adaptive", "kl_coef": 0.05})
+    assert alg.kl_target == 0.1
+    ctl = AdaptiveKLController(alg.kl_coef, alg.kl_target, alg.kl_horizon)
+    for _ in range(500):
+        ctl.update(0.15, 64)
+    assert ctl.value == pytest.approx(0.05 * (1 + 0.2 * 64 / 10000) ** 500)  # 0.0948
+    for _ in range(500):  # 0.05 per token, half the target: it falls back
+        ctl.update(0.05, 64)
+    assert ctl.value == pytest.approx(0.05 * (1.00128 * 0.99872) ** 500)

@@ -6,6 +6,7 @@ import typing
 import pytest
 import torch
 
+from rollcli.algorithms import policy_loss
 from rollcli.algorithms.policy_loss import (
     POLICY_LOSSES,
     compute_policy_loss,
@@ -15,6 +16,7 @@ from rollcli.algorithms.policy_loss import (
     raftpp_loss,
     topr_loss,
 )
+from rollcli.config import algorithm as algorithm_config
 from rollcli.config.algorithm import PolicyLossName
 
 # ratios r = [1.5, 0.5, 1.1] (old logp = 0), advantages [1, -1, 2], clip 0.2
@@ -29,6 +31,8 @@ def _logp(ratios):
 
 def test_table_matches_config_choices():
     assert set(POLICY_LOSSES) == set(typing.get_args(PolicyLossName))
+    # the losses whose ratio is to the sampler: one fact, kept in both layers
+    assert policy_loss.SAMPLER_RATIO_LOSSES == algorithm_config.SAMPLER_RATIO_LOSSES
 
 
 def test_ppo_clip_by_hand():

@@ -22,7 +22,9 @@ def test_default_is_auto_with_the_documented_cap_and_band() -> None:
         ("fp8", {}, "tis"),
         ("fp32", {}, "none"),
         ("auto", {}, "none"),  # the engine's own precision: the trainer's on CPU
-        ("int8", {"policy_loss": "pg"}, "none"),  # pg and topr take no correction
+        ("int8", {"policy_loss": "pg"}, "none"),  # pg and topr: a correction when named
+        ("int8", {"policy_loss": "topr"}, "none"),
+        ("fp32", {"policy_loss": "pg", "off_policy": {"correction": "tis"}}, "tis"),
         ("int8", {"off_policy": {"correction": "none"}}, "none"),  # a named one is kept
         ("fp32", {"off_policy": {"correction": "icepop"}}, "icepop"),
     ],
@@ -61,7 +63,7 @@ def test_each_correction_and_level_resolves() -> None:
         ({"off_policy": {"correction": "icepop", "level": "sequence"}}, "level: sequence"),
         ({"off_policy": {"band": [1.5, 3.0]}}, "0 < low <= 1 <= high"),
         ({"off_policy": {"correction": "mis", "policy_loss": "pg"}}, "Extra inputs"),
-        ({"off_policy": {"correction": "mis"}, "policy_loss": "topr"}, "not 'topr'"),
+        ({"off_policy": {"correction": "tis"}, "policy_loss": "topr"}, "use mis or icepop"),
         ({"tis_cap": 2.0}, "algorithm.off_policy.correction=tis algorithm.off_policy.cap=2.0"),
     ],
 )
@@ -80,3 +82,34 @@ def test_a_run_saved_before_the_rename_still_loads() -> None:
     del raw["algorithm"]["off_policy"]
     old = validate_recipe(raw)
     assert old.algorithm.off_policy.correction == "none"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "correction"),
+    [
+        # each way a batch is off-policy: later epochs, async rollout, a low-precision engine
+        (["algorithm.policy_loss=pg", "algorithm.ppo_epochs=2"], "tis"),
+        (["algorithm.policy_loss=pg", "rollout.max_staleness=1"], "mis"),
+        (["algorithm.policy_loss=pg", "rollout.precision=int8", "rollout.engine=hf"], "icepop"),
+        (["algorithm.name=topr", "algorithm.ppo_epochs=2"], "mis"),
+        (["algorithm.name=topr", "rollout.precision=int8", "rollout.engine=hf"], "icepop"),
+    ],
+)
+def test_pg_and_topr_take_a_named_correction(overrides, correction) -> None:
+    """Refused before (no loss but ppo, gspo and raftpp took one); the update now receives
+    it, with the ratio to the sampler (tests/algorithms/test_sampler_ratio_losses.py)."""
+    from rollcli.config.loader import load_recipe
+    from rollcli.pipelines.rl.update_args import update_args
+
+    cfg, _ = load_recipe("rlvr-math", [*overrides, f"algorithm.off_policy.correction={correction}"])
+    assert update_args(cfg).correction == correction
+
+
+def test_tis_with_topr_is_refused_in_one_line_naming_the_ones_that_apply() -> None:
+    from rollcli.config.errors import ConfigError
+    from rollcli.config.loader import load_recipe
+
+    with pytest.raises(ConfigError) as err:
+        load_recipe("rlvr-math", ["algorithm.name=topr", "algorithm.off_policy.correction=tis"])
+    message = str(err.value)
+    assert "\n" not in message and "topr" in message and "use mis or icepop" in message

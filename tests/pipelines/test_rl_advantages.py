@@ -37,3 +37,21 @@ def test_mask_truncated_keeps_the_overlong_penalty_in_the_baseline():
     assert adv[0, 9].item() == 0.0
     assert adv[1:].abs().sum().item() == 0.0
     assert batch["response_mask"].sum(dim=1).tolist() == [9.0, 0.0, 0.0, 0.0]
+
+
+def test_the_adaptive_controller_reads_the_mean_kl_per_token_against_a_per_token_target():
+    """Rows of 4 and 2 real tokens, k1 = 0.15 on each (the padding's 9.0 is left out): the
+    step's `actor/kl_reward` is 0.15 per token (0.6 and 0.3 per sequence), past the default
+    per-token target 0.1, so the coefficient rises: 0.05 * (1 + 0.2 * 2 / 10000). With the
+    per-sequence default 6.0 it fell, 0.05 * (1 - 0.2 * 2 / 10000)."""
+    from rollcli.pipelines.rl.advantages import make_kl_controller
+
+    alg = AlgorithmConfig(kl_coef=0.05, kl_in="reward", kl_estimator="k1", kl_controller="adaptive")
+    batch = _batch([4, 2], [True, True], [1.0, 0.0], width=4)
+    ref = torch.full((2, 4), -1.0)
+    batch.set("ref_logprobs", ref)
+    batch.set("old_logprobs", ref + torch.tensor([[0.15] * 4, [0.15, 0.15, 9.0, 9.0]]))
+    ctl = make_kl_controller(alg)
+    metrics = add_advantages(alg, batch, group_size=2, max_new_tokens=4, kl_ctl=ctl, running=None)
+    assert metrics["actor/kl_reward"] == pytest.approx(0.15)
+    assert ctl.value == pytest.approx(0.05 * (1 + 0.2 * 2 / 10000), rel=1e-9)

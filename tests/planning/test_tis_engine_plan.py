@@ -27,3 +27,13 @@ def test_the_hf_engine_and_untruncated_vllm_plan() -> None:
         "rlvr-math", ["algorithm.off_policy.correction=tis", "rollout.engine=vllm"]
     )
     plan_recipe(vllm, gpus=1, gpu_mem_gib=80)
+
+
+def test_topr_reads_the_samplers_log_probs_so_vllm_with_top_p_is_refused() -> None:
+    """TOPR's ratio is to `mu` whatever the correction: the same bias, the same refusal."""
+    topr = ["algorithm.name=topr", "rollout.top_p=0.9"]
+    cfg, _ = load_recipe("rlvr-math", [*topr, "rollout.engine=vllm"])
+    with pytest.raises(ConfigError, match="algorithm.policy_loss topr with rollout.top_p = 0.9"):
+        plan_recipe(cfg, gpus=1, gpu_mem_gib=80)
+    hf, _ = load_recipe("rlvr-math", [*topr, "rollout.engine=hf"])
+    plan_recipe(hf, gpus=1, gpu_mem_gib=80)

@@ -22,6 +22,8 @@ STEP_ADVANTAGES = "step_advantages"  # a batch tensor `[B, T]` added to the adva
 
 
 def make_kl_controller(alg: AlgorithmConfig) -> FixedKLController | AdaptiveKLController:
+    """The recipe's KL coefficient schedule; the adaptive one compares `kl_target` with the
+    mean KL per response token that `add_advantages` measures (both per token)."""
     if alg.kl_controller == "adaptive":
         return AdaptiveKLController(alg.kl_coef, alg.kl_target, alg.kl_horizon)
     return FixedKLController(alg.kl_coef)
@@ -80,6 +82,7 @@ def add_advantages(
     kl = None
     if REF_LOGPROBS in batch and alg.kl_in == "reward":
         kl = kl_estimate(batch[OLD_LOGPROBS], batch[REF_LOGPROBS], alg.kl_estimator)
+        # the mean per response token: the unit of `algorithm.kl_target`
         current = float(masked_mean(kl, mask)) if mask.sum() > 0 else 0.0
         metrics["actor/kl_reward"] = current
         metrics["actor/kl_coef"] = kl_ctl.value
