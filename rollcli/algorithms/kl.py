@@ -87,7 +87,8 @@ class FixedKLController:
         return {"value": self.value}
 
     def load_state_dict(self, state: dict[str, float]) -> None:
-        self.value = float(state["value"])
+        """Nothing to restore: the value is the recipe's (a resumed run that sets
+        `algorithm.kl_coef=...` takes it; the checkpoint's copy is the old recipe's)."""
 
 
 class AdaptiveKLController:

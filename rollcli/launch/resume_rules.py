@@ -28,6 +28,17 @@ def check_resumable(recorded: RecipeConfig, cfg: RecipeConfig) -> None:
             "the run's; resume without it, or start a new run from this one's checkpoint "
             "with --model RUN_ID"
         )
+    algorithm = getattr(cfg, "algorithm", None)
+    if (
+        algorithm is not None
+        and algorithm.kl_controller == "adaptive"
+        and algorithm.kl_coef != recorded.algorithm.kl_coef
+    ):
+        raise ConfigError(
+            "algorithm.kl_coef is the adaptive KL controller's starting value, and the run "
+            "continues from the coefficient it reached (the checkpoint's); it cannot change "
+            "when a run resumes"
+        )
     if recorded.needs_critic != cfg.needs_critic:
         raise ConfigError(
             "algorithm: this change adds or removes the critic, whose state the run's "

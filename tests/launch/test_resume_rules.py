@@ -41,6 +41,10 @@ def test_other_changes_go_through() -> None:
         "rollout.temperature=1",
     ):
         check_resumable(recorded, load_recipe("rlvr-math", [override])[0])
+    kl = ["algorithm.kl_controller=adaptive", "algorithm.kl_in=reward"]
+    adaptive, _ = load_recipe("rlvr-math", kl)
+    with pytest.raises(ConfigError, match="adaptive KL controller's starting value"):
+        check_resumable(adaptive, load_recipe("rlvr-math", [*kl, "algorithm.kl_coef=0.05"])[0])
     with pytest.raises(ConfigError, match="adds or removes the critic"):
         check_resumable(recorded, load_recipe("rlvr-math", ["algorithm.advantage=gae"])[0])
 
