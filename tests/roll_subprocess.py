@@ -25,10 +25,12 @@ def roll(
     pythonpath: Path | None = None,
     timeout: float = 600,
     ctrl_c_when: Callable[[], bool] | None = None,
+    stop_signal: int = signal.SIGINT,
 ) -> subprocess.CompletedProcess:
     """`fault`: ROLL_INJECT_FAULT for the run; `pythonpath`: a folder of test modules the
     workers import (e.g. a test reward); `ctrl_c_when`: polled while the run goes, and once
-    it is true the process group gets Ctrl-C (SIGINT, as a terminal sends)."""
+    it is true the process group gets Ctrl-C (SIGINT, as a terminal sends; `stop_signal`:
+    another, e.g. SIGTERM as `timeout` and Slurm send)."""
     env = {
         **os.environ,
         "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
@@ -52,7 +54,7 @@ def roll(
             while proc.poll() is None and not ctrl_c_when():
                 time.sleep(0.1)
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)
+                os.killpg(proc.pid, stop_signal)
         out, err = proc.communicate(timeout=timeout)
     finally:
         with contextlib.suppress(ProcessLookupError):

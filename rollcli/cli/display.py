@@ -122,10 +122,12 @@ def summary_table(
     first_val: dict[str, Any] | None,
     wall_s: float,
     steps: StepTimes | None = None,
+    ended: str = "finished",
 ) -> Table:
-    """The end-of-run table. Its `mean step time` is the live line's `s/step`: the training
-    step without validation, which has its own row (`runs/step_time.py`)."""
-    table = Table(title=f"run {escape(run_id)} finished", show_header=False)
+    """The end-of-run table, titled how the run `ended` ("finished", "stopped at step 3 of
+    10"). Its `mean step time` is the live line's `s/step`: the training step without
+    validation, which has its own row (`runs/step_time.py`)."""
+    table = Table(title=f"run {escape(run_id)} {escape(ended)}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     table.add_row("run folder", escape(run_dir))

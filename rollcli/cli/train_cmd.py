@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.run_arg import RUNS_DIR, find_run
@@ -141,13 +140,16 @@ def _resumable(key: str, value: object) -> bool:
 
 def _run(debug: bool, start) -> None:  # noqa: ANN001
     from rollcli.cli.display import RichDisplay, summary_table
+    from rollcli.launch.stop_signals import exit_code
 
     with user_errors(debug):
         try:
             result = start(RichDisplay(err_console))
-        except KeyboardInterrupt:
-            err_console.print("[yellow]interrupted[/]")
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:  # a second signal, or one before the workers
+            name = getattr(exc, "signal", "SIGINT")
+            err_console.print(f"[yellow]interrupted ({name})[/]")
+            raise typer.Exit(exit_code(name)) from None
+    stopped = result.status == "stopped"
     out.print()
     out.print(
         summary_table(
@@ -157,15 +159,19 @@ def _run(debug: bool, start) -> None:  # noqa: ANN001
             result.first_val,
             result.wall_s,
             result.steps,
+            f"stopped at step {result.final.get('step', '?')} of {result.total_steps}"
+            if stopped
+            else "finished",
         )
     )
-    if result.status == "interrupted":
+    if stopped:
+        runs_dir = result.run_dir.parent
+        where = f" --runs-dir {runs_dir}" if runs_dir.name != "runs" else ""
         err_console.print(
-            f"[yellow]stopped early[/]; continue with: roll resume {escape(result.run_id)}"
-            + (
-                f" --runs-dir {escape(str(result.run_dir.parent))}"
-                if result.run_dir.parent.name != "runs"
-                else ""
-            )
+            f"stopped ({result.stop_reason}); continue with: roll resume {result.run_id}{where}",
+            markup=False,
+            highlight=False,
         )
-        raise typer.Exit(130)
+        raise typer.Exit(
+            exit_code(result.stop_reason if result.stop_reason != "collapse" else None)
+        )

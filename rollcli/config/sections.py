@@ -190,6 +190,9 @@ class RunConfig(Section):
     runs_dir: str = "runs"
     run_id: str | None = None
     save_every: NonNegInt = 0  # 0 = only at the end
+    # also a checkpoint once this many minutes passed since the last (0 = off): a preempted
+    # job loses at most that much
+    save_every_min: Annotated[float, Field(ge=0)] = 0
     eval_every: NonNegInt = 5  # 0 = only at start and end
     keep_last: PositiveInt = 2
     time_limit_min: Annotated[float, Field(ge=0)] = (

@@ -3,8 +3,8 @@
     baseline validation (step 0)
     for each step: step(n) → validate (every `run.eval_every` steps and at the last one)
                    → log the samples and the metrics line → checkpoint (every
-                   `run.save_every` steps, at the last one, and at a validation that is the
-                   best so far: runs/best.py) → warn of collapse signals (runs/collapse.py)
+                   `run.save_every` steps or `run.save_every_min` minutes, at the last one,
+                   and at a validation that is the best so far: runs/best.py) → warn of collapse signals (runs/collapse.py)
                    → stop if asked (Ctrl-C, or `run.stop_on_collapse`)
 
 The last step is `train.steps`, or the first one to end past `run.time_limit_min`. The first
@@ -79,14 +79,16 @@ def _steps(pipeline: Pipeline, ctl: RunControl, step: int, deadline: float) -> d
         rows = ctl.run.read_metrics()  # every line so far, this step's included
         best = _best_so_far(ctl, metrics, rows)
         saved = final or ctl.due(step, cfg.run.save_every) or best is not None
+        saved = saved or ctl.save_due_by_time()
         if saved:
             pipeline.checkpoint(step)
+            ctl.last_save = time.monotonic()
         if best is not None:
             mark_best(ctl.run.checkpoints, step, *best)
             ctl.run.log_event(f"best validation so far: {best[0]} {best[1]:.4g} at step {step}")
         collapsed = _collapse_warnings(ctl, watch, rows)
         if collapsed and cfg.run.stop_on_collapse and not final:
-            ctl.request_stop()
+            ctl.request_stop("collapse")
         last = metrics
         if final or ctl.stop_here(step, saved, pipeline.checkpoint):
             break

@@ -1,18 +1,18 @@
 """Start or resume a training run: run folder, Ray, the pipeline, the run's status — no CLI.
 
 The status in `status.json` is always true: `running` with a heartbeat while the process
-lives, then `finished`, `failed` or `interrupted` (the first Ctrl-C or SIGTERM finishes the
-step and writes a checkpoint; a second stops at once). A run killed outright is reported as
-`killed` from its dead pid or stale heartbeat (`RunDir.effective_status`).
+lives, then `finished`, `failed`, `stopped` (the first Ctrl-C or SIGTERM finished the step
+and wrote a checkpoint: `stop_reason` names the signal, or `collapse`) or `interrupted` (a
+second signal stopped it at once; launch/stop_signals.py). A run killed outright is reported
+as `killed` from its dead pid or stale heartbeat (`RunDir.effective_status`).
 """
 
 from __future__ import annotations
 
 import importlib
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 from rollcli.launch.prelaunch import check_machine, check_recipe, with_run_model
 from rollcli.launch.registry import pipeline_class, pipeline_module
 from rollcli.launch.resume_rules import check_resumable, config_changes
+from rollcli.launch.stop_signals import StopNow, StopSignals
 from rollcli.launch.warmup import WARMUP_RUN, warmup_checkpoint, warmup_episodes, warmup_recipe
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.run_dir import RunDir, new_run_id
@@ -33,7 +34,6 @@ from rollcli.runtime.display_protocol import Display
 
 if TYPE_CHECKING:  # run_control imports torch
     from rollcli.planning.auto_strategy import AutoChoice
-    from rollcli.runtime.run_control import RunControl
 
 
 class RunNotFoundError(ValueError):
@@ -64,6 +64,8 @@ class RunResult:
     steps: StepTimes | None = None  # the mean training step, validation apart
     status: str = "finished"
     resumed_from: int | None = None
+    stop_reason: str | None = None  # a stopped run's signal (SIGINT, SIGTERM) or `collapse`
+    total_steps: int = 0
 
 
 def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = None) -> RunResult:
@@ -227,9 +229,10 @@ def _drive(
     ctl = None
     start_step = 0
     try:
-        with recorded(run), graceful_stop(lambda: ctl, display):
+        with recorded(run), StopSignals(lambda: ctl, display) as signals:
             display.phase("starting Ray")
             start_ray(cfg.resources.ray_address, cfg.resources.num_cpus, cfg.resources.gpus)
+            signals.install()  # ray.init put its own SIGTERM handler in their place
             imports.join()
             from rollcli.launch.driver import drive
             from rollcli.runtime.run_control import RunControl
@@ -254,11 +257,13 @@ def _drive(
         if ctl is not None:
             ctl.shutdown()
         display.close()
-    status = "interrupted" if ctl.stopped_early else "finished"
-    run.write_status(status, finished=time.time())
+    status = "stopped" if ctl.stopped_early else "finished"
+    reason = ctl.stop_reason if ctl.stopped_early else None
+    run.write_status(status, finished=time.time(), stop_reason=reason)
     run.log_event(
-        "stopped after a checkpoint; `roll resume` continues it"
-        if status == "interrupted"
+        f"stopped ({reason}) at step {ctl.current_step} of {cfg.train.steps}, after a "
+        f"checkpoint; `roll resume {run_id}` continues it"
+        if status == "stopped"
         else "finished"
     )
     metrics = run.read_metrics()
@@ -272,6 +277,8 @@ def _drive(
         StepTimes.of(metrics),
         status,
         start_step if resume_from is not None else None,
+        reason,
+        cfg.train.steps,
     )
 
 
@@ -312,9 +319,10 @@ def recorded(run: RunDir, stage: str = "", resume_hint: str = "") -> Iterator[No
     heartbeat = run.start_heartbeat()
     try:
         yield
-    except KeyboardInterrupt:
-        run.write_status("interrupted")
-        run.log_event(f"interrupted{where}" + (f"; {resume_hint}" if resume_hint else ""))
+    except KeyboardInterrupt as exc:
+        how = f" ({exc.signal})" if isinstance(exc, StopNow) else ""
+        run.write_status("interrupted", stop_reason=getattr(exc, "signal", "SIGINT"))
+        run.log_event(f"interrupted{how}{where}" + (f"; {resume_hint}" if resume_hint else ""))
         raise
     except BaseException as exc:
         prefix = f"{stage.removeprefix('the ')}: " if stage else ""
@@ -323,31 +331,3 @@ def recorded(run: RunDir, stage: str = "", resume_hint: str = "") -> Iterator[No
         raise
     finally:
         heartbeat.set()
-
-
-@contextmanager
-def graceful_stop(control: Callable[[], RunControl | None], display: Display) -> Iterator[None]:
-    """First Ctrl-C (or SIGTERM): ask the run's `control()` to stop after this step and a
-    checkpoint; the second, or one before any worker started, interrupts at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    asked = False
-
-    def handler(signum: int, frame: Any) -> None:
-        nonlocal asked
-        ctl = control()
-        if asked or ctl is None or not ctl.clusters:
-            raise KeyboardInterrupt
-        asked = True
-        ctl.request_stop()
-        display.message(
-            "stopping after this step and a checkpoint; press Ctrl-C again to stop at once"
-        )
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

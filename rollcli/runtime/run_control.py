@@ -65,6 +65,8 @@ class RunControl:
         self.restarts = 0
         self.stop_requested = False
         self.stopped_early = False
+        self.stop_reason: str | None = None
+        self.last_save = time.monotonic()  # of the last checkpoint (`run.save_every_min`)
         self.clusters: list[Cluster] = []
         self.worker_pids: dict[str, list[int]] = {}
         self.faults = FaultInjector.from_env(self._kill_worker)
@@ -156,21 +158,29 @@ class RunControl:
     def due(step: int, every: int) -> bool:
         return every > 0 and step % every == 0
 
-    def request_stop(self) -> None:
+    def save_due_by_time(self) -> bool:
+        """`run.save_every_min` minutes since the last checkpoint (or the start) passed."""
+        every = self.cfg.run.save_every_min * 60
+        return every > 0 and time.monotonic() - self.last_save >= every
+
+    def request_stop(self, reason: str = "SIGINT") -> None:
+        """Stop at the end of the step in flight (which finishes), with a checkpoint;
+        `reason`: the signal (SIGINT, SIGTERM) or `collapse`."""
         self.stop_requested = True
+        self.stop_reason = reason
         self.run.log_event(
-            f"stop requested (step {self.current_step}): stopping at the end of the step"
+            f"stop requested ({reason}) during step {self.current_step}: the step finishes, "
+            "then a checkpoint"
         )
 
     def stop_here(self, step: int, saved: bool, checkpoint: Callable[[int], None]) -> bool:
-        """After a Ctrl-C: stop at this step boundary with a checkpoint of `step` (not
+        """After a stop request: stop at this step boundary with a checkpoint of `step` (not
         validated, so the metrics stay those of the uninterrupted run)."""
         if not self.stop_requested:
             return False
         if not saved:
             checkpoint(step)
         self.stopped_early = True
-        self.run.log_event(f"stopped after step {step}, as requested")
         return True
 
     def recover(

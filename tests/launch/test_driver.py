@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rollcli.config.loader import dump_recipe, load_recipe
-from rollcli.launch.launch import graceful_stop
+from rollcli.launch.stop_signals import StopSignals
 from rollcli.runs.best import read_best
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
 from rollcli.runs.run_dir import RunDir
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (test
 
 class Terminal:
     """The display (a boundary we do not own: the user's terminal). At step `ctrl_c_at` the
-    user presses Ctrl-C: SIGINT to this process, which `graceful_stop` turns into a stop
+    user presses Ctrl-C: SIGINT to this process, which `StopSignals` turns into a stop
     request."""
 
     def __init__(self, ctrl_c_at: int | None = None) -> None:
@@ -65,7 +65,7 @@ def _drive(cfg, run: RunDir, terminal: Terminal, resume: bool) -> tuple[Any, dic
 
     ctl = RunControl(cfg, run, "r", terminal)
     try:
-        with graceful_stop(lambda: ctl, terminal):
+        with StopSignals(lambda: ctl, terminal):
             pipeline = pipeline_class(cfg.pipeline)(cfg, ctl, cfg.model)
             pipeline.setup()
             start = pipeline.restore(latest_checkpoint(run.checkpoints)) if resume else 0
@@ -115,7 +115,8 @@ def test_cadence_ctrl_c_resume_and_time_limit(tmp_path, tiny_model) -> None:
     assert (best["step"] if best else None) == (improving[-1] if improving else None)
     state = read_state(run.checkpoints / "step-5")
     assert state["step"] == 5 and state["metrics_lines"] == 6
-    assert "stopped after step 5, as requested" in (run.root / "events.log").read_text()
+    assert ctl.stop_reason == "SIGINT"
+    assert "stop requested (SIGINT) during step 5" in (run.root / "events.log").read_text()
     assert not list(run.samples.glob("*"))  # sft has no samples: no empty files either
     assert terminal.shown == [0, 1, 2, 3, 4, 5]
 
@@ -133,3 +134,9 @@ def test_cadence_ctrl_c_resume_and_time_limit(tmp_path, tiny_model) -> None:
     assert read_state(run.checkpoints / "step-6")["metrics_lines"] == 7
     events = (run.root / "events.log").read_text()
     assert "time limit of 0.0001 min reached after step 6" in events
+
+    # run.save_every_min: a checkpoint once that much time passed since the last (every step
+    # here), besides the last step's
+    cfg8, _ = load_recipe("sft", [*SMALL, "train.steps=8", "run.save_every_min=0.0001"], flags)
+    _drive(cfg8, run, Terminal(), resume=True)
+    assert {"step-7", "step-8"} <= set(_checkpoints(run))

@@ -166,12 +166,12 @@ def test_sigkill_at_each_phase_then_resume_repeats_the_run_exactly(runs, referen
     code, err = roll("resume", "chain", "--runs-dir", str(runs), runs=runs, fault="kill@train:5")
     assert code == -signal.SIGKILL, err[-2000:]
 
-    # Ctrl-C: the step finishes, a checkpoint is written, the status says interrupted
+    # Ctrl-C: the step finishes, a checkpoint is written, the status says stopped
     code, err = roll(
         "resume", "chain", "--runs-dir", str(runs), runs=runs, ctrl_c_after=("chain", 6)
     )
     assert code == 130, err[-2000:]
-    assert _status(run) == "interrupted"
+    assert _status(run) == "stopped"
     last_logged = max(_steps_logged(run / "metrics.jsonl"))
     assert (run / "checkpoints" / f"step-{last_logged}" / "COMPLETE").exists()
     assert "roll resume chain" in err
