@@ -46,6 +46,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("rollcli.rewards.registry", "RewardNotFoundError"),
         ("rollcli.launch.launch", "RunNotFoundError"),
         ("rollcli.runs.faults", "FaultSpecError"),
+        ("rollcli.runs.checkpoint", "DiskFullError"),
         ("rollcli.pipelines.rl.reward_health", "RewardFailedError"),
         ("rollcli.pipelines.rl.sync_verify", "WeightSyncError"),
     ):

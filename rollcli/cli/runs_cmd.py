@@ -1,4 +1,4 @@
-"""`roll runs ls | show RUN_ID`."""
+"""`roll runs ls | show RUN_ID | scan RUN_ID` (`rm` and `gc`: runs_disk_cmd.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ from rich.table import Table
 
 from rollcli.cli.errors import err_console, fail
 from rollcli.cli.run_arg import RUNS_DIR, find_run
+from rollcli.cli.runs_disk_cmd import gc, rm
 
-app = typer.Typer(help="Runs on disk: list them, show one.", no_args_is_help=True)
+app = typer.Typer(
+    help="Runs on disk: list them, show one, remove runs, delete old checkpoints.",
+    no_args_is_help=True,
+)
 out = Console()
 
 
@@ -300,3 +304,7 @@ def scan(
 
 def _share(count: int, total: int) -> str:
     return f"{count}/{total} ({count / total:.1%})" if total else "0/0"
+
+
+app.command("rm")(rm)
+app.command("gc")(gc)

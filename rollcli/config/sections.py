@@ -195,6 +195,9 @@ class RunConfig(Section):
     save_every_min: Annotated[float, Field(ge=0)] = 0
     eval_every: NonNegInt = 5  # 0 = only at start and end
     keep_last: PositiveInt = 2
+    # `last`: checkpoints other than the newest drop their optimizer states (about 2/3 of
+    # their size): still exportable and evaluable, no longer resumable (docs/runs.md)
+    keep_optimizer: Literal["all", "last"] = "all"
     time_limit_min: Annotated[float, Field(ge=0)] = (
         0  # stop after the step that crosses it; 0 = none
     )

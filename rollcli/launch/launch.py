@@ -28,6 +28,7 @@ from rollcli.launch.resume_rules import check_resumable, config_changes
 from rollcli.launch.stop_signals import StopNow, StopSignals
 from rollcli.launch.warmup import WARMUP_RUN, warmup_checkpoint, warmup_episodes, warmup_recipe
 from rollcli.runs.checkpoint import latest_checkpoint, read_state
+from rollcli.runs.optimizer_states import not_resumable_message, resumable
 from rollcli.runs.run_dir import RunDir, new_run_id
 from rollcli.runs.step_time import StepTimes
 from rollcli.runtime.display_protocol import Display
@@ -128,6 +129,8 @@ def resume_training(
             f"run {run_id!r} already reached step {done} of train.steps={cfg.train.steps}; "
             f"to train further resume with train.steps=N (N > {done})"
         )
+    if checkpoint is not None and not resumable(checkpoint):
+        raise ConfigError(not_resumable_message(checkpoint, run_id))
     start = time.perf_counter()
     name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
     model_path = _prepare_model(cfg, display)

@@ -6,6 +6,7 @@ complete one is what resume and export read.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -42,15 +43,26 @@ def write_checkpoint(
     keep_last: int,
     before_rename: Callable[[], None] | None = None,
 ) -> Path:
-    """Create `checkpoints/step-<step>/` atomically; `fill(tmp)` writes the model files."""
+    """Create `checkpoints/step-<step>/` atomically; `fill(tmp)` writes the model files.
+    Then the oldest beyond `keep_last` go (`prune`). A write that runs out of disk removes
+    its temporary folder and raises `DiskFullError`."""
     final = checkpoints / f"step-{step}"
     tmp = checkpoints / f".tmp-step-{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    fill(tmp)
-    (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=float), encoding="utf-8")
-    (tmp / MARKER).write_text(str(step), encoding="utf-8")
-    _fsync_tree(tmp)
+    try:
+        fill(tmp)
+        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=float), encoding="utf-8")
+        (tmp / MARKER).write_text(str(step), encoding="utf-8")
+        _fsync_tree(tmp)
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DiskFullError(
+            f"the disk filled up while checkpoint step-{step} was written in {checkpoints}; "
+            "its partial folder was removed; free space (roll runs gc, roll runs rm) and resume"
+        ) from None
     if before_rename is not None:
         before_rename()
     if final.exists():  # never delete a complete checkpoint before its successor is in place
@@ -61,6 +73,21 @@ def write_checkpoint(
     fsync_path(checkpoints)
     prune(checkpoints, keep_last)
     return final
+
+
+class DiskFullError(RuntimeError):
+    """A checkpoint does not fit on the disk: it was not written, or its partial folder was
+    removed (`write_checkpoint`, `disk_space.check_room`)."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc` is a write that found no space left (ENOSPC, EDQUOT), also as a worker's
+    error that Ray carries to the driver (its message, not its errno, survives)."""
+    for err in (exc, exc.__cause__, getattr(exc, "cause", None)):
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+    text = str(exc)
+    return "No space left on device" in text or "Disk quota exceeded" in text
 
 
 class UnsafeCheckpointError(ValueError):
@@ -119,12 +146,19 @@ def prune(checkpoints: Path, keep_last: int) -> None:
     for step, path in found[: max(0, len(found) - keep_last)]:
         if best is not None and step == best["step"]:
             continue
-        doomed = checkpoints / f".old-step-{step}"  # renamed first: never a partial `step-N`
-        shutil.rmtree(doomed, ignore_errors=True)
-        os.replace(path, doomed)
+        remove_checkpoint(path)
     for pattern in (".tmp-step-*", ".old-step-*"):
         for stale in checkpoints.glob(pattern):
             shutil.rmtree(stale, ignore_errors=True)
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete the checkpoint folder `path` (`.../step-N`): it is renamed `.old-step-N` first,
+    so no `step-N` is ever partial, whenever the deletion stops."""
+    doomed = path.with_name(f".old-{path.name}")
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.replace(path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def run_checkpoint(ref: str, runs_dir: str | Path) -> Path | None:

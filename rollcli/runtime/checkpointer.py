@@ -2,7 +2,11 @@
 every process's RNG and the driver's own state) and loading one into fresh workers.
 
 `write_checkpoint` (runs/checkpoint.py) fills a temporary folder and renames it, so the
-newest checkpoint is never half-written. The pipelines call `save` and `restore` through
+newest checkpoint is never half-written. Before each write the disk must have room for one
+more checkpoint of the size of the last (`runs/disk_space.py`: else `DiskFullError` stops the
+run, nothing written); after it, a warning goes to events.log and the screen when the next
+one will not fit. With `run.keep_optimizer: last` the older checkpoints drop their optimizer
+states once the new one is in place (`runs/optimizer_states.py`). The pipelines call `save` and `restore` through
 their `RunControl` (`ctl.checkpoints`); the driver's recovery restores the newest one.
 """
 
@@ -14,11 +18,19 @@ from typing import Any, Protocol
 
 import torch
 
+from rollcli.config.errors import ConfigError
 from rollcli.distributed.calls import get, submit
 from rollcli.distributed.cluster import Cluster
 from rollcli.distributed.process_control import ProcessControl
-from rollcli.runs.checkpoint import load_tensors_file, read_state, write_checkpoint
+from rollcli.runs.checkpoint import (
+    complete_checkpoints,
+    load_tensors_file,
+    read_state,
+    write_checkpoint,
+)
+from rollcli.runs.disk_space import check_room, gb, low_space_warning
 from rollcli.runs.faults import FaultInjector
+from rollcli.runs.optimizer_states import drop_all_but_newest, not_resumable_message, resumable
 from rollcli.runs.rng import capture_rng, restore_rng
 from rollcli.runs.run_dir import RunDir
 from rollcli.runtime.display_protocol import Display
@@ -48,9 +60,11 @@ class Checkpointer:
         faults: FaultInjector,
         clusters: Callable[[], list[Cluster]],
         tracker: Callable[[], Any],
+        keep_optimizer: str = "all",
     ) -> None:
         self.run = run
         self.keep_last = keep_last
+        self.keep_optimizer = keep_optimizer
         self.ui = display
         self.faults = faults
         self.clusters = clusters
@@ -67,6 +81,7 @@ class Checkpointer:
         the `stateful` clusters (default: the trained one), every process's RNG, and
         `driver_state` (with the step and the metrics lines so far; JSON) and `driver_files`
         (file name -> any picklable object, written with `torch.save`)."""
+        check_room(self.run.checkpoints, step)  # DiskFullError: the run stops, nothing written
         self.ui.phase("saving checkpoint")
         clusters = self.clusters()
         trained = clusters[0]
@@ -94,6 +109,17 @@ class Checkpointer:
             before_rename=lambda: self.faults.hit("checkpoint", step),
         )
         self.run.log_event(f"checkpoint written: {path}")
+        if self.keep_optimizer == "last":  # the newest is in place: the others' states go
+            freed = drop_all_but_newest(complete_checkpoints(self.run.checkpoints))
+            if freed:
+                self.run.log_event(
+                    f"optimizer states of the older checkpoints dropped ({gb(freed)}; "
+                    "run.keep_optimizer: last): they export, they do not resume"
+                )
+        warning = low_space_warning(self.run.checkpoints, path)
+        if warning is not None:
+            self.run.log_event(warning)
+            self.ui.message(warning)
 
     def restore(
         self, checkpoint: Path | None, stateful: list[Cluster] | None = None
@@ -104,6 +130,8 @@ class Checkpointer:
         if checkpoint is None:
             self.run.rewind(0, 0)
             return None
+        if not resumable(checkpoint):
+            raise ConfigError(not_resumable_message(checkpoint, self.run.root.name))
         self.ui.phase(f"loading checkpoint {checkpoint.name}")
         clusters = self.clusters()
         state = read_state(checkpoint)

@@ -84,6 +84,7 @@ class RunControl:
             self.faults,
             lambda: self.clusters,
             lambda: self.tracker,
+            keep_optimizer=cfg.run.keep_optimizer,
         )
         self.log = RunLog(
             run,
