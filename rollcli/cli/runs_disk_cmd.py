@@ -8,11 +8,15 @@ checkpoints to stderr.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from rollcli.cli.errors import err_console, fail
 from rollcli.cli.run_arg import RUNS_DIR, find_run
+
+if TYPE_CHECKING:
+    from rollcli.runs.retention import Doomed
 
 
 def rm(
@@ -110,7 +114,7 @@ def gc(
     in_use: dict[Path, str] = {}
     for parent in {f.parent for f in folders}:
         in_use.update(models_in_use(parent))
-    plan = []
+    plan: list[tuple[Path, list[Doomed]]] = []
     for folder in folders:
         reason = live_reason(folder)
         if reason is not None:
@@ -134,7 +138,7 @@ def gc(
     if not yes:
         typer.echo(f"would free {gb(size)} ({_count(plan)}); --yes deletes them")
         return
-    done = []
+    done: list[tuple[Path, list[Doomed]]] = []
     for folder, doomed in plan:
         reason = live_reason(folder)  # it may have been resumed since the list was made
         if reason is not None:
@@ -146,7 +150,7 @@ def gc(
     typer.echo(f"freed {gb(freed)} ({_count(done)})")
 
 
-def _count(plan: list) -> str:  # type: ignore[type-arg]
+def _count(plan: list[tuple[Path, list[Doomed]]]) -> str:
     """`3 checkpoints of 2 runs`."""
     count = sum(len(doomed) for _, doomed in plan)
     runs = len(plan)
