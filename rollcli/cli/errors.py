@@ -1,6 +1,10 @@
-"""User errors: one red line on stderr with a hint, a non-zero exit, tracebacks only with --debug.
+"""User errors: one red message on stderr with a hint, a non-zero exit, tracebacks only with
+--debug.
 
-Message text is never read as console markup: an error that ends `e.g.
+A message is one line of text, printed wrapped to 80 columns (or the terminal, where
+narrower) with its continuation lines indented two spaces: a path or key is never split,
+and a test reads it back whole with `" ".join(stderr.split())`. Message text is never read
+as console markup: an error that ends `e.g.
 train.lora.target_modules=[q_proj,v_proj]` prints its example (rich would take
 `[q_proj,v_proj]` for a style tag and drop it). Every command runs inside `RollGroup`, so an
 exception no command expected is one line too (exit 1), a usage error is one line (exit 2),
@@ -10,6 +14,7 @@ and the traceback shows only under `roll --debug ...` or ROLL_DEBUG=1.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +29,7 @@ err_console = Console(stderr=True, highlight=False)
 
 USER_ERROR_EXIT = 2
 UNEXPECTED_EXIT = 1
+WIDTH = 80  # the widest line an error prints (narrower on a narrower terminal)
 INTERRUPTED_EXIT = 130
 DEBUG_HINT = "`roll --debug ...` or ROLL_DEBUG=1 shows the traceback"
 
@@ -60,16 +66,52 @@ def debug_enabled(flag: bool = False) -> bool:
     return flag or _global_debug or os.environ.get("ROLL_DEBUG", "") not in ("", "0")
 
 
-def error_line(message: str, hint: str = "") -> Text:
-    """`error: MESSAGE (HINT)` as rich Text: styled, with the message taken literally."""
-    line = Text.assemble(("error:", "red"), " ", message)
-    if hint:
-        line.append(f" ({hint})", style="dim")
-    return line
+def error_line(message: str, hint: str = "", width: int = WIDTH) -> Text:
+    """`error: MESSAGE (HINT)` as rich Text, wrapped to `width` columns (continued lines
+    indented two spaces): styled, with the message taken literally.
+
+    >>> print(error_line("data.path: 'a/b.jsonl' does not exist", "check the path", 40))
+    error: data.path: 'a/b.jsonl' does not
+      exist (check the path)
+    """
+    from rollcli.config.errors import wrap
+
+    message = re.sub(r"\s*\n\s*", " ", message.strip())  # a message wrapped where it was raised
+    full = f"{message} ({hint})" if hint else message
+    text = Text("error: " + wrap(full, "error: ", width))
+    text.stylize("red", 0, len("error:"))
+    if hint:  # the hint's `(`: the same count of non-blank characters in, wrapped or not
+        at = _nth_visible(text.plain, len("error:") + len("".join(message.split())))
+        text.stylize("dim", at)
+    return text
+
+
+def _nth_visible(text: str, n: int) -> int:
+    """The index in `text` of its character after the first `n` non-blank ones."""
+    seen = 0
+    for i, char in enumerate(text):
+        if not char.isspace():
+            if seen == n:
+                return i
+            seen += 1
+    return len(text)
 
 
 def print_error(message: str, hint: str = "") -> None:
-    err_console.print(error_line(message, hint), soft_wrap=True)
+    err_console.print(error_line(message, hint, screen_width()), soft_wrap=True)
+
+
+def print_note(message: str) -> None:
+    """`note: MESSAGE` on stderr, wrapped as an error is."""
+    from rollcli.config.errors import wrap
+
+    text = wrap(message, "note: ", screen_width())
+    err_console.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
+
+
+def screen_width() -> int:
+    """The columns a diagnostic line may take: 80, or the terminal's where narrower."""
+    return min(WIDTH, err_console.width)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -13,8 +13,7 @@ import json
 import typer
 from rich.console import Console
 
-from rollcli.cli.errors import err_console, user_errors
-from rollcli.config.errors import wrap
+from rollcli.cli.errors import print_note, user_errors
 
 out = Console()
 
@@ -102,6 +101,6 @@ def plan(
             "(--gpu-kind or --gpu-mem for yours)[/]"
         )
     for note in notes:
-        err_console.print(f"note: {wrap(note, 'note: ')}", markup=False, soft_wrap=True)
+        print_note(note)
     if not result.fits:
         raise typer.Exit(1)

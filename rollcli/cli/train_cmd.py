@@ -7,9 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from rollcli.cli.errors import err_console, user_errors
+from rollcli.cli.errors import err_console, print_note, screen_width, user_errors
 from rollcli.cli.run_arg import RUNS_DIR, find_run
-from rollcli.config.errors import wrap
 
 out = Console()
 
@@ -97,16 +96,13 @@ def train(
         from rollcli.planning.from_recipe import auto_lines
         from rollcli.planning.render import render_lines
 
-        err_console.print(render_lines([*choice.lines, *auto_lines(choice.cfg)]))
+        lines = render_lines([*choice.lines, *auto_lines(choice.cfg)])
+        err_console.print(lines, width=screen_width())
         typer.echo(dump_recipe(choice.cfg), nl=False)
         for note in notes:
-            err_console.print(
-                f"note: {note} (on the machine that trains, `roll train` checks this at launch)",
-                markup=False,
-                soft_wrap=True,
-            )
+            print_note(f"{note} (on the machine that trains, `roll train` checks this at launch)")
         for note in downloads:
-            err_console.print(f"note: {wrap(note, 'note: ')}", markup=False, soft_wrap=True)
+            print_note(note)
         return
     from rollcli.launch.launch import launch_training, resume_training, run_exists
 

@@ -11,20 +11,24 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 
-def wrap(message: str, lead: str = "error: ", width: int = 80) -> str:
+def wrap(message: str, lead: str = "error: ", width: int = 80, indent: str = "  ") -> str:
     """`message` in lines of at most `width` columns once printed after `lead`, continued
-    lines indented two spaces; no key, path or word is broken.
+    lines starting with `indent`; no key, path or word is broken (one longer than a line
+    has a line of its own). Returned without `lead`, which the caller prints (styled).
 
     >>> print(wrap("data.path: " + "x" * 60 + " does not exist", width=40))
     data.path:
       xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
       does not exist
+    >>> print("12:00:00  " + wrap("run r started: model m (/a/b)", "12:00:00  ", 30, " " * 10))
+    12:00:00  run r started: model
+              m (/a/b)
     """
     lines = textwrap.wrap(
         message,
         width,
         initial_indent=lead,
-        subsequent_indent="  ",
+        subsequent_indent=indent,
         break_long_words=False,
         break_on_hyphens=False,
     )

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from rollcli.config.errors import wrap
 from rollcli.config.pipeline_spec import spec_of
 
 if TYPE_CHECKING:
@@ -32,17 +31,12 @@ FIRST_ROWS = 64  # rows read of each source by the check
 def check_data(cfg: RecipeConfig) -> list[str]:
     """Raise what training would refuse of the recipe's datasets; return the notes (a hub
     dataset that `roll train` will download)."""
-    from rollcli.data.prompts import DataError
-
     data = getattr(cfg, "data", None)
     if data is None:
         return []
     notes: list[str] = []
-    try:
-        for at, section in _datasets(data):
-            notes += _check_dataset(cfg, data, section, at)
-    except DataError as exc:
-        raise DataError(wrap(str(exc))) from None
+    for at, section in _datasets(data):
+        notes += _check_dataset(cfg, data, section, at)
     return list(dict.fromkeys(notes))  # a dataset whose two splits are read: one note
 
 

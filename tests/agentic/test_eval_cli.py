@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from error_text import error_message, flat
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -78,13 +79,14 @@ def test_an_agent_recipe_is_evaluated_with_its_agent_program() -> None:
     assert all(r["error"] is None for r in out["outcomes"])
     assert out["mean_reward"] == pytest.approx(-0.3)  # three replies with no call or answer
     result = runner.invoke(app, ["eval", "tool-math-agent", "--model", "random", "--n", "2"])
-    assert result.exit_code != 0 and "need a model to talk to" in result.stderr
+    assert result.exit_code != 0 and "need a model to talk to" in flat(result.stderr)
 
 
 def test_an_offline_recipe_is_refused() -> None:
     result = runner.invoke(app, ["eval", "dpo", "--model", "random"])
     assert result.exit_code == 2
-    assert "give sokoban, frozenlake, webshop, tool, an agentic or an rlvr recipe" in result.stderr
+    message = error_message(result.stderr)
+    assert "give sokoban, frozenlake, webshop, tool, an agentic or an rlvr recipe" in message
 
 
 def test_json_has_every_episode() -> None:
@@ -120,11 +122,11 @@ def test_compare_pairs_two_models_on_the_same_seeds() -> None:
 def test_default_is_at_least_200_episodes_and_k_is_refused() -> None:
     assert ENV_EPISODES >= 200
     result = runner.invoke(app, ["eval", "frozenlake", "--model", "random", "--k", "4"])
-    assert result.exit_code == 2 and "--k applies to rlvr recipes" in result.stderr
+    assert result.exit_code == 2 and "--k applies to rlvr recipes" in flat(result.stderr)
 
 
 def test_an_unknown_run_or_model_is_a_clear_error(tmp_path) -> None:
     result = runner.invoke(
         app, ["eval", "frozenlake", "--model", "no-such-run", "--runs-dir", str(tmp_path)]
     )
-    assert result.exit_code == 2 and "no-such-run" in result.stderr
+    assert result.exit_code == 2 and "no-such-run" in flat(result.stderr)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from error_text import error_message
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -123,7 +124,8 @@ def test_an_env_without_an_expert_is_refused(tmp_path: Path, monkeypatch) -> Non
     args = ["frozenlake", "agentic.env=no_expert_env:NoExpert", "model=tiny-random"]
     result = runner.invoke(app, ["data", "episodes", *args, "--out", str(out)])
     assert result.exit_code == 2 and not out.exists()
-    assert "'no_expert_env:NoExpert' has no expert policy; use --policy random" in result.stderr
+    message = error_message(result.stderr)
+    assert "'no_expert_env:NoExpert' has no expert policy; use --policy random" in message
 
 
 @pytest.mark.parametrize(
@@ -138,5 +140,5 @@ def test_bad_requests_fail_with_one_line(tmp_path: Path, args: list[str], messag
     out = tmp_path / "x.jsonl"
     result = runner.invoke(app, ["data", "episodes", *args, "model=tiny-random", "--out", str(out)])
     assert result.exit_code == 2
-    assert message in result.stderr.replace("\n", " ")
+    assert message in error_message(result.stderr)
     assert not out.exists()

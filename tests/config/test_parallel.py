@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from error_text import error_message
 from roll_subprocess import roll
 from typer.testing import CliRunner
 
@@ -219,12 +220,11 @@ def test_a_role_the_recipe_does_not_run_is_left_to_the_planner() -> None:
 def test_roll_plan_refuses_in_one_line_with_exit_2() -> None:
     res = CliRunner().invoke(app, ["plan", "rlvr-math", "--gpus", "8", "devices.actor_train.tp=2"])
     assert res.exit_code == 2
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert lines == [
+    assert error_message(res.stderr) == (
         f"error: rlvr-math: devices.actor_train.tp=2: {TRAIN_AUTO.format('tensor')}; set "
         f"devices.actor_train.tp=1, {SHARD} train.strategy=deepspeed with "
         "devices.actor_train.zero_stage=3"
-    ]
+    )
 
 
 def test_roll_train_dry_run_refuses_in_one_line_with_exit_2(tmp_path: Path) -> None:
@@ -234,9 +234,7 @@ def test_roll_train_dry_run_refuses_in_one_line_with_exit_2(tmp_path: Path) -> N
     )  # fmt: skip
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: rlvr-math: devices.actor_infer.tp=2"), (
-        res.stderr
-    )
-    assert "use rollout.engine=vllm or sglang" in lines[0]
+    message = error_message(res.stderr)
+    assert message.startswith("error: rlvr-math: devices.actor_infer.tp=2"), res.stderr
+    assert "use rollout.engine=vllm or sglang" in message
     assert not any(tmp_path.iterdir())  # nothing was launched

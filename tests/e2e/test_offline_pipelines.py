@@ -15,6 +15,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from error_text import error_message
 from roll_in_process import cli, kills_driver
 from roll_subprocess import roll
 from same_run import assert_same_run
@@ -196,11 +197,12 @@ def test_a_dead_trainer_is_restarted_and_the_run_is_unchanged(runs) -> None:
 def test_resume_refuses_a_finished_run_a_changed_model_and_an_unknown_run(runs) -> None:
     _, ref = _reference_run("sft", runs)
     code, err = cli("resume", ref.name, "--runs-dir", str(runs))
-    assert code == 2 and "already reached step 2" in err and "train.steps=N" in err
+    message = error_message(err)
+    assert code == 2 and "already reached step 2" in message and "train.steps=N" in message
     code, err = cli("resume", ref.name, "--runs-dir", str(runs), "model=smollm2-135m")
-    assert code == 2 and "model cannot change" in err
+    assert code == 2 and "model cannot change" in error_message(err)
     code, err = cli("resume", "nope", "--runs-dir", str(runs))
-    assert code == 2 and "no run 'nope'" in err
+    assert code == 2 and "no run 'nope'" in error_message(err)
 
 
 def _student_with_another_tokenizer(tiny_model: Path, folder: Path) -> Path:

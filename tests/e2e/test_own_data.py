@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from error_text import flat
 from hub_cache import cache_model_folder
 from roll_in_process import cli
 
@@ -149,7 +150,7 @@ def test_overlong_error_refuses_before_ray(world, offline, monkeypatch) -> None:
         "--runs-dir", str(world / "runs"), "data.overlong=error", *SMALL,
     )  # fmt: skip
     assert code == 2
-    assert "1 of 49 training prompts are over data.max_prompt_tokens = 256 tokens" in err
+    assert "1 of 49 training prompts are over data.max_prompt_tokens = 256 tokens" in flat(err)
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from error_text import flat
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -98,4 +99,4 @@ def test_bad_flags_are_one_line_errors() -> None:
     for args, message in cases:
         result = runner.invoke(app, ["eval", "rlvr-math", *args])
         assert result.exit_code == 2, (args, result.stdout, result.exception)
-        assert message in result.stderr, (args, result.stderr)
+        assert message in flat(result.stderr), (args, result.stderr)

@@ -79,10 +79,10 @@ def test_dry_run_notes_what_only_the_training_machine_can_answer(
     args = ["train", "rlvr-math", "--model", "qwen2.5-7b", "--gpus", "8", "--dry-run"]
     args += ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3"]  # fits 8 H100s
     args += ["rollout.engine=hf"]  # with the hf engine
-    res = runner.invoke(app, args)
+    res = runner.invoke(app, args, env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "model: qwen2.5-7b" in res.stdout  # the resolved recipe
-    notes = [line for line in res.stderr.splitlines() if line.startswith("note: ")]
+    notes = _notes(res.stderr)
     assert any(
         n.startswith("note: --gpus 8: no CUDA GPU is visible on this machine") for n in notes
     )
@@ -94,6 +94,19 @@ def test_dry_run_notes_what_only_the_training_machine_can_answer(
         and "`roll train` downloads it there first" in flat
     )
     assert "error" not in res.stderr
+
+
+def _notes(stderr: str) -> list[str]:
+    """The notes on `stderr`, each wrapped to 80 columns (even on a wider terminal) with
+    its continuation lines indented, as one line."""
+    notes: list[str] = []
+    for line in stderr.splitlines():
+        assert len(line) <= 80, line
+        if line.startswith("note: "):
+            notes.append(line)
+        elif notes and line.startswith("  "):
+            notes[-1] += " " + line.strip()
+    return notes
 
 
 def test_dry_run_refuses_a_plan_that_does_not_fit_as_train_does() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from error_text import error_message
 from typer.testing import CliRunner
 
 from rollcli.cli.app import app
@@ -89,24 +90,25 @@ def test_missing_field_names_the_field_and_the_line(tmp_path):
     path = write(tmp_path, [{"response": "1", "answer": "1"}, "", {"response": "2"}])
     result = runner.invoke(app, ["reward", "math", "--input", path])
     assert result.exit_code == 2
-    assert "in.jsonl: row 2: missing field 'answer'" in result.stderr  # the blank line: no row
+    message = error_message(result.stderr)
+    assert "in.jsonl: row 2: missing field 'answer'" in message  # the blank line: no row
     code = runner.invoke(app, ["reward", "code", "--input", path])
-    assert "missing field 'tests' or 'answer'" in code.stderr
+    assert "missing field 'tests' or 'answer'" in error_message(code.stderr)
     bad = write(tmp_path, ['{"response": 1', {"response": "x"}], "bad.jsonl")
-    message = runner.invoke(app, ["reward", "math", "-i", bad]).stderr
+    message = error_message(runner.invoke(app, ["reward", "math", "-i", bad]).stderr)
     assert "bad.jsonl: not valid JSON at line 1" in message
 
 
 def test_unknown_reward_and_bad_option_are_one_line_errors(tmp_path):
     path = write(tmp_path, [{"response": "1", "answer": "1"}])
     result = runner.invoke(app, ["reward", "ifevall", "--input", path])
-    assert result.exit_code == 2 and "did you mean 'ifeval'" in result.stderr
+    assert result.exit_code == 2 and "did you mean 'ifeval'" in error_message(result.stderr)
     result = runner.invoke(app, ["reward", "math", "--input", path, "--option", "format_weight"])
-    assert result.exit_code == 2 and "is not key=value" in result.stderr
+    assert result.exit_code == 2 and "is not key=value" in error_message(result.stderr)
     result = runner.invoke(app, ["reward", "math", "--input", path, "--option", "format_weight=3"])
-    assert result.exit_code == 2 and "format_weight" in result.stderr
+    assert result.exit_code == 2 and "format_weight" in error_message(result.stderr)
     result = runner.invoke(app, ["reward", "math", "--input", str(tmp_path / "none.jsonl")])
-    assert result.exit_code == 2 and "does not exist" in result.stderr
+    assert result.exit_code == 2 and "does not exist" in error_message(result.stderr)
 
 
 @pytest.mark.skipif(not detect_isolation()["strong"], reason="the sandbox needs namespaces")

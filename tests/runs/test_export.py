@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from error_text import error_message
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
 
@@ -122,7 +123,8 @@ def test_a_non_empty_out_dir_is_kept_unless_force(run: RunDir, tmp_path: Path) -
     (out / "notes.txt").write_text("mine")
     refused = _export(run, out)
     assert refused.exit_code == 2
-    assert "busy exists and is not empty" in refused.stderr and "--force" in refused.stderr
+    message = error_message(refused.stderr)
+    assert "busy exists and is not empty" in message and "--force" in message
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
     forced = _export(run, out, "--force")
@@ -163,8 +165,8 @@ def test_adapter_export_of_a_run_without_lora_is_one_clear_error(
 ) -> None:
     result = _export(run, tmp_path / "adapter", "--adapter")
     assert result.exit_code == 2
-    assert "holds no LoRA adapter" in result.stderr
-    assert "export without --adapter" in result.stderr
+    message = error_message(result.stderr)
+    assert "holds no LoRA adapter" in message and "export without --adapter" in message
     assert not (tmp_path / "adapter").exists()
 
 

@@ -253,8 +253,8 @@ def test_follow_stops_when_the_process_is_gone(tmp_path: Path) -> None:
 def test_unknown_run_is_a_one_line_error_with_a_suggestion(finished_run: RunDir) -> None:
     result = runner.invoke(app, ["logs", "run-b", "--runs-dir", str(finished_run.root.parent)])
     assert result.exit_code == 2
-    assert (
-        result.stderr.strip()
+    assert (  # one message, wrapped at 80 columns
+        " ".join(result.stderr.split())
         == "error: no run 'run-b' in " + str(finished_run.root.parent) + " (did you mean 'run-a'?)"
     )
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from error_text import error_message
 from roll_subprocess import roll
 
 pytest.importorskip("deepspeed")
@@ -56,5 +57,5 @@ def test_deepspeed_refuses_an_offline_pipeline(tmp_path) -> None:
         "train", "sft", "train.strategy=deepspeed", "--runs-dir", str(tmp_path), cwd=tmp_path
     )
     assert res.returncode == 2
-    assert "wired into the rlvr and agentic pipelines only" in res.stderr
+    assert "wired into the rlvr and agentic pipelines only" in error_message(res.stderr)
     assert not any(tmp_path.iterdir())  # nothing was launched
