@@ -49,11 +49,23 @@ class LogLine:
         return f"{self.stamp}  {self.text}"
 
 
-def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
-    """The compact line of one metrics row.
+# a compact line (`format_step(width=...)`) leaves out the parts of highest rank first
+RANKS = {
+    "reward": 1, "val acc": 1, "time": 2, "before": 2, "kl": 3, "template drift": 3,
+    "informative": 4, "tool errors": 4, "len": 5, "top": 5, "calls/ep": 6, "call valid": 6,
+    "entropy": 7, "action H": 7, "mismatch": 8, "mfu": 9,
+}  # fmt: skip
+
+
+def format_step(row: dict[str, Any], total_steps: int | None = None, width: int = 0) -> str:
+    """The line of one metrics row: every part, or with `width` as many as fit in that many
+    columns, the least telling left out first (`RANKS`: mfu first, the reward last).
 
     >>> format_step({"step": 3, "reward/mean": 0.5, "actor/kl": 0.0012, "time/step_s": 41.2}, 10)
     'step  3/10  reward 0.500  kl 0.0012  41.2 s'
+    >>> format_step({"step": 3, "reward/mean": 0.5, "actor/kl": 0.0012, "time/step_s": 41.2},
+    ...     10, width=34)
+    'step  3/10  reward 0.500  41.2 s'
     >>> format_step({"step": 0, "val/accuracy": 0.296875}, 10)
     'step  0/10  val acc 0.297  (before training)'
     >>> format_step({"step": 4, "agentic/informative_groups": 0.5,
@@ -75,10 +87,19 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     """
     step = row.get("step", "?")
     if total_steps:
-        width = len(str(total_steps))
-        parts = [f"step {step:>{width}}/{total_steps}"]
+        head = f"step {step:>{len(str(total_steps))}}/{total_steps}"
     else:
-        parts = [f"step {step}"]
+        head = f"step {step}"
+    parts = [(0, head), *_parts(row)]
+    while width and len("  ".join(text for _, text in parts)) > width and len(parts) > 1:
+        worst = max(range(1, len(parts)), key=lambda i: (parts[i][0], i))
+        del parts[worst]
+    return "  ".join(text for _, text in parts)
+
+
+def _parts(row: dict[str, Any]) -> list[tuple[int, str]]:
+    """(rank, text) of each part a row has, in the line's order."""
+    parts: list[tuple[int, str]] = []
     fields = (
         ("reward/mean", "reward", "{:.3f}"),
         ("val/accuracy", "val acc", "{:.3f}"),
@@ -93,20 +114,20 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
     for key, label, fmt in fields:
         value = row.get(key)
         if isinstance(value, (int, float)):
-            parts.append(f"{label} {fmt.format(value)}")
+            parts.append((RANKS[label], f"{label} {fmt.format(value)}"))
     actions = {k.rsplit("/", 1)[1]: v for k, v in row.items() if k.startswith(ACTION_FRAC)}
     if actions:  # the agentic policy's most frequent action: a collapse shows as 1.00
         top = max(actions, key=actions.__getitem__)
-        parts.append(f"top {top} {actions[top]:.2f}")
+        parts.append((RANKS["top"], f"top {top} {actions[top]:.2f}"))
     errors = row.get("env/tool_errors")
     if isinstance(errors, (int, float)):  # a tool env: its errors and the most common kind
         kinds = {k.removeprefix(TOOL_ERROR): v for k, v in row.items() if k.startswith(TOOL_ERROR)}
         common = max(kinds, key=kinds.__getitem__) if kinds else None
         kind = f" ({common} {kinds[common]:g})" if errors and common and kinds[common] else ""
-        parts.append(f"tool errors {errors:g}{kind}")
+        parts.append((RANKS["tool errors"], f"tool errors {errors:g}{kind}"))
     drift = row.get("agentic/template_drift")
     if isinstance(drift, (int, float)) and drift > 0:  # the template renders other turns
-        parts.append(f"template drift {drift:.2f}")
+        parts.append((RANKS["template drift"], f"template drift {drift:.2f}"))
     mfu = [
         f"{label} {100 * row[key]:.1f}%"
         for key, label in (
@@ -117,7 +138,7 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
         if isinstance(row.get(key), (int, float))
     ]
     if mfu:
-        parts.append("mfu " + " ".join(mfu))
+        parts.append((RANKS["mfu"], "mfu " + " ".join(mfu)))
     gap = row.get("rollout/mismatch_kl")
     if isinstance(gap, (int, float)):  # sampler vs trainer: the KL and pi_old / mu's extremes
         low, high = row.get("rollout/mismatch_ratio_min"), row.get("rollout/mismatch_ratio_max")
@@ -126,14 +147,15 @@ def format_step(row: dict[str, Any], total_steps: int | None = None) -> str:
             if isinstance(low, float | int) and isinstance(high, float | int)
             else ""
         )
-        parts.append(f"mismatch kl {gap:.2g}{extremes}")
+        parts.append((RANKS["mismatch"], f"mismatch kl {gap:.2g}{extremes}"))
     step_s = training_step_s(row)  # as the live line's s/step: validation apart
     if step_s is not None:
         val_s = row.get("time/validate_s")
-        parts.append(f"{step_s:.1f} s" + (f" (+{val_s:.1f} s val)" if val_s else ""))
+        text = f"{step_s:.1f} s" + (f" (+{val_s:.1f} s val)" if val_s else "")
+        parts.append((RANKS["time"], text))
     if row.get("step") == 0 and "reward/mean" not in row:
-        parts.append("(before training)")
-    return "  ".join(parts)
+        parts.append((RANKS["before"], "(before training)"))
+    return parts
 
 
 def parse_event(line: str, previous: float | None) -> tuple[float | None, str]:
@@ -175,8 +197,10 @@ class _LineReader:
 class RunTail:
     """Reads a run's events and metrics incrementally; `poll()` returns the new lines."""
 
-    def __init__(self, run: RunDir) -> None:
+    def __init__(self, run: RunDir, step_width: int = 0) -> None:
+        """`step_width`: the columns a step line may take (0: every part, however long)."""
         self.run = run
+        self.step_width = step_width
         self.events = _LineReader(run.root / "events.log")
         self.metrics = _LineReader(run.root / "metrics.jsonl")
         self.last_event_time: float | None = None
@@ -209,7 +233,7 @@ class RunTail:
             shown, note = self.peak.rescale(row)
             if note is not None:
                 steps.append(LogLine(when, "event", f"perf: {note}"))
-            steps.append(LogLine(when, "step", format_step(shown, total)))
+            steps.append(LogLine(when, "step", format_step(shown, total, self.step_width)))
         return merge(events, steps)
 
     @staticmethod

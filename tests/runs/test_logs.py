@@ -126,14 +126,71 @@ def test_mfu_logged_above_100_percent_shows_against_a_raised_peak(tmp_path: Path
     ]
 
 
+LONG_STEP = {  # a tool env's step with every part `roll logs` shows: 278 columns whole
+    **STEP_2,
+    "agentic/informative_groups": 0.5,
+    "agentic/first_action_entropy": 0.4,
+    "agentic/action_frac/calc": 0.75,
+    "env/tool_calls_per_episode": 1.25,
+    "env/tool_call_valid": 0.8,
+    "env/tool_errors": 16.0,
+    "env/tool_error/malformed": 12.0,
+    "agentic/template_drift": 0.25,
+    "perf/generate_mfu": 0.031,
+    "perf/train_mfu": 0.254,
+    "rollout/mismatch_kl": 0.0003,
+    "rollout/mismatch_ratio_min": 0.52,
+    "rollout/mismatch_ratio_max": 1.91,
+}
+
+
+def test_a_compact_step_line_leaves_out_the_least_telling_parts_first() -> None:
+    whole = format_step(LONG_STEP, 200)
+    assert len(whole) == 278
+    # ranks 1-2: reward, val acc, the time; 3: kl, then the template's drift (the later one
+    # of a rank goes first), which does not fit in 70 columns; 4: informative, tool errors
+    assert format_step(LONG_STEP, 200, width=70) == (
+        "step   2/200  reward 0.500  val acc 0.500  kl 0.0100  30.0 s"
+    )
+    assert format_step(LONG_STEP, 200, width=100) == (
+        "step   2/200  reward 0.500  val acc 0.500  kl 0.0100  informative 0.50  "
+        "template drift 0.25  30.0 s"
+    )
+    assert format_step({"step": 4, "reward/mean": 1.0}, width=10) == "step 4"
+
+
+def test_logs_fit_80_columns_and_wide_keeps_each_line_whole(finished_run: RunDir) -> None:
+    model = "/root/.cache/roll/models/smollm2-135m-instruct-converted"
+    _event(finished_run, T0 + 73, f"run run-a started: recipe rlvr-math, model m ({model})")
+    with (finished_run.root / "metrics.jsonl").open("a") as fh:
+        fh.write("\n")  # the half-written line ends, never to parse
+    finished_run.log_metrics({**LONG_STEP, "step": 3, "time": T0 + 74})
+    args = ["logs", "run-a", "--runs-dir", str(finished_run.root.parent)]
+    lines = runner.invoke(app, args, env={"COLUMNS": "80"}).stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [x for x in lines if len(x) > 80]
+    assert (
+        lines[5] == "10:01:10  step 2/2  reward 0.500  val acc 0.500  kl 0.0100  len 12.0  30.0 s"
+    )
+    # the event wraps under its text, no word or path broken
+    assert lines[-3:-1] == [
+        "10:01:13  run run-a started: recipe rlvr-math, model m",
+        f"          ({model})",
+    ]
+    assert lines[-1].startswith("10:01:14  step 3/2  reward 0.500  val acc 0.500  kl 0.0100")
+    wide = runner.invoke(app, [*args, "--wide"], env={"COLUMNS": "80"}).stdout.splitlines()
+    assert wide[:-2] == EXPECTED
+    assert wide[-2] == f"10:01:13  run run-a started: recipe rlvr-math, model m ({model})"
+    assert wide[-1] == "10:01:14  " + format_step({**LONG_STEP, "step": 3}, 2)
+
+
 def test_logs_merges_events_and_steps_in_time_order(finished_run: RunDir) -> None:
     runs_dir = str(finished_run.root.parent)
-    result = runner.invoke(app, ["logs", "run-a", "--runs-dir", runs_dir])
+    result = runner.invoke(app, ["logs", "run-a", "--runs-dir", runs_dir, "--wide"])
     assert result.exit_code == 0, result.stderr
     # the half-written step 3 is skipped
     assert result.stdout.splitlines() == EXPECTED
 
-    last3 = runner.invoke(app, ["logs", "run-a", "--runs-dir", runs_dir, "-n", "3"])
+    last3 = runner.invoke(app, ["logs", "run-a", "--runs-dir", runs_dir, "-n", "3", "--wide"])
     assert last3.stdout.splitlines() == EXPECTED[-3:]
     by_path = runner.invoke(app, ["logs", str(finished_run.root), "-n", "1"])
     assert by_path.stdout.splitlines() == EXPECTED[-1:]
