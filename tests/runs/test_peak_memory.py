@@ -97,6 +97,15 @@ def test_a_peak_over_115_percent_of_the_plan_warns_once_naming_the_role(tmp_path
     assert sum("warning" in e for e in (run.root / "events.log").read_text().splitlines()) == 1
 
 
+def test_a_run_that_asks_for_no_warning_records_its_peaks_silently(tmp_path) -> None:
+    run = RunDir.create(tmp_path, "r", "name: x\n")  # tiny-random's runs (runtime/run_control)
+    memory = PeakMemory(run.root, {"actor_train": 100 * MiB}, log_event=run.log_event, warn=False)
+    memory.update("actor_train", 300 * MiB)
+    memory.write()
+    assert not (run.root / "events.log").exists()
+    assert read_memory(run.root)["roles"]["actor_train"]["measured_bytes"] == 300 * MiB
+
+
 def test_runs_show_prints_planned_measured_and_ratio_per_role(tmp_path) -> None:
     folder = tmp_path / "rlvr-math-1"
     folder.mkdir()
