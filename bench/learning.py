@@ -3,7 +3,8 @@
     .venv/bin/python bench/learning.py rlvr-math --seeds 9        # seeds 1-8 and the recipe's
     .venv/bin/python bench/learning.py rlvr-math --only 2,3 --set train.lr=2e-5
 
-Each seed trains the recipe through the real CLI (`roll train RECIPE --seed S`), then its
+Each seed trains the recipe through the real CLI (`roll train RECIPE --seed S`, its stderr
+passed through: progress lines at each tenth of the run and at least every 30 s), then its
 final checkpoint and the base model answer the seed's held-out problems (the run's own
 validation set, `data.val_size` of them, greedy), asked two ways:
 
@@ -28,6 +29,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +59,9 @@ def train(recipe: str, seed: int, sets: list[str], runs_dir: Path, tag: str) -> 
         cmd += ["--runs-dir", str(runs_dir), "--run-id", run_id, *sets]
         if run.exists():
             cmd += ["--resume", "auto"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        if proc.returncode != 0:
-            raise SystemExit(f"seed {seed}: roll train failed:\n{proc.stderr[-2000:]}")
+        code, tail = _run_passing_stderr(cmd)
+        if code != 0:
+            raise SystemExit(f"seed {seed}: roll train failed:\n{tail[-2000:]}")
     status = json.loads((run / "status.json").read_text())
     wall = status.get("finished", 0) - status.get("started", 0) or time.perf_counter() - start
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -67,6 +69,21 @@ def train(recipe: str, seed: int, sets: list[str], runs_dir: Path, tag: str) -> 
         (run / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1])
     )
     return {"run_id": run_id, "wall_s": wall, "rows": rows, "model": str(checkpoints[-1])}
+
+
+def _run_passing_stderr(cmd: list[str]) -> tuple[int, str]:
+    """Run `cmd`, its stderr copied line by line to ours as it comes (a pipe: `roll train`
+    prints plain progress lines, not a bar); returns its exit code and stderr's last lines."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert proc.stderr is not None
+    tail: deque[str] = deque(maxlen=100)
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        tail.append(line)
+    return proc.wait(), "".join(tail)
 
 
 def _status(run: Path) -> str:
@@ -81,13 +98,19 @@ def _data_key(cfg, seed: int) -> str:  # noqa: ANN001
 
 def answers(cfg, model_path: str, seed: int, cache: Path) -> list[bool]:  # noqa: ANN001
     """Greedy correctness on the seed's held-out problems, cached in `cache`."""
+    from rollcli.cli.errors import err_console
+    from rollcli.cli.progress import progress
     from rollcli.evaluation.rlvr_eval import evaluate_rlvr
 
     if cache.exists():
         return json.loads(cache.read_text())
-    result = evaluate_rlvr(
-        cfg, cfg.name, model_path, model_path, n=cfg.data.val_size, seed=seed, num_threads=2
-    )
+    what = f"seed {seed}: {Path(model_path).name} answers {cfg.data.val_size} held-out problems"
+    print(what, file=sys.stderr, flush=True)
+    with progress(err_console) as report:
+        result = evaluate_rlvr(
+            cfg, cfg.name, model_path, model_path, n=cfg.data.val_size, seed=seed,
+            num_threads=2, on_progress=report,
+        )  # fmt: skip
     correct = [p.correct for p in result.problems]
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(correct))

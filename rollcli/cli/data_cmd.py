@@ -13,6 +13,7 @@ from rich.console import Console
 
 from rollcli.cli.errors import err_console, user_errors
 from rollcli.cli.out_file import check_writable
+from rollcli.cli.progress import progress
 from rollcli.cli.run_arg import RUNS_DIR, find_run
 from rollcli.config.pipeline_spec import spec_of
 
@@ -166,7 +167,11 @@ def episodes(
         check_writable(out, makes_folders=True)
         from rollcli.launch.scripted_episodes import write_episodes
 
-        played = write_episodes(cfg, out, policy=policy, n=n, seed=seed)
+        with progress(err_console) as report:
+            played = write_episodes(
+                cfg, out, policy=policy, n=n, seed=seed,
+                on_progress=lambda done, total: report("episodes", done, total),
+            )  # fmt: skip
     rows = [ep for ep in played if ep.trainable]
     wins = sum(ep.success for ep in played)
     err_console.print(

@@ -1,5 +1,7 @@
-"""The live terminal display of a run (rich): step bar with ETA, generation bar, latest
-reward and validation accuracy; and the end-of-run summary table."""
+"""The display of a run: on a terminal, rich's live step bar with ETA, generation bar, latest
+reward and validation accuracy; where stderr is a file or a pipe (a log, `nohup`), plain
+progress lines instead (`cli/progress.py`: a step line at each tenth of the run and the
+current phase at least every 30 s); and the end-of-run summary table."""
 
 from __future__ import annotations
 
@@ -19,12 +21,21 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from rollcli.cli.progress import ProgressLines, console_lines
+from rollcli.config.errors import wrap
 from rollcli.runs.step_time import StepTimes, training_step_s
+
+WIDTH = 80  # messages are wrapped to fit (or the terminal, where narrower)
 
 
 class RichDisplay:
     def __init__(self, console: Console) -> None:
         self.console = console
+        self.plain = not console.is_terminal  # lines, not a live bar (which a file never sees)
+        self.lines: ProgressLines | None = None
+        self.total_steps = 0
+        self.done_steps = 0
+        self.phase_text = ""
         self.steps = Progress(
             TextColumn("[bold]step"),
             BarColumn(),
@@ -48,6 +59,10 @@ class RichDisplay:
         self.val: dict[str, Any] | None = None  # the latest validation metrics
 
     def _ensure_live(self) -> None:
+        if self.plain:
+            if self.lines is None:
+                self.lines = console_lines(self.console)
+            return
         if self.live is None:
             self.live = Live(
                 Group(self.steps, self.gen, self.status), console=self.console, refresh_per_second=4
@@ -68,13 +83,30 @@ class RichDisplay:
             self.steps.remove_task(self.step_task)
             self.latest, self.val = {}, None
         self.step_task = self.steps.add_task("train", total=total_steps, completed=start_step)
+        self.total_steps, self.done_steps = total_steps, start_step
+        if self.lines is not None:
+            self.lines.update("step", start_step, total_steps)  # where the rate counts from
 
     def phase(self, text: str) -> None:
         self._ensure_live()
         self.gen.update(self.gen_task, description=text, completed=0, total=1)
+        self.phase_text = text
+        if self.lines is not None:
+            self.lines.update(self._phase_task(), 0, 0, tenths=False)
 
     def generation(self, done: int, total: int) -> None:
         self.gen.update(self.gen_task, completed=done, total=max(total, 1))
+        if self.lines is not None:
+            self.lines.update(self._phase_task(), done, max(total, 1), tenths=False)
+
+    def _phase_task(self) -> str:
+        """`step 5/40: generating` (the step under way), or the phase alone before a run."""
+        if self.step_task is None:
+            return self.phase_text
+        step = self.done_steps + 1
+        if self.done_steps == 0 and self.phase_text == "validating":
+            step = 0  # the baseline, as its `step 0: validation accuracy` line says
+        return f"step {step}/{self.total_steps}: {self.phase_text}"
 
     def step_done(self, step: int, metrics: dict[str, Any]) -> None:
         if "val/accuracy" in metrics:
@@ -98,20 +130,30 @@ class RichDisplay:
         self.status = Text("  " + " · ".join(parts))
         if self.live is not None:
             self.live.update(Group(self.steps, self.gen, self.status))
+        if self.lines is not None and step > 0:
+            self.done_steps = step
+            # the step's time is the line's rate (validation included, as the eta needs)
+            notes = [p for p in parts if not p.endswith("s/step")]
+            self.lines.update("step", step, self.total_steps, notes=notes)
 
     def message(self, text: str) -> None:
-        self.console.print(text, markup=False)
+        """`text` wrapped to 80 columns, its continuation lines two spaces further in."""
+        body = text.lstrip(" ")
+        lead = text[: len(text) - len(body)]
+        width = min(WIDTH, self.console.width)
+        self.console.print(
+            lead + wrap(body, lead, width, indent=lead + "  "), markup=False, soft_wrap=True
+        )
 
     def close(self) -> None:
+        if self.lines is not None:
+            self.lines.close()
+            self.lines = None
         if self.live is not None:
             # before training started there is nothing worth keeping on screen
             self.live.transient = self.step_task is None
             self.gen.update(self.gen_task, description="done", completed=1, total=1)
-            self.live.stop()
-            if not self.live.transient and not self.console.is_terminal:
-                # rich ends a file's last frame without a newline; what is printed next (the
-                # next run's header, the summary) starts its own line
-                self.console.line()
+            self.live.stop()  # (only a terminal has a live bar: a file gets lines)
             self.live = None
 
 

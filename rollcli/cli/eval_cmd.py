@@ -8,9 +8,7 @@ second model on the same seeds or problems and adds the paired table (exact McNe
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ import typer
 from rich.console import Console
 
 from rollcli.cli.errors import err_console, user_errors
+from rollcli.cli.progress import progress
 from rollcli.cli.run_arg import RUNS_DIR
 from rollcli.config.pipeline_spec import spec_of
 
@@ -133,7 +132,7 @@ def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[
             highlight=False,
             markup=False,
         )
-        with _progress() as report:
+        with progress(err_console) as report:
             results.append(
                 evaluate_rlvr(
                     cfg, cfg.name, name, model_path, n=n, seed=seed, k=k,
@@ -172,7 +171,7 @@ def _eval_env(cfg, source, models, n, seed, temperature, runs_dir) -> tuple[dict
             highlight=False,
             markup=False,
         )
-        with _progress() as report:
+        with progress(err_console) as report:
             results.append(
                 evaluate(
                     cfg.agentic, name, model_path, n=n, seed=seed,
@@ -252,29 +251,6 @@ def _tool_text(s: dict[str, Any]) -> str:
         f"\n  calls that ran      {s['tool_call_valid']:.3f}"
         f"\n  tool errors         {s['tool_errors']}" + (f" ({kinds})" if kinds else "")
     )
-
-
-@contextlib.contextmanager
-def _progress() -> Iterator[Callable[[str, int, int], None]]:
-    """A transient progress bar on stderr; yields `report(phase, done, total)`."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    progress = Progress(
-        TextColumn("  {task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err_console,
-        transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def report(phase: str, done: int, total: int) -> None:
-        if phase not in tasks:
-            tasks[phase] = progress.add_task(phase, total=total)
-        progress.update(tasks[phase], completed=done, total=total)
-
-    with progress:
-        yield report
 
 
 def _threads(cfg) -> int:  # noqa: ANN001

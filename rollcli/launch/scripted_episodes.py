@@ -119,11 +119,17 @@ def sft_rows(episodes: list[Episode], env: str) -> list[dict[str, Any]]:
 
 
 def write_episodes(
-    cfg: AgenticRecipe, path: Path, *, policy: str, n: int, seed: int
+    cfg: AgenticRecipe,
+    path: Path,
+    *,
+    policy: str,
+    n: int,
+    seed: int,
+    on_progress: Any = None,
 ) -> list[Episode]:
     """Play `n` episodes of `policy` on the agentic recipe `cfg` from env seed `seed` and
     write them to `path` as `sft_rows`, whole or not at all (a `.partial` file renamed);
-    returns the episodes played."""
+    returns the episodes played. `on_progress(done, total)` as episodes finish."""
     from rollcli.data.from_run import write_jsonl
     from rollcli.models.loading import resolve_model
     from rollcli.strategies.hf_model import load_tokenizer
@@ -135,6 +141,7 @@ def write_episodes(
         n=n,
         seed=seed,
         max_new_tokens=cfg.rollout.max_new_tokens,
+        on_progress=on_progress,
     )
     partial = path.with_name(path.name + ".partial")
     write_jsonl(sft_rows(played, cfg.agentic.env), partial)

@@ -78,7 +78,10 @@ def warmup_episodes(cfg: AgenticRecipe, folder: Path, run: RunDir, display: Disp
         from rollcli.launch.scripted_episodes import write_episodes
 
         display.phase(f"warm-up: playing {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
-        write_episodes(cfg, episodes, policy=cfg.warmup.policy, n=cfg.warmup.episodes, seed=0)
+        write_episodes(
+            cfg, episodes, policy=cfg.warmup.policy, n=cfg.warmup.episodes, seed=0,
+            on_progress=display.generation,
+        )  # fmt: skip
         run.log_event(f"warm-up: wrote {cfg.warmup.episodes} {cfg.warmup.policy} episodes")
     return episodes
 

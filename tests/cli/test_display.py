@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 from rich.console import Console
 
@@ -40,8 +41,8 @@ def test_a_second_run_on_the_display_starts_on_its_own_line_in_a_file() -> None:
     display.start(run_id="r", run_dir="runs/r", total_steps=1, start_step=0, engine="hf")
     display.close()
     lines = out.getvalue().splitlines()
-    assert "  42.7 s/step" in lines
-    assert lines[lines.index("roll run r  (engine: hf)") + 1] == "  → runs/r"
+    assert lines[2].startswith("  step 1/1 (100%), ")  # a file gets plain progress lines
+    assert lines[3:] == ["roll run r  (engine: hf)", "  → runs/r"]
 
 
 def test_the_header_stays_whole_at_80_columns_with_a_long_run_folder() -> None:
@@ -75,3 +76,31 @@ def test_the_summary_step_time_is_the_live_lines_without_validation() -> None:
     assert "│ mean step time          │ 10.7 s (no validation)   │" in text
     assert "│ validation time         │ 180 s (2 validations)    │" in text
     assert "│ wall time               │ 6.7 min (setup included) │" in text
+
+
+def test_in_a_file_a_run_shows_plain_progress_lines_and_wrapped_messages() -> None:
+    """Off a terminal (a log, `nohup`) a live bar shows nothing until the end: a step line
+    at each tenth of the run instead, and the phase under way for the 30-s heartbeat."""
+    display, out = _display()
+    display.phase("starting workers")  # before the run: the phase alone
+    assert display.lines is not None
+    assert display.lines.line("starting workers").startswith("  starting workers, 0s so far")
+    display.start(run_id="r", run_dir="runs/r", total_steps=4, start_step=0, engine="hf")
+    display.phase("validating")  # the baseline, before step 1
+    display.generation(16, 32)
+    assert display.lines.line("step 0/4: validating").startswith("  step 0/4: validating 16/32")
+    display.step_done(0, {"step": 0, "val/accuracy": 0.25})
+    display.step_done(1, {"reward/mean": 0.5, "response_length/mean": 12.0, "time/step_s": 3.0})
+    display.phase("training")
+    assert display.lines.line("step 2/4: training").startswith("  step 2/4: training, ")
+    display.message("  step 1: " + "a summary of many words " * 5)
+    display.close()
+    lines = out.getvalue().splitlines()
+    (step,) = [line for line in lines if line.startswith("  step 1/4 (25%), ")]
+    rate = r"[\d.]+(/s| s each), eta [\dhms]+"  # wall time: validation included, as eta needs
+    assert re.fullmatch(
+        rf"  step 1/4 \(25%\), {rate} · reward 0.500 · length 12.0 · val acc 0.250", step
+    )
+    summary = lines[lines.index(step) + 1 :]
+    assert summary[0].startswith("  step 1: a summary of many words") and len(summary) == 2
+    assert summary[1].startswith("    ") and all(len(x) <= 80 for x in summary)
