@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from error_text import error_message
 from planned_workers import assert_clusters_are_planned
 from typer.testing import CliRunner
 
@@ -95,6 +96,6 @@ def test_preset_trains_two_steps_with_finite_metrics(
 def test_unknown_preset_and_knob_fail_with_did_you_mean() -> None:
     runner = CliRunner()
     bad = runner.invoke(app, ["train", "rlvr", "algorithm.name=rlo"])
-    assert bad.exit_code == 2 and "did you mean 'rloo'" in bad.stderr
+    assert bad.exit_code == 2 and "did you mean 'rloo'" in error_message(bad.stderr)
     bad = runner.invoke(app, ["train", "rlvr", "algorithm.kl_coeff=0.1"])
-    assert bad.exit_code == 2 and "did you mean 'algorithm.kl_coef'" in bad.stderr
+    assert bad.exit_code == 2 and "did you mean 'algorithm.kl_coef'" in error_message(bad.stderr)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from error_text import error_message
 from roll_in_process import cli
 
 pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
@@ -34,9 +35,8 @@ def test_a_reward_with_the_wrong_signature_stops_the_run(tmp_path: Path, tiny_mo
         "reward.fn=broken_rewards:wrong_signature",
     )
     assert code == 2, err[-3000:]
-    # the progress display may leave its line open: the error is the last line, from "error:"
-    last = err.strip().splitlines()[-1]
-    assert last[last.index("error:") :] == (
+    # the error is the last thing printed, from "error:", wrapped at 80 columns
+    assert error_message(err[err.index("error:") :]) == (
         "error: reward 'broken_rewards:wrong_signature' failed on every sample at step 1 "
         "(4 samples): TypeError: wrong_signature() got an unexpected keyword argument 'tag'"
     ), err[-3000:]
