@@ -85,7 +85,8 @@ class RichDisplay:
         self.step_task = self.steps.add_task("train", total=total_steps, completed=start_step)
         self.total_steps, self.done_steps = total_steps, start_step
         if self.lines is not None:
-            self.lines.update("step", start_step, total_steps)  # where the rate counts from
+            # where the rate counts from
+            self.lines.update("step", start_step, total_steps, seconds_each=True)
 
     def phase(self, text: str) -> None:
         self._ensure_live()
@@ -134,7 +135,7 @@ class RichDisplay:
             self.done_steps = step
             # the step's time is the line's rate (validation included, as the eta needs)
             notes = [p for p in parts if not p.endswith("s/step")]
-            self.lines.update("step", step, self.total_steps, notes=notes)
+            self.lines.update("step", step, self.total_steps, notes=notes, seconds_each=True)
 
     def message(self, text: str) -> None:
         """`text` wrapped to 80 columns, its continuation lines two spaces further in."""

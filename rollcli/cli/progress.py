@@ -45,13 +45,14 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def rate_text(per_s: float) -> str:
-    """Items per second, or seconds per item when slower than one a second.
+def rate_text(per_s: float, seconds_each: bool = False) -> str:
+    """Items per second, or seconds per item when slower than one a second (always, with
+    `seconds_each`: a training step's time is what its reader compares).
 
-    >>> rate_text(310.24), rate_text(1 / 38.2)
-    ('310.2/s', '38.2 s each')
+    >>> rate_text(310.24), rate_text(1 / 38.2), rate_text(2.5, seconds_each=True)
+    ('310.2/s', '38.2 s each', '0.4 s each')
     """
-    return f"{per_s:.1f}/s" if per_s >= 1 else f"{1 / per_s:.1f} s each"
+    return f"{per_s:.1f}/s" if per_s >= 1 and not seconds_each else f"{1 / per_s:.1f} s each"
 
 
 @dataclass
@@ -62,6 +63,7 @@ class _Task:
     total: int = 0
     tenth: int = 0  # the last tenth of the total a line was written for
     notes: Sequence[str] = ()
+    seconds_each: bool = False  # the rate as seconds per item, however fast
 
 
 class ProgressLines:
@@ -99,7 +101,14 @@ class ProgressLines:
             self._thread.start()
 
     def update(
-        self, task: str, done: int, total: int, *, tenths: bool = True, notes: Sequence[str] = ()
+        self,
+        task: str,
+        done: int,
+        total: int,
+        *,
+        tenths: bool = True,
+        notes: Sequence[str] = (),
+        seconds_each: bool = False,
     ) -> None:
         with self._lock:
             now = self.clock()
@@ -107,6 +116,7 @@ class ProgressLines:
             if state is None:
                 state = self._tasks[task] = _Task(now, done, tenth=_tenth(done, total))
             state.done, state.total, state.notes = done, total, notes
+            state.seconds_each = seconds_each
             self._latest = task
             tenth = _tenth(done, total)
             due = (tenths and tenth > state.tenth) or now - self._last_line >= self.every_s
@@ -139,7 +149,7 @@ class ProgressLines:
             moved, spent = state.done - state.first_done, now - state.first_t
             if moved > 0 and spent > 0:
                 per_s = moved / spent
-                text += f", {rate_text(per_s)}"
+                text += f", {rate_text(per_s, state.seconds_each)}"
                 if state.done < state.total:
                     text += f", eta {duration((state.total - state.done) / per_s)}"
         for note in state.notes:

@@ -113,10 +113,11 @@ def _progress_while_running(args: list[str], pattern: str, log: Path, cwd: Path)
 
 
 def test_roll_eval_writes_progress_lines_to_a_file_while_it_runs(tiny_model, tmp_path) -> None:
-    args = ["eval", "rlvr-math", "--model", "tiny-random", "--n", "8"]
-    args += ["rollout.max_new_tokens=48"]
+    # enough tokens to outlast the half-second polls of the engine on a fast CPU
+    args = ["eval", "rlvr-math", "--model", "tiny-random", "--n", "32"]
+    args += ["rollout.max_new_tokens=256"]
     seen = _progress_while_running(
-        args, r"^  greedy: tokens \d+/384 \(\d+%\), [\d.]+/s", tmp_path / "log", tmp_path
+        args, r"^  greedy: tokens \d+/8192 \(\d+%\), [\d.]+/s", tmp_path / "log", tmp_path
     )
     assert "━" not in seen  # no bar drawn into the file
 
