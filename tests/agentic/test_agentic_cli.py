@@ -137,7 +137,7 @@ def test_frozenlake_warms_up_and_trains_two_steps(frozenlake_run: Path, tiny_mod
 
 def test_logs_show_the_agentic_columns(frozenlake_run: Path) -> None:
     logs = CliRunner().invoke(
-        app, ["logs", "t", "--runs-dir", str(frozenlake_run.parent)], env={"COLUMNS": "200"}
+        app, ["logs", "t", "--wide", "--runs-dir", str(frozenlake_run.parent)]
     )
     assert logs.exit_code == 0 and "informative " in logs.stdout and "action H " in logs.stdout
 

@@ -102,12 +102,20 @@ def test_runs_ls_on_an_empty_folder(tmp_path) -> None:
     assert result.exit_code == 0 and "run id" in result.stdout
 
 
-@pytest.mark.parametrize("correction", ["tis", "mis", "icepop"])
-def test_a_correction_with_a_loss_it_cannot_reweight_is_refused_not_ignored(correction) -> None:
-    args = ["train", "rlvr", f"algorithm.off_policy.correction={correction}"]
-    result = runner.invoke(app, [*args, "algorithm.policy_loss=pg", "--steps", "1"])
+def test_tis_with_topr_is_refused_not_ignored() -> None:
+    args = ["train", "rlvr", "algorithm.off_policy.correction=tis", "algorithm.policy_loss=topr"]
+    result = runner.invoke(app, [*args, "--steps", "1", "--dry-run"])
     assert result.exit_code == 2
-    assert f"off_policy.correction {correction} reweights the ppo" in error_message(result.stderr)
+    assert "off_policy.correction tis cannot apply to policy_loss topr" in error_message(
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize("correction", ["tis", "mis", "icepop"])
+def test_pg_takes_every_correction_against_the_sampler(correction) -> None:
+    args = ["train", "rlvr", f"algorithm.off_policy.correction={correction}"]
+    result = runner.invoke(app, [*args, "algorithm.policy_loss=pg", "--steps", "1", "--dry-run"])
+    assert result.exit_code == 0, result.stderr
 
 
 def test_the_old_tis_cap_is_refused_with_its_new_spelling() -> None:
