@@ -51,6 +51,7 @@ def test_sigterm_to_the_job_stops_with_a_checkpoint_and_resume_ends_the_same(tmp
     events = (run / "events.log").read_text()
     assert "stop requested (SIGTERM) during step" in events
     assert f"stopped (SIGTERM) at step {stopped_at} of {STEPS}, after a checkpoint" in events
+    assert f"stopped at step {stopped_at} of {STEPS}" in " ".join(done.stdout.split())
 
     code, err = cli("resume", "term", "--runs-dir", str(tmp_path))
     assert code == 0, err[-3000:]

@@ -33,6 +33,7 @@ def test_a_stale_sync_stops_the_run_in_one_line(tmp_path, tiny_model) -> None:
     assert "error: the weight sync after step 1" in (tmp_path / "stale" / "events.log").read_text()
 
 
+@pytest.mark.slow  # ~35 s; the default tier keeps the stale sync that stops the run
 def test_with_sync_retry_the_sync_is_made_again(tmp_path, tiny_model) -> None:
     args = ["train", "rlvr-math", "--runs-dir", str(tmp_path), "--run-id", "retry", *SMALL]
     code, err = cli(*args, "run.sync_retry=true", fault="stale@sync:1")
