@@ -59,6 +59,7 @@ def plan(
     from rollcli.config.loader import load_recipe
     from rollcli.launch.prelaunch import check_recipe, with_run_model
     from rollcli.planning.auto_strategy import resolve_auto
+    from rollcli.config.recipe_scale import scale_note
     from rollcli.planning.from_recipe import auto_lines, plan_recipe
 
     flags = {
@@ -100,6 +101,9 @@ def plan(
             f"[dim]GPU memory of devices.gpu_kind={cfg.devices.gpu_kind} "
             "(--gpu-kind or --gpu-mem for yours)[/]"
         )
+    scaled = scale_note(recipe, overrides or [], flags)
+    for note in [scaled] if scaled else []:
+        print_note(note)
     for note in notes:
         print_note(note)
     if not result.fits:

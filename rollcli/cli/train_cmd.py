@@ -62,6 +62,7 @@ def train(
 ) -> None:
     """Train with a recipe: validate it, start Ray and the workers, run the loop."""
     from rollcli.config.loader import dump_recipe, load_recipe
+    from rollcli.config.recipe_scale import scale_note
 
     flags = {
         "model": model,
@@ -93,6 +94,9 @@ def train(
         with user_errors(debug):
             choice, notes, downloads = dry_run(cfg)
         typer.echo(f"# recipe {source}, resolved", err=True)
+        scaled = scale_note(recipe, overrides or [], flags)
+        if scaled:
+            print_note(scaled)
         from rollcli.planning.from_recipe import auto_lines
         from rollcli.planning.render import render_lines
 

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.capabilities import capability_error
 from rollcli.config.catalogue import find_recipe, is_recipe_file
+from rollcli.config.recipe_scale import requested_gpus, scale_choice
 from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error, text_field
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.presets import resolve_algorithm
@@ -187,6 +188,10 @@ def load_recipe(
     run) are dropped before the overrides apply.
     """
     source, text = find_recipe(ref)
+    if not is_recipe_file(ref):
+        choice = scale_choice(ref, source, text, requested_gpus(overrides or [], flags or {}))
+        if choice is not None and choice.name != source:
+            source, text = find_recipe(choice.name)
     here = Path.cwd()
     recipe_dir = Path(source).expanduser().resolve().parent if is_recipe_file(ref) else None
     file_folders = [f for f in (recipe_dir, here) if f is not None]

@@ -40,6 +40,8 @@ class _Recipe(Section):
     pipeline: str  # each pipeline's recipe narrows it to its own name (the union's tag)
     description: str = ""
     aliases: list[str] = Field(default_factory=list)  # short names `roll train` accepts
+    # the catalogue recipe an alias of this one names on GPUs (config/recipe_scale.py)
+    at_scale: str | None = None
     model: str = "smollm2-135m"
     seed: int = 42
     train: TrainConfig = Field(default_factory=TrainConfig)
