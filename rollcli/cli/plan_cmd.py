@@ -57,9 +57,9 @@ def plan(
     2 for a bad recipe, key or flag; so a script can test `roll plan ... && roll train ...`.
     """
     from rollcli.config.loader import load_recipe
+    from rollcli.config.recipe_scale import scale_note
     from rollcli.launch.prelaunch import check_recipe, with_run_model
     from rollcli.planning.auto_strategy import resolve_auto
-    from rollcli.config.recipe_scale import scale_note
     from rollcli.planning.from_recipe import auto_lines, plan_recipe
 
     flags = {

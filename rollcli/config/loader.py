@@ -17,12 +17,12 @@ from pydantic import TypeAdapter, ValidationError
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.config.capabilities import capability_error
 from rollcli.config.catalogue import find_recipe, is_recipe_file
-from rollcli.config.recipe_scale import requested_gpus, scale_choice
 from rollcli.config.errors import ConfigError, did_you_mean, format_validation_error, text_field
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.presets import resolve_algorithm
 from rollcli.config.recipe import RECIPE_TYPES, RecipeConfig
 from rollcli.config.recipe_paths import resolve_paths
+from rollcli.config.recipe_scale import requested_gpus, scale_choice
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
