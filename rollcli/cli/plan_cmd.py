@@ -56,6 +56,7 @@ def plan(
     Exit status: 0 when the plan fits, 1 when it does not (the advice says what to change),
     2 for a bad recipe, key or flag; so a script can test `roll plan ... && roll train ...`.
     """
+    from rollcli.cli.recipe_summary import summary_lines
     from rollcli.config.loader import load_recipe
     from rollcli.config.recipe_scale import scale_note
     from rollcli.launch.prelaunch import check_recipe, with_run_model
@@ -84,11 +85,17 @@ def plan(
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
     if as_json:
         auto = [*choice.lines, *auto_lines(cfg)]
-        typer.echo(json.dumps({**result.to_json(), "auto": auto, "notes": notes}, indent=2))
+        recipe_lines = summary_lines(cfg)
+        typer.echo(
+            json.dumps(
+                {**result.to_json(), "recipe": recipe_lines, "auto": auto, "notes": notes},
+                indent=2,
+            )
+        )
         raise typer.Exit(0 if result.fits else 1)
     from rollcli.planning.render import render_lines, render_plan
 
-    out.print(render_lines([*choice.lines, *auto_lines(cfg)]))
+    out.print(render_lines([*summary_lines(cfg), *choice.lines, *auto_lines(cfg)]))
     out.print(render_plan(result))
     warmup = getattr(cfg, "warmup", None)
     if warmup is not None:  # the sft sub-run fits where RL's trainer does (one model, no engine)

@@ -97,10 +97,11 @@ def train(
         scaled = scale_note(recipe, overrides or [], flags)
         if scaled:
             print_note(scaled)
+        from rollcli.cli.recipe_summary import summary_lines
         from rollcli.planning.from_recipe import auto_lines
         from rollcli.planning.render import render_lines
 
-        lines = render_lines([*choice.lines, *auto_lines(choice.cfg)])
+        lines = render_lines([*summary_lines(choice.cfg), *choice.lines, *auto_lines(choice.cfg)])
         err_console.print(lines, width=screen_width())
         typer.echo(dump_recipe(choice.cfg), nl=False)
         for note in notes:

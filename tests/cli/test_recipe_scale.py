@@ -1,0 +1,95 @@
+"""A recipe's two scales through the real CLI: the alias `rlvr` on `--gpus 8` plans and
+dry-runs the paper's RLVR mix (rlvr-paper), on a CPU the demo's rlvr-math as written; a
+recipe named in full runs as written on any devices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from error_text import flat
+from typer.testing import CliRunner
+
+from rollcli.cli.app import app
+from rollcli.config.catalogue import find_recipe
+from rollcli.config.loader import load_recipe
+from rollcli.config.recipe_scale import requested_gpus, scale_choice
+
+runner = CliRunner()
+
+
+def test_the_alias_picks_the_at_scale_recipe_only_when_gpus_are_asked_for() -> None:
+    name, text = find_recipe("rlvr")
+    assert name == "rlvr-math"
+    assert scale_choice("rlvr", name, text, 8).name == "rlvr-paper"
+    assert scale_choice("rlvr", name, text, 0).name == "rlvr-math"
+    assert scale_choice("rlvr-math", name, text, 8) is None  # named in full
+    assert scale_choice("rlvr-m", name, text, 8) is None  # a prefix names the recipe itself
+    assert requested_gpus(["resources.gpus=4"], {"resources.gpus": None}) == 4
+    assert requested_gpus(["resources.gpus=4"], {"resources.gpus": 2}) == 4  # as applied
+    assert requested_gpus([], {}) == 0
+
+
+def test_load_recipe_follows_the_devices() -> None:
+    cpu, source = load_recipe("rlvr")
+    assert (source, cpu.name, cpu.model) == ("rlvr-math", "rlvr-math", "smollm2-135m")
+    gpu, source = load_recipe("rlvr", [], {"resources.gpus": 8})
+    assert (source, gpu.name, gpu.model) == ("rlvr-paper", "rlvr-paper", "qwen2.5-7b-base")
+    named, source = load_recipe("rlvr-math", [], {"resources.gpus": 8})
+    assert (source, named.rollout.max_new_tokens) == ("rlvr-math", 32)
+    by_override, source = load_recipe("math", ["resources.gpus=8"])
+    assert source == "rlvr-paper"
+
+
+def test_the_cpu_recipe_is_as_written_apart_from_its_pointer() -> None:
+    """rlvr-math's resolved settings are what its file says (the fingerprint runs it)."""
+    _, text = find_recipe("rlvr-math")
+    raw = yaml.safe_load(text)
+    assert raw["at_scale"] == "rlvr-paper" and raw["rollout"]["max_new_tokens"] == 32
+
+
+def test_plan_rlvr_on_8_gpus_shows_the_papers_mix_and_fits() -> None:
+    res = runner.invoke(app, ["plan", "rlvr", "--model", "qwen2.5-7b", "--gpus", "8"])
+    assert res.exit_code == 0, res.output
+    out = flat(res.output)
+    assert "trains qwen2.5-7b for 500 steps at lr 1e-06 (rlvr-paper)" in out
+    assert "math 40%: zwhe99/DeepMath-103K" in out and "code 30%: " in out
+    assert "batch: 64 prompts x 8 samples = 512 a step" in out
+    assert "responses up to 4096" in out and "loss: ppo on reinforce advantages" in out
+    assert "`rlvr` on 8 GPUs runs the paper's settings at scale" in out
+    assert "fits: peak" in out
+
+
+@pytest.mark.parametrize(
+    ("model", "kind"),
+    [
+        ("qwen2.5-7b-base", "h100-80g"),
+        ("qwen2.5-7b-base", "h200"),
+        ("qwen3-30b-a3b-base", "h100-80g"),
+        ("qwen3-30b-a3b-base", "h200"),
+    ],
+)
+def test_the_papers_models_fit_8_gpus(model: str, kind: str) -> None:
+    args = ["plan", "rlvr", "--model", model, "--gpus", "8", "--gpu-kind", kind, "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    assert plan["fits"] and plan["recipe"][0].startswith(f"trains {model} for 500 steps")
+
+
+def test_dry_run_on_a_cpu_keeps_the_demo_and_says_so() -> None:
+    res = runner.invoke(app, ["train", "rlvr", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert yaml.safe_load(res.stdout)["rollout"]["max_new_tokens"] == 32
+    err = flat(res.stderr)
+    assert "# recipe rlvr-math, resolved" in err
+    assert "`rlvr` on a CPU runs the CPU recipe; with --gpus N it runs rlvr-paper" in err
+
+
+def test_dry_run_with_gpus_resolves_the_paper_recipe() -> None:
+    res = runner.invoke(app, ["train", "rlvr", "--model", "qwen2.5-7b", "--gpus", "8", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    resolved = yaml.safe_load(res.stdout)
+    assert resolved["name"] == "rlvr-paper" and resolved["rollout"]["batch_size"] == 512
+    assert set(resolved["data"]["mix"]) == {"math", "code", "general"}
