@@ -5,7 +5,10 @@ A sample names its tests in one of two ways:
   `entry_point` + `stub` (HumanEval style: `tests` defines `check(candidate)`, and `stub` is
   the function's signature and docstring the model was asked to complete);
 - `answer` holding the same keys as a JSON object (how prompt files and the HumanEval source
-  carry them through training, where a sample has `response`, `answer`, `tag`, `prompt`).
+  carry them through training, where a sample has `response`, `answer`, `tag`, `prompt`);
+- with the option `test_format: pytest`, `answer` (or `tests`) is a pytest module that
+  imports the program as `solution` (KodCode's `test` column, `data.answer_key: test`):
+  each test function is one test (`rollcli.rewards.pytest_tests`).
 
 All the batch's programs run in parallel, each in its own sandbox process with its own
 limits (`rollcli.rewards.sandbox`), so one slow or hostile program never holds up or harms
@@ -20,8 +23,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Literal
 
+from rollcli.rewards.pytest_tests import PytestModuleError, pytest_snippets
 from rollcli.rewards.registry import reward_options
 from rollcli.rewards.runner import batch_reward
 from rollcli.rewards.sandbox import Job, SandboxLimits, extract_code, run_many
@@ -39,6 +43,24 @@ FAILURES = (
 
 class CodeSpecError(ValueError):
     """A sample does not say which tests to run."""
+
+
+def pytest_spec(sample: dict[str, Any]) -> dict[str, Any]:
+    """The spec of a sample whose tests are a pytest module (`test_format: pytest`).
+
+    >>> len(pytest_spec({"answer": "from solution import f\\ndef test_f():\\n    assert f()"})["tests"])
+    1
+    """
+    source = sample.get("tests") or sample.get("answer")
+    if not isinstance(source, str) or not source.strip():
+        raise CodeSpecError(
+            "test_format is 'pytest' but the sample has no tests: set data.answer_key to the "
+            "column holding the pytest module (KodCode's `test`)"
+        )
+    try:
+        return {"tests": pytest_snippets(source), "entry_point": None, "stub": None}
+    except PytestModuleError as exc:
+        raise CodeSpecError(str(exc)) from None
 
 
 def code_spec(sample: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +158,7 @@ def _failure(test_result: Any) -> str:
     return failed[0] if failed and failed[0] in FAILURES else "assertion"
 
 
-@reward_options("max_workers", "memory_mb", "allow_weak_isolation")
+@reward_options("max_workers", "memory_mb", "allow_weak_isolation", "test_format")
 @batch_reward
 def code_reward(
     samples: list[dict[str, Any]],
@@ -145,12 +167,14 @@ def code_reward(
     max_workers: int | None = None,
     memory_mb: int = 1024,
     allow_weak_isolation: bool = False,
+    test_format: Literal["asserts", "pytest"] = "asserts",
     **_: Any,
 ) -> list[dict[str, Any]]:
     """Score every sample's program against its tests, all programs in parallel.
 
     `timeout_s` is each program's wall-clock (and CPU-time) limit; `max_workers` how many
-    sandboxes run at once (default: the CPU count). A sample without tests gets an error;
+    sandboxes run at once (default: the CPU count); `test_format: pytest` reads each
+    sample's tests as a pytest module (KodCode's). A sample without tests gets an error;
     the others still run.
     """
     limits = SandboxLimits(
@@ -163,7 +187,7 @@ def code_reward(
     jobs, where = [], []
     for i, sample in enumerate(samples):
         try:
-            spec = code_spec(sample)
+            spec = pytest_spec(sample) if test_format == "pytest" else code_spec(sample)
         except CodeSpecError as exc:
             results[i] = {"score": 0.0, "error": str(exc)}
             continue

@@ -25,6 +25,7 @@ BUILTIN_REWARDS: dict[str, str] = {
     "ifeval": "rollcli.rewards.ifeval.reward:ifeval_reward",
     "judge": "rollcli.rewards.judge.http:judge_reward",
     "judge_local": "rollcli.rewards.judge.local:local_judge_reward",
+    "general": "rollcli.rewards.general:general_reward",
     "mix": "rollcli.rewards.mix:mix_reward",
 }
 
@@ -35,6 +36,7 @@ BUILTIN_FIELDS: dict[str, tuple[str, ...]] = {
     "ifeval": ("constraints|answer",),
     "judge": (),
     "judge_local": (),
+    "general": ("answer",),
     "mix": ("tag",),
 }
 

@@ -4,6 +4,11 @@ A sample lists its constraints in a `constraints` field, or in `answer` as JSON
 (`{"constraints": [...]}` or the bare list), each `{"type": name, **args}` with a name from
 `rollcli.rewards.ifeval.constraints.CONSTRAINTS`. Besides `score`, the result has `correct`
 (1 when every constraint holds) and one 0/1 metric per constraint type, `ifeval/<type>`.
+
+An `answer` that is allenai/RLVR-IFeval's `ground_truth` (JSON naming a `func_name`,
+`data.answer_key: ground_truth`) is mapped to these constraints (`.allenai`); such a row
+also has `ifeval/unchecked` (1 for a function with no checker here, scored 0 with the reason
+in `error`), so the share of unchecked rows is a metric, never a silent score.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rollcli.rewards.ifeval import allenai
 from rollcli.rewards.ifeval.constraints import check
 from rollcli.rewards.registry import reward_options
 
@@ -18,6 +24,8 @@ from rollcli.rewards.registry import reward_options
 def constraints_of(answer: Any, constraints: Any = None) -> list[dict[str, Any]]:
     """The sample's constraint list, from the field or the JSON `answer`."""
     spec = constraints
+    if spec is None and allenai.is_ground_truth(allenai.parse(answer)):
+        return allenai.constraints(allenai.parse(answer))
     if spec is None:
         if not answer:
             raise ValueError(
@@ -39,7 +47,7 @@ def constraints_of(answer: Any, constraints: Any = None) -> list[dict[str, Any]]
 @reward_options()
 def ifeval_reward(
     response: str, answer: Any = "", *, constraints: Any = None, **_: Any
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Fraction of constraints satisfied.
 
     >>> ifeval_reward("hello world", constraints=[{"type": "lowercase"}, {"type": "word_count", "min": 3}])
@@ -47,8 +55,12 @@ def ifeval_reward(
     >>> ifeval_reward("<<T>> ok", '{"constraints": [{"type": "title"}]}')["score"]
     1.0
     """
-    spec = constraints_of(answer, constraints)
-    met: dict[str, list[float]] = {}
+    allenai_row = constraints is None and allenai.is_ground_truth(allenai.parse(answer))
+    try:
+        spec = constraints_of(answer, constraints)
+    except allenai.UncheckedConstraint as exc:
+        return {"score": 0.0, "correct": 0.0, "ifeval/unchecked": 1.0, "error": str(exc)}
+    met: dict[str, list[float]] = {"ifeval/unchecked": []} if allenai_row else {}
     for c in spec:
         met.setdefault(f"ifeval/{c.get('type')}", []).append(float(check(response, c)))
     flat = [v for vs in met.values() for v in vs]
@@ -56,5 +68,5 @@ def ifeval_reward(
     return {
         "score": score,
         "correct": float(all(flat)),
-        **{k: sum(vs) / len(vs) for k, vs in met.items()},
+        **{k: sum(vs) / len(vs) if vs else 0.0 for k, vs in met.items()},
     }

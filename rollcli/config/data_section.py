@@ -18,7 +18,7 @@ COLUMN_KEYS = {
     "answer_key": "answer (or a code row's tests, an instruction row's constraints)",
     "answer_pattern": "none",
 }
-DATASET_KEYS = ("name", "split", "val_split", "val_path", *COLUMN_KEYS)
+DATASET_KEYS = ("name", "split", "val_split", "val_path", "sample", *COLUMN_KEYS)
 GENERATOR_KEYS = ("task", "task_args")
 _TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -31,6 +31,16 @@ def template_fields(template: str) -> list[str]:
     ['question']
     """
     return _TEMPLATE_FIELD.findall(template)
+
+
+class SampleConfig(Section):
+    """`data.sample`: a seeded sample of `n` training rows, stratified by column `by` (an
+    equal share per distinct value, `rollcli.data.stratified`; unset: a plain seeded sample).
+    The ROLL paper's "5,000 sampled by difficulty" is `{n: 5000, by: difficulty}`."""
+
+    n: PositiveInt
+    by: str | None = None
+    seed: int | None = None  # None: the recipe's seed
 
 
 class _Dataset(Section):
@@ -46,6 +56,7 @@ class _Dataset(Section):
     prompt_template: str | None = None  # `{column}` fields, e.g. "{question}\nAnswer:"
     answer_key: str | None = None  # None: `answer` (or `tests` / `constraints`)
     answer_pattern: str | None = None  # one group, e.g. '####\s*(.+)$' (GSM8K)
+    sample: SampleConfig | None = None  # n training rows, stratified by a column (`by`)
 
     @model_validator(mode="before")
     @classmethod

@@ -50,7 +50,7 @@ class Columns:
         """The columns these keys read (with the schema's defaults)."""
         names = {"id", "tag", "prompt", "messages", "answer", "tests", "entry_point", "stub"}
         names |= {"constraints", "chosen", "rejected", "response"}
-        names |= {v for k, v in vars(self).items() if k.endswith("_key") and v}
+        names |= {v.split(".")[0] for k, v in vars(self).items() if k.endswith("_key") and v}
         if self.prompt_template:
             names |= set(template_fields(self.prompt_template))
         return names
@@ -98,6 +98,7 @@ class Columns:
         """The reference answer as text, with `answer_pattern` applied: None when the
         pattern does not match (the caller counts and leaves the row out)."""
         key = self.answer_key or "answer"
+        row = with_field(row, key)
         if key not in row:
             if self.answer_key is None:
                 spec = answer_spec(row)
@@ -117,6 +118,23 @@ class Columns:
             return text
         found = re.search(self.answer_pattern, text, re.MULTILINE)
         return found.group(1).strip() if found else None
+
+
+def with_field(row: dict[str, Any], key: str) -> dict[str, Any]:
+    """`row` with a dotted key (`reward_model.ground_truth`: a field of a struct column, as
+    verl-style datasets keep their answer) set from the struct, where the row has it.
+
+    >>> with_field({"reward_model": {"ground_truth": "B"}}, "reward_model.ground_truth")["reward_model.ground_truth"]
+    'B'
+    """
+    if key in row or "." not in key:
+        return row
+    value: Any = row
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return row
+        value = value[part]
+    return {**row, key: value}
 
 
 def user(text: str) -> dict[str, str]:

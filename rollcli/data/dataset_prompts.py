@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.data.columns import Columns, user
-from rollcli.data.dataset_rows import Source, kind_of, read_table
+from rollcli.data.dataset_rows import RowSample, Source, kind_of, read_table
 from rollcli.data.prompts import DataError, Prompt, default_tag
 
 
@@ -32,10 +32,12 @@ def dataset_prompts(
     suffix: str = "",
     reward_columns: Collection[str] = (),
     limit: int | None = None,
+    sample: RowSample | None = None,
 ) -> tuple[list[Prompt], int]:
     """(the prompts of `source`'s rows, how many rows `data.answer_pattern` left out). A
-    row without a prompt or an answer column is an error naming the row and the key."""
-    rows, names = read_table(source, columns.names() | set(reward_columns), limit)
+    row without a prompt or an answer column is an error naming the row and the key.
+    `sample` reads only the rows it picks (`data.sample`)."""
+    rows, names = read_table(source, columns.names() | set(reward_columns), limit, sample)
     return prompts_from_rows(
         rows,
         replace(columns, available=names),

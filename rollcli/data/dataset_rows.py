@@ -73,6 +73,17 @@ def hub_cached(source: Source) -> bool:
     return _hub_folder(source, download=False, quiet=True) is not None
 
 
+@dataclass(frozen=True)
+class RowSample:
+    """`n` rows of a dataset stratified by column `by` (None: a plain seeded sample); `key`
+    names the recipe key in errors (`data.mix.math.sample`)."""
+
+    n: int
+    by: str | None
+    seed: int
+    key: str = "data.sample"
+
+
 def read_rows(
     source: Source, columns: set[str] | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
@@ -81,11 +92,16 @@ def read_rows(
 
 
 def read_table(
-    source: Source, columns: set[str] | None = None, limit: int | None = None
+    source: Source,
+    columns: set[str] | None = None,
+    limit: int | None = None,
+    sample: RowSample | None = None,
 ) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
-    """(`read_rows`, every column name of the dataset)."""
+    """(`read_rows`, every column name of the dataset); `sample` picks its rows first."""
     dataset = load_split(source)
     names = tuple(dataset.column_names)
+    if sample is not None:
+        dataset = dataset.select(sampled_indices(dataset, sample, source))
     if columns is not None:
         keep = [c for c in dataset.column_names if c in columns]
         dataset = dataset.select_columns(keep)
@@ -95,6 +111,26 @@ def read_table(
     if not rows:
         raise DataError(f"{source.key}: {source.describe()} has no rows")
     return rows, names
+
+
+def sampled_indices(dataset: Any, sample: RowSample, source: Source) -> list[int]:
+    """The rows `sample` picks of `dataset` (in dataset order); one-line errors for a
+    column the dataset lacks and for more rows asked than it has."""
+    from rollcli.data.stratified import stratified_sample
+
+    names = list(dataset.column_names)
+    if sample.by is not None and sample.by not in names:
+        raise DataError(
+            f"{sample.key}.by = {sample.by!r} names no column of {source.describe()} (its "
+            f"columns: {', '.join(names)})"
+        )
+    if sample.n > len(dataset):
+        raise DataError(
+            f"{sample.key}.n = {sample.n:,} but {source.describe()} has {len(dataset):,} rows; "
+            f"lower {sample.key}.n (or remove {sample.key} to read every row)"
+        )
+    values = dataset[sample.by] if sample.by is not None else [None] * len(dataset)
+    return stratified_sample(values, sample.n, sample.seed)
 
 
 def load_split(source: Source) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 from rollcli.config.data_section import DATASET_KEYS, DataConfig
 from rollcli.data.columns import Columns
 from rollcli.data.dataset_prompts import dataset_prompts
-from rollcli.data.dataset_rows import Source
+from rollcli.data.dataset_rows import RowSample, Source
 from rollcli.data.overlong import keep_fitting, overlong_note
 from rollcli.data.prompts import (
     DataError,
@@ -119,8 +119,12 @@ def _file_sets(
     kwargs = dict(
         system_prompt=data.system_prompt, suffix=data.prompt_suffix, reward_columns=reward_columns
     )
-    train, unmatched = dataset_prompts(train_source(data, at), columns, **kwargs)
+    sample = row_sample(data, seed, at)
+    train, unmatched = dataset_prompts(train_source(data, at), columns, **kwargs, sample=sample)
     notes = [_unmatched(unmatched, len(train) + unmatched, "training", data)] if unmatched else []
+    if sample is not None:
+        how = f"stratified by its column {sample.by!r}" if sample.by else "seeded"
+        notes.insert(0, f"training: {sample.n:,} rows of {data.path}, {how} ({at}sample)")
     held = val_source(data, at)
     if held is not None:
         val_rows, unmatched = dataset_prompts(held, columns, **kwargs)
@@ -156,6 +160,14 @@ def _file_sets(
 def train_source(data: Any, at: str = "data.") -> Source:
     """Where a `data` section's (or, `at` its keys, a `data.mix` domain's) training rows are."""
     return Source(data.path, data.name, data.split, f"{at}path", f"{at}split")
+
+
+def row_sample(data: Any, seed: int, at: str = "data.") -> RowSample | None:
+    """The training rows' `sample` of a `data` section (or a `data.mix` domain)."""
+    if data.sample is None:
+        return None
+    s = data.sample
+    return RowSample(s.n, s.by, seed if s.seed is None else s.seed, f"{at}sample")
 
 
 def val_source(data: Any, at: str = "data.") -> Source | None:

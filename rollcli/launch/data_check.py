@@ -55,7 +55,8 @@ def _check_dataset(cfg: RecipeConfig, data: DataConfig, section: Any, at: str) -
     from rollcli.data.prompts import DataError
 
     notes, firsts = [], []
-    for source in filter(None, (train_source(section, at), val_source(section, at))):
+    train = train_source(section, at)
+    for source in filter(None, (train, val_source(section, at))):
         try:
             kind = kind_of(source.path)
         except DataError as exc:
@@ -66,6 +67,8 @@ def _check_dataset(cfg: RecipeConfig, data: DataConfig, section: Any, at: str) -
                 "train` downloads it (its columns are checked then)"
             )
             continue
+        if source is train and getattr(section, "sample", None) is not None:
+            _check_sample(section, source, cfg.seed, at)
         firsts.append(_first_prompts(cfg, data, section, source))
     if len(firsts) == 2 and firsts[0] and firsts[0] == firsts[1]:
         key = f"{at}val_path" if section.val_path else f"{at}val_split"
@@ -75,6 +78,17 @@ def _check_dataset(cfg: RecipeConfig, data: DataConfig, section: Any, at: str) -
             "out of training)"
         )
     return notes
+
+
+def _check_sample(section: Any, source: Source, seed: int, at: str) -> None:
+    """`data.sample` can be drawn: its column exists and the rows suffice (the sample's
+    index, not its rows, is computed here)."""
+    from rollcli.data.dataset_rows import load_split, sampled_indices
+    from rollcli.data.prompt_sets import row_sample
+
+    sample = row_sample(section, seed, at)
+    assert sample is not None
+    sampled_indices(load_split(source), sample, source)
 
 
 def _first_prompts(cfg: RecipeConfig, data: DataConfig, section: Any, source: Source) -> list:

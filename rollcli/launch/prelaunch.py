@@ -72,10 +72,38 @@ def dry_run(cfg: RecipeConfig) -> tuple[AutoChoice, list[str], list[str]]:
     choice = resolve_auto(cfg)
     check_plan(choice.cfg)
     refusals = machine_notes(choice.cfg)
-    downloads = [n for n in (download_note(cfg.model), *data_notes) if n]
+    downloads = [n for n in (download_note(cfg.model), *data_notes, *judge_notes(cfg)) if n]
     if not refusals:
         downloads += check_prompt_lengths(choice.cfg, bool(downloads))
     return choice, refusals, downloads
+
+
+def judge_notes(cfg: RecipeConfig) -> list[str]:
+    """Which scores each `general` reward route: the LLM judge where its options name an
+    endpoint (`base_url` and `model`), else the rule (rollcli.rewards.general)."""
+    from rollcli.rewards.general import judge_configured
+
+    reward = getattr(cfg, "reward", None)
+    if reward is None:
+        return []
+    routes = reward.routes if reward.fn == "mix" else {"": reward.fn}
+    notes = []
+    for tag, ref in routes.items():
+        if ref != "general":
+            continue
+        options = {**reward.options, **reward.route_options.get(tag, {})}
+        where = f"reward.route_options.{tag}" if tag else "reward.options"
+        name = f"domain {tag}" if tag else "the general reward"
+        if judge_configured(options):
+            notes.append(
+                f"{name}: scored by the LLM judge {options['model']} at {options['base_url']}"
+            )
+        else:
+            notes.append(
+                f"{name}: scored by rule (final-answer match); no judge endpoint is configured "
+                f"(set {where}.base_url and .model for the LLM judge)"
+            )
+    return notes
 
 
 def check_prompt_lengths(cfg: RecipeConfig, downloading: bool) -> list[str]:
