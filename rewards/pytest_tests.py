@@ -13,7 +13,8 @@ proxies (`rollcli.rewards.sandbox.harness`). So each `test_*` function (and each
 imports bound to the program's functions, then that test's call. A test passes when its
 call returns; the reward is the fraction of tests that pass.
 
-`@pytest.mark.parametrize` runs a test once per parameter set (each one test). A test that
+`@pytest.mark.parametrize` runs a test once per parameter set (one test, passed when every
+set passes). A test that
 takes a fixture (`capsys`, `tmp_path`) fails as a runtime error: there are no fixtures here,
 and that is counted like any failure. `pytest.raises` works where pytest is installed.
 """
