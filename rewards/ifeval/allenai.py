@@ -88,7 +88,9 @@ def constraints(ground_truth: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         return [MAPPED[name](args)]
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"RLVR-IFeval ground_truth {name}: missing or bad argument {exc}") from None
+        raise ValueError(
+            f"RLVR-IFeval ground_truth {name}: missing or bad argument {exc}"
+        ) from None
 
 
 class UncheckedConstraint(ValueError):

@@ -21,7 +21,12 @@ LEVELS = ["easy"] * 10 + ["medium"] * 4 + ["hard"]
 def _write(tmp_path, levels=LEVELS):
     path = tmp_path / "kod.jsonl"
     rows = [
-        {"question": f"q{i}", "final_answer": str(i), "gpt_difficulty": d, "difficulty": 1.0 + i % 3}
+        {
+            "question": f"q{i}",
+            "final_answer": str(i),
+            "gpt_difficulty": d,
+            "difficulty": 1.0 + i % 3,
+        }
         for i, d in enumerate(levels)
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

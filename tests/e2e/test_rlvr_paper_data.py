@@ -47,4 +47,10 @@ def test_rlvr_paper_trains_one_step_on_the_fixtures(tmp_path, tiny_model, ray_se
     assert steps[-1]["step"] == 1 and steps[-1]["reward/errors"] == 0.0
     rows = [json.loads(x) for x in (run / "samples" / "step-1.jsonl").read_text().splitlines()]
     assert len(rows) == 4
-    assert {r["tag"] for r in rows} <= {"math_rule", "code_sandbox", "llm_judge", "crossthinkqa", "ifeval"}
+    assert {r["tag"] for r in rows} <= {
+        "math_rule",
+        "code_sandbox",
+        "llm_judge",
+        "crossthinkqa",
+        "ifeval",
+    }

@@ -26,7 +26,11 @@ def test_rlvr_ifeval_ground_truth_is_checked_by_our_constraints():
         (_truth("validate_word_constraint", N=3, quantifier="at least"), "one two", 0.0),
         (_truth("validate_word_constraint", N=3, quantifier="at most"), "one two", 1.0),
         (_truth("verify_letter_frequency", letter="a", N=3), "banana", 1.0),
-        (_truth("validate_end", end_phrase="Is there anything else?"), "Hi. Is there anything else?", 1.0),
+        (
+            _truth("validate_end", end_phrase="Is there anything else?"),
+            "Hi. Is there anything else?",
+            1.0,
+        ),
         (_truth("verify_postscript", postscript_marker="P.P.S"), "Hi\nP.P.S bye", 1.0),
     ]
     for truth, response, want in cases:

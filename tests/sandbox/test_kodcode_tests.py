@@ -41,5 +41,10 @@ def test_kodcode_tests_score_real_programs():
     results = worker.score(samples)
     assert [r["score"] for r in results[:5]] == [1.0, 0.0, 0.0, 0.0, 0.5]
     assert [r["total"] for r in results[:5]] == [4.0] * 5  # the table is one test
-    assert [r["reason"] for r in results[:4]] == ["ok", "assertion", "runtime_error", "runtime_error"]
+    assert [r["reason"] for r in results[:4]] == [
+        "ok",
+        "assertion",
+        "runtime_error",
+        "runtime_error",
+    ]
     assert results[5]["score"] == 0.0 and "no test_* function" in results[5]["error"]
