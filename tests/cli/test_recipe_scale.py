@@ -54,7 +54,11 @@ def test_plan_rlvr_on_8_gpus_shows_the_papers_mix_and_fits() -> None:
     assert res.exit_code == 0, res.output
     out = flat(res.output)
     assert "trains qwen2.5-7b for 500 steps at lr 1e-06 (rlvr-paper)" in out
-    assert "math 40%: zwhe99/DeepMath-103K" in out and "code 30%: " in out
+    assert "math_rule 40%: zwhe99/DeepMath-103K, 5,000 sampled by difficulty" in out
+    assert "code_sandbox 30%: KodCode/KodCode-Light-RL-10K, 2,000 sampled by gpt_difficulty" in out
+    for general in ("virtuoussy/Multi-subject-RLVR", "nvidia/Nemotron-CrossThink"):
+        assert general in out
+    assert "ifeval 10%: allenai/RLVR-IFeval" in out
     assert "batch: 64 prompts x 8 samples = 512 a step" in out
     assert "responses up to 4096" in out and "loss: ppo on reinforce advantages" in out
     assert "`rlvr` on 8 GPUs runs the paper's settings at scale" in out
@@ -92,4 +96,8 @@ def test_dry_run_with_gpus_resolves_the_paper_recipe() -> None:
     assert res.exit_code == 0, res.output
     resolved = yaml.safe_load(res.stdout)
     assert resolved["name"] == "rlvr-paper" and resolved["rollout"]["batch_size"] == 512
-    assert set(resolved["data"]["mix"]) == {"math", "code", "general"}
+    mix = resolved["data"]["mix"]
+    shares = {name: domain["ratio"] for name, domain in mix.items()}
+    assert shares == {
+        "math_rule": 0.4, "code_sandbox": 0.3, "llm_judge": 0.1, "crossthinkqa": 0.1, "ifeval": 0.1
+    }  # fmt: skip
