@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from rollcli.config.sections import NonNegInt, PositiveInt, Section
+from rollcli.config.val_env_section import ValEnvConfig
 
 # env arguments the agentic pipeline sets itself, and what to set instead
 PIPELINE_ENV_KEYS = {
@@ -76,6 +77,8 @@ class AgenticConfig(Section):
     num_env_workers: PositiveInt = 2
     val_episodes: PositiveInt = 32
     val_seed: NonNegInt = 1_000_000  # validation seeds are val_seed, val_seed + 1, ...
+    # a second env validation also plays, reported as `val/<name>/*` (val_env_section.py)
+    val_env: ValEnvConfig | None = None
     # environments that teach (docs/agentic.md): potential-based progress shaping, and a line
     # in the next observation (and optionally a penalty) after a move that changed nothing
     shaping: Literal["none", "progress"] = "none"
@@ -131,6 +134,11 @@ class AgenticConfig(Section):
                 f"agentic.{env_only[0]} does not apply with agentic.agent: the program writes "
                 "the whole conversation and returns the episode's reward"
             )
+        if self.val_env is not None:
+            raise ValueError(
+                "agentic.val_env does not apply with agentic.agent: the program plays the tool "
+                "env's tasks only; leave agentic.val_env out"
+            )
         if self.mode != "starpo":
             raise ValueError(
                 "agentic.mode: gigpo groups the env's states, which an agent program does not "
@@ -154,9 +162,12 @@ class AgenticConfig(Section):
                 f"agentic.env = {self.env!r} is not a registered environment{hint}; "
                 f"choose one of {', '.join(names)}"
             )
+        cross = self.val_env.env_kwargs if self.val_env is not None else {}
         for key in PIPELINE_ENV_KEYS:
             if key in self.env_kwargs or key in self.val_env_kwargs:
                 raise ValueError(PIPELINE_ENV_KEYS[key])
+            if key in cross:
+                raise ValueError(PIPELINE_ENV_KEYS[key].replace("env_kwargs", "val_env.env_kwargs"))
         return self
 
     @property

@@ -142,10 +142,12 @@ def roles_run(cfg: Any) -> tuple[str, ...]:
         roles.append("reward")
     if spec.rollout == "episodes":
         roles += ["env", "env_val"]
+        if cfg.agentic.val_env is not None:  # a second env validation also plays
+            roles.append("env_cross")
     return tuple(roles)
 
 
 def devices_key(role: str) -> str:
     """The `devices.<key>` that places `role`: its own name, but validation environments
-    (`env_val`) are placed with the training ones (`env`)."""
-    return "env" if role == "env_val" else role
+    (`env_val`, `env_cross`) are placed with the training ones (`env`)."""
+    return "env" if role in ("env_val", "env_cross") else role

@@ -16,6 +16,7 @@ train, a model behind an inference engine, a frozen model for forwards, or no mo
 | reward      | rlvr                       | always                                 | RewardWorker           |
 | env         | agentic                    | always                                 | EnvWorker              |
 | env_val     | agentic                    | always (validation environments)       | EnvWorker              |
+| env_cross   | agentic                    | agentic.val_env (the second val env)   | EnvWorker              |
 
 `size_workers` gives each role's workers their Ray CPUs and torch threads: the light roles
 (no model) take a fixed sliver per worker; the model roles run in alternating phases of the
@@ -79,7 +80,8 @@ TEACHER = Role("teacher", W + "distill:TeacherWorker", "forward", "teacher", ("f
 REWARD = Role("reward", W + "reward:RewardWorker", "none", "reward", ("reward",), cpus=0.1)
 ENV = Role("env", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
 ENV_VAL = Role("env_val", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
-TABLE = (ACTOR_TRAIN, ACTOR_INFER, REFERENCE, CRITIC, TEACHER, REWARD, ENV, ENV_VAL)
+ENV_CROSS = Role("env_cross", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
+TABLE = (ACTOR_TRAIN, ACTOR_INFER, REFERENCE, CRITIC, TEACHER, REWARD, ENV, ENV_VAL, ENV_CROSS)
 
 
 def names(holds: Holds) -> tuple[str, ...]:
@@ -100,6 +102,7 @@ def roles_for(cfg: RecipeConfig) -> list[Role]:
         "reward": lambda: cfg.reward.num_workers,
         "env": lambda: cfg.agentic.num_env_workers,
         "env_val": lambda: cfg.agentic.num_env_workers,
+        "env_cross": lambda: cfg.agentic.num_env_workers,
     }
     out = []
     for role in roles:

@@ -23,6 +23,23 @@ def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, An
     kwargs = {"max_steps": agentic.max_turns, **agentic.env_kwargs}
     if validation:
         kwargs.update(agentic.val_env_kwargs)
+    return _with_pipeline_keys(agentic, agentic.env, kwargs, validation)
+
+
+def cross_env_kwargs(agentic: AgenticConfig) -> dict[str, Any]:
+    """The keyword arguments of `agentic.val_env`, the second validation env: its own
+    `env_kwargs` with the same pipeline keys as the training env's validation (format
+    penalty, `max_steps = max_turns` unless set, teaching options, the validation layouts)."""
+    assert agentic.val_env is not None
+    kwargs = {"max_steps": agentic.max_turns, **agentic.val_env.env_kwargs}
+    return _with_pipeline_keys(agentic, agentic.val_env.env, kwargs, validation=True)
+
+
+def _with_pipeline_keys(
+    agentic: AgenticConfig, env: str, kwargs: dict[str, Any], validation: bool
+) -> dict[str, Any]:
+    """`kwargs` with what the pipeline passes `env`; a teaching option the recipe turned on
+    that `env` does not take is an error."""
     kwargs["format_penalty"] = agentic.format_penalty
     teach: dict[str, Any] = {}
     if agentic.shaping != "none":
@@ -31,14 +48,14 @@ def env_kwargs(agentic: AgenticConfig, validation: bool = False) -> dict[str, An
         teach["no_effect_feedback"] = True
     if agentic.no_effect_penalty:
         teach["no_effect_penalty"] = agentic.no_effect_penalty
-    takes, open_kwargs = env_parameters(agentic.env)
+    takes, open_kwargs = env_parameters(env)
     for key in teach:
         if key not in takes and not open_kwargs:
             option = "shaping" if key == "shaping_gamma" else key
             takers = ", ".join(envs_taking(key))
             raise ConfigError(
                 f"agentic.{option} applies to environments that take it ({takers}); "
-                f"{agentic.env!r} does not: leave agentic.{option} at its default"
+                f"{env!r} does not: leave agentic.{option} at its default"
             )
     kwargs.update(teach)
     if "layouts" in takes:

@@ -68,6 +68,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None, width: int 
     'step  3/10  reward 0.500  41.2 s'
     >>> format_step({"step": 0, "val/accuracy": 0.296875}, 10)
     'step  0/10  val acc 0.297  (before training)'
+    >>> format_step({"step": 2, "val/accuracy": 0.5, "val/sokoban/accuracy": 0.125})
+    'step 2  val acc 0.500  val sokoban 0.125'
     >>> format_step({"step": 4, "agentic/informative_groups": 0.5,
     ...     "agentic/action_frac/Left": 0.75, "agentic/action_frac/Up": 0.25})
     'step 4  informative 0.50  top Left 0.75'
@@ -115,6 +117,9 @@ def _parts(row: dict[str, Any]) -> list[tuple[int, str]]:
         value = row.get(key)
         if isinstance(value, (int, float)):
             parts.append((RANKS[label], f"{label} {fmt.format(value)}"))
+        if key == "val/accuracy":  # agentic.val_env: the second env's success, by its name
+            for name, other in cross_env_accuracy(row).items():
+                parts.append((RANKS["val acc"], f"val {name} {other:.3f}"))
     actions = {k.rsplit("/", 1)[1]: v for k, v in row.items() if k.startswith(ACTION_FRAC)}
     if actions:  # the agentic policy's most frequent action: a collapse shows as 1.00
         top = max(actions, key=actions.__getitem__)
@@ -156,6 +161,23 @@ def _parts(row: dict[str, Any]) -> list[tuple[int, str]]:
     if row.get("step") == 0 and "reward/mean" not in row:
         parts.append((RANKS["before"], "(before training)"))
     return parts
+
+
+def cross_env_accuracy(row: dict[str, Any]) -> dict[str, float]:
+    """`val/<name>/accuracy` of a row by name: the success of `agentic.val_env`, the env a run
+    validates on beside its training env.
+
+    >>> cross_env_accuracy({"val/accuracy": 0.5, "val/sokoban/accuracy": 0.25})
+    {'sokoban': 0.25}
+    """
+    return {
+        key.split("/")[1]: value
+        for key, value in row.items()
+        if key.startswith("val/")
+        and key.endswith("/accuracy")
+        and key.count("/") == 2
+        and isinstance(value, (int, float))
+    }
 
 
 def parse_event(line: str, previous: float | None) -> tuple[float | None, str]:

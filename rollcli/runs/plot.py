@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcli.runs.collapse import first_trips
+from rollcli.runs.log_tail import cross_env_accuracy
 from rollcli.tracking.peak import ShownPeak
 
 if TYPE_CHECKING:
@@ -165,7 +166,16 @@ def _draw_validation(ax: Any, rows: list[Row], key: str) -> str:
                 fontsize=9,
             )
     ax.set_ylim(-0.02, 1.08)
-    return f"{values[0]:.3f} → {values[-1]:.3f}" if len(values) > 1 else _last(values, "{:.3f}")
+    label = f"{values[0]:.3f} → {values[-1]:.3f}" if len(values) > 1 else _last(values, "{:.3f}")
+    names = sorted({name for row in rows for name in cross_env_accuracy(row)})
+    for name in names:  # agentic.val_env: the second env's success, its own curve
+        other_steps, other = series(rows, f"val/{name}/accuracy")
+        ax.plot(other_steps, other, ls="--", marker="s", markersize=4, label=f"{name} (val_env)")
+        label += f", {name} {other[-1]:.3f}"
+    if names:
+        ax.lines[0].set_label("training env")
+        ax.legend(fontsize=9, loc="best")
+    return label
 
 
 def _draw_length(ax: Any, rows: list[Row], key: str) -> str:

@@ -170,6 +170,10 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
 
         validation = role.name == "env_val"
         return {"env": cfg.agentic.env, "env_kwargs": env_kwargs(cfg.agentic, validation)}
+    if role.name == "env_cross" and cfg.agentic.val_env is not None:
+        from rollcli.rollout.agentic_setup import cross_env_kwargs
+
+        return {"env": cfg.agentic.val_env.env, "env_kwargs": cross_env_kwargs(cfg.agentic)}
     model = {"model_path": ctx.model_path, "num_threads": size.threads}
     if role.name == "teacher":  # the recipe's model, forward only, on the CPU
         return model

@@ -39,6 +39,7 @@ from rollcli.pipelines.rl.episode_batch import (
 from rollcli.pipelines.rl.source import step_sampling
 from rollcli.rollout.agentic_setup import (
     agent_programs,
+    cross_env_kwargs,
     env_kwargs,
     limits,
     model_context,
@@ -87,18 +88,27 @@ class EpisodeSource:
         self.limits = limits(ag, self.cfg.rollout.max_new_tokens, model_context(self.model_path))
         if ag.agent is not None:
             self.agent = agent_programs(ag, tokenizer, self.cfg.model)
+        if ag.val_env is not None:  # the second validation env: its own rules and symbols
+            cross = _build_checked(ag.val_env.env, cross_env_kwargs(ag), "agentic.val_env")
+            self.cross_fmt = TurnFormat(
+                tokenizer, system_prompt(cross), ag.reply_prefix, ag.user_suffix, env_tools(cross)
+            )
 
     def describe(self) -> str:
         ag = self.cfg.agentic
+        cross = ""
+        if ag.val_env is not None:
+            cross = f" + {_cross_episodes(ag)} on {ag.val_env.env} ({ag.val_env.label})"
         return (
             f"env {ag.env} ({ag.num_env_workers} env workers), mode {ag.mode}, "
             f"{ag.groups_per_step} groups x {ag.group_size} episodes per step, "
-            f"{ag.val_episodes} validation episodes"
+            f"{ag.val_episodes} validation episodes{cross}"
         )
 
     def attach(self, clusters: Any, version: int) -> None:
         self.infer = clusters.actor_infer
         self.envs, self.val_envs = clusters["env"], clusters["env_val"]
+        self.cross_envs = clusters.get("env_cross")  # agentic.val_env's workers, or None
         self.ahead = {}  # episodes of the workers just replaced are gone
 
     def before_sync(self, version: int) -> None:
@@ -181,7 +191,12 @@ class EpisodeSource:
         self.ctl.request_stop()
 
     def play(
-        self, specs: list[EpisodeSpec], envs: Cluster, params: SamplingParams, live: bool = True
+        self,
+        specs: list[EpisodeSpec],
+        envs: Cluster,
+        params: SamplingParams,
+        live: bool = True,
+        fmt: TurnFormat | None = None,
     ) -> tuple[list[Episode], dict[str, float]]:
         policy = ModelPolicy(self.infer.workers, params, sessions=self.turn_cache_mib > 0)
         progress = self.ctl.ui.generation if live else None
@@ -191,7 +206,7 @@ class EpisodeSource:
             envs.workers,
             policy,
             specs,
-            self.fmt,
+            fmt or self.fmt,
             self.limits,
             on_progress=progress,
         )
@@ -201,22 +216,29 @@ class EpisodeSource:
 
     # ---- validation --------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
-        """Greedy episodes on the validation seeds (the same ones every time)."""
+        """Greedy episodes on the validation seeds (the same ones every time); with
+        `agentic.val_env` also on the second env, its metrics under `val/<name>/`."""
         ag = self.cfg.agentic
         t0 = time.perf_counter()
         params = SamplingParams(
             n=1, max_new_tokens=self.cfg.rollout.max_new_tokens, temperature=0.0
         )
         episodes, _ = self.play(val_specs(ag.val_seed, ag.val_episodes), self.val_envs, params)
-        metrics = episode_metrics(episodes, "val")
-        metrics["val/accuracy"] = metrics["val/success_rate"]  # what the display and summary show
-        low, high = wilson_interval(sum(ep.success for ep in episodes), len(episodes))
-        metrics.update({"val/accuracy_ci_low": low, "val/accuracy_ci_high": high})
-        metrics["val/n"] = float(len(episodes))
+        metrics = _validation_metrics(episodes, "val")
+        if ag.val_env is not None:
+            specs = val_specs(ag.val_seed, _cross_episodes(ag))
+            cross, _ = self.play(specs, self.cross_envs, params, fmt=self.cross_fmt)
+            metrics.update(_validation_metrics(cross, f"val/{ag.val_env.label}"))
         metrics["time/validate_s"] = time.perf_counter() - t0
         self.ctl.run.log_event(
             f"validation: {summary_line(metrics, 'val')} on {len(episodes)} {ag.env} episodes (greedy)"
         )
+        if ag.val_env is not None:
+            prefix = f"val/{ag.val_env.label}"
+            self.ctl.run.log_event(
+                f"validation: {summary_line(metrics, prefix)} on {len(cross)} "
+                f"{ag.val_env.env} episodes ({ag.val_env.label}, greedy)"
+            )
         return metrics
 
     # ---- checkpoints: a step's episodes are a function of the seed, the step and the
@@ -235,6 +257,22 @@ class EpisodeSource:
         if ahead is not None and ahead.exists():
             saved = load_tensors_file(ahead)
             self.ahead = {step: RolloutResult.from_plain(r) for step, r in saved.items()}
+
+
+def _validation_metrics(episodes: list[Episode], prefix: str) -> dict[str, float]:
+    """`episode_metrics` under `prefix` and the success rate as `<prefix>/accuracy` (what the
+    display, summary and best checkpoint read), with its 95% interval and n."""
+    metrics = episode_metrics(episodes, prefix)
+    metrics[f"{prefix}/accuracy"] = metrics[f"{prefix}/success_rate"]
+    low, high = wilson_interval(sum(ep.success for ep in episodes), len(episodes))
+    metrics.update({f"{prefix}/accuracy_ci_low": low, f"{prefix}/accuracy_ci_high": high})
+    metrics[f"{prefix}/n"] = float(len(episodes))
+    return metrics
+
+
+def _cross_episodes(ag: Any) -> int:
+    """The episodes `agentic.val_env` plays (default: as many as the training env's)."""
+    return ag.val_env.episodes or ag.val_episodes
 
 
 def _done(pending: Future | RolloutResult) -> RolloutResult:
