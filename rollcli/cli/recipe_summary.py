@@ -59,17 +59,8 @@ def _sample(data: Any) -> str:
 def _agentic_lines(cfg: Any) -> list[str]:
     agentic = cfg.agentic
     kwargs = ", ".join(f"{k}={v}" for k, v in agentic.env_kwargs.items())
-    episodes = agentic.group_size * agentic.groups_per_step
-    lines = [f"env: {agentic.env}" + (f" ({kwargs})" if kwargs else "")]
-    val_env = getattr(agentic, "val_env", None)
-    if val_env:
-        lines.append(f"validates also on: {val_env}")
-    lines.append(
-        f"batch: {agentic.groups_per_step} groups x {agentic.group_size} episodes = "
-        f"{episodes} a step; up to {agentic.max_turns} turns, {agentic.max_context_tokens} "
-        f"tokens an episode, {cfg.rollout.max_new_tokens} a reply"
-    )
-    return lines
+    env = f"env: {agentic.env}" + (f" ({kwargs})" if kwargs else "")
+    return [env, agentic.scale_line(cfg.rollout.max_new_tokens)]
 
 
 def _loss_line(algorithm: Any) -> str:

@@ -173,3 +173,21 @@ class AgenticConfig(Section):
     @property
     def episodes_per_step(self) -> int:
         return self.group_size * self.groups_per_step
+
+    def scale_line(self, max_new_tokens: int) -> str:
+        """What a step and a validation play, for `roll plan` and `--dry-run`.
+
+        >>> AgenticConfig(env="sokoban", groups_per_step=128, group_size=8, max_turns=20,
+        ...     max_context_tokens=8192).scale_line(32)
+        'agentic: 1024 sokoban episodes a step (128 groups x 8), up to 20 actions of 32 new tokens in 8192 tokens; validation: 32 sokoban episodes'
+        """
+        val = f"{self.val_episodes} {self.env} episodes"
+        if self.val_env is not None:
+            n = self.val_env.episodes or self.val_episodes
+            val += f" + {n} {self.val_env.env} episodes (val/{self.val_env.label}/*)"
+        return (
+            f"agentic: {self.episodes_per_step} {self.env} episodes a step "
+            f"({self.groups_per_step} groups x {self.group_size}), up to {self.max_turns} "
+            f"actions of {max_new_tokens} new tokens in {self.max_context_tokens} tokens; "
+            f"validation: {val}"
+        )
