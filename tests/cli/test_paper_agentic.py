@@ -18,15 +18,15 @@ from rollcli.cli.app import app
 runner = CliRunner()
 # recipe -> (what its dry run shows of the paper's scale, the alias that picks it on GPUs)
 PAPER = {
-    "agentic-sokoban-paper": (
+    "sokoban-paper": (
         "agentic: 1024 sokoban episodes a step (128 groups x 8), up to 20 actions of 32 new "
         "tokens in 8192 tokens; validation: 256 sokoban episodes + 256 sokoban episodes "
         "(val/sokoban-large/*)",
         "sokoban",
     ),
-    "agentic-sokoban-large-paper": ("agentic: 1024 sokoban episodes a step", None),
-    "agentic-sokoban-vocab-paper": ("agentic: 1024 sokoban episodes a step", None),
-    "agentic-frozenlake-paper": (
+    "sokoban-large-paper": ("agentic: 1024 sokoban episodes a step", None),
+    "sokoban-vocab-paper": ("agentic: 1024 sokoban episodes a step", None),
+    "frozenlake-paper": (
         "agentic: 1024 frozenlake episodes a step (128 groups x 8), up to 20 actions of 32 "
         "new tokens in 8192 tokens; validation: 256 frozenlake episodes + 256 sokoban "
         "episodes (val/sokoban/*)",
@@ -108,7 +108,7 @@ def test_each_paper_recipe_trains_one_step_on_cpu(recipe: str, tmp_path, tiny_mo
     assert [m["step"] for m in metrics] == [0, 1]
     assert "actor/pg_loss" in metrics[1] and "val/accuracy" in metrics[-1]
     if cross:
-        label = {"agentic-sokoban-paper": "sokoban-large", "agentic-frozenlake-paper": "sokoban"}
+        label = {"sokoban-paper": "sokoban-large", "frozenlake-paper": "sokoban"}
         name = label.get(recipe, "sokoban-simple")
         assert metrics[0][f"val/{name}/n"] == 2.0 and metrics[0]["val/n"] == 2.0
 

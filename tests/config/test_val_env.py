@@ -93,11 +93,11 @@ def test_validation_metrics_of_the_second_env_carry_its_name() -> None:
 
 
 def test_the_paper_recipes_settings_reach_their_envs() -> None:
-    cfg, _ = load_recipe("agentic-frozenlake-paper", ["agentic.env_kwargs.is_slippery=true"])
+    cfg, _ = load_recipe("frozenlake-paper", ["agentic.env_kwargs.is_slippery=true"])
     assert build_env("frozenlake", env_kwargs(cfg.agentic)).is_slippery is True
-    cfg, _ = load_recipe("agentic-sokoban-vocab-paper", [])
+    cfg, _ = load_recipe("sokoban-vocab-paper", [])
     env = build_env("sokoban", env_kwargs(cfg.agentic))
     assert (env.symbols.wall, env.symbols.player, env.symbols.player_on_target) == ("W", "A", "@")
-    cfg, _ = load_recipe("agentic-sokoban-large-paper", [])
+    cfg, _ = load_recipe("sokoban-large-paper", [])
     env = build_env("sokoban", env_kwargs(cfg.agentic))
     assert (env.dim_room, env.num_boxes) == ((8, 8), 2)

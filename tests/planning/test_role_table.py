@@ -37,6 +37,18 @@ MATRIX = {
     ("agentic-tool-math", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("agentic-tool-math-agent", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("webshop", ()): ["actor_train", "actor_infer", "env", "env_val"],
+    ("webshop-paper", ()): ["actor_train", "actor_infer", "env", "env_val"],
+    # agentic.val_env: the second validation env's workers
+    ("sokoban-paper", ()): ["actor_train", "actor_infer", "env", "env_val", "env_cross"],
+    ("sokoban-large-paper", ()): [
+        "actor_train", "actor_infer", "env", "env_val", "env_cross",
+    ],
+    ("sokoban-vocab-paper", ()): [
+        "actor_train", "actor_infer", "env", "env_val", "env_cross",
+    ],
+    ("frozenlake-paper", ()): [
+        "actor_train", "actor_infer", "env", "env_val", "env_cross",
+    ],
     ("dpo", ()): ["actor_train", "reference"],
     ("dpo", ("train.lora.r=8",)): ["actor_train"],
     ("sft", ()): ["actor_train"],
@@ -119,7 +131,7 @@ def test_fault_points_map_to_roles_the_recipe_runs() -> None:
         assert set(targets.values()) <= {r.name for r in roles}
         killed |= set(targets.values())
     assert killed == {r.name for r in TABLE if r.faults}
-    assert {r.name for r in TABLE if not r.faults} == {"critic", "env", "env_val"}
+    assert {r.name for r in TABLE if not r.faults} == {"critic", "env", "env_val", "env_cross"}
 
 
 @pytest.mark.parametrize(
