@@ -92,8 +92,11 @@ def summary_line(metrics: dict[str, float], prefix: str) -> str:
     'success 0.500 · valid 0.90 · effective 0.80 · steps 2.0 · return 0.00'
     >>> summary_line({"env/tool_calls_per_episode": 1.25, "env/tool_call_valid": 0.8}, "env")
     'success 0.000 · valid 0.00 · calls 1.25 · steps 0.0 · return 0.00'
+    >>> summary_line({"val/sokoban/success_rate": 0.25, "val/sokoban/valid_action_rate": 1.0},
+    ...              "val/sokoban")
+    'success 0.250 · valid 1.00 · effective 0.00 · steps 0.0 · return 0.00'
     """
-    m = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith(prefix + "/")}
+    m = {k[len(prefix) + 1 :]: v for k, v in metrics.items() if k.startswith(prefix + "/")}
     if "tool_calls_per_episode" in m:
         middle = f"calls {m['tool_calls_per_episode']:.2f}"  # per episode
     else:

@@ -98,7 +98,7 @@ class EpisodeSource:
         ag = self.cfg.agentic
         cross = ""
         if ag.val_env is not None:
-            cross = f" + {_cross_episodes(ag)} on {ag.val_env.env} ({ag.val_env.label})"
+            cross = f" + {_cross_episodes(ag)} on {ag.val_env.env}{_named(ag)}"
         return (
             f"env {ag.env} ({ag.num_env_workers} env workers), mode {ag.mode}, "
             f"{ag.groups_per_step} groups x {ag.group_size} episodes per step, "
@@ -237,7 +237,7 @@ class EpisodeSource:
             prefix = f"val/{ag.val_env.label}"
             self.ctl.run.log_event(
                 f"validation: {summary_line(metrics, prefix)} on {len(cross)} "
-                f"{ag.val_env.env} episodes ({ag.val_env.label}, greedy)"
+                f"{ag.val_env.env} episodes{_named(ag)} (greedy)"
             )
         return metrics
 
@@ -273,6 +273,11 @@ def _validation_metrics(episodes: list[Episode], prefix: str) -> dict[str, float
 def _cross_episodes(ag: Any) -> int:
     """The episodes `agentic.val_env` plays (default: as many as the training env's)."""
     return ag.val_env.episodes or ag.val_episodes
+
+
+def _named(ag: Any) -> str:
+    """` (NAME)` where `agentic.val_env` has a name of its own (`sokoban-large`), else ""."""
+    return f" ({ag.val_env.label})" if ag.val_env.label != ag.val_env.env else ""
 
 
 def _done(pending: Future | RolloutResult) -> RolloutResult:
