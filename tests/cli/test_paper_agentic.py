@@ -127,10 +127,10 @@ def test_frozenlake_training_validates_on_sokoban_and_logs_show_both(tmp_path) -
         assert {"val/success_rate", "val/sokoban/success_rate"} <= m.keys()
     logs = runner.invoke(app, ["logs", "x", "--runs-dir", str(tmp_path)], env=WIDE)
     assert logs.exit_code == 0, logs.output
-    text = logs.stdout
+    text = _flat(logs.stdout)  # lines wrap at the terminal's width
     assert re.search(r"validation: success \d\.\d{3} .* on 2 frozenlake episodes", text)
     valid = metrics[0]["val/sokoban/valid_action_rate"]  # the event reads the second env's
     assert re.search(
         rf"validation: success \d\.\d{{3}} · valid {valid:.2f} .* on 2 sokoban ep", text
     )
-    assert re.search(r"step 0/1  val acc \d\.\d{3}  val sokoban \d\.\d{3}", text)
+    assert re.search(r"step 0/1 val acc \d\.\d{3} val sokoban \d\.\d{3}", text)
