@@ -29,6 +29,7 @@ MATRIX = {
     ("rlvr-code", ()): ["actor_train", "actor_infer", "reference", "reward"],
     ("rlvr-gsm8k", ()): ["actor_train", "actor_infer", "reference", "reward"],
     ("rlvr-mix", ()): ["actor_train", "actor_infer", "reference", "reward"],
+    ("rlvr-paper", ()): ["actor_train", "actor_infer", "reward"],  # no KL: no reference
     ("agentic-frozenlake", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("agentic-frozenlake", ("algorithm.kl_coef=0.01",)): [
         "actor_train", "actor_infer", "reference", "env", "env_val",
