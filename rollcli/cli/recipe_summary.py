@@ -7,21 +7,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollcli.config.pipeline_spec import spec_of
+
 
 def summary_lines(cfg: Any) -> list[str]:
     """The recipe's training settings for an RL recipe (rlvr or agentic); none otherwise."""
-    if cfg.pipeline not in ("rlvr", "agentic"):
+    rollout = spec_of(cfg).rollout  # prompts (rlvr), episodes (agentic) or a fixed data set
+    if rollout not in ("prompts", "episodes"):
         return []
     train = cfg.train
     lines = [f"trains {cfg.model} for {train.steps} steps at lr {train.lr:g} ({cfg.name})"]
-    if cfg.pipeline == "rlvr":
+    if rollout == "prompts":
         lines += _data_lines(cfg.data)
-        rollout = cfg.rollout
-        prompts = rollout.batch_size // rollout.group_size
+        sampling = cfg.rollout
+        prompts = sampling.batch_size // sampling.group_size
         lines.append(
-            f"batch: {prompts} prompts x {rollout.group_size} samples = {rollout.batch_size} "
+            f"batch: {prompts} prompts x {sampling.group_size} samples = {sampling.batch_size} "
             f"a step; prompts up to {cfg.data.max_prompt_tokens} tokens, responses up to "
-            f"{rollout.max_new_tokens}"
+            f"{sampling.max_new_tokens}"
         )
     else:
         lines += _agentic_lines(cfg)

@@ -53,7 +53,8 @@ def test_json_schema_and_zero3_numbers() -> None:
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
-    assert set(plan) == {"mode", "fits", "devices", "workers", "advice", "auto", "notes"}
+    assert set(plan) == {"mode", "fits", "devices", "workers", "advice", "recipe", "auto", "notes"}
+    assert plan["recipe"][0] == "trains qwen2.5-7b for 25 steps at lr 1e-05 (rlvr-math)"
     assert plan["auto"] == []  # the strategy is the recipe's: nothing for auto to choose
     assert plan["notes"] == []  # no hub dataset to download
     assert plan["mode"] == "colocated" and plan["fits"] is True and plan["advice"] == []

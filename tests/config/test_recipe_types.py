@@ -20,7 +20,7 @@ from rollcli.config.recipe import (
     SFTRecipe,
 )
 
-COMMON = {"name", "pipeline", "description", "aliases", "model", "seed"}
+COMMON = {"name", "pipeline", "description", "aliases", "at_scale", "model", "seed"}
 COMMON |= {"train", "resources", "devices", "run"}
 SECTIONS = {
     RLVRRecipe: {"algorithm", "rollout", "data", "critic", "reward"},

@@ -15,7 +15,7 @@ def test_a_misspelled_option_is_an_error_with_did_you_mean():
     assert str(info.value) == (
         "rlvr-code: unknown key 'reward.options.max_worker' (did you mean "
         "'reward.options.max_workers'?); the code reward's options: max_workers, memory_mb, "
-        "allow_weak_isolation"
+        "allow_weak_isolation, test_format"
     )
 
 

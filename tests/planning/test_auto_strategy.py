@@ -115,7 +115,7 @@ def test_plan_dry_run_and_train_show_the_same_choice() -> None:
 def _cell(model: str, gpus: int, kind: str) -> str:
     """One cell of docs/planning.md's table of what auto chooses (see its legend)."""
     flags = {"model": model, "resources.gpus": gpus, "devices.gpu_kind": kind}
-    cfg = load_recipe("rlvr", [], flags)[0]
+    cfg = load_recipe("rlvr-math", [], flags)[0]
     chosen = resolve_auto(cfg).cfg
     plan = plan_recipe(chosen)
     worst = plan.peak_device
