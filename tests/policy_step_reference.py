@@ -8,6 +8,7 @@ import torch
 
 from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.kl import kl_estimate
+from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
@@ -47,15 +48,15 @@ def full_batch_step(  # noqa: ANN201
     model.zero_grad(set_to_none=True)
     mask = batch["response_mask"]
     logprobs, entropy = response_logprobs(model, model_inputs(batch), with_entropy=True)
-    loss, _ = compute_policy_loss(
-        args.policy_loss,
+    inputs = PolicyLossInputs(
         logprobs=logprobs,
-        old_logprobs=batch["old_logprobs"],
         advantages=batch["advantages"],
         mask=mask,
+        old_logprobs=batch["old_logprobs"],
         agg=args.loss_agg,
         norm_len=norm_len,
     )
+    loss, _ = compute_policy_loss(args.policy_loss, inputs)
     loss = loss - entropy_coef * aggregate_loss(entropy, mask, "token-mean")
     kl = kl_estimate(logprobs, batch["ref_logprobs"], args.kl_estimator)
     loss = loss + kl_coef * aggregate_loss(

@@ -25,6 +25,7 @@ from torch import Tensor
 
 from rollcli.algorithms.aggregation import aggregate_loss, loss_normalisers, micro_batch_share
 from rollcli.algorithms.kl import kl_loss
+from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.loss_metrics import Metric, metric_weights
 from rollcli.algorithms.off_policy import correction_weights, kept_tokens, mismatch_metrics
 from rollcli.algorithms.policy_loss import (
@@ -154,22 +155,21 @@ def rl_loss(
     pg_share = micro_batch_share(args.loss_agg, agg_mask, totals[:3])
     old = micro[OLD_LOGPROBS] if OLD_LOGPROBS in micro else logprobs.detach()
     is_weights, off_metrics = off_policy_weights(args, old, micro, mask, logprobs)
-    ratio_to = old
-    if args.policy_loss == "topr" and BEHAVIOUR_LOGPROBS in micro:
-        ratio_to = micro[BEHAVIOUR_LOGPROBS]
-    loss, metrics = compute_policy_loss(
-        args.policy_loss,
+    mu = micro.tensors.get(BEHAVIOUR_LOGPROBS)  # the sampler's, where the engine sent them
+    inputs = PolicyLossInputs(
         logprobs=logprobs,
-        old_logprobs=ratio_to,
         advantages=micro[ADVANTAGES],
         mask=mask,
+        old_logprobs=old,
+        behaviour_logprobs=mu,
+        is_weights=is_weights,
         clip_low=args.clip_low,
         clip_high=args.clip_high,
         dual_clip=args.dual_clip,
         agg=args.loss_agg,
         norm_len=norm_len,
-        **({"is_weights": is_weights} if is_weights is not None else {}),
     )
+    loss, metrics = compute_policy_loss(args.policy_loss, inputs)
     loss = loss * pg_share
     ent = aggregate_loss(entropy, mask, "token-mean")
     metrics = {**metrics, "entropy": float(ent.detach()), **off_metrics}

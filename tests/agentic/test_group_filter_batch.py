@@ -8,6 +8,7 @@ import torch
 from agentic_steps import agentic_step_advantages
 
 from rollcli.algorithms.kl import FixedKLController
+from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.pipelines.rl.episode_batch import (
@@ -83,11 +84,11 @@ def test_advantages_and_loss_are_those_of_the_kept_groups(episodes) -> None:
     # the PPO loss on-policy (ratio 1) is -mean(A) over the kept rows' tokens only
     # (every row has the same 3 model tokens)
     out = [
-        compute_policy_loss(
-            "ppo", logprobs=torch.zeros_like(b["advantages"]), old_logprobs=torch.zeros_like(
-                b["advantages"]), advantages=_advantages(b, advantage="reinforce"),
-            mask=b["response_mask"], clip_low=0.2, clip_high=0.28, agg="token-mean",
-        )[0]
+        compute_policy_loss("ppo", PolicyLossInputs(
+            logprobs=torch.zeros_like(b["advantages"]), advantages=_advantages(
+                b, advantage="reinforce"), mask=b["response_mask"], old_logprobs=torch.zeros_like(
+                b["advantages"]), clip_low=0.2, clip_high=0.28, agg="token-mean",
+        ))[0]
         for b in (full, kept)
     ]  # fmt: skip
     assert float(out[0]) == pytest.approx(-(1.0 + 0.0 - 0.1 - 0.1 + 0.5 - 0.1) / 6)

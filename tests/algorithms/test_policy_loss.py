@@ -1,12 +1,16 @@
-"""Policy losses against hand-computed values and gradients."""
+"""Policy losses against hand-computed values and gradients, each called with one
+`PolicyLossInputs`."""
 
+import dataclasses
+import doctest
 import math
 import typing
 
 import pytest
 import torch
 
-from rollcli.algorithms import policy_loss
+from rollcli.algorithms import loss_inputs, policy_loss
+from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.policy_loss import (
     POLICY_LOSSES,
     compute_policy_loss,
@@ -29,6 +33,10 @@ def _logp(ratios):
     return ratios.log().clone().requires_grad_(True)
 
 
+def _x(logprobs, old, advantages, mask, **knobs) -> PolicyLossInputs:
+    return PolicyLossInputs(logprobs, advantages, mask, old_logprobs=old, **knobs)
+
+
 def test_table_matches_config_choices():
     assert set(POLICY_LOSSES) == set(typing.get_args(PolicyLossName))
     # the losses whose ratio is to the sampler: one fact, kept in both layers
@@ -39,7 +47,7 @@ def test_ppo_clip_by_hand():
     # tok0: max(-1.5, -1.2) = -1.2 (clipped)   tok1: max(0.5, 0.8) = 0.8 (clipped)
     # tok2: max(-2.2, -2.2) = -2.2              token-mean = -2.6 / 3
     logp = _logp(RATIOS)
-    loss, metrics = ppo_clip_loss(logp, torch.zeros(1, 3), ADV, MASK)
+    loss, metrics = ppo_clip_loss(_x(logp, torch.zeros(1, 3), ADV, MASK))
     assert loss.item() == pytest.approx(-2.6 / 3)
     assert metrics["pg_loss"] == pytest.approx(-2.6 / 3)
     assert metrics["clipfrac"] == pytest.approx(2 / 3)
@@ -54,34 +62,36 @@ def test_ppo_clip_by_hand():
 
 def test_ppo_clip_higher_and_aggregation():
     # clip_high 0.6: tok0 is no longer clipped -> -1.5
-    loss, _ = ppo_clip_loss(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, clip_high=0.6)
+    loss, _ = ppo_clip_loss(_x(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, clip_high=0.6))
     assert loss.item() == pytest.approx((-1.5 + 0.8 - 2.2) / 3)
-    loss, _ = ppo_clip_loss(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, agg="seq-mean-token-sum")
+    x = _x(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, agg="seq-mean-token-sum")
+    loss, _ = ppo_clip_loss(x)
     assert loss.item() == pytest.approx(-2.6)
 
 
 def test_ppo_dual_clip_by_hand():
     # r = 4, A = -1: max(4, 1.2) = 4; dual clip 3 bounds it: min(4, 3) = 3
     logp, old = _logp(torch.tensor([[4.0]])), torch.zeros(1, 1)
-    loss, _ = ppo_clip_loss(logp, old, torch.tensor([[-1.0]]), torch.ones(1, 1))
+    adv, mask = torch.tensor([[-1.0]]), torch.ones(1, 1)
+    loss, _ = ppo_clip_loss(_x(logp, old, adv, mask))
     assert loss.item() == pytest.approx(4.0)
-    loss, metrics = ppo_clip_loss(logp, old, torch.tensor([[-1.0]]), torch.ones(1, 1), dual_clip=3)
+    loss, metrics = ppo_clip_loss(_x(logp, old, adv, mask, dual_clip=3))
     assert loss.item() == pytest.approx(3.0)
     assert metrics["dual_clipfrac"] == 1.0
-    with pytest.raises(ValueError, match="dual_clip"):
-        ppo_clip_loss(logp, old, torch.tensor([[-1.0]]), torch.ones(1, 1), dual_clip=1.0)
+    with pytest.raises(ValueError, match="dual_clip must be > 1, got 1.0"):
+        _x(logp, old, adv, mask, dual_clip=1.0)
 
 
 def test_is_weights_multiply_the_token_loss():
     # (-1.2 * 2 + 0.8 * 1 - 2.2 * 0.5) / 3 = -2.7 / 3
     w = torch.tensor([[2.0, 1.0, 0.5]])
-    loss, _ = ppo_clip_loss(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, is_weights=w)
+    loss, _ = ppo_clip_loss(_x(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, is_weights=w))
     assert loss.item() == pytest.approx(-0.9)
 
 
 def test_raftpp_keeps_positive_tokens_only():
     # tokens 0 and 2 have A > 0: (-1.2 - 2.2) / 2
-    loss, metrics = raftpp_loss(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK)
+    loss, metrics = raftpp_loss(_x(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK))
     assert loss.item() == pytest.approx(-1.7)
     assert metrics["keep_frac"] == pytest.approx(2 / 3)
 
@@ -94,7 +104,8 @@ def test_gspo_by_hand():
     old = torch.zeros(2, 3)
     logp = torch.tensor([[0.2, -0.1, 0.5], [0.4, 0.4, 0.4]], requires_grad=True)
     mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
-    loss, metrics = gspo_loss(logp, old, torch.ones(2, 3), mask, clip_low=0.2, clip_high=0.2)
+    agg = "seq-mean-token-mean"
+    loss, metrics = gspo_loss(_x(logp, old, torch.ones(2, 3), mask, agg=agg))
     s0 = math.exp(0.05)
     assert loss.item() == pytest.approx((-s0 - 1.2) / 2, rel=1e-5)
     assert metrics["clipfrac"] == pytest.approx(3 / 5)  # row 1's three tokens
@@ -113,7 +124,7 @@ def test_topr_by_hand():
     logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
     old = torch.tensor([[-1.2, -1.5, -0.5]])
     adv = torch.tensor([[1.0, -1.0, -2.0]])
-    loss, metrics = topr_loss(logp, old, adv, MASK)
+    loss, metrics = topr_loss(_x(logp, old, adv, MASK))
     w = math.exp(-0.5)
     assert loss.item() == pytest.approx((1.0 - 2 * w - 1.0) / 3, rel=1e-5)
     assert metrics["clipfrac"] == 0.0
@@ -125,7 +136,7 @@ def test_topr_truncates_negative_ratio_above_one():
     # r = e > 1 with A = -1: weight min(e, 1) = 1, so the gradient is -A = +1
     logp = torch.tensor([[-1.0]], requires_grad=True)
     loss, metrics = topr_loss(
-        logp, torch.tensor([[-2.0]]), torch.tensor([[-1.0]]), torch.ones(1, 1)
+        _x(logp, torch.tensor([[-2.0]]), torch.tensor([[-1.0]]), torch.ones(1, 1))
     )
     loss.backward()
     assert logp.grad.item() == pytest.approx(1.0)
@@ -135,7 +146,7 @@ def test_topr_truncates_negative_ratio_above_one():
 def test_pg_loss_by_hand():
     # -A logp: -2 * -1 = 2, -1 * -2 = 2 -> mean 2; grad -A / 2 = [-1, -0.5]
     logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
-    loss, metrics = pg_loss(logp, torch.tensor([[2.0, 1.0]]), torch.ones(1, 2))
+    loss, metrics = pg_loss(PolicyLossInputs(logp, torch.tensor([[2.0, 1.0]]), torch.ones(1, 2)))
     assert loss.item() == pytest.approx(2.0)
     assert metrics["clipfrac"] == 0.0 and metrics["ratio_mean"] == pytest.approx(1.0)
     loss.backward()
@@ -143,26 +154,59 @@ def test_pg_loss_by_hand():
 
 
 def test_compute_policy_loss_uniform_call():
-    common = {
-        "logprobs": _logp(RATIOS),
-        "old_logprobs": torch.zeros(1, 3),
-        "advantages": ADV,
-        "mask": MASK,
-        "clip_low": 0.2,
-        "clip_high": 0.2,
-    }
+    x = _x(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, clip_low=0.2, clip_high=0.2)
     for name in POLICY_LOSSES:
-        loss, metrics = compute_policy_loss(name, **common)
+        loss, metrics = compute_policy_loss(name, x)
         assert torch.isfinite(loss)
         assert {"pg_loss", "clipfrac", "ratio_mean", "approx_kl"} <= set(metrics)
-    loss, _ = compute_policy_loss("ppo", **common)
+    loss, _ = compute_policy_loss("ppo", x)
     assert loss.item() == pytest.approx(-2.6 / 3)
-    with pytest.raises(ValueError, match="dual_clip"):
-        compute_policy_loss("pg", **common, dual_clip=3.0)
+    dual = dataclasses.replace(x, dual_clip=3.0)
+    for name in ("pg", "topr", "gspo"):
+        with pytest.raises(
+            ValueError, match=f"dual_clip applies to the ppo and raftpp losses, not '{name}'"
+        ):
+            compute_policy_loss(name, dual)
+    for name in policy_loss.DUAL_CLIP_LOSSES:
+        compute_policy_loss(name, dual)
     with pytest.raises(TypeError):
-        compute_policy_loss("ppo", **common, clip_ratio=0.2)
+        PolicyLossInputs(x.logprobs, ADV, MASK, clip_ratio=0.2)
     with pytest.raises(ValueError, match="ppo"):
-        compute_policy_loss("ppo2", **common)
+        compute_policy_loss("ppo2", x)
+
+
+def test_the_inputs_are_one_shape_and_frozen():
+    with pytest.raises(
+        ValueError,
+        match=r"PolicyLossInputs.is_weights is \[1, 2\], not logprobs' \[B, T\] = \[1, 3\]",
+    ):
+        _x(_logp(RATIOS), torch.zeros(1, 3), ADV, MASK, is_weights=torch.ones(1, 2))
+    with pytest.raises(ValueError, match="PolicyLossInputs.advantages"):
+        _x(_logp(RATIOS), torch.zeros(1, 3), ADV[:, :2], MASK)
+    x = _x(_logp(RATIOS), None, ADV, MASK)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        x.clip_low = 0.3  # type: ignore[misc]
+    assert doctest.testmod(loss_inputs).failed == 0
+
+
+def test_on_policy_the_anchor_is_the_policy_and_topr_falls_back_to_it():
+    # no old_logprobs: ratio 1 everywhere, so ppo is -mean(A) and pg's metrics are 1 and 0
+    logp = _logp(RATIOS)
+    loss, metrics = ppo_clip_loss(_x(logp, None, ADV, MASK))
+    assert loss.item() == pytest.approx(-(1.0 - 1.0 + 2.0) / 3)
+    assert metrics["ratio_mean"] == 1.0 and metrics["approx_kl"] == 0.0
+    # topr without mu reads pi_old; with mu it reads mu (r = e^-1 < 1 on the negative token)
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    adv, old, mu = (
+        torch.tensor([[1.0, -1.0]]),
+        torch.tensor([[-1.0, -2.0]]),
+        torch.tensor([[-1.0, -1.0]]),
+    )
+    loss, _ = topr_loss(_x(logp, old, adv, torch.ones(1, 2)))
+    assert loss.item() == pytest.approx((1.0 - 2.0) / 2)
+    loss, metrics = topr_loss(_x(logp, old, adv, torch.ones(1, 2), behaviour_logprobs=mu))
+    assert loss.item() == pytest.approx((1.0 - 2.0 * math.exp(-1.0)) / 2)
+    assert metrics["ratio_mean"] == pytest.approx((1.0 + math.exp(-1.0)) / 2)
 
 
 def test_gspo_clamps_the_sequence_log_ratio():
@@ -173,11 +217,11 @@ def test_gspo_clamps_the_sequence_log_ratio():
     old = torch.zeros(1, 3)
     logp = torch.full((1, 3), 12.0, requires_grad=True)
     adv = -torch.ones(1, 3)
-    loss, _ = gspo_loss(logp, old, adv, torch.ones(1, 3), clip_low=0.2, clip_high=0.2)
+    loss, _ = gspo_loss(_x(logp, old, adv, torch.ones(1, 3)))
     assert loss.item() == pytest.approx(math.exp(10.0), rel=1e-5)
     loss.backward()
     torch.testing.assert_close(logp.grad, torch.zeros(1, 3))
     # below the limit the gradient flows as before: log-ratio 9.9 -> d/dlogp_t = e^9.9 / 3
     logp = torch.full((1, 3), 9.9, requires_grad=True)
-    gspo_loss(logp, old, adv, torch.ones(1, 3), clip_low=0.2, clip_high=0.2)[0].backward()
+    gspo_loss(_x(logp, old, adv, torch.ones(1, 3)))[0].backward()
     torch.testing.assert_close(logp.grad, torch.full((1, 3), math.exp(9.9) / 3))

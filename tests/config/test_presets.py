@@ -11,6 +11,7 @@ import torch
 
 from rollcli.algorithms.advantages import compute_advantages
 from rollcli.algorithms.kl import kl_estimate
+from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.config.algorithm import AlgorithmConfig, PresetName
 from rollcli.config.presets import PRESETS, resolve_algorithm
@@ -103,17 +104,17 @@ def test_each_preset_runs_one_loss_step(name):
         norm_std=cfg.norm_std,
         whiten=cfg.whiten_advantages,
     )
-    loss, metrics = compute_policy_loss(
-        cfg.policy_loss,
+    inputs = PolicyLossInputs(
         logprobs=logp,
-        old_logprobs=old,
         advantages=adv,
         mask=mask,
+        old_logprobs=old,
         clip_low=cfg.clip_low,
         clip_high=cfg.clip_high,
         dual_clip=cfg.dual_clip,
         agg=cfg.loss_agg,
     )
+    loss, metrics = compute_policy_loss(cfg.policy_loss, inputs)
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
     assert logp.grad.abs().sum() > 0

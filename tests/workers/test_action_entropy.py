@@ -10,6 +10,7 @@ import torch
 from policy_step_reference import policy_batch
 
 from rollcli.algorithms.aggregation import aggregate_loss
+from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
@@ -43,10 +44,10 @@ def test_entropy_bonus_and_metric_cover_the_action_tokens_only(tiny_model, captu
         """Loss, entropy bonus term and gradients of one forward/backward over the batch."""
         reference.zero_grad(set_to_none=True)
         logprobs, entropy = response_logprobs(reference, model_inputs(batch), with_entropy=True)
-        pg, _ = compute_policy_loss(
-            "ppo", logprobs=logprobs, old_logprobs=batch["old_logprobs"],
-            advantages=batch["advantages"], mask=mask, agg="token-mean",
-        )  # fmt: skip
+        pg, _ = compute_policy_loss("ppo", PolicyLossInputs(
+            logprobs=logprobs, advantages=batch["advantages"], mask=mask,
+            old_logprobs=batch["old_logprobs"], agg="token-mean",
+        ))  # fmt: skip
         bonus = aggregate_loss(entropy, entropy_mask, "token-mean")
         loss = pg - COEF * bonus
         loss.backward()

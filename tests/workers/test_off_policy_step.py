@@ -4,12 +4,14 @@ that without a correction the update is the one from before."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 from policy_step_reference import policy_batch
 
+from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.objective import off_policy_weights
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
@@ -65,9 +67,9 @@ def test_the_weights_scale_each_tokens_policy_gradient_loss() -> None:
     logprobs = torch.log(torch.tensor([[0.5, 0.25]])).requires_grad_()
     adv, mask = torch.tensor([[1.0, 1.0]]), torch.ones(1, 2)
     w = torch.tensor([[1.5, 0.5]])
-    kwargs = dict(logprobs=logprobs, old_logprobs=logprobs.detach(), advantages=adv, mask=mask)
-    plain, _ = compute_policy_loss("ppo", **kwargs)
-    weighted, _ = compute_policy_loss("ppo", **kwargs, is_weights=w)
+    inputs = PolicyLossInputs(logprobs, adv, mask, old_logprobs=logprobs.detach())
+    plain, _ = compute_policy_loss("ppo", inputs)
+    weighted, _ = compute_policy_loss("ppo", dataclasses.replace(inputs, is_weights=w))
     # on-policy ratio 1: per-token loss is -A = -1, token-mean: plain -1, weighted -(1.5+0.5)/2
     assert float(plain.detach()) == pytest.approx(-1.0)
     assert float(weighted.detach()) == pytest.approx(-1.0)

@@ -9,6 +9,7 @@ from policy_step_reference import policy_batch
 
 from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.kl import kl_estimate
+from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.masked import masked_mean
 from rollcli.algorithms.off_policy import mismatch_metrics
 from rollcli.algorithms.policy_loss import compute_policy_loss
@@ -40,16 +41,16 @@ def _full_batch_metrics(model, batch, args: PolicyUpdateArgs) -> dict[str, float
     with torch.no_grad():
         logprobs, entropy = response_logprobs(model, model_inputs(batch), with_entropy=True)
     ratio = (batch["old_logprobs"] - batch["behaviour_logprobs"]).exp()
-    _, metrics = compute_policy_loss(
-        args.policy_loss,
+    inputs = PolicyLossInputs(
         logprobs=logprobs,
-        old_logprobs=batch["old_logprobs"],
         advantages=batch["advantages"],
         mask=mask,
+        old_logprobs=batch["old_logprobs"],
+        is_weights=torch.minimum(ratio, torch.tensor(args.correction_cap)) * mask,
         agg=args.loss_agg,
         norm_len=mask.shape[1],
-        is_weights=torch.minimum(ratio, torch.tensor(args.correction_cap)) * mask,
     )
+    _, metrics = compute_policy_loss(args.policy_loss, inputs)
     kl = kl_estimate(logprobs, batch["ref_logprobs"], args.kl_estimator)
     return {
         **metrics,
