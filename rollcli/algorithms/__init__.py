@@ -14,6 +14,7 @@ presets (`PRESETS`, `resolve_algorithm`) are recipe defaults: `rollcli.config.pr
 | `token_rewards` | `broadcast_to_tokens`, `token_rewards_from_scores` |
 | `normalization` | `RunningMeanStd`, `clip_abs` |
 | `advantages` | `compute_advantages`, `ADVANTAGE_ESTIMATORS` |
+| `loss_inputs` | `PolicyLossInputs`: what every policy loss takes |
 | `policy_loss` | `compute_policy_loss`, `POLICY_LOSSES` and the losses |
 | `kl` | `kl_estimate`, `kl_loss`, `FixedKLController`, `AdaptiveKLController` |
 | `value_loss` | `value_loss` |

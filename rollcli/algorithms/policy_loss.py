@@ -30,12 +30,12 @@ LOG_RATIO_LIMIT = 20.0
 # `pi_old`: `pg` has none of its own, so its correction weighs `pi_theta / mu`, and `topr`
 # tapers `pi_theta / mu` (`objective.rl_loss`; config.algorithm keeps the same tuple)
 SAMPLER_RATIO_LOSSES = ("pg", "topr")
-# the losses with a dual clip (config.algorithm refuses `dual_clip` for the others too)
+# the losses with a dual clip (config.algorithm keeps the same tuple and refuses the others)
 DUAL_CLIP_LOSSES = ("ppo", "raftpp")
 # GSPO's sequence log-ratio is clamped above at this value (verl's GSPO loss uses 10 too)
 SEQ_LOG_RATIO_LIMIT = 10.0
 
-
+# every policy loss's one signature
 PolicyLoss = Callable[[PolicyLossInputs], tuple[Tensor, dict[str, float]]]
 
 
@@ -149,12 +149,12 @@ def topr_loss(x: PolicyLossInputs) -> tuple[Tensor, dict[str, float]]:
     with `r_t = exp(logp_t - logp_mu_t)`, the ratio to the policy that sampled the batch:
     the engine's log-probs `mu` (`behaviour_logprobs`) where the engine sent them (the
     paper's behaviour policy; `pi_old` would make the ratio 1 on the first pass however far
-    the sampler was), else `pi_old`. `is_weights` here are the off-policy correction's
-    drops (1 kept, 0 dropped): the taper is the loss's own truncation. Positive samples are pushed up
-    at full strength whatever the ratio; negative samples are pushed down only as much as
-    the policy still puts mass on them, which keeps training stable off-policy. The paper
-    truncates the sequence ratio; this version truncates per token. `clipfrac` counts
-    negative tokens whose ratio was truncated at 1.
+    the sampler was), else `pi_old`. Positive samples are pushed up at full strength
+    whatever the ratio; negative samples are pushed down only as much as the policy still
+    puts mass on them, which keeps training stable off-policy. The paper truncates the
+    sequence ratio; this version truncates per token. `is_weights` here are only the
+    off-policy correction's drops (1 kept, 0 dropped): the taper is the loss's own
+    truncation. `clipfrac` counts negative tokens whose ratio was truncated at 1.
     """
     m = x.mask.to(x.logprobs.dtype)
     log_ratio = _log_ratio(x.logprobs, x.sampler())

@@ -39,6 +39,8 @@ LOW_PRECISION = ("bf16", "int8", "fp8")
 # (off-policy REINFORCE: its correction weighs pi_theta / mu) and topr (it tapers pi_theta / mu);
 # `auto` names no correction for them (`resolved_correction`)
 SAMPLER_RATIO_LOSSES = ("pg", "topr")
+# policy losses with a dual clip (`algorithm.dual_clip`); algorithms.policy_loss keeps the same
+DUAL_CLIP_LOSSES = ("ppo", "raftpp")
 # the adaptive KL controller's target is a mean KL per response token; above this it is a
 # per-sequence figure (Ziegler et al. 2019 and TRL sum a response: 6 nats) and is refused
 KL_TARGET_PER_TOKEN_MAX = 1.0
@@ -170,7 +172,7 @@ class AlgorithmConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_combinations(self) -> AlgorithmConfig:
-        if self.dual_clip is not None and self.policy_loss not in ("ppo", "raftpp"):
+        if self.dual_clip is not None and self.policy_loss not in DUAL_CLIP_LOSSES:
             raise ValueError(
                 f"dual_clip applies to policy_loss ppo or raftpp, not {self.policy_loss!r}"
             )

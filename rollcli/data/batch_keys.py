@@ -1,5 +1,6 @@
-"""The names of the RL batch's tensors, one constant each: every stage that writes or reads
-one names it here, so a reader (or a search) finds every hop of, say, the response mask.
+"""The names of the batch's tensors and fields (RL and distillation), one constant each: every
+stage that writes or reads one names it here, so a reader (or a search) finds every hop of,
+say, the response mask.
 
 | key | shape | what |
 | --- | --- | --- |
@@ -10,6 +11,11 @@ one names it here, so a reader (or a search) finds every hop of, say, the respon
 | `REF_LOGPROBS` | `[B, R]` | the reference policy's (the KL term) |
 | `BEHAVIOUR_LOGPROBS` | `[B, R]` | the sampler's own, sent by the engine (the off-policy correction) |
 | `ACTION_MASK` | `[B, R]` | agentic: each reply's first action token (the entropy bonus) |
+| `SCORES` | `[B]` | each sample's reward (an episode's return in agentic), from the rollout |
+| `FINISHED` | `[B]` bool | the response ended by itself, not at the token budget / context |
+| `VALUES` | `[B, R]` | the critic's value of each response token |
+| `RETURNS` | `[B, R]` | the critic's targets, from the advantage stage (GAE's returns) |
+| `TEACHER` | field: a dict a row | distillation: the teacher's `logits` (and top-k `ids`) |
 """
 
 RESPONSE_MASK = "response_mask"
@@ -19,3 +25,8 @@ OLD_LOGPROBS = "old_logprobs"
 REF_LOGPROBS = "ref_logprobs"
 BEHAVIOUR_LOGPROBS = "behaviour_logprobs"
 ACTION_MASK = "action_mask"
+SCORES = "scores"
+FINISHED = "finished"
+VALUES = "values"
+RETURNS = "returns"
+TEACHER = "teacher"

@@ -18,16 +18,18 @@ from rollcli.data.batch_keys import (
     PROMPT_WIDTH,
     REF_LOGPROBS,
     RESPONSE_MASK,
+    RETURNS,
+    VALUES,
 )
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids")
 RESPONSE_KEYS = (
     RESPONSE_MASK,
     ADVANTAGES,
-    "returns",
+    RETURNS,
     OLD_LOGPROBS,
     REF_LOGPROBS,
-    "values",
+    VALUES,
     BEHAVIOUR_LOGPROBS,
     ACTION_MASK,
 )

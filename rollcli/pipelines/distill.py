@@ -26,6 +26,7 @@ from pathlib import Path
 from rollcli.config.errors import ConfigError
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import TEACHER
 from rollcli.data.offline_sets import (
     generation_prompts,
     prompt_ids,
@@ -142,7 +143,7 @@ class DistillPipeline:
         # 2. the teacher's logits (top-k or full)
         self.ctl.phase("forward")
         t0 = time.perf_counter()
-        batch.set("teacher", self._teacher_logits(batch, cfg.distill.top_k))
+        batch.set(TEACHER, self._teacher_logits(batch, cfg.distill.top_k))
         forward_s = time.perf_counter() - t0
 
         # 3. one optimizer step of the student on the divergence
@@ -186,7 +187,7 @@ class DistillPipeline:
         # 2. the teacher's logits at every sampled token
         self.ctl.phase("forward")
         t0 = time.perf_counter()
-        batch.set("teacher", self._teacher_logits(batch, d.top_k))
+        batch.set(TEACHER, self._teacher_logits(batch, d.top_k))
         forward_s = time.perf_counter() - t0
 
         # 3. one optimizer step of the student on the per-token divergence
@@ -276,9 +277,7 @@ class DistillPipeline:
             return self._validate_sequence(t0)
         if self.val_teacher is None:
             self.val_teacher = self._teacher_logits(self.val_batch, top_k=0)
-        val = Batch(
-            dict(self.val_batch.tensors), {"teacher": self.val_teacher}, self.val_batch.meta
-        )
+        val = Batch(dict(self.val_batch.tensors), {TEACHER: self.val_teacher}, self.val_batch.meta)
         out = self.student.call(StudentWorker.eval_distill, val, **self.cfg.train.micro_batching)[0]
         metrics = {"val/kl": out["kl"], "val/loss": out["loss"]}
         if self.val_examples:

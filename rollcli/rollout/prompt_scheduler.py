@@ -27,7 +27,7 @@ import torch
 
 from rollcli.algorithms.dapo import groups_with_variance
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, RESPONSE_MASK
+from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, FINISHED, RESPONSE_MASK, SCORES
 from rollcli.data.prompts import Prompt
 from rollcli.distributed.calls import get, submit, unfinished
 from rollcli.distributed.local_group import WorkerGroup
@@ -318,11 +318,11 @@ def _metrics(
         "reward/mean": float(scores.mean()),
         "reward/std": float(scores.std()) if len(scores) > 1 else 0.0,
         "reward/errors": float(sum(1 for r in results if r.get("error"))),
-        "reward/kept_mean": float(batch["scores"].mean()),
+        "reward/kept_mean": float(batch[SCORES].mean()),
         **parts,
         "response_length/mean": float(lengths.float().mean()),
         "response_length/max": float(lengths.max()),
-        "response_length/truncated_frac": float((~batch["finished"]).float().mean()),
+        "response_length/truncated_frac": float((~batch[FINISHED]).float().mean()),
         "rollout/tokens_per_s": tokens / gen_s,
         "rollout/requests": float(len(done)),
         "rollout/dropped_groups": float(dropped),

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, RESPONSE_MASK
+from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, FINISHED, RESPONSE_MASK, SCORES
 from rollcli.data.padding import rollout_tensors
 
 
@@ -52,8 +52,8 @@ def build_batch(
     from; `fields` are per-sample lists (`behaviour_logprobs`, when given, becomes a tensor
     laid out like the responses)."""
     tensors = rollout_tensors(prompt_ids, response_ids, pad_id)
-    tensors["scores"] = torch.tensor(scores, dtype=torch.float32)
-    tensors["finished"] = torch.tensor(finished, dtype=torch.bool)
+    tensors[SCORES] = torch.tensor(scores, dtype=torch.float32)
+    tensors[FINISHED] = torch.tensor(finished, dtype=torch.bool)
     fields = dict(fields)
     behaviour_rows = fields.pop(BEHAVIOUR_LOGPROBS, None)
     if behaviour_rows:

@@ -10,7 +10,7 @@ import torch
 from rollcli.algorithms.aggregation import loss_normalisers, micro_batch_share
 from rollcli.algorithms.value_loss import value_loss
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import PROMPT_WIDTH, RESPONSE_MASK
+from rollcli.data.batch_keys import PROMPT_WIDTH, RESPONSE_MASK, RETURNS, VALUES
 from rollcli.data.micro_batch import length_sorted_micro_batches, scatter_rows
 from rollcli.data.shared_prefix import shared_prefix_micro_batches
 from rollcli.distributed.node_files import node_model_folder
@@ -112,9 +112,7 @@ class CriticWorker:
             micro = batch_to(micro, self.device)
             mask = micro[RESPONSE_MASK]
             values = forward(self.model, model_inputs(micro))
-            loss, metrics = value_loss(
-                values, micro["values"], micro["returns"], mask, clip=value_clip
-            )
+            loss, metrics = value_loss(values, micro[VALUES], micro[RETURNS], mask, clip=value_clip)
             return loss * micro_batch_share("token-mean", mask, totals), metrics
 
         metrics = self.trainer.update(

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from rollcli.algorithms.distill_loss import distill_loss, student_on_support, token_divergence
 from rollcli.data.batch import Batch
+from rollcli.data.batch_keys import TEACHER
 from rollcli.data.packing import sequence_micro_batches
 from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
@@ -74,7 +75,7 @@ class TeacherWorker:
 
 
 def _teacher_targets(micro: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
-    rows = micro["teacher"]
+    rows = micro[TEACHER]
     logits = torch.cat([r["logits"] for r in rows])
     ids = None if rows[0]["ids"] is None else torch.cat([r["ids"] for r in rows])
     return logits, ids

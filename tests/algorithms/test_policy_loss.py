@@ -41,6 +41,7 @@ def test_table_matches_config_choices():
     assert set(POLICY_LOSSES) == set(typing.get_args(PolicyLossName))
     # the losses whose ratio is to the sampler: one fact, kept in both layers
     assert policy_loss.SAMPLER_RATIO_LOSSES == algorithm_config.SAMPLER_RATIO_LOSSES
+    assert policy_loss.DUAL_CLIP_LOSSES == algorithm_config.DUAL_CLIP_LOSSES
 
 
 def test_ppo_clip_by_hand():

@@ -16,7 +16,16 @@ from rollcli.algorithms.masked import masked_mean
 from rollcli.algorithms.normalization import RunningMeanStd, clip_abs
 from rollcli.config.algorithm import AlgorithmConfig
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import ADVANTAGES, OLD_LOGPROBS, REF_LOGPROBS, RESPONSE_MASK
+from rollcli.data.batch_keys import (
+    ADVANTAGES,
+    FINISHED,
+    OLD_LOGPROBS,
+    REF_LOGPROBS,
+    RESPONSE_MASK,
+    RETURNS,
+    SCORES,
+    VALUES,
+)
 
 STEP_ADVANTAGES = "step_advantages"  # a batch tensor `[B, T]` added to the advantages (GiGPO)
 
@@ -75,9 +84,9 @@ def add_advantages(
     mask = batch[RESPONSE_MASK]
     lengths = mask.sum(dim=1)  # real lengths, before mask_truncated empties any row
     if alg.mask_truncated:
-        mask = mask * truncation_mask(batch["finished"]).unsqueeze(1)
+        mask = mask * truncation_mask(batch[FINISHED]).unsqueeze(1)
         batch.set(RESPONSE_MASK, mask)
-    scores = shape_scores(alg, batch["scores"], lengths, max_new_tokens, group_size, running)
+    scores = shape_scores(alg, batch[SCORES], lengths, max_new_tokens, group_size, running)
     metrics: dict[str, float] = {}
     kl = None
     if REF_LOGPROBS in batch and alg.kl_in == "reward":
@@ -91,7 +100,7 @@ def add_advantages(
         alg.advantage,
         mask=mask,
         scores=scores,
-        values=batch.tensors.get("values"),
+        values=batch.tensors.get(VALUES),
         kl=kl if use_kl_reward else None,
         kl_coef=kl_ctl.value if use_kl_reward else 0.0,
         group_size=group_size,
@@ -103,7 +112,7 @@ def add_advantages(
         step_advantages=step_advantages,
     )
     batch.set(ADVANTAGES, advantages)
-    batch.set("returns", returns)
+    batch.set(RETURNS, returns)
     if kl is not None:
         kl_ctl.update(metrics["actor/kl_reward"], len(batch))
     return metrics

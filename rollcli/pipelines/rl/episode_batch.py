@@ -29,7 +29,13 @@ import torch
 from rollcli.algorithms.gigpo import gigpo_step_advantages, turn_token_values
 from rollcli.algorithms.group_filter import MIN_STD, group_reward_std, top_variance_groups
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import ACTION_MASK, BEHAVIOUR_LOGPROBS, RESPONSE_MASK
+from rollcli.data.batch_keys import (
+    ACTION_MASK,
+    BEHAVIOUR_LOGPROBS,
+    FINISHED,
+    RESPONSE_MASK,
+    SCORES,
+)
 from rollcli.data.padding import pad_right, rollout_tensors
 from rollcli.pipelines.rl.advantages import STEP_ADVANTAGES
 from rollcli.rollout.chat_turns import TurnFormat
@@ -52,8 +58,8 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int, fmt: TurnFormat | No
     width = tensors[RESPONSE_MASK].shape[1]
     loss_mask, _ = pad_right([e.loss_mask for e in rows], 0, width=width)  # values, 0-padded
     tensors[RESPONSE_MASK] = loss_mask.float()
-    tensors["scores"] = torch.tensor([e.episode_return for e in rows], dtype=torch.float32)
-    tensors["finished"] = torch.tensor([e.end != "context" for e in rows], dtype=torch.bool)
+    tensors[SCORES] = torch.tensor([e.episode_return for e in rows], dtype=torch.float32)
+    tensors[FINISHED] = torch.tensor([e.end != "context" for e in rows], dtype=torch.bool)
     if all(e.behaviour is not None for e in rows):  # mismatch metrics, `algorithm.off_policy`
         behaviour = torch.zeros(len(rows), width)
         for i, e in enumerate(rows):
@@ -128,8 +134,8 @@ def keep_informative_groups(batch: Batch, keep_frac: float) -> tuple[Batch | Non
     `agentic/informative_groups` (the fraction of groups whose returns differ, before
     filtering) and `agentic/kept_groups` (how many groups are trained on)."""
     size = contiguous_group_size(batch["group"])
-    informative = group_reward_std(batch["scores"], size) > MIN_STD
-    keep = top_variance_groups(batch["scores"], size, keep_frac)
+    informative = group_reward_std(batch[SCORES], size) > MIN_STD
+    keep = top_variance_groups(batch[SCORES], size, keep_frac)
     metrics = {
         "agentic/informative_groups": float(informative.float().mean()),
         "agentic/kept_groups": float(keep.sum()),

@@ -24,7 +24,7 @@ from rollcli.config.engines import resolve_engine
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import OLD_LOGPROBS, REF_LOGPROBS
+from rollcli.data.batch_keys import OLD_LOGPROBS, REF_LOGPROBS, VALUES
 from rollcli.distributed import data_parallel, weight_sync
 from rollcli.distributed.process_control import ProcessControl
 from rollcli.pipelines.protocol import StepResult
@@ -270,7 +270,7 @@ class RLPipeline:
             )
         if c.critic is not None:
             batch.set(
-                "values",
+                VALUES,
                 c.critic.dispatch(
                     CriticWorker.compute_values, batch, shared_prefix=self.update_args.shared_prefix
                 ),
