@@ -25,6 +25,7 @@ from rich.table import Table
 from rollcli.models.loading import resolve_model
 from rollcli.runs.checkpoint import write_checkpoint
 from rollcli.runs.rng import capture_rng
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 
@@ -50,9 +51,9 @@ def main() -> None:
     console = Console()
     model_path = str(resolve_model(args.model))
     threads = torch.get_num_threads()
-    worker = ActorTrainWorker(model_path, lr=1e-5, num_threads=threads)
+    worker = ActorTrainWorker(model_path, trainer_args=TrainerArgs(lr=1e-5), num_threads=threads)
     _one_step(worker)
-    fresh = ActorTrainWorker(model_path, lr=1e-5, num_threads=threads)
+    fresh = ActorTrainWorker(model_path, trainer_args=TrainerArgs(lr=1e-5), num_threads=threads)
     _one_step(fresh)  # same tensor shapes in the optimizer before loading
 
     root = Path(args.dir or tempfile.mkdtemp(prefix="roll-ckpt-bench-"))

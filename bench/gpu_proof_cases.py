@@ -200,6 +200,7 @@ def train_case(
     from rollcli.strategies import precision
     from rollcli.strategies.lora import LoraSpec
     from rollcli.strategies.train_engines import TrainStrategy
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
 
     extra, fields = TRAIN_CASES[case]
@@ -211,7 +212,7 @@ def train_case(
     before = device.reset_peak()
     worker = ActorTrainWorker(
         str(folder),
-        lr=1e-6,
+        trainer_args=TrainerArgs(lr=1e-6),
         gradient_checkpointing=shapes.grad_checkpointing,
         num_gpus=device.num_gpus,
         precision=device.train_precision,
@@ -378,6 +379,7 @@ def grpo_case(
     from rollcli.models.registry import get_model_spec
     from rollcli.models.spec import param_count
     from rollcli.strategies.hf_infer import SamplingParams
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_infer import ActorInferWorker
     from rollcli.workers.actor_train import ActorTrainWorker
     from rollcli.workers.reference import ReferenceWorker
@@ -390,7 +392,7 @@ def grpo_case(
     kwargs = {"num_gpus": device.num_gpus}
     train = ActorTrainWorker(
         str(folder),
-        lr=1e-6,
+        trainer_args=TrainerArgs(lr=1e-6),
         gradient_checkpointing=shapes.grad_checkpointing,
         precision=device.train_precision,
         **kwargs,

@@ -80,9 +80,12 @@ def main() -> None:
 
             worker = ReferenceWorker(path, num_threads=args.threads)
         else:
+            from rollcli.strategies.trainer import TrainerArgs
             from rollcli.workers.actor_train import ActorTrainWorker
 
-            worker = ActorTrainWorker(path, lr=1e-6, num_threads=args.threads)
+            worker = ActorTrainWorker(
+                path, trainer_args=TrainerArgs(lr=1e-6), num_threads=args.threads
+            )
         loaded = pss_bytes(pid)
         batch = Batch(rollout_tensors(prompts, responses, 0))
         if args.role == "forward":

@@ -63,11 +63,12 @@ def loss_fn(model: torch.nn.Module) -> Any:
     return loss
 
 
-def lr_factor() -> Any:
-    """A warm-up and a decay, so that a resumed scheduler that forgot its place shows."""
-    from rollcli.strategies.lr_schedule import LrFactor
+def trainer_args() -> Any:
+    """The step size, clipping, and a warm-up and a decay, so that a resumed scheduler that
+    forgot its place shows."""
+    from rollcli.strategies.trainer import TrainerArgs
 
-    return LrFactor(warmup_steps=2, total_steps=3, schedule="linear")
+    return TrainerArgs(lr=LR, grad_clip=CLIP, warmup_steps=2, total_steps=3, lr_schedule="linear")
 
 
 def update(trainer: Any, rows: Any, world: int) -> dict[str, float]:
@@ -88,7 +89,7 @@ def hf_reference(model_path: str, steps: int = 2) -> tuple[list[dict], list[dict
     from rollcli.strategies.hf_train import HFTrainer
 
     model = load_causal_lm(model_path, train=True)
-    trainer = HFTrainer(model, lr=LR, lr_factor=lr_factor(), grad_clip=CLIP)
+    trainer = HFTrainer(model, trainer_args())
     metrics, weights = [], []
     for _ in range(steps):
         metrics.append(update(trainer, batch(), 1))
@@ -132,9 +133,7 @@ def _trainer(model_path: str, rank: int, world: int) -> Any:
     from rollcli.strategies.hf_model import load_causal_lm
 
     model = load_causal_lm(model_path, train=True)
-    return FSDP2Trainer(
-        model, lr=LR, lr_factor=lr_factor(), grad_clip=CLIP, rank=rank, world_size=world
-    )
+    return FSDP2Trainer(model, trainer_args(), rank=rank, world_size=world)
 
 
 def _save_weights(trainer: Any, path: Path) -> None:

@@ -28,7 +28,7 @@ from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for
 from rollcli.runtime.role_args import role_args
 from rollcli.strategies.lora import LoraSpec
-from rollcli.strategies.lr_schedule import LrFactor
+from rollcli.strategies.trainer import TrainerArgs
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -181,7 +181,9 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
     if role.name == "actor_train":
         return {
             **model,
-            **trainer_args(cfg),
+            "trainer_args": trainer_args(cfg),
+            "gradient_checkpointing": cfg.train.gradient_checkpointing,
+            "lora": LoraSpec.from_section(cfg.train.lora),
             "model_path": ctx.student_path or ctx.model_path,
             "seed": cfg.seed,  # the same initial weights on every rank
             "rank": rank,
@@ -207,21 +209,18 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
     return {**model, **ctx.args.get(role.name, {})}  # reference: its dtype
 
 
-def trainer_args(cfg: RecipeConfig) -> dict[str, Any]:
-    """The recipe's optimizer settings of actor_train (any pipeline's trainer)."""
+def trainer_args(cfg: RecipeConfig) -> TrainerArgs:
+    """The recipe's optimizer settings of actor_train (any pipeline's trainer), as the
+    strategy's trainer takes them."""
     train = cfg.train
-    return {
-        "lr": train.lr,
-        "betas": train.betas,
-        "weight_decay": train.weight_decay,
-        "lr_factor": LrFactor(
-            warmup_steps=train.warmup_steps,
-            total_steps=train.steps,
-            schedule=train.lr_schedule,
-            decay_steps=train.lr_decay_steps,
-            min_lr_ratio=train.min_lr_ratio,
-        ),
-        "grad_clip": train.grad_clip,
-        "gradient_checkpointing": train.gradient_checkpointing,
-        "lora": LoraSpec.from_section(train.lora),
-    }
+    return TrainerArgs(
+        lr=train.lr,
+        betas=train.betas,
+        weight_decay=train.weight_decay,
+        grad_clip=train.grad_clip,
+        warmup_steps=train.warmup_steps,
+        total_steps=train.steps,
+        lr_schedule=train.lr_schedule,
+        lr_decay_steps=train.lr_decay_steps,
+        min_lr_ratio=train.min_lr_ratio,
+    )

@@ -13,9 +13,9 @@ The device is the model's (the worker put it on `pick_device`'s choice): a model
 gets nccl and DeepSpeed's CUDA accelerator, a model on the CPU gloo and its CPU
 accelerator, even on a machine with GPUs.
 
-`DeepSpeedTrainer.update` has the `HFTrainer.update` contract (epochs x mini-batches x
-micro-batches with a caller-given loss) so workers switch strategy without other changes.
-With N ranks (data parallel) each rank is given its share of the batch (the driver shards
+`DeepSpeedTrainer` runs the update loop of every strategy (`update_loop.UpdateLoop`: epochs x
+mini-batches x micro-batches with a caller-given loss), so workers switch strategy without
+other changes; its hooks are the engine's backward and step. With N ranks (data parallel) each rank is given its share of the batch (the driver shards
 it, see distributed/data_parallel.py) and DeepSpeed averages the gradients; the process
 group must be up before the trainer is built.
 """
@@ -31,19 +31,10 @@ from typing import Any
 
 import torch
 
-from rollcli.data.batch import Batch
-from rollcli.data.micro_batch import length_sorted_micro_batches
 from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 from rollcli.distributed.stores import open_store
-from rollcli.strategies.hf_train import (
-    LossFn,
-    MicroBatchFn,
-    NormalisersFn,
-    micro_batch_losses,
-    train_mode,
-)
-from rollcli.strategies.lr_schedule import LrFactor, finish_update
-from rollcli.strategies.step_metrics import StepMetrics
+from rollcli.strategies.trainer import TrainerArgs
+from rollcli.strategies.update_loop import UpdateLoop, train_mode
 
 CHECKPOINT_DIR = "deepspeed"  # inside a run's checkpoints/step-N/
 CHECKPOINT_TAG = "state"
@@ -145,18 +136,15 @@ def init_process_group(
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
 
 
-class DeepSpeedTrainer:
-    """A Hugging Face model wrapped in a DeepSpeed engine with torch's AdamW."""
+class DeepSpeedTrainer(UpdateLoop):
+    """A Hugging Face model wrapped in a DeepSpeed engine with torch's AdamW (a
+    `trainer.Trainer`)."""
 
     def __init__(
         self,
         model: torch.nn.Module,
+        args: TrainerArgs,
         *,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        weight_decay: float = 0.0,
-        lr_factor: LrFactor | None = None,
-        grad_clip: float | None = 1.0,
         zero_stage: int = 2,
         offload_optimizer: bool = False,
         offload_params: bool = False,
@@ -181,11 +169,13 @@ class DeepSpeedTrainer:
         init_process_group(rank, world_size, master_addr, master_port, on_gpu)
         self.rank, self.world_size, self.zero_stage = rank, world_size, zero_stage
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor or LrFactor())
+        optimizer = torch.optim.AdamW(
+            params, lr=args.lr, betas=args.betas, weight_decay=args.weight_decay
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, args.lr_factor())
         config = deepspeed_config(
             zero_stage=zero_stage,
-            grad_clip=grad_clip,
+            grad_clip=args.grad_clip,
             offload_optimizer=offload_optimizer,
             offload_params=offload_params,
             bf16=bf16,
@@ -198,54 +188,27 @@ class DeepSpeedTrainer:
         self.model = self.engine
         self._deepspeed = deepspeed
 
-    def update(
-        self,
-        batch: Batch,
-        *,
-        loss_fn: LossFn,
-        mini_batch_size: int | None,
-        micro_batch_size: int,
-        epochs: int = 1,
-        micro_batches: MicroBatchFn = length_sorted_micro_batches,
-        normalisers: NormalisersFn | None = None,
-        dropout: bool = True,
-    ) -> dict[str, float]:
-        """As `HFTrainer.update`, on this rank's share of the batch (`mini_batch_size` is
-        the per-rank size).
-
-        Gradient accumulation is ours: micro-batch losses are weighted as
-        `micro_batch_losses` says and the engine steps at the boundary we set. Under ZeRO-3
-        every rank must run the same number of micro-batches (the gathers are collective),
-        so the shares must be equal (the driver checks).
-        """
+    # ---- the update loop's hooks (update_loop.py) ----------------------------------------
+    # Gradient accumulation is ours: micro-batch losses are weighted as `micro_batch_losses`
+    # says and the engine steps at the boundary we set. Under ZeRO-3 every rank must run the
+    # same number of micro-batches (the gathers are collective), so the shares must be equal
+    # (the driver checks).
+    def _train_mode(self, dropout: bool) -> None:
         self.engine.train()
         train_mode(self.engine.module, dropout)
-        mini = mini_batch_size or len(batch)
-        step_metrics = StepMetrics()
-        grad_norms: list[float] = []
-        losses: list[float] = []
-        for _ in range(epochs):
-            for mini_batch in batch.split(mini):
-                micro_loss = micro_batch_losses(mini_batch, loss_fn, normalisers, self.world_size)
-                micros = micro_batches(mini_batch, micro_batch_size)
-                total = 0.0
-                for i, (_, micro) in enumerate(micros):
-                    self.engine.set_gradient_accumulation_boundary(i == len(micros) - 1)
-                    loss, metrics = micro_loss(micro)
-                    self.engine.backward(loss, scale_wrt_gas=False)
-                    self.engine.step()
-                    total += float(loss.detach())
-                    step_metrics.add(metrics)
-                losses.append(total)
-                norm = self.engine.get_global_grad_norm()
-                grad_norms.append(float(norm) if norm is not None else float("nan"))
-        out = step_metrics.means(self.world_size)
-        if normalisers is not None:  # a rank's sum x N: its mean over ranks is the loss
-            out["loss"] = sum(losses) / len(losses)
-        out["grad_norm"] = sum(grad_norms) / len(grad_norms)
-        out["lr"] = self.scheduler.get_last_lr()[0]
-        finish_update(self.scheduler)
-        return out
+
+    def _start_step(self) -> None:
+        """Nothing: the engine zeroes the gradients when it steps at the boundary."""
+
+    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+        self.engine.set_gradient_accumulation_boundary(last)
+        self.engine.backward(loss, scale_wrt_gas=False)
+        self.engine.step()
+
+    def _finish_step(self) -> float:
+        """The engine clipped and stepped at the last micro-batch; its gradient norm."""
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
 
     @contextlib.contextmanager
     def full_weights(self) -> Iterator[torch.nn.Module]:

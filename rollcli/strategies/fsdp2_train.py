@@ -20,9 +20,9 @@ bytes per parameter over N ranks, what `planning/role_memory.py` counts). `offlo
 FSDP2's `CPUOffloadPolicy`, which keeps parameters, gradients and optimizer states in host
 memory and steps the optimizer there (GPU runs only: on the CPU they are there already).
 
-The update loop is `HFTrainer.update`'s, inherited, so the contract (epochs x mini-batches x
-micro-batches, `micro_batch_losses` shares, metrics) is literally the same; only building,
-clipping and checkpoints differ. AdamW is torch's fused kernel (it takes DTensor shards).
+The update loop is every strategy's (`update_loop.UpdateLoop`, through `HFTrainer`), so the
+contract (epochs x mini-batches x micro-batches, `micro_batch_losses` shares, metrics) is
+literally the same; only building, clipping and checkpoints differ. AdamW is torch's fused kernel (it takes DTensor shards).
 
 Checkpoints are `torch.distributed.checkpoint` (DCP) folders: each rank writes its shards
 of the model and Adam states, plus the scheduler, in `fsdp2/` (written under a temporary
@@ -47,7 +47,7 @@ import torch.distributed as dist
 
 from rollcli.distributed.stores import open_store
 from rollcli.strategies.hf_train import HFTrainer, adamw_with_schedule
-from rollcli.strategies.lr_schedule import LrFactor
+from rollcli.strategies.trainer import TrainerArgs
 
 CHECKPOINT_DIR = "fsdp2"  # inside a run's checkpoints/step-N/
 LAYER_LISTS = ("layers", "h", "blocks")  # Llama/Qwen/Mistral..., GPT-2, others
@@ -128,12 +128,8 @@ class FSDP2Trainer(HFTrainer):
     def __init__(
         self,
         model: torch.nn.Module,
+        args: TrainerArgs,
         *,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        weight_decay: float = 0.0,
-        lr_factor: LrFactor | None = None,
-        grad_clip: float | None = 1.0,
         rank: int = 0,
         world_size: int = 1,
         bf16: bool = False,
@@ -162,7 +158,7 @@ class FSDP2Trainer(HFTrainer):
                 "(rollcli.distributed.data_parallel.join_group)"
             )
         _join_one_rank_group(on_gpu)
-        self.rank, self.world_size, self.grad_clip = rank, world_size, grad_clip
+        self.rank, self.world_size, self.grad_clip = rank, world_size, args.grad_clip
         self._skeleton = meta_copy(model)  # before sharding: the plain module's layout
         mesh = init_device_mesh(device.type, (world_size,))
         shard_args: dict[str, Any] = {"mesh": mesh}
@@ -176,11 +172,9 @@ class FSDP2Trainer(HFTrainer):
             fully_shard(layer, **shard_args)
         fully_shard(model, **shard_args)
         self.model = model
-        self.optimizer, self.scheduler = adamw_with_schedule(
-            model, lr=lr, betas=betas, weight_decay=weight_decay, lr_factor=lr_factor
-        )
+        self.optimizer, self.scheduler = adamw_with_schedule(model, args)
 
-    def _clip_and_step(self) -> float:
+    def _finish_step(self) -> float:
         """Clip by the norm of the whole gradient (every rank's shards) and step."""
         params = [p for p in self.model.parameters() if p.grad is not None]
         norm = torch.nn.utils.get_total_norm([g for p in params if (g := p.grad) is not None])

@@ -1,8 +1,9 @@
 """The `hf` training strategy: plain torch AdamW over a Hugging Face model, on CPU or GPU.
 
-`HFTrainer.update` runs epochs × mini-batches (one optimizer step each) × micro-batches
-(gradient accumulation) with a caller-given loss, and clips the gradient norm. With
-`world_size > 1` (data parallel; the caller has joined the default process group) each
+`HFTrainer` runs the update loop of every strategy (`update_loop.UpdateLoop`: epochs ×
+mini-batches × micro-batches with a caller-given loss); its hooks zero the gradients before
+a mini-batch, backpropagate each micro-batch, and clip the gradient norm and step after it.
+With `world_size > 1` (data parallel; the caller has joined the default process group) each
 rank accumulates over its share of every mini-batch and the ranks average their gradients
 with one all-reduce per dtype before clipping, so every rank makes the same step.
 
@@ -20,77 +21,15 @@ clipping, so the optimizer and the all-reduce see dense tensors only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from rollcli.algorithms.loss_metrics import Metric
-from rollcli.data.batch import Batch
-from rollcli.data.micro_batch import length_sorted_micro_batches
-from rollcli.strategies.lr_schedule import LrFactor, finish_update
-from rollcli.strategies.step_metrics import StepMetrics
-
-LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, Metric]]]
-# (mini-batch, micro-batch size) -> [(row indices, micro-batch)]
-MicroBatchFn = Callable[[Batch, int], list[tuple[torch.Tensor, Batch]]]
-# a mini-batch -> the denominators of its loss (`aggregation.loss_normalisers`)
-NormalisersFn = Callable[[Batch], torch.Tensor]
-
-
-def micro_batch_losses(
-    mini_batch: Batch,
-    loss_fn: Callable[..., tuple[torch.Tensor, dict[str, float]]],
-    normalisers: NormalisersFn | None,
-    world_size: int,
-) -> LossFn:
-    """`micro-batch -> (loss to backpropagate, metrics)` for the micro-batches of
-    `mini_batch`, so that the accumulated gradient is the mini-batch's.
-
-    Without `normalisers`, `loss_fn(micro)` is a mean over its rows and is weighted by its
-    share of the mini-batch's rows. With them, the mini-batch's denominators are computed
-    here once and summed over the `world_size` data-parallel ranks (a collective: every
-    rank calls this once per mini-batch), and `loss_fn(micro, totals)` returns the
-    micro-batch's exact share of the whole mini-batch's loss; it is scaled by `world_size`
-    because the strategies average gradients over ranks. The shares then add up to one
-    full-batch computation whatever the split into micro-batches and ranks."""
-    if normalisers is None:
-
-        def row_weighted(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-            loss, metrics = loss_fn(micro)
-            return loss * (len(micro) / len(mini_batch)), metrics
-
-        return row_weighted
-    totals = normalisers(mini_batch)
-    if world_size > 1:
-        import torch.distributed as dist
-
-        # nccl reduces only device tensors; gloo the CPU's
-        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-        on_device = totals.to(device)
-        dist.all_reduce(on_device)
-        totals = on_device.cpu()
-
-    def share(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        loss, metrics = loss_fn(micro, totals)
-        return loss * world_size, metrics
-
-    return share
-
-
-def train_mode(model: torch.nn.Module, dropout: bool = True) -> None:
-    """Put `model` in training mode; `dropout=False`: `model.eval()` semantics for every
-    module (dropout off, so the loss's log-probs are the ones `compute_logprobs` computes
-    in eval mode), gradients still on. A layer that checkpoints its activations keeps its
-    own `training` flag set (transformers checkpoints only when it is), not its
-    sub-modules' (where the dropout is), so gradient checkpointing still runs."""
-    model.train()
-    if dropout:
-        return
-    model.eval()
-    for module in model.modules():
-        if getattr(module, "gradient_checkpointing", False) is True:
-            module.training = True
+from rollcli.strategies.trainer import TrainerArgs
+from rollcli.strategies.update_loop import UpdateLoop, train_mode
 
 
 def sparse_tied_embedding(model: torch.nn.Module) -> bool:
@@ -121,87 +60,44 @@ def _fusable(params: list[torch.nn.Parameter]) -> bool:
 
 
 def adamw_with_schedule(
-    model: torch.nn.Module,
-    *,
-    lr: float,
-    betas: tuple[float, float],
-    weight_decay: float,
-    lr_factor: LrFactor | None,
+    model: torch.nn.Module, args: TrainerArgs
 ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW over `model`'s trainable parameters (fused where the kernel takes them) and its
-    schedule: `lr_factor`'s warm-up and decay (lr_schedule.py); None: `lr` throughout."""
+    """AdamW over `model`'s trainable parameters (fused where the kernel takes them) with
+    `args`' lr, betas and weight decay, and its schedule: `args.lr_factor()`'s warm-up and
+    decay (lr_schedule.py)."""
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
-        params, lr=lr, betas=betas, weight_decay=weight_decay, fused=_fusable(params)
+        params,
+        lr=args.lr,
+        betas=args.betas,
+        weight_decay=args.weight_decay,
+        fused=_fusable(params),
     )
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor or LrFactor())
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, args.lr_factor())
 
 
-class HFTrainer:
-    def __init__(
-        self,
-        model: torch.nn.Module,
-        *,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        weight_decay: float = 0.0,
-        lr_factor: LrFactor | None = None,
-        grad_clip: float | None = 1.0,
-        world_size: int = 1,
-    ) -> None:
+class HFTrainer(UpdateLoop):
+    """Plain torch AdamW over the model, on its device (a `trainer.Trainer`)."""
+
+    def __init__(self, model: torch.nn.Module, args: TrainerArgs, *, world_size: int = 1) -> None:
         self.model = model
-        self.grad_clip = grad_clip
+        self.grad_clip = args.grad_clip
         self.world_size = world_size
         sparse_tied_embedding(model)
-        self.optimizer, self.scheduler = adamw_with_schedule(
-            model, lr=lr, betas=betas, weight_decay=weight_decay, lr_factor=lr_factor
-        )
+        self.optimizer, self.scheduler = adamw_with_schedule(model, args)
 
-    def update(
-        self,
-        batch: Batch,
-        *,
-        loss_fn: LossFn,
-        mini_batch_size: int | None,
-        micro_batch_size: int,
-        epochs: int = 1,
-        micro_batches: MicroBatchFn = length_sorted_micro_batches,
-        normalisers: NormalisersFn | None = None,
-        dropout: bool = True,
-    ) -> dict[str, float]:
-        """Optimise `loss_fn` over `batch`; returns its metrics averaged over micro-batches
-        (`(value, weight)` metrics weighted, see `step_metrics`). `dropout=False`: the
-        model's dropout is off during the update (`train_mode`).
-
-        `micro_batches` splits a mini-batch (default: rollout rows sorted by length and
-        trimmed); pipelines with another row layout pass their own. With `normalisers`,
-        `loss_fn(micro, totals)` returns the micro-batch's share of its mini-batch's loss
-        (see `micro_batch_losses`) and `loss` (the mini-batch's loss) is reported."""
+    # ---- the update loop's hooks (update_loop.py) --------------------------------------
+    def _train_mode(self, dropout: bool) -> None:
         train_mode(self.model, dropout)
-        mini = mini_batch_size or len(batch)
-        step_metrics = StepMetrics()
-        grad_norms, losses = [], []
-        for _ in range(epochs):
-            for mini_batch in batch.split(mini):
-                self.optimizer.zero_grad(set_to_none=True)
-                micro_loss = micro_batch_losses(mini_batch, loss_fn, normalisers, self.world_size)
-                total = 0.0
-                for _, micro in micro_batches(mini_batch, micro_batch_size):
-                    loss, metrics = micro_loss(micro)
-                    loss.backward()
-                    total += float(loss.detach())
-                    step_metrics.add(metrics)
-                losses.append(total)
-                grad_norms.append(self._clip_and_step())
-        out = step_metrics.means(self.world_size)
-        if normalisers is not None:  # a rank's sum x N: its mean over ranks is the loss
-            out["loss"] = sum(losses) / len(losses)
-        out["grad_norm"] = sum(grad_norms) / len(grad_norms)
-        out["lr"] = self.scheduler.get_last_lr()[0]
-        finish_update(self.scheduler)
-        return out
 
-    def _clip_and_step(self) -> float:
+    def _start_step(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+        loss.backward()
+
+    def _finish_step(self) -> float:
+        """Clip (after averaging over ranks) and step; the gradient norm before clipping."""
         for p in self.model.parameters():
             if p.grad is not None and p.grad.is_sparse:  # the embedding's rows alone
                 p.grad = p.grad.to_dense()
@@ -221,6 +117,18 @@ class HFTrainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+
+    @contextlib.contextmanager
+    def full_weights(self) -> Iterator[torch.nn.Module]:
+        """The model itself: every parameter is whole on every rank."""
+        yield self.model
+
+    # ---- checkpoints: the state is all in `state_dict`, the weights in the HF folder ----
+    def save_checkpoint(self, folder: str | Path) -> None:
+        """Nothing of its own to write: `state_dict` holds the optimizer and scheduler."""
+
+    def load_checkpoint(self, folder: str | Path) -> None:
+        """Nothing of its own to read (see `save_checkpoint`)."""
 
 
 @torch.no_grad()

@@ -9,7 +9,7 @@ megatron_parallel.py and are tested there. Unverified here: see docs/gpu.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NoReturn
 
 import torch
 
@@ -18,6 +18,7 @@ from rollcli.strategies.megatron_parallel import (
     import_megatron,
     init_parallel_state,
 )
+from rollcli.strategies.trainer import TrainerArgs
 
 
 def require_gpu() -> None:
@@ -28,21 +29,22 @@ def require_gpu() -> None:
         )
 
 
-class MegatronTrainer:
-    """megatron-core training over a Hugging Face model's weights.
+def megatron_trainer(
+    model: torch.nn.Module, args: TrainerArgs, *, tp: int = 1, pp: int = 1
+) -> NoReturn:
+    """megatron-core training over a Hugging Face model's weights: not a `trainer.Trainer`
+    yet, so it refuses to start rather than train something untested.
 
     The GPU path: build the parallel groups, a GPTModel from the model's config with
     megatron-core's layer spec, load the Hugging Face weights into it (a name map per
     architecture: qkv and gate/up are fused, split by tp), and step megatron's
-    DistributedOptimizer. The weight map is the part still to write and verify on a GPU;
-    until then this strategy refuses to start rather than train something untested.
+    DistributedOptimizer with `args`' AdamW settings and schedule. The weight map is the part
+    still to write and verify on a GPU.
     """
-
-    def __init__(self, model: torch.nn.Module, *, tp: int = 1, pp: int = 1, **train_args: Any):
-        require_gpu()
-        import_megatron()
-        init_parallel_state(tp=tp, pp=pp)
-        raise MegatronUnavailableError(
-            "train.strategy megatron: the Hugging Face -> megatron-core weight map is not "
-            "written yet (see docs/gpu.md); use train.strategy=deepspeed on GPUs"
-        )
+    require_gpu()
+    import_megatron()
+    init_parallel_state(tp=tp, pp=pp)
+    raise MegatronUnavailableError(
+        "train.strategy megatron: the Hugging Face -> megatron-core weight map is not "
+        "written yet (see docs/gpu.md); use train.strategy=deepspeed on GPUs"
+    )

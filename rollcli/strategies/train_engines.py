@@ -3,14 +3,20 @@
 
 `TrainStrategy` holds the flat arguments the recipe's `train.strategy` and
 `devices.actor_train.*` keys give a worker; the pipeline builds it from the recipe and
-passes it to `build_clusters`. `make_trainer` builds the trainer, importing an optional
-backend only when it is chosen.
+passes it to `build_clusters`. `make_trainer` builds the trainer (a `trainer.Trainer`) from
+it, the recipe's `TrainerArgs` and the plan's precision, importing an optional backend only
+when it is chosen.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from rollcli.strategies.trainer import Trainer, TrainerArgs
 
 TRAIN_STRATEGIES = ("hf", "fsdp2", "deepspeed", "megatron")
 
@@ -42,31 +48,56 @@ class TrainStrategy:
 
 
 def make_trainer(
-    strategy: str,
-    model: Any,
+    strategy: TrainStrategy,
+    model: torch.nn.Module,
+    args: TrainerArgs,
     *,
-    options: dict[str, Any],
     rank: int = 0,
     world_size: int = 1,
-    **train_args: Any,
-) -> Any:
-    """The trainer of `strategy` over `model` (lr, betas, ... in `train_args`). With
+    precision: str = "fp32",
+) -> Trainer:
+    """The trainer of `strategy` over `model`, its AdamW and schedule from `args`. With
     `world_size > 1` this process must already be rank `rank` of the default process group
-    (see distributed/data_parallel.py)."""
-    if strategy == "hf":
+    (see distributed/data_parallel.py).
+
+    `precision` (the plan's `fp32` or `bf16-mixed`) reaches the strategies that must be told
+    of it: DeepSpeed's `bf16` switch, FSDP2's mixed-precision policy. hf runs autocast in the
+    worker; megatron has no mixed precision here yet."""
+    bf16 = precision == "bf16-mixed"
+    if strategy.name == "hf":
         from rollcli.strategies.hf_train import HFTrainer
 
-        return HFTrainer(model, world_size=world_size, **train_args)
-    if strategy == "fsdp2":
+        return HFTrainer(model, args, world_size=world_size)
+    if strategy.name == "fsdp2":
         from rollcli.strategies.fsdp2_train import FSDP2Trainer
 
-        return FSDP2Trainer(model, rank=rank, world_size=world_size, **train_args, **options)
-    if strategy == "deepspeed":
+        return FSDP2Trainer(
+            model,
+            args,
+            rank=rank,
+            world_size=world_size,
+            bf16=bf16,
+            offload_params=strategy.offload_params,
+        )
+    if strategy.name == "deepspeed":
         from rollcli.strategies.deepspeed_train import DeepSpeedTrainer
 
-        return DeepSpeedTrainer(model, rank=rank, world_size=world_size, **train_args, **options)
-    if strategy == "megatron":
-        from rollcli.strategies.megatron_train import MegatronTrainer
+        return DeepSpeedTrainer(
+            model,
+            args,
+            zero_stage=strategy.zero_stage,
+            offload_optimizer=strategy.offload_optimizer,
+            offload_params=strategy.offload_params,
+            rank=rank,
+            world_size=world_size,
+            bf16=bf16,
+        )
+    if strategy.name == "megatron":
+        if precision != "fp32":
+            raise ValueError(f"train.strategy megatron runs fp32 only here, not {precision}")
+        from rollcli.strategies.megatron_train import megatron_trainer
 
-        return MegatronTrainer(model, **train_args, **options)
-    raise ValueError(f"unknown training strategy {strategy!r}; choose one of {TRAIN_STRATEGIES}")
+        megatron_trainer(model, args, tp=strategy.tp, pp=strategy.pp)
+    raise ValueError(
+        f"unknown training strategy {strategy.name!r}; choose one of {TRAIN_STRATEGIES}"
+    )

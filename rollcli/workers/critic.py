@@ -21,6 +21,7 @@ from rollcli.strategies.hf_shared_prefix import shared_prefix_values
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.logprob_forward import model_inputs
 from rollcli.strategies.threads import set_threads
+from rollcli.strategies.trainer import TrainerArgs
 
 
 def _load_value_model(path: str, device: torch.device) -> torch.nn.Module:
@@ -76,7 +77,7 @@ class CriticWorker:
         torch.manual_seed(seed)
         self.device = pick_device(num_gpus)
         self.model = _load_value_model(model_path, self.device)
-        self.trainer = HFTrainer(self.model, lr=lr, grad_clip=grad_clip)
+        self.trainer = HFTrainer(self.model, TrainerArgs(lr=lr, grad_clip=grad_clip))
 
     @torch.no_grad()
     def compute_values(

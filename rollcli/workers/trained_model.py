@@ -22,7 +22,6 @@ own checkpoint (`fsdp2/`) holds the adapters and their Adam states, which resumi
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -41,28 +40,13 @@ from rollcli.strategies.hf_model import (
     load_tokenizer,
 )
 from rollcli.strategies.logprob_forward import forward_response_logprobs
-from rollcli.strategies.lr_schedule import LrFactor
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
-from rollcli.strategies.train_engines import make_trainer
+from rollcli.strategies.train_engines import TrainStrategy, make_trainer
+from rollcli.strategies.trainer import Trainer, TrainerArgs
 from rollcli.tracking.peak import machine_peak
 
 LORA_STRATEGIES = ("hf", "fsdp2")
-
-
-def _with_precision(strategy: str, options: dict[str, Any], precision: str) -> dict[str, Any]:
-    """The strategy's options with the precision it needs to be told of: DeepSpeed's `bf16`
-    switch, FSDP2's mixed-precision policy. hf runs autocast in the worker; megatron has no
-    mixed precision here yet.
-
-    >>> _with_precision("deepspeed", {"zero_stage": 3}, "bf16-mixed")
-    {'zero_stage': 3, 'bf16': True}
-    """
-    if strategy in ("deepspeed", "fsdp2"):
-        return {**options, "bf16": precision == "bf16-mixed"}
-    if strategy == "megatron" and precision != "fp32":
-        raise ValueError(f"train.strategy megatron runs fp32 only here, not {precision}")
-    return options
 
 
 class TrainedModelWorker:
@@ -75,11 +59,7 @@ class TrainedModelWorker:
         self,
         model_path: str,
         *,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        weight_decay: float = 0.0,
-        lr_factor: LrFactor | None = None,
-        grad_clip: float | None = 1.0,
+        trainer_args: TrainerArgs,
         gradient_checkpointing: bool = False,
         num_threads: int = 1,
         seed: int = 0,
@@ -91,7 +71,10 @@ class TrainedModelWorker:
         precision: str = "fp32",
         lora: lora_adapters.LoraSpec | None = None,
     ) -> None:
-        """`num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU);
+        """`trainer_args`: the recipe's AdamW settings and schedule, handed to the strategy's
+        trainer as they are (`train_engines.make_trainer`); `strategy` and
+        `strategy_options`: the plan's `TrainStrategy` (`role_args.py`), typed here again;
+        `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU);
         `precision`: `fp32` or `bf16-mixed`, the plan's training dtype (strategies/precision.py);
         `lora`: train low-rank adapters on the frozen model (`strategy` hf or fsdp2)."""
         model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
@@ -116,25 +99,34 @@ class TrainedModelWorker:
         self.tokenizer = load_tokenizer(model_path)
         self.strategy = strategy
         self.rank, self.world_size = rank, world_size
-        self._trainer_args: dict[str, Any] = dict(
-            options=_with_precision(strategy, strategy_options or {}, precision),
-            rank=rank,
-            world_size=world_size,
-            lr=lr,
-            betas=betas,
-            weight_decay=weight_decay,
-            lr_factor=lr_factor,
-            grad_clip=grad_clip,
-        )
-        self.trainer: Any = None
+        self._strategy = TrainStrategy(name=strategy, **(strategy_options or {}))
+        self._trainer_args = trainer_args
+        self._trainer: Trainer | None = None
         self._store: Any = None
         if world_size == 1:
             self._build_trainer()
         self.sender: WeightSender | None = None
 
     def _build_trainer(self) -> None:
-        self.trainer = make_trainer(self.strategy, self.model, **self._trainer_args)
-        self.model = self.trainer.model  # deepspeed: its engine, which runs the module
+        self._trainer = make_trainer(
+            self._strategy,
+            self.model,
+            self._trainer_args,
+            rank=self.rank,
+            world_size=self.world_size,
+            precision=self.precision,
+        )
+        self.model = self._trainer.model  # deepspeed: its engine, which runs the module
+
+    @property
+    def trainer(self) -> Trainer:
+        """The strategy's trainer; with several ranks, built once they joined their group."""
+        if self._trainer is None:
+            raise RuntimeError(
+                f"rank {self.rank} of {self.world_size} has no trainer yet: call "
+                "open_train_group on rank 0, then join_train_group on every rank"
+            )
+        return self._trainer
 
     def trainable_parameters(self) -> tuple[int, int]:
         """(parameters that train, all parameters): with LoRA, the adapters' share."""
@@ -249,8 +241,7 @@ class TrainedModelWorker:
     def _full_weights(self):  # noqa: ANN202
         """The model with whole parameters (a ZeRO-3 trainer gathers its partitions, FSDP2
         a plain copy on rank 0); every rank must enter."""
-        full = getattr(self.trainer, "full_weights", None)
-        return full() if full is not None else contextlib.nullcontext(self.model)
+        return self.trainer.full_weights()
 
     # ---- checkpoints -------------------------------------------------------------------
     def save_pretrained(self, folder: str) -> None:

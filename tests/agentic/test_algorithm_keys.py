@@ -315,6 +315,7 @@ def test_update_keys_reach_the_agentic_update(key, value, arg) -> None:
 )
 def test_loss_agg_changes_the_agentic_loss(tiny_model, batch, loss_agg, pg_loss) -> None:
     """One real on-policy update (ratio 1): the pg loss is -agg(A), A = [.5, -.5, 1, -1]."""
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
 
     alg = {"norm_std": False, "kl_coef": 0.0, "loss_agg": loss_agg}
@@ -322,7 +323,7 @@ def test_loss_agg_changes_the_agentic_loss(tiny_model, batch, loss_agg, pg_loss)
     for key in DRIVER_FIELDS:
         batch.fields.pop(key)
     args = update_args(_recipe(alg))
-    worker = ActorTrainWorker(str(tiny_model), lr=1e-6, seed=0)
+    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-6), seed=0)
     out = worker.train_step(batch, args)
     assert out["pg_loss"] == pytest.approx(pg_loss, abs=1e-5)
 

@@ -18,6 +18,7 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.reference import ReferenceWorker
 
@@ -65,7 +66,7 @@ def test_logprobs_cover_every_turn_like_one_untrimmed_forward(tiny_model, batch)
 
 
 def test_train_step_moves_the_policy(tiny_model, batch) -> None:
-    worker = ActorTrainWorker(str(tiny_model), lr=1e-3, seed=0)
+    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), seed=0)
     before = worker.compute_logprobs(batch, micro_batch_size=2)
     out = worker.train_step(batch, PolicyUpdateArgs(policy_loss="pg", micro_batch_size=1))
     after = worker.compute_logprobs(batch, micro_batch_size=2)
@@ -108,7 +109,7 @@ def test_sampler_logprobs_reweight_episodes_played_ahead(tiny_model) -> None:
     )
     for key in DRIVER_FIELDS:
         b.fields.pop(key)
-    worker = ActorTrainWorker(str(tiny_model), lr=1e-3, seed=0)
+    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), seed=0)
     old = worker.compute_logprobs(b, micro_batch_size=2)
     ratio = (old - behaviour).exp()[mask]  # the update's own forward gives `old` (on-policy)
     out = worker.train_step(

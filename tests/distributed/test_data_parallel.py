@@ -12,6 +12,7 @@ from rollcli.data.padding import rollout_tensors
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4], [6]]
@@ -35,9 +36,8 @@ def _batch(pad_id: int) -> Batch:
 def _kwargs(tiny_model, strategy: str = "hf", **options) -> dict:
     return dict(
         model_path=str(tiny_model),
-        lr=1e-2,
+        trainer_args=TrainerArgs(lr=1e-2, grad_clip=1.0),
         seed=0,
-        grad_clip=1.0,
         num_threads=1,
         strategy=strategy,
         strategy_options=options,

@@ -67,6 +67,7 @@ from rollcli.pipelines.rl.source import step_sampling
 from rollcli.pipelines.rl.update_args import update_args
 from rollcli.rollout.result import build_batch
 from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.reference import ReferenceWorker
@@ -147,7 +148,7 @@ def learn(model: Path, seed: int, steps: int = STEPS) -> Run:
     """`steps` GRPO steps of the RL pipeline's step on the task, from `model`."""
     cfg, _ = load_recipe("rlvr-math", [o.format(seed=seed) for o in TASK])
     args = update_args(cfg)
-    train = ActorTrainWorker(str(model), lr=cfg.train.lr, seed=seed)
+    train = ActorTrainWorker(str(model), trainer_args=TrainerArgs(lr=cfg.train.lr), seed=seed)
     infer = ActorInferWorker(str(model), seed=seed)
     reference = ReferenceWorker(str(model))
     host, port = train.open_weight_sync(world_size=2)

@@ -114,36 +114,57 @@ def test_offload_when_idle_on_a_role_that_cannot_leave_its_gpu_is_refused() -> N
 
 
 def test_a_bf16_mixed_hf_worker_computes_in_bf16_and_keeps_fp32_weights(tiny_model) -> None:
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
 
-    worker = ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1, precision="bf16-mixed")
+    worker = ActorTrainWorker(
+        str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
+    )
     ids = torch.tensor([[1, 2, 3, 4]])
     with worker._compute():
         logits = worker.model(input_ids=ids).logits
     assert logits.dtype == torch.bfloat16  # autocast: bf16 compute ...
     assert all(p.dtype == torch.float32 for p in worker.model.parameters())  # fp32 master
-    plain = ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1)
+    plain = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
     assert plain.model(input_ids=ids).logits.dtype == torch.float32
     with pytest.raises(ValueError, match="precision 'fp16'"):
-        ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1, precision="fp16")
+        ActorTrainWorker(
+            str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1, precision="fp16"
+        )
 
 
-def test_deepspeed_gets_its_bf16_switch() -> None:
-    from rollcli.strategies.deepspeed_train import deepspeed_config
-    from rollcli.workers.trained_model import _with_precision
+def test_deepspeed_gets_its_bf16_switch(monkeypatch) -> None:
+    """`make_trainer` tells DeepSpeed of the plan's precision (its `bf16` switch)."""
+    from rollcli.strategies import deepspeed_train
+    from rollcli.strategies.train_engines import TrainStrategy, make_trainer
+    from rollcli.strategies.trainer import TrainerArgs
 
-    options = _with_precision("deepspeed", {"zero_stage": 3}, "bf16-mixed")
-    assert options == {"zero_stage": 3, "bf16": True}
-    assert _with_precision("deepspeed", {}, "fp32") == {"bf16": False}
-    config = deepspeed_config(zero_stage=3, grad_clip=1.0, bf16=options["bf16"])
+    seen: list[dict] = []
+
+    class Recorded:  # the arguments DeepSpeedTrainer is built with, without DeepSpeed
+        def __init__(self, model, args, **options) -> None:  # noqa: ANN001
+            seen.append({"args": args, **options})
+
+    monkeypatch.setattr(deepspeed_train, "DeepSpeedTrainer", Recorded)
+    args = TrainerArgs(lr=1e-5)
+    for precision in ("bf16-mixed", "fp32"):
+        make_trainer(TrainStrategy("deepspeed", zero_stage=3), None, args, precision=precision)
+    assert [(s["bf16"], s["zero_stage"], s["args"]) for s in seen] == [
+        (True, 3, args),
+        (False, 3, args),
+    ]
+    config = deepspeed_train.deepspeed_config(zero_stage=3, grad_clip=1.0, bf16=seen[0]["bf16"])
     assert config["bf16"] == {"enabled": True}
 
 
 def test_an_fp32_trainer_syncs_into_a_bf16_engine(tiny_model) -> None:
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_infer import ActorInferWorker
     from rollcli.workers.actor_train import ActorTrainWorker
 
-    train = ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1, precision="bf16-mixed")
+    train = ActorTrainWorker(
+        str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
+    )
     infer = ActorInferWorker(str(tiny_model), num_threads=1, dtype="bfloat16")
     assert infer.weight_dtype() == "bfloat16"
     with torch.no_grad():

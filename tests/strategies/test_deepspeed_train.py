@@ -12,6 +12,7 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs  # noqa: E402
 from rollcli.data.batch import Batch  # noqa: E402
 from rollcli.data.padding import rollout_tensors  # noqa: E402
 from rollcli.strategies.deepspeed_train import deepspeed_config  # noqa: E402
+from rollcli.strategies.trainer import TrainerArgs  # noqa: E402
 from rollcli.workers.actor_train import ActorTrainWorker  # noqa: E402
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
@@ -28,10 +29,9 @@ def _batch(worker: ActorTrainWorker) -> Batch:
 def _worker(tiny_model, strategy: str, **options) -> ActorTrainWorker:
     return ActorTrainWorker(
         str(tiny_model),
-        lr=1e-2,
+        trainer_args=TrainerArgs(lr=1e-2, grad_clip=1.0),
         num_threads=1,
         seed=0,
-        grad_clip=1.0,
         strategy=strategy,
         strategy_options=options,
     )

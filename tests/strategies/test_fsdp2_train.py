@@ -14,7 +14,7 @@ from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.fsdp2_train import CHECKPOINT_DIR, FSDP2Trainer, decoder_layers
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.lora import LoraSpec
-from rollcli.strategies.lr_schedule import LrFactor
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
@@ -56,15 +56,11 @@ def _batch(worker: ActorTrainWorker) -> Batch:
 
 def _worker(tiny_model, strategy: str, lora: LoraSpec | None = None) -> ActorTrainWorker:
     # a warm-up and a decay: a resumed scheduler that lost its place changes the next step
-    schedule = LrFactor(warmup_steps=2, total_steps=3, schedule="linear")
+    schedule = TrainerArgs(
+        lr=1e-2, grad_clip=1.0, warmup_steps=2, total_steps=3, lr_schedule="linear"
+    )
     return ActorTrainWorker(
-        str(tiny_model),
-        lr=1e-2,
-        seed=0,
-        grad_clip=1.0,
-        strategy=strategy,
-        lora=lora,
-        lr_factor=schedule,
+        str(tiny_model), trainer_args=schedule, seed=0, strategy=strategy, lora=lora
     )
 
 
@@ -87,7 +83,7 @@ def test_layers_are_found_and_a_model_without_them_is_refused(tiny_model) -> Non
 def test_gpu_only_options_are_refused_on_the_cpu(tiny_model, option, message) -> None:
     model = load_causal_lm(str(tiny_model), train=True)
     with pytest.raises(ValueError, match=message):
-        FSDP2Trainer(model, lr=1e-2, **option)
+        FSDP2Trainer(model, TrainerArgs(lr=1e-2), **option)
 
 
 @pytest.mark.usefixtures("whole_logits")
@@ -113,7 +109,9 @@ def test_step_matches_hf_and_full_weights_save_a_transformers_folder(tiny_model,
     assert loaded.lm_head.weight is loaded.model.embed_tokens.weight  # still tied
     for name, tensor in loaded.state_dict().items():
         assert torch.equal(tensor, trained[name]), name
-    plain = ActorTrainWorker(str(tmp_path), lr=1e-2, seed=0)  # the folder as a policy
+    plain = ActorTrainWorker(
+        str(tmp_path), trainer_args=TrainerArgs(lr=1e-2), seed=0
+    )  # the folder as a policy
     torch.testing.assert_close(
         plain.compute_logprobs(_batch(plain)), fsdp.compute_logprobs(_batch(fsdp)), rtol=0, atol=0
     )
@@ -136,7 +134,7 @@ def test_lora_trains_only_the_adapters_as_hf_lora_does(tiny_model, tmp_path) -> 
         else:  # the frozen base is the loaded model, bit for bit
             assert torch.equal(tensor, before[name]), name
     # the reference policy is the base: adapters off gives the untrained log-probs
-    base = ActorTrainWorker(str(tiny_model), lr=1e-2, seed=0)
+    base = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), seed=0)
     torch.testing.assert_close(
         fsdp.compute_ref_logprobs(_batch(fsdp)), base.compute_logprobs(_batch(base))
     )

@@ -12,6 +12,7 @@ from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.strategies.trainer import TrainerArgs
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [1, 9], [1, 5, 6]]
 RESPONSES = [[30, 31, 32, 33], [40], [50, 51, 52, 53, 54, 55], []]  # one row empty
@@ -27,7 +28,7 @@ def _loss(model):  # noqa: ANN001, ANN202
 
 
 def _step(model, micro_batch_size: int, sparse: bool) -> HFTrainer:
-    trainer = HFTrainer(model, lr=1e-2, grad_clip=1.0)
+    trainer = HFTrainer(model, TrainerArgs(lr=1e-2, grad_clip=1.0))
     assert model.get_input_embeddings().sparse
     model.get_input_embeddings().sparse = sparse
     trainer.update(
@@ -56,9 +57,9 @@ def test_a_sparse_tied_embedding_gives_the_dense_update(tiny_model) -> None:
 def test_only_a_tied_trainable_embedding_is_made_sparse(tiny_model) -> None:
     model = load_causal_lm(str(tiny_model), train=True)
     model.get_input_embeddings().weight.requires_grad_(False)
-    HFTrainer(model, lr=0.0)
+    HFTrainer(model, TrainerArgs(lr=0.0))
     assert not model.get_input_embeddings().sparse  # frozen (e.g. LoRA's base)
     model.get_input_embeddings().weight.requires_grad_(True)
     model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
-    HFTrainer(model, lr=0.0)
+    HFTrainer(model, TrainerArgs(lr=0.0))
     assert not model.get_input_embeddings().sparse  # untied

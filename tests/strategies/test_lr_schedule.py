@@ -14,6 +14,10 @@ from rollcli.data.batch import Batch
 from rollcli.runtime.workers_setup import trainer_args
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.lr_schedule import LrFactor
+from rollcli.strategies.trainer import TrainerArgs
+
+# warm-up over 2 optimizer steps, then a linear decay over the 4 training steps
+SCHEDULE = TrainerArgs(lr=0.1, warmup_steps=2, total_steps=4, lr_schedule="linear")
 
 
 def test_decay_by_hand() -> None:
@@ -27,9 +31,9 @@ def test_decay_by_hand() -> None:
     assert [warm(s) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]  # update 0: decay 1
 
 
-def _trainer(factor: LrFactor) -> HFTrainer:
+def _trainer(args: TrainerArgs) -> HFTrainer:
     torch.manual_seed(0)
-    return HFTrainer(torch.nn.Linear(3, 1), lr=0.1, lr_factor=factor)
+    return HFTrainer(torch.nn.Linear(3, 1), args)
 
 
 def _update(trainer: HFTrainer) -> float:
@@ -50,12 +54,12 @@ def _update(trainer: HFTrainer) -> float:
 
 
 def test_a_trainer_runs_each_training_step_at_its_rate_and_resumes_the_curve() -> None:
-    trainer = _trainer(LrFactor(warmup_steps=2, total_steps=4, schedule="linear"))
+    trainer = _trainer(SCHEDULE)
     # step 0: optimizer steps at warm-up 1/2 then 2/2 of decay 1; the metric reports the
     # last rate used; then decay 0.75, 0.5, 0.25 with the warm-up done
     assert [_update(trainer) for _ in range(2)] == pytest.approx([0.1, 0.075])
     state = trainer.state_dict()
-    resumed = _trainer(LrFactor(warmup_steps=2, total_steps=4, schedule="linear"))
+    resumed = _trainer(SCHEDULE)
     resumed.load_state_dict(state)
     assert [_update(resumed) for _ in range(2)] == pytest.approx([0.05, 0.025])
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(0.0)  # after the last
@@ -66,12 +70,12 @@ def test_the_recipe_keys_reach_the_trainer() -> None:
         "rlvr-math",
         ["train.lr_schedule=cosine", "train.lr_decay_steps=10", "train.min_lr_ratio=0.1"],
     )
-    factor = trainer_args(cfg)["lr_factor"]
+    factor = trainer_args(cfg).lr_factor()
     assert (factor.schedule, factor.decay_steps, factor.min_lr_ratio) == ("cosine", 10, 0.1)
     assert factor.total_steps == cfg.train.steps
-    shipped = trainer_args(load_recipe("rlvr-math")[0])["lr_factor"]  # linear, last 10 steps
+    shipped = trainer_args(load_recipe("rlvr-math")[0]).lr_factor()  # linear, last 10 steps
     assert (shipped.schedule, shipped.decay_steps) == ("linear", 10)
     constant = trainer_args(load_recipe("rlvr-math", ["train.lr_schedule=constant"])[0])
-    assert constant["lr_factor"].decay(10**6) == 1.0
+    assert constant.lr_factor().decay(10**6) == 1.0
     with pytest.raises(ConfigError, match="lr_schedule"):
         load_recipe("rlvr-math", ["train.lr_schedule=step"])

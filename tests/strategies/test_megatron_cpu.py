@@ -59,7 +59,8 @@ def test_transformer_config_of_a_registry_model() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for CPU machines")
 def test_trainer_refuses_on_cpu() -> None:
-    from rollcli.strategies.megatron_train import MegatronTrainer
+    from rollcli.strategies.megatron_train import megatron_trainer
+    from rollcli.strategies.trainer import TrainerArgs
 
     with pytest.raises(MegatronUnavailableError, match="GPUs only"):
-        MegatronTrainer(torch.nn.Linear(2, 2), lr=1e-5)
+        megatron_trainer(torch.nn.Linear(2, 2), TrainerArgs(lr=1e-5))

@@ -126,11 +126,12 @@ def test_critic_values_equal_the_plain_rows(tiny_model):
 
 @pytest.mark.parametrize(("micro", "tokens"), [(1, None), (3, None), (6, 12)])
 def test_workers_compute_the_same_logprobs(tiny_model, micro, tokens):
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
     from rollcli.workers.reference import ReferenceWorker
 
     batch = Batch(_inputs())
-    actor = ActorTrainWorker(str(tiny_model), lr=0.0, num_threads=1)
+    actor = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=0.0), num_threads=1)
     reference = ReferenceWorker(str(tiny_model), num_threads=1)
     for worker in (actor, reference):
         plain = worker.compute_logprobs(batch, micro, max_tokens=tokens)
@@ -142,10 +143,13 @@ def test_lora_policy_and_reference_logprobs(tiny_model):
     """With LoRA adapters (made non-zero, so they change the numbers) the policy's and the
     reference's (adapters off) log-probs equal the plain ones."""
     from rollcli.strategies.lora import LoraSpec
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
 
     spec = LoraSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
-    actor = ActorTrainWorker(str(tiny_model), lr=0.0, num_threads=1, lora=spec)
+    actor = ActorTrainWorker(
+        str(tiny_model), trainer_args=TrainerArgs(lr=0.0), num_threads=1, lora=spec
+    )
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in actor.model.named_parameters():

@@ -148,10 +148,11 @@ def test_loaded_weights_drive_outputs_and_logprobs(tiny) -> None:
 
 
 def test_weight_sync_from_the_trainer_into_a_vllm_worker(tiny_model) -> None:
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_infer import ActorInferWorker
     from rollcli.workers.actor_train import ActorTrainWorker
 
-    train = ActorTrainWorker(str(tiny_model), lr=1e-2, num_threads=1)
+    train = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
     infer = ActorInferWorker(str(tiny_model), engine="vllm", engine_kwargs=ENGINE_ARGS)
     assert infer.engine_name == "vllm"
     with torch.no_grad():

@@ -15,6 +15,7 @@ from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
@@ -36,7 +37,9 @@ def _batch(pad_id: int):
 def test_entropy_bonus_and_metric_cover_the_action_tokens_only(tiny_model, captured_grads) -> None:
     torch.manual_seed(0)
     reference = load_causal_lm(str(tiny_model), train=True)
-    worker = ActorTrainWorker(str(tiny_model), lr=0.0, grad_clip=None, num_threads=1, seed=0)
+    worker = ActorTrainWorker(
+        str(tiny_model), trainer_args=TrainerArgs(lr=0.0, grad_clip=None), num_threads=1, seed=0
+    )
     batch = _batch(worker.tokenizer.pad_token_id)
     mask, action = batch["response_mask"], batch["action_mask"]
 

@@ -12,6 +12,7 @@ from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.distributed.weight_sync import choose_backend
 from rollcli.strategies.device import DeviceUnavailableError, batch_to, pick_device, to_cpu
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 from rollcli.workers.critic import CriticWorker
@@ -79,7 +80,7 @@ def _rollout(pad_id: int) -> Batch:
 
 def test_workers_given_no_gpu_run_on_the_cpu_and_return_cpu_values(tiny_model) -> None:
     path = str(tiny_model)
-    train = ActorTrainWorker(path, lr=1e-3, num_threads=1, num_gpus=0)
+    train = ActorTrainWorker(path, trainer_args=TrainerArgs(lr=1e-3), num_threads=1, num_gpus=0)
     ref = ReferenceWorker(path, num_threads=1, num_gpus=0)
     critic = CriticWorker(path, lr=1e-3, num_threads=1, num_gpus=0)
     infer = ActorInferWorker(path, num_threads=1, num_gpus=0)

@@ -14,6 +14,7 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4, 8, 1], [6]]
@@ -38,8 +39,7 @@ def _worker(tiny_model, strategy: str = "hf", **options) -> ActorTrainWorker:
     # lr 0: the weights never move, so one worker serves every split
     return ActorTrainWorker(
         str(tiny_model),
-        lr=0.0,
-        grad_clip=None,
+        trainer_args=TrainerArgs(lr=0.0, grad_clip=None),
         num_threads=1,
         seed=0,
         strategy=strategy,

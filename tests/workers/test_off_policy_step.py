@@ -16,6 +16,7 @@ from rollcli.algorithms.objective import off_policy_weights
 from rollcli.algorithms.policy_loss import compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 
@@ -51,7 +52,9 @@ def test_no_correction_updates_the_policy_bit_for_bit_as_before(tiny_model) -> N
     prompts, responses = [[1, 2, 3], [4, 5]], [[10, 11], [12, 13, 14]]
     states, losses = [], []
     for with_behaviour in (False, True):
-        worker = ActorTrainWorker(str(tiny_model), lr=1e-2, grad_clip=None, seed=0)
+        worker = ActorTrainWorker(
+            str(tiny_model), trainer_args=TrainerArgs(lr=1e-2, grad_clip=None), seed=0
+        )
         batch = policy_batch(prompts, responses, [1.0, -1.0], worker.tokenizer.pad_token_id)
         if with_behaviour:
             batch.set("behaviour_logprobs", batch["old_logprobs"] - 0.3)

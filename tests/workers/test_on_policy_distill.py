@@ -68,9 +68,10 @@ def _reference_loss(student_path, teacher_path, prompts, samples):  # noqa: ANN0
 def test_on_policy_step_is_the_reverse_kl_on_the_students_samples(
     tiny_model, student_path, prompts
 ) -> None:
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
 
-    student = StudentWorker(str(student_path), lr=1e-3, num_threads=1)
+    student = StudentWorker(str(student_path), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
     teacher = TeacherWorker(str(tiny_model))
     pad_id = student.tokenizer.pad_token_id
     gens, samples, batch = _on_policy_batch(student, teacher, prompts, pad_id)
@@ -90,10 +91,11 @@ def test_the_student_samples_with_its_current_weights(
 ) -> None:
     from transformers import AutoModelForCausalLM
 
+    from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
     from rollcli.workers.generation import generate_texts
 
-    student = StudentWorker(str(student_path), lr=1e-2, num_threads=1)
+    student = StudentWorker(str(student_path), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
     teacher = TeacherWorker(str(tiny_model))
     pad_id = student.tokenizer.pad_token_id
     before, _, batch = _on_policy_batch(student, teacher, prompts, pad_id)

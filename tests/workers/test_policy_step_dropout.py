@@ -12,6 +12,7 @@ import pytest
 from policy_step_reference import policy_batch
 
 from rollcli.algorithms.update_args import PolicyUpdateArgs
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 
@@ -31,8 +32,8 @@ def test_two_identical_steps_give_the_same_loss(
 ) -> None:
     worker = ActorTrainWorker(
         str(dropout_model),
-        lr=0.0,  # the weights stay: only dropout could change the loss
-        grad_clip=None,
+        # the weights stay: only dropout could change the loss
+        trainer_args=TrainerArgs(lr=0.0, grad_clip=None),
         num_threads=1,
         gradient_checkpointing=checkpointing,
     )

@@ -17,6 +17,7 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies.logprob_forward import model_inputs
 from rollcli.strategies.step_metrics import StepMetrics
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 # one 1-token row beside rows of 6 and 4 tokens: uneven micro-batches at every split
@@ -66,7 +67,9 @@ def _full_batch_metrics(model, batch, args: PolicyUpdateArgs) -> dict[str, float
 
 @pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean"])
 def test_metrics_are_the_whole_batch_means(tiny_model, loss_agg: str) -> None:
-    worker = ActorTrainWorker(str(tiny_model), lr=0.0, grad_clip=None, num_threads=1, seed=0)
+    worker = ActorTrainWorker(
+        str(tiny_model), trainer_args=TrainerArgs(lr=0.0, grad_clip=None), num_threads=1, seed=0
+    )
     torch.manual_seed(0)
     reference = load_causal_lm(str(tiny_model), train=False)
     batch = policy_batch(PROMPTS, RESPONSES, ADVANTAGES, worker.tokenizer.pad_token_id)

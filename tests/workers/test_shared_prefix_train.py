@@ -14,6 +14,7 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
 
 # groups of 3, 1 and 2 with prompts of 4, 2 and 3 tokens (a group's rows not all adjacent)
@@ -66,8 +67,7 @@ def _worker(tiny_model, strategy: str = "hf", **options) -> ActorTrainWorker:
     # lr 0: the weights never move, so one worker serves every split
     return ActorTrainWorker(
         str(tiny_model),
-        lr=0.0,
-        grad_clip=None,
+        trainer_args=TrainerArgs(lr=0.0, grad_clip=None),
         num_threads=1,
         strategy=strategy,
         strategy_options=options,
@@ -141,8 +141,9 @@ def test_deepspeed_zero3_shared_prefix_step_is_the_plain_step(tiny_model):
     pytest.importorskip("deepspeed")
     worker = ActorTrainWorker(
         str(tiny_model),
-        lr=0.0,  # the weights never move: one worker serves both steps
-        grad_clip=1e9,  # a norm is computed, nothing is clipped
+        # the weights never move (one worker serves both steps); a norm is computed,
+        # nothing is clipped
+        trainer_args=TrainerArgs(lr=0.0, grad_clip=1e9),
         num_threads=1,
         strategy="deepspeed",
         strategy_options={"zero_stage": 3},
