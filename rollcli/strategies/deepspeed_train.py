@@ -13,10 +13,11 @@ The device is the model's (the worker put it on `pick_device`'s choice): a model
 gets nccl and DeepSpeed's CUDA accelerator, a model on the CPU gloo and its CPU
 accelerator, even on a machine with GPUs.
 
-`DeepSpeedTrainer` runs the update loop of every strategy (`update_loop.UpdateLoop`: epochs x
-mini-batches x micro-batches with a caller-given loss), so workers switch strategy without
-other changes; its hooks are the engine's backward and step. With N ranks (data parallel) each rank is given its share of the batch (the driver shards
-it, see distributed/data_parallel.py) and DeepSpeed averages the gradients; the process
+`DeepSpeedTrainer` runs the update loop of every strategy (`update_loop.UpdateLoop`: epochs
+x mini-batches x micro-batches with a caller-given loss), so workers switch strategy without
+other changes; its hooks are the engine's backward and step. With N ranks (data parallel)
+each rank is given its share of the batch (the driver shards it, see
+distributed/data_parallel.py) and DeepSpeed averages the gradients; the process
 group must be up before the trainer is built.
 """
 
