@@ -106,7 +106,9 @@ def pytest_snippets(source: str) -> list[str]:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        raise PytestModuleError(f"the tests are not a Python module ({exc.msg}, line {exc.lineno})") from None
+        raise PytestModuleError(
+            f"the tests are not a Python module ({exc.msg}, line {exc.lineno})"
+        ) from None
     calls = calls_of_tests(tree)
     if not calls:
         raise PytestModuleError(
