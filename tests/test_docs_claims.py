@@ -1,5 +1,5 @@
-"""What the README says the code does, checked against the code (issue: claims nothing the
-code does not do). Each claim is read from the README's own sentence and run for real."""
+"""What the docs say the code does, checked against the code (issue: claims nothing the
+code does not do). Each claim is read from the page's own sentence and run for real."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from pathlib import Path
 
 from error_text import error_message
 
-README = (Path(__file__).parents[1] / "README.md").read_text()
+DOCS = Path(__file__).parents[1] / "docs"
 
 
-def _paragraph(starts: str) -> str:
-    """The README paragraph that begins with `starts`, on one line."""
-    for block in README.split("\n\n"):
+def _paragraph(page: str, starts: str) -> str:
+    """The paragraph of docs/`page` that begins with `starts`, on one line."""
+    for block in (DOCS / page).read_text().split("\n\n"):
         if block.startswith(starts):
             return " ".join(block.split())
-    raise AssertionError(f"README has no paragraph starting {starts!r}")
+    raise AssertionError(f"docs/{page} has no paragraph starting {starts!r}")
 
 
-def test_megatron_is_refused_on_this_machine_as_the_readme_says(tmp_path: Path) -> None:
-    text = _paragraph("`roll train` runs the same plan first")
+def test_megatron_is_refused_on_this_machine_as_gpu_md_says(tmp_path: Path) -> None:
+    text = _paragraph("gpu.md", "**Training strategies.**")
     assert "`megatron` cannot train yet" in text  # not listed as a strategy that trains
     res = subprocess.run(
         [sys.executable, "-m", "rollcli", "train", "rlvr-math", "--model", "tiny-random",
@@ -38,16 +38,11 @@ def test_megatron_is_refused_on_this_machine_as_the_readme_says(tmp_path: Path) 
     assert not any(tmp_path.iterdir())  # nothing started
 
 
-def test_the_readme_claims_faithful_resume_only_for_the_pipelines_that_have_it() -> None:
-    text = _paragraph("`runs/<run-id>/` holds")
-    exact = re.search(r"gives the run that was not interrupted[^.]*\.", text)
-    assert exact, text
-    assert "agentic" in exact.group(0)  # the sentence names the pipelines, agentic among them
-    runs_doc = (Path(__file__).parents[1] / "docs" / "runs.md").read_text()
-    assert "agentic" in runs_doc.split("## Resume", 1)[1].split("\n## ", 1)[0]
-
-
-DOCS = Path(__file__).parents[1] / "docs"
+def test_runs_md_claims_faithful_resume_for_the_pipelines_that_have_it() -> None:
+    exact = _paragraph("runs.md", "A resumed rlvr, sft, dpo or distill run repeats")
+    assert "the same samples" in exact, exact
+    agentic = _paragraph("runs.md", "Agentic runs are exact too.")
+    assert "tests/runs/test_resume.py" in agentic  # the claim names the test that checks it
 
 
 def test_planning_md_names_the_keys_roll_plan_json_prints() -> None:
@@ -70,13 +65,14 @@ def test_planning_md_names_the_keys_roll_plan_json_prints() -> None:
         assert f"`{part}`" in text
 
 
-def test_the_readme_names_the_agentic_recipes_that_filter_groups() -> None:
+def test_agentic_md_names_the_agentic_recipes_that_filter_groups() -> None:
     from rollcli.config.loader import load_recipe
 
-    text = _paragraph("`roll train agentic-frozenlake` (also")
+    text = _paragraph("agentic.md", "The tool-math recipes set")
     keep = {n: load_recipe(n, [])[0].agentic.keep_top_groups for n in ("agentic-sokoban",
-            "agentic-frozenlake", "webshop")}  # fmt: skip
-    assert keep == {"agentic-sokoban": 0.5, "agentic-frozenlake": 0.5, "webshop": 1.0}
+            "agentic-frozenlake", "agentic-tool-math", "agentic-tool-math-agent", "webshop")}  # fmt: skip
+    assert keep == {"agentic-sokoban": 0.5, "agentic-frozenlake": 0.5, "agentic-tool-math": 0.5,
+                    "agentic-tool-math-agent": 0.5, "webshop": 1.0}  # fmt: skip
     assert "`agentic.keep_top_groups: 0.5`" in text
     assert "`webshop` trains on every group (the default, 1.0)" in text
 

@@ -23,7 +23,7 @@ from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
 from rollcli.runtime.role_args import dtype_name, role_args
 from rollcli.strategies.precision import torch_dtype
 
-# The 7B-on-8-GPUs run of README.md and docs/gpu.md
+# The 7B-on-8-GPUs run of docs/gpu.md and docs/planning.md
 SEVEN_B = [
     "train.strategy=deepspeed",
     "devices.actor_train.zero_stage=3",
