@@ -88,3 +88,18 @@ def test_sft_docs_say_how_its_default_data_differs_from_rlvr_math() -> None:
     assert "one-digit sums and differences (`rlvr-math`: two-digit)" in text
     assert "64 held out (`rlvr-math` holds out 256)" in text
     assert "same problems and held-out split" not in text
+
+
+def test_the_readme_has_one_row_per_shipped_recipe_with_its_aliases_and_pipeline() -> None:
+    from rollcli.config.catalogue import catalogue
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if re.match(r"\| `[a-z0-9-]+`", line)]
+    shipped = {e.name: e for e in catalogue()}
+    named = [re.match(r"\| `([a-z0-9-]+)`", row).group(1) for row in rows]
+    assert sorted(named) == sorted(shipped)  # each recipe once, none that is not shipped
+    for row, name in zip(rows, named, strict=True):
+        entry = shipped[name]
+        aliases = re.findall(r"`([a-z0-9-]+)`", row.split("|")[1])[1:]
+        assert aliases == list(entry.aliases), row
+        assert row.split("|")[2].strip() == entry.pipeline, row
