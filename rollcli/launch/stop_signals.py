@@ -63,9 +63,13 @@ class StopSignals:
         self.install()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         for sig, old in self.previous.items():
             signal.signal(sig, old)
+        if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, StopNow) and self.received:
+            # the second signal's StopNow, re-raised as a plain KeyboardInterrupt by code it
+            # passed through (`ray.get` does): it still names the first signal
+            raise StopNow(self.received[0]) from None
 
     def install(self) -> None:
         """Take both signals (again: `ray.init` installs its own SIGTERM handler). Only the

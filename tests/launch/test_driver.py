@@ -140,3 +140,18 @@ def test_cadence_ctrl_c_resume_and_time_limit(tmp_path, tiny_model) -> None:
     cfg8, _ = load_recipe("sft", [*SMALL, "train.steps=8", "run.save_every_min=0.0001"], flags)
     _drive(cfg8, run, Terminal(), resume=True)
     assert {"step-7", "step-8"} <= set(_checkpoints(run))
+
+
+def test_a_second_signal_reraised_as_a_plain_interrupt_still_names_the_first() -> None:
+    """`ray.get` turns the handler's StopNow into a plain KeyboardInterrupt; the run's status
+    and its line must still say SIGTERM (a killed demo run said `interrupted (SIGINT)`)."""
+    from rollcli.launch.stop_signals import StopNow
+
+    signals = StopSignals(lambda: None, None)  # type: ignore[arg-type]
+    with pytest.raises(StopNow) as info, signals:
+        signals.received.append("SIGTERM")
+        raise KeyboardInterrupt
+    assert info.value.signal == "SIGTERM"
+    with pytest.raises(KeyboardInterrupt) as plain, StopSignals(lambda: None, None):  # type: ignore[arg-type]
+        raise KeyboardInterrupt  # Ctrl-C before any signal reached the handler: as it was
+    assert not isinstance(plain.value, StopNow)
