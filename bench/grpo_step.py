@@ -57,28 +57,6 @@ TRL_WORKER = REPO / "bench" / "grpo_trl_worker.py"
 TARGET_RATIO = {"fp32": 3.0, "bf16": 4.0, "int8": 4.0}
 GIB = 1024**3
 
-# --roll-python may name an environment whose roll is installed from another checkout (an
-# editable install maps rollcli.rewards etc. to that checkout): this sitecustomize maps
-# roll's packages to this tree first, as setup.py does, in the driver and every Ray worker.
-SHIM = """import importlib.abc, importlib.util, os, sys
-
-MAPPED = {{"rollcli": "rollcli", "rollcli.envs": "envs", "rollcli.rewards": "rewards",
-          "rollcli.recipes": "recipes"}}
-
-
-class ThisTree(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name not in MAPPED:
-            return None
-        folder = os.path.join({root!r}, MAPPED[name])
-        return importlib.util.spec_from_file_location(
-            name, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
-        )
-
-
-sys.meta_path.insert(0, ThisTree())
-"""
-
 
 @dataclass
 class Side:
@@ -153,13 +131,12 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def this_tree_env(work: Path) -> dict:
-    """The environment that makes another Python import this tree's `rollcli` (and its
-    rewards, envs and recipes) in every process it starts, Ray workers included."""
-    shim = work / "pyshim"
-    shim.mkdir(exist_ok=True)
-    (shim / "sitecustomize.py").write_text(SHIM.format(root=str(REPO)))
-    path = [str(shim), str(REPO), os.environ.get("PYTHONPATH", "")]
+def this_tree_env() -> dict:
+    """The environment that makes another Python import this tree's `rollcli` (envs,
+    rewards and recipes included) in every process it starts, Ray workers included: --roll-
+    python may name an environment whose roll is an editable install of another checkout,
+    and a path on PYTHONPATH comes before an editable install's finder."""
+    path = [str(REPO), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
 
 
@@ -173,7 +150,7 @@ def roll_round(args, overrides: list[str], work: Path, n: int, side: Side) -> No
     ]
     env = None
     if os.path.abspath(args.roll_python) != os.path.abspath(sys.executable):
-        env = this_tree_env(work)
+        env = this_tree_env()
     run_dir = work / "runs" / run_id
     run_measured(cmd, work / f"{run_id}.log", side, args.sample_s, env)
     rows = read_jsonl(run_dir / "metrics.jsonl")
@@ -196,7 +173,7 @@ def trl_round(args, settings: dict, work: Path, n: int, side: Side) -> None:
         work / f"trl-{n}.log",
         side,
         args.sample_s,
-        this_tree_env(work),  # roll's reward file imports rollcli, which .venv-bench lacks
+        this_tree_env(),  # roll's reward file imports rollcli, which .venv-bench lacks
     )
     steps = [r for r in read_jsonl(out) if r["step"] >= 2]  # step 1: warm-up
     side.step_s += [r["step_s"] for r in steps]

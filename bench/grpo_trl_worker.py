@@ -1,8 +1,8 @@
 """The TRL side of `bench/grpo_step.py`: a few GRPO steps of TRL's `GRPOTrainer`.
 
 Runs in the bench environment (`make bench-env`: `.venv-bench/`, with TRL), never in roll's
-own. Of roll it loads only the reward file (`rewards/math_rule.py`, whose own imports of
-`rollcli` resolve to this tree through the `PYTHONPATH` shim `bench/grpo_step.py` sets;
+own. Of roll it loads only the reward file (`rollcli/rewards/math_rule.py`, whose own
+imports of `rollcli` resolve to this tree through the `PYTHONPATH` `bench/grpo_step.py` sets;
 roll is not installed there). `bench/grpo_step.py` starts it as
 
     .venv-bench/bin/python bench/grpo_trl_worker.py SETTINGS.json
@@ -12,8 +12,9 @@ where SETTINGS.json holds the model folder, the prompts file (jsonl of `messages
 recipe, and `out`: a jsonl file that gets one line per optimizer step (`step`, `step_s`,
 TRL's logged `completions/mean_length` and `reward`).
 
-The reward is roll's own math reward (`rewards/math_rule.py`, math-verify correctness plus
-the format component), loaded from its file so the bench environment needs no roll install.
+The reward is roll's own math reward (`rollcli/rewards/math_rule.py`, math-verify correctness
+plus the format component), loaded from its file so the bench environment needs no roll
+install.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 def load_math_reward():
     """roll's `math_reward(response, answer, format_weight=...)`, loaded from its file."""
     spec = importlib.util.spec_from_file_location(
-        "roll_math_rule", REPO / "rewards" / "math_rule.py"
+        "roll_math_rule", REPO / "rollcli" / "rewards" / "math_rule.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

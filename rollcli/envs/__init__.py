@@ -1,4 +1,4 @@
-"""Text environments (gymnasium `reset/step` on strings), shipped as `rollcli.envs`.
+"""Text environments (gymnasium `reset/step` on strings).
 
 Environments register themselves by name in `rollcli.envs.registry`; `make(name, **kwargs)`
 builds one. Importing this package imports every built-in environment module so that the
