@@ -56,7 +56,9 @@ def preview(
         cfg, _ = load_recipe(recipe, overrides or [], {"model": model})
         from rollcli.launch.data_check import check_data
         from rollcli.launch.data_preview import preview_rows
+        from rollcli.launch.plugin_check import check_plugins
 
+        check_plugins(cfg)  # the reward that scores the items, as `roll train` checks it
         check_data(cfg)  # a bad column is one line naming the key, not a traceback
         rows = preview_rows(cfg, n)
     if as_json:
@@ -164,6 +166,9 @@ def episodes(
                 f"{source} is a {cfg.pipeline} recipe; roll data episodes plays environments: "
                 "give frozenlake, sokoban or an agentic recipe"
             )
+        from rollcli.launch.plugin_check import check_plugins
+
+        check_plugins(cfg)  # the envs it plays, as `roll train` checks them
         check_writable(out, makes_folders=True)
         from rollcli.launch.scripted_episodes import write_episodes
 

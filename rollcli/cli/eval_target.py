@@ -23,8 +23,10 @@ def resolve_eval_target(target: str, overrides: list[str]) -> tuple[RecipeConfig
     """The recipe to evaluate with: `target`'s recipe when it names an env, else the
     recipe (name, prefix or file) itself, which must be an agentic or an rlvr one."""
     from rollcli.config.loader import load_recipe
+    from rollcli.launch.plugin_check import check_plugins
 
     cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides)
+    check_plugins(cfg)  # its envs and rewards, as `roll train` checks them
     if not spec_of(cfg).engine:  # rlvr and agentic: they generate what they are scored on
         raise ConfigError(
             f"{source} is a {cfg.pipeline} recipe; roll eval plays environments and answers "

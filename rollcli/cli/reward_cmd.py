@@ -154,6 +154,9 @@ def reward(
             from rollcli.config.errors import format_validation_error
 
             raise format_validation_error(exc, RewardConfig, ("reward",), "--option") from None
+        from rollcli.launch.plugin_check import check_reward
+
+        check_reward(cfg)  # the reward resolves and declares the options given
         needs = required_fields(name, load_reward_fn(name))
         samples = read_samples(input_path, needs, name)
         worker = RewardWorker(cfg.fn, options=cfg.worker_options, timeout_s=cfg.timeout_s)

@@ -22,16 +22,6 @@ PIPELINE_ENV_KEYS = {
 }
 
 
-def _check_env_factory(env: str) -> None:
-    """`agentic.env` given as ``"package.module:factory"`` or ``"path/to/file.py:factory"``
-    names something importable, as the env workers will look it up (`env_factory`)."""
-    from rollcli.envs.registry import env_factory
-
-    factory = env_factory(env)
-    if not callable(factory):
-        raise ValueError(f"agentic.env = {env!r} is not a class or function")
-
-
 AGENT_TASK_KEYS = ("tasks", "task_kwargs")
 
 
@@ -105,15 +95,13 @@ class AgenticConfig(Section):
                 raise ValueError("agentic.agent_timeout_s applies only with agentic.agent")
             return self
         from rollcli.config.agent_extra import require_agent_extra
-        from rollcli.envs.tools.catalog import load_function
 
         require_agent_extra()
-        if ":" not in self.agent:
+        if ":" not in self.agent:  # that it imports: rollcli/launch/plugin_check.py
             raise ValueError(
                 f"agentic.agent = {self.agent!r}: name the program as 'package.module:function' "
                 "or 'path/to/file.py:function'"
             )
-        load_function(self.agent, "agentic.agent")
         if self.env != "tool":
             raise ValueError(
                 "agentic.agent takes its tasks from the tool env's task source: set "
@@ -147,21 +135,9 @@ class AgenticConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _known_env(self) -> AgenticConfig:
-        from rollcli.envs.registry import env_names
-
-        names = env_names()
-        if ":" in self.env:  # a user factory, "package.module:factory"
-            _check_env_factory(self.env)
-        elif self.env not in names:
-            import difflib
-
-            close = difflib.get_close_matches(self.env, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(
-                f"agentic.env = {self.env!r} is not a registered environment{hint}; "
-                f"choose one of {', '.join(names)}"
-            )
+    def _pipeline_env_keys(self) -> AgenticConfig:
+        """env_kwargs leave out what the pipeline passes (whether the env is registered and
+        takes the rest is checked before anything starts, rollcli/launch/plugin_check.py)."""
         cross = self.val_env.env_kwargs if self.val_env is not None else {}
         for key in PIPELINE_ENV_KEYS:
             if key in self.env_kwargs or key in self.val_env_kwargs:

@@ -45,19 +45,9 @@ class ValEnvConfig(Section):
         return self.name or self.env
 
     @model_validator(mode="after")
-    def _known(self) -> ValEnvConfig:
-        from rollcli.envs.registry import env_names
-
-        names = env_names()
-        if self.env not in names:
-            import difflib
-
-            close = difflib.get_close_matches(self.env, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(
-                f"agentic.val_env.env = {self.env!r} is not a registered environment{hint}; "
-                f"choose one of {', '.join(names)}"
-            )
+    def _named(self) -> ValEnvConfig:
+        """The metric name (whether `env` is registered is checked before anything starts,
+        rollcli/launch/plugin_check.py)."""
         if not _NAME.match(self.label) or self.label in _TAKEN:
             raise ValueError(
                 f"agentic.val_env.name = {self.label!r} cannot name metrics `val/<name>/...`: "

@@ -1,9 +1,9 @@
 """The checks a run passes before anything starts, in two kinds.
 
-`check_recipe`: what does not depend on the machine (the pipeline is built, the model is
+`check_recipe`: what does not depend on the machine (the rewards and environments the
+recipe names resolve and take its options (`rollcli.launch.plugin_check`), the model is
 one roll can plan, the datasets' first rows read as training reads them
-(`rollcli.launch.data_check`), the rewards resolve, the environment takes the recipe's
-options).
+(`rollcli.launch.data_check`)).
 `roll plan`, `roll train --dry-run` and `roll train` all call it, so each refuses with the
 same line, before Ray starts and before the run folder exists. `roll train` and
 `--dry-run` then check that the plan fits (`planning.from_recipe.check_plan`).
@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.launch.data_check import check_data
+from rollcli.launch.plugin_check import check_plugins
 
 if TYPE_CHECKING:
-    from rollcli.config.recipe import AgenticRecipe, RecipeConfig
+    from rollcli.config.recipe import RecipeConfig
     from rollcli.planning.auto_strategy import AutoChoice
 
 
@@ -36,11 +37,14 @@ def check_recipe(cfg: RecipeConfig) -> list[str]:
     from rollcli.config.recipe import AgenticRecipe
     from rollcli.planning.from_recipe import model_spec
 
+    check_plugins(cfg)  # first: config checked the recipe's shape, these its plugins' names
     model_spec(cfg.model)  # an unknown name: "cannot plan model ...", with a did-you-mean
     notes = check_data(cfg)  # the datasets' first rows, through the recipe's column keys
-    _check_rewards(cfg)
     if isinstance(cfg, AgenticRecipe):
-        _check_env_options(cfg)
+        if cfg.rollout.engine != "auto":  # auto is decided by what is installed: at launch
+            from rollcli.rollout.agentic_setup import turn_cache_mib
+
+            turn_cache_mib(cfg.agentic, cfg.rollout.engine)  # only hf takes turn_cache_mib
         from rollcli.launch.warmup import check_warmup
 
         check_warmup(cfg)  # an expert that cannot solve the user's tasks: refused here
@@ -141,37 +145,6 @@ def check_machine(cfg: RecipeConfig) -> None:
     """Raise the first machine check that fails (the launch's last step before the run)."""
     for check in MACHINE_CHECKS:
         check(cfg)
-
-
-def _check_rewards(cfg: RecipeConfig) -> None:
-    """reward.fn and each of reward.routes resolve to a function (a built-in, or user code
-    that imports here: the reward workers import it the same way)."""
-    from rollcli.rewards.registry import load_reward_fn
-
-    reward = getattr(cfg, "reward", None)
-    if reward is None:
-        return
-    for ref in (reward.fn, *reward.routes.values()):
-        load_reward_fn(ref)
-
-
-def _check_env_options(cfg: AgenticRecipe) -> None:
-    """The environment takes the recipe's teaching options and env_kwargs, for training
-    and validation; the hf engine's turn cache is the only engine that takes
-    agentic.turn_cache_mib."""
-    from rollcli.rollout.agentic_setup import env_kwargs, env_parameters, turn_cache_mib
-
-    agentic = cfg.agentic
-    takes, open_kwargs = env_parameters(agentic.env)
-    for where, validation in (("agentic.env_kwargs", False), ("agentic.val_env_kwargs", True)):
-        unknown = sorted(set(env_kwargs(agentic, validation)) - takes)
-        if unknown and not open_kwargs:
-            raise ConfigError(
-                f"{where}.{unknown[0]}: environment {agentic.env!r} takes no {unknown[0]!r}; "
-                f"it takes {', '.join(sorted(takes)) or 'no options'}"
-            )
-    if cfg.rollout.engine != "auto":  # auto is decided by what is installed: at launch
-        turn_cache_mib(agentic, cfg.rollout.engine)
 
 
 def _check_engine_installed(cfg: RecipeConfig) -> None:

@@ -151,20 +151,6 @@ def test_agentic_takes_async_rollout_and_its_correction() -> None:
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize(
-    ("env", "message"),
-    [
-        ("no_such_module_x:make", "cannot import 'no_such_module_x'"),
-        ("json:no_factory", "agentic.env = 'json:no_factory': json has no 'no_factory'"),
-        ("frozenlak", "not a registered environment (did you mean 'frozenlake'?)"),
-    ],
-)
-def test_agentic_env_names_a_registered_env_or_an_importable_factory(env, message) -> None:
-    with pytest.raises(ConfigError, match="^agentic-frozenlake: ") as err:
-        load_recipe("agentic-frozenlake", [f"agentic.env={env}"])
-    assert message in str(err.value) and "\n" not in str(err.value)
-
-
 # A knob that tunes a feature the recipe leaves off would be ignored: refused in every RL
 # pipeline, one line naming it.
 TUNES_WHAT_IS_OFF = [

@@ -33,6 +33,15 @@ LATE_ONLY = [
         ["agentic-sokoban", "agentic.env_kwargs.bogus=1"],
         "agentic.env_kwargs.bogus: environment 'sokoban' takes no 'bogus'",
     ),
+    # the plugins' names and options, which config (below envs and rewards) does not import
+    (
+        ["agentic-frozenlake", "agentic.env=frozenlak"],
+        "agentic.env = 'frozenlak' is not a registered environment (did you mean 'frozenlake'?)",
+    ),
+    (
+        ["rlvr-code", "reward.options.max_worker=2"],
+        "unknown key 'reward.options.max_worker' (did you mean 'reward.options.max_workers'?)",
+    ),
 ]
 
 

@@ -63,7 +63,6 @@ def test_the_mix_recipe_passes_routes_to_the_workers():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["reward.routes.code=cod"], "did you mean 'code'"),
         (["reward.fn=math", "reward.routes={}", "reward.route_options={}"], "set reward.fn = mix"),
         (
             ["reward.routes={math: math, code: code}", "reward.route_options={}"],
