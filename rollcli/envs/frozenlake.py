@@ -51,14 +51,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
 from rollcli.envs.registry import register_env
-from rollcli.envs.symbols import SymbolSet, grid_text, grid_text_length
-from rollcli.envs.text_env import TextEnv, Transition
+from rollcli.envs.symbols import SymbolSet, grid_space, grid_text
+from rollcli.envs.text_env import TextEnv, Transition, text_env_options
 
 # Our action names in gymnasium's order: its action i is ACTION_NAMES[i].
 ACTION_NAMES = ["Left", "Down", "Right", "Up"]
@@ -157,17 +156,7 @@ class FrozenLakeEnv(TextEnv):
         compact_instructions: bool = False,
         spaced_cells: bool = False,
     ) -> None:
-        super().__init__(
-            max_steps=max_steps,
-            format_penalty=format_penalty,
-            answer_pattern=answer_pattern,
-            render_mode=render_mode,
-            shaping=shaping,
-            shaping_gamma=shaping_gamma,
-            no_effect_feedback=no_effect_feedback,
-            no_effect_penalty=no_effect_penalty,
-            layouts=layouts,
-        )
+        super().__init__(**text_env_options(locals()))
         if desc is None and size < 2:
             raise ValueError(f"size must be at least 2, got {size}")
         if not 0.0 < p <= 1.0:
@@ -180,9 +169,7 @@ class FrozenLakeEnv(TextEnv):
         self.fixed_desc = list(desc) if desc is not None else None
         self.symbols = FrozenLakeSymbols.coerce(symbols)
         rows, cols = self.size, len(desc[0]) if desc is not None else self.size
-        charset = "".join(vars(self.symbols).values()) + "\n "
-        length = grid_text_length(rows, cols, self.spaced_cells)
-        self.observation_space = spaces.Text(length, charset=charset)
+        self.observation_space = grid_space(self.symbols, rows, cols, self.spaced_cells)
         self.desc: list[str] | None = None
         self._lake: GymFrozenLake | None = None
         self._position = 0

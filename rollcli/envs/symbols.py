@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar, TypeVar
 
+from gymnasium import spaces
+
 S = TypeVar("S", bound="SymbolSet")
 
 
@@ -51,3 +53,13 @@ def grid_text(lines: list[str], spaced: bool) -> str:
 def grid_text_length(rows: int, cols: int, spaced: bool) -> int:
     """Characters of a `grid_text` of `rows` x `cols` cells."""
     return rows * (2 * cols - 1 if spaced else cols) + rows - 1
+
+
+def grid_space(symbols: SymbolSet, rows: int, cols: int, spaced: bool) -> spaces.Text:
+    """The observation space of a `grid_text` of `rows` x `cols` cells drawn with `symbols`.
+
+    >>> grid_space(SymbolSet(), 2, 3, spaced=True).max_length
+    11
+    """
+    charset = "".join(vars(symbols).values()) + "\n "
+    return spaces.Text(grid_text_length(rows, cols, spaced), charset=charset)

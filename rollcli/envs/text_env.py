@@ -42,6 +42,8 @@ Instances are not shared between threads: build one environment per worker or pe
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +76,8 @@ class TextEnv(gymnasium.Env):
     Subclasses set `action_names`, implement `instructions`, `render_text`, `_start`
     (begin an episode) and `_apply` (perform one legal action), and may override
     `get_state_key`, `idle_reward`, `_extra_info`, `potential` (for shaping) and
-    `layout_key` (for split layouts).
+    `layout_key` (for split layouts). A subclass names every option below in its own
+    signature and forwards them with ``super().__init__(**text_env_options(locals()))``.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -228,6 +231,23 @@ class TextEnv(gymnasium.Env):
             f"no {self.layouts} layout in {MAX_DRAWS} draws: this map family has too few "
             "distinct layouts to split; use a larger map or layouts='all'"
         )
+
+
+# What every text env takes (the keyword arguments of `TextEnv.__init__`), in its order.
+TEXT_ENV_OPTIONS: tuple[str, ...] = tuple(inspect.signature(TextEnv.__init__).parameters)[1:]
+
+
+def text_env_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`TextEnv`'s options picked from a subclass's ``locals()`` at the top of its
+    ``__init__``, for ``super().__init__(**text_env_options(locals()))``. A subclass still
+    names each option in its own signature: that signature is how roll knows which
+    `env_kwargs` an env takes (`rollcli.rollout.agentic_setup.env_parameters`)."""
+    missing = [name for name in TEXT_ENV_OPTIONS if name not in values]
+    if missing:
+        raise TypeError(
+            f"a TextEnv subclass must take every TextEnv option; {missing[0]!r} is missing"
+        )
+    return {name: values[name] for name in TEXT_ENV_OPTIONS}
 
 
 def checked_no_effect_penalty(penalty: float) -> float:

@@ -31,15 +31,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gymnasium import spaces
-
 from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
 from rollcli.envs.registry import register_env
 from rollcli.envs.sokoban.generator import generate_level
 from rollcli.envs.sokoban.level import DIRECTIONS, SokobanState, SokobanSymbols
 from rollcli.envs.sokoban.solver import solve
-from rollcli.envs.symbols import grid_text, grid_text_length
-from rollcli.envs.text_env import TextEnv, Transition
+from rollcli.envs.symbols import grid_space, grid_text
+from rollcli.envs.text_env import TextEnv, Transition, text_env_options
 
 WALL_NOTE = "Nothing happened: there is a wall {where}."
 BLOCKED_NOTE = "Nothing happened: the box {where} cannot move, a wall or a box is behind it."
@@ -114,17 +112,7 @@ class SokobanEnv(TextEnv):
         compact_instructions: bool = False,
         spaced_cells: bool = False,
     ) -> None:
-        super().__init__(
-            max_steps=max_steps,
-            format_penalty=format_penalty,
-            answer_pattern=answer_pattern,
-            render_mode=render_mode,
-            shaping=shaping,
-            shaping_gamma=shaping_gamma,
-            no_effect_feedback=no_effect_feedback,
-            no_effect_penalty=no_effect_penalty,
-            layouts=layouts,
-        )
+        super().__init__(**text_env_options(locals()))
         self.symbols = SokobanSymbols.coerce(symbols)
         self.fixed_state = (
             None if layout is None else SokobanState.from_layout(layout, self.symbols)
@@ -137,9 +125,7 @@ class SokobanEnv(TextEnv):
         self.compact_instructions = bool(compact_instructions)
         self.spaced_cells = bool(spaced_cells)
         rows, cols = self.dim_room
-        charset = "".join(vars(self.symbols).values()) + "\n "
-        length = grid_text_length(rows, cols, self.spaced_cells)
-        self.observation_space = spaces.Text(length, charset=charset)
+        self.observation_space = grid_space(self.symbols, rows, cols, self.spaced_cells)
         self.state: SokobanState | None = None
         self.solution: tuple[str, ...] | None = None
         """Moves that solve the current generated level from its start (None for a layout)."""
