@@ -14,10 +14,14 @@ in 64 MiB. This script, run here:
 3. checks, in a fresh interpreter where `import ray` fails, that roll's worker, strategy,
    planning and config modules import, and that every third-party package they import is
    in the machine's image (`GPU_IMAGE`, from the device notes) or among the wheels;
-4. checks that the kit and the working tree together stay under 64 MiB.
+4. puts a trimmed Ray for Python 3.12 in `.gpu-kit/ray-VERSION-cp312.tar.xz` (Ray's wheel
+   without what roll does not use: `bench/ray_trim.py` lists it) and Ray's dependencies the
+   image lacks among the wheels (jsonschema and its own), and checks that `roll train`'s
+   modules import with Ray there (`TRAIN_IMPORTS`) from the image and the kit alone;
+5. checks that the kit and the working tree together stay under 64 MiB.
 
-There, install the wheels and roll itself into a folder on PYTHONPATH (docs/gpu.md has the
-command). Exit status 1 when a check fails.
+There, install the wheels, unpack Ray and install roll itself into a folder on PYTHONPATH
+(docs/gpu.md has the command). Exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ray_trim import requirements, trimmed_wheel
 
 REPO = Path(__file__).resolve().parents[1]
 KIT = REPO / ".gpu-kit"
@@ -96,8 +102,24 @@ IMPORTS = (
     "deepspeed",
 )
 
+# what `roll train rlvr-math` imports on the driver and in its workers, Ray included (the
+# proof's `train-cli` case)
+TRAIN_IMPORTS = (
+    *IMPORTS,
+    "ray",
+    "rollcli.cli.app",
+    "rollcli.cli.train_cmd",
+    "rollcli.launch.launch",
+    "rollcli.launch.driver",
+    "rollcli.pipelines.rl.pipeline",
+    "rollcli.data.dataset_prompts",
+    "rollcli.tracking.tensorboard",
+    "rollcli.rewards.math_rule",
+    "rollcli.rewards.runner",
+)
+
 IMPORT_CHECK = """
-import importlib, importlib.abc, sys
+import importlib, importlib.abc, os, sys
 
 class NoRay(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -105,7 +127,8 @@ class NoRay(importlib.abc.MetaPathFinder):
             raise ImportError("ray is not on the GPU machine")
         return None
 
-sys.meta_path.insert(0, NoRay())
+if not os.environ.get("ROLL_KIT_WITH_RAY"):
+    sys.meta_path.insert(0, NoRay())
 before = set(sys.modules)
 for name in sys.argv[1:]:
     importlib.import_module(name)
@@ -148,12 +171,40 @@ def download(wheels: Path) -> None:
     pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"]
     pip += ["--python-version", "3.12", "--implementation", "cp", *platforms, "-d", str(wheels)]
     env = {**os.environ, "DS_BUILD_OPS": "0"}  # deepspeed: no op compiled
-    for name in (*WHEELS, *BUILT):
+    for name in (*WHEELS, *ray_dependencies(), *BUILT):
         pin = f"{name}=={installed_version(name)}"
         got = subprocess.run([*pip, pin], capture_output=True, text=True)
         if got.returncode == 0:
             continue
         _build(pin, wheels, env)
+
+
+def ray_dependencies() -> list[str]:
+    """Ray's dependencies (for Python 3.12, extras left out) that the GPU image lacks and
+    WHEELS does not carry: jsonschema and its own (referencing, rpds-py, ...)."""
+    carried = {norm(w) for w in WHEELS}
+    return sorted(requirements("ray") - GPU_IMAGE - carried)
+
+
+def ray_archive(kit: Path) -> tuple[Path, list[str]]:
+    """`kit/ray-VERSION-cp312.tar.xz`: Ray's cp312 wheel (this venv's version) downloaded and
+    trimmed (bench/ray_trim.py); kept when it is there already (xz takes minutes here)."""
+    version = installed_version("ray")
+    archive = kit / f"ray-{version}-cp312.tar.xz"
+    if archive.is_file():
+        return archive, [f"{archive.name}: kept ({archive.stat().st_size / 2**20:.1f} MiB)"]
+    for old in kit.glob("ray-*-cp312.tar.xz"):
+        old.unlink()
+    pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"]
+    pip += ["--python-version", "3.12", "--implementation", "cp"]
+    pip += ["--platform=manylinux2014_x86_64", f"ray=={version}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([*pip, "-d", tmp], check=True, capture_output=True, text=True)
+        wheel = next(Path(tmp).glob("ray-*.whl"))
+        partial = archive.with_name(f".{archive.name}.part")  # a stopped build leaves no archive
+        lines = trimmed_wheel(wheel, partial)
+        partial.rename(archive)
+    return archive, lines
 
 
 def _build(pin: str, wheels: Path, env: dict) -> None:
@@ -199,14 +250,20 @@ def copy_tokenizer(target: Path) -> None:
             shutil.copyfile(source / name, target / name)
 
 
-def import_check(wheels: Path) -> list[str]:
-    """Problems: an import that fails without Ray, or a package neither there nor carried."""
+def import_check(wheels: Path, with_ray: bool = False) -> list[str]:
+    """Problems: an import that fails (without Ray: the proof's workers; `with_ray`: roll
+    train's modules, `TRAIN_IMPORTS`), or a package neither there nor carried."""
+    env = {**os.environ, "ROLL_KIT_WITH_RAY": "1" if with_ray else ""}
+    names = TRAIN_IMPORTS if with_ray else IMPORTS
     done = subprocess.run(
-        [sys.executable, "-c", IMPORT_CHECK, *IMPORTS], capture_output=True, text=True, cwd=REPO
-    )
+        [sys.executable, "-c", IMPORT_CHECK, *names], capture_output=True, text=True, cwd=REPO,
+        env=env,
+    )  # fmt: skip
     if done.returncode:
-        return [f"importing roll's GPU modules without Ray failed:\n{done.stderr[-2000:]}"]
+        which = "roll train's modules with Ray" if with_ray else "roll's GPU modules without Ray"
+        return [f"importing {which} failed:\n{done.stderr[-2000:]}"]
     carried = {norm(p.name.split("-")[0]) for p in wheels.glob("*.whl")}
+    carried |= {"ray"} if with_ray else set()
     line = [x for x in done.stdout.splitlines() if x.startswith("DISTRIBUTIONS")][-1]
     there = GPU_IMAGE | NOT_THE_IMAGES
     missing = [d for d in line.split()[1:] if d not in there and d not in carried]
@@ -239,7 +296,10 @@ def main() -> int:
         for new in Path(tmp).glob("*.whl"):
             shutil.move(str(new), wheels / new.name)
     copy_tokenizer(KIT / "tokenizer")
-    problems = import_check(wheels)
+    archive, trimmed = ray_archive(KIT)
+    for line in trimmed:
+        print(line)
+    problems = import_check(wheels) + import_check(wheels, with_ray=True)
     total = tree_bytes()
     print(f"{len(list(wheels.glob('*.whl')))} wheels in {wheels.relative_to(REPO)}")
     print(f"working tree + kit: {total / 2**20:.1f} MiB of {LIMIT_MIB} MiB")
@@ -248,7 +308,7 @@ def main() -> int:
     for p in problems:
         print(f"FAILED: {p}")
     if not problems:
-        print("import check without Ray: passed")
+        print("import check without Ray, and of roll train with the kit's Ray: passed")
     return 1 if problems else 0
 
 

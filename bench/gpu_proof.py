@@ -15,7 +15,10 @@ models of the registry's shapes (qwen2.5-0.5b ... 7b):
 - generate-bN: the hf engine sampling N prompts in one decode batch (the batch shrinking as
   samples stop): new tokens/s and MFU; the plan's actor_infer memory beside the peak;
 - grpo-step: actor_train, actor_infer and the reference colocated on one GPU: generate, old and
-  reference log-probs, the update and the weight sync, time and MFU per phase.
+  reference log-probs, the update and the weight sync, time and MFU per phase;
+- train-cli (only when asked: `--cases train-cli`; bench/gpu_proof_train_cli.py): `roll train`
+  itself under Ray on `--gpus 1`: 3 steps, a checkpoint, the driver killed, `roll resume`
+  to step 4; per-phase times, each role's peak memory beside the plan, events.log.
 
 MFU divides by the bf16 (fp32 on a CPU) matmul peak measured in the same process. The
 output: a markdown table per part on stdout, every row in `--json` (a list) and, as each
@@ -32,12 +35,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 KIT = REPO / ".gpu-kit"
 GPU_MODELS = "qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-3b,qwen2.5-7b"
 DEFAULT_CASES = "hf,zero2,zero3,fsdp2,fsdp2-offload,generate,grpo"
+STARTED = time.time()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -109,7 +114,8 @@ def child(args: argparse.Namespace) -> None:
     folder = write_shape_folder(spec, cache_dir() / "shapes" / spec.name, tokenizer_source())
     cases = tuple(c for c in args.cases.split(",") if c)
     device, shapes, out = Device(args.device), shapes_of(args), jsonl_of(args.json)
-    run_model(args.one, folder, device, shapes, cases, out, args.memory_history)
+    deadline = STARTED + args.model_timeout - 15  # its roll processes gone before the parent's stop
+    run_model(args.one, folder, device, shapes, cases, out, args.memory_history, deadline)
 
 
 def jsonl_of(path: Path) -> Path:
@@ -191,13 +197,16 @@ def process_groups(cases: str, device: str = "cuda") -> list[str]:
     ['hf,generate,grpo', 'zero2', 'zero3', 'fsdp2']
     >>> process_groups("hf,zero2,zero3,fsdp2,generate,grpo", "cpu")
     ['hf,zero2,zero3,fsdp2,generate,grpo']
+    >>> process_groups("hf,generate,train-cli")
+    ['train-cli', 'hf,generate']
     """
     names = [c for c in cases.split(",") if c]
     if device == "cpu":
         return [",".join(names)] if names else []
+    first = [c for c in names if c == "train-cli"]
     alone = [c for c in names if c.startswith(("zero", "fsdp2"))]
-    rest = ",".join(c for c in names if c not in alone)
-    return ([rest] if rest else []) + alone
+    rest = ",".join(c for c in names if c not in alone and c not in first)
+    return first + ([rest] if rest else []) + alone
 
 
 def _append(path: Path, row: dict) -> None:
@@ -220,7 +229,7 @@ def tables(rows: list[dict], env: dict) -> str:
     if peaks:
         best = max(peaks.values())
         lines += [f"matmul peak measured in the same processes: {best / 1e12:.3g} TFLOP/s", ""]
-    train = [r for r in rows if str(r.get("case", "")).startswith("train")]
+    train = [r for r in rows if str(r.get("case", "")).startswith("train-") and "part" not in r]
     if train:
         lines += [
             "| model | strategy | step s | tokens/s | MFU | plan GiB | measured GiB | plan/measured |",
@@ -256,6 +265,11 @@ def tables(rows: list[dict], env: dict) -> str:
                 + f" | {r['step_s']:.2f} | {_g(r.get('planned_gib'))} | {_g(r.get('measured_gib'))} |"
             )
         lines.append("")
+    cli = [r for r in rows if r.get("case") == "train-cli"]
+    if cli:
+        from gpu_proof_train_cli import table_lines
+
+        lines += [*table_lines(cli), ""]
     errors = [r for r in rows if "error" in r]
     for r in errors:
         lines.append(f"- {r['model']} {r['case']}: {r['error']}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import json
+import tempfile
 import threading
 import time
 import traceback
@@ -474,7 +475,7 @@ def _sync(train: Any, infer: Any, device: Device) -> float:
 
 
 # ---- one model ---------------------------------------------------------------------------
-CASES = (*TRAIN_CASES, "generate", "grpo")
+CASES = (*TRAIN_CASES, "generate", "grpo", "train-cli")
 
 
 def run_model(
@@ -485,11 +486,23 @@ def run_model(
     cases: tuple[str, ...],
     out: Path,
     history: Path | None = None,
+    deadline: float | None = None,
 ) -> None:
     """Every chosen case for `model`, each result appended to `out` (jsonl) as it ends, so a
-    case that crashes or a kit stopped at its time limit keeps what came before."""
+    case that crashes or a kit stopped at its time limit keeps what came before. `train-cli`
+    (bench/gpu_proof_train_cli.py) runs `roll train` in processes of its own, all gone by
+    `deadline` (`time.time()`), and appends its rows itself."""
     from rollcli.tracking.peak import matmul_peak
 
+    if "train-cli" in cases:
+        from gpu_proof_train_cli import train_cli_case
+
+        work = Path(tempfile.gettempdir()) / "roll-train-cli" / model
+        end = deadline if deadline is not None else time.time() + 900
+        train_cli_case(folder, model, device.kind, work, end, lambda r: _append(out, r))
+        cases = tuple(c for c in cases if c != "train-cli")
+        if not cases:
+            return
     dtype = torch.bfloat16 if device.kind == "cuda" else torch.float32
     size = 8192 if device.kind == "cuda" else 256
     peak_flops = matmul_peak(device.torch, dtype, size=size, seconds=1.0)
