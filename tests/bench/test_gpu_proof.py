@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -86,3 +88,32 @@ def test_the_import_check_names_packages_the_gpu_machine_lacks(tmp_path):
     # nothing carried: pydantic (the config layer) is neither in the image nor carried
     problems = kit.import_check(tmp_path)
     assert len(problems) == 1 and "pydantic" in problems[0] and "ray" not in problems[0]
+
+
+@pytest.mark.slow  # ~3-5 min on 2 cores: three CLI runs, each starting Ray and its workers
+def test_the_train_cli_case_kills_and_resumes_on_cpu(tmp_path):
+    out = tmp_path / "proof.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu_proof.py"), "--device", "cpu"]
+        + ["--models", "tiny-random", "--cases", "train-cli", "--json", str(out)]
+        + ["--model-timeout", "900"],
+        capture_output=True,
+        text=True,
+        timeout=960,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    # the rows as the jsonl had them when each part ended: ray, train, resume
+    assert [r["part"] for r in rows] == ["ray", "train", "resume"]
+    ray, train, resume = rows
+    assert ray["ray"] and ray["init_s"] > 0
+    assert train["killed"] and train["exit"] == -9 and train["steps"] == [1, 2, 3]
+    assert "step-3" in train["checkpoints"]
+    assert resume["exit"] == 0 and resume["steps"] == [1, 2, 3, 4]
+    assert any(k.startswith("time/") for k in resume["phases_s"]["4"])
+    roles = resume["memory"]["roles"]
+    assert {"actor_train", "actor_infer", "reference"} <= set(roles)
+    assert all(roles[r]["measured_gib"] > 0 and roles[r]["planned_gib"] > 0 for r in roles
+               if r != "driver")  # fmt: skip
+    assert any("resum" in line for line in resume["events_tail"])
+    assert "| tiny-random | resume | 0 |" in done.stdout
