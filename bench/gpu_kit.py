@@ -33,7 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ray_trim import requirements, trimmed_wheel
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # ray_trim, beside this file
+from ray_trim import requirements, trimmed_wheel  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 KIT = REPO / ".gpu-kit"

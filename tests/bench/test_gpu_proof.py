@@ -90,7 +90,7 @@ def test_the_import_check_names_packages_the_gpu_machine_lacks(tmp_path):
     assert len(problems) == 1 and "pydantic" in problems[0] and "ray" not in problems[0]
 
 
-@pytest.mark.slow  # ~3-5 min on 2 cores: three CLI runs, each starting Ray and its workers
+@pytest.mark.slow  # ~8 min on 2 busy cores: three CLI runs, each starting Ray and its workers
 def test_the_train_cli_case_kills_and_resumes_on_cpu(tmp_path):
     out = tmp_path / "proof.json"
     done = subprocess.run(

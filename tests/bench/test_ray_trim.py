@@ -71,11 +71,7 @@ def test_rays_dependencies_for_312_are_its_metadata_closure_without_extras():
 
 
 def test_the_kit_carries_exactly_the_ray_dependencies_the_gpu_image_lacks():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        kit = _load("gpu_kit")
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    kit = _load("gpu_kit")
     assert kit.ray_dependencies() == [
         "jsonschema",
         "jsonschema-specifications",
