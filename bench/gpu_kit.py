@@ -84,7 +84,20 @@ GPU_IMAGE = frozenset(
 # imported here by newer versions of the image's own packages, which the image's versions do
 # without (huggingface-hub 2.x: httpx2, httpcore2, truststore), or inside `try:` when
 # installed (httpcore2: sniffio): their absence there is no failure
-NOT_THE_IMAGES = frozenset({"httpx2", "httpcore2", "truststore", "sniffio"})
+# Also imported here only because installed: dill (torch's datapipes, when present),
+# simplejson (requests, when present); googleapis-common-protos shares the top-level
+# `google` namespace with protobuf (which Ray imports), so the check names both.
+NOT_THE_IMAGES = frozenset(
+    {
+        "httpx2",
+        "httpcore2",
+        "truststore",
+        "sniffio",
+        "dill",
+        "simplejson",
+        "googleapis-common-protos",
+    }
+)
 
 # what the proof imports (bench/gpu_proof_cases.py) and what a GPU worker imports
 IMPORTS = (
