@@ -1,6 +1,6 @@
 """bench/ray_trim.py: the Ray the GPU kit carries. The trim of a Ray-shaped folder (fast), and
 the same trim of a copy of this venv's own Ray running `roll train` through the real CLI
-(slow: ~1 min, Ray's start and a step on 2 cores), so nothing roll needs is trimmed away."""
+(slow: ~2 min on 2 busy cores), so nothing roll needs is trimmed away."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_the_kit_carries_exactly_the_ray_dependencies_the_gpu_image_lacks():
     ]
 
 
-@pytest.mark.slow  # ~60-90 s on 2 cores: Ray's start dominates
+@pytest.mark.slow  # 137 s on 2 busy cores: Ray's start and the workers' dominate
 def test_roll_train_runs_one_step_on_the_trimmed_ray(tmp_path, tiny_model):
     trim = _load("ray_trim")
     import ray
