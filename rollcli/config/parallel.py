@@ -28,15 +28,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import devices_key, roles_run
+from rollcli.config.strategy_spec import ENGINES, FALLBACK_ENGINE, STRATEGIES, strategy_spec
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
 
-# strategy -> the parallel keys it runs (`devices.<role>.tp` / `pp` above 1)
+# strategy or engine -> the parallel keys it runs (`devices.<role>.tp` / `pp` above 1): the
+# rows' `parallel` (strategy_spec.py): megatron tp and pp, vllm and sglang tp
 PARALLEL_STRATEGIES: dict[str, tuple[str, ...]] = {
-    "megatron": ("tp", "pp"),  # megatron-core's parallel state (strategies/megatron_parallel.py)
-    "vllm": ("tp",),  # tensor_parallel_size over the rank's tp GPUs (strategies/vllm_infer.py)
-    "sglang": ("tp",),  # tp_size (strategies/sglang_infer.py)
+    row.name: row.parallel for row in (*STRATEGIES.values(), *ENGINES.values()) if row.parallel
 }
 KINDS = {"tp": "tensor", "pp": "pipeline"}
 
@@ -113,8 +113,8 @@ def _engine(cfg: RecipeConfig) -> tuple[str, str]:
     from rollcli.config.engines import resolve_engine
 
     resolved = resolve_engine("auto", on_gpu=cfg.resources.gpus > 0, check=False)
-    if resolved == "vllm":
-        return "vllm", "the vllm inference engine (rollout.engine auto)"
+    if resolved != FALLBACK_ENGINE:
+        return resolved, f"the {resolved} inference engine (rollout.engine auto)"
     return "hf", "rollout.engine auto (the hf engine here: vllm is not installed)"
 
 
@@ -135,8 +135,9 @@ def _instead(cfg: RecipeConfig, role: str, key: str) -> str:
         return f"use rollout.engine=vllm or sglang (they split the engine over tp GPUs), or {reset}"
     if role == "actor_train" and cfg.train.lora is None:  # LoRA trains with hf only
         shard = "to spread the model's states over the GPUs use"
-        if cfg.train.strategy in ("hf", "auto"):
+        row = strategy_spec(cfg.train.strategy)
+        if not row.shards_states:  # hf (auto too)
             return f"{reset}, and {shard} train.strategy=deepspeed with devices.actor_train.zero_stage=3"
-        if cfg.train.strategy == "deepspeed":
+        if row.zero:
             return f"{reset}, and {shard} devices.actor_train.zero_stage=3"
     return reset

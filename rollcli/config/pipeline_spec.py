@@ -5,7 +5,8 @@ Config (`capabilities.py`, the recipe types), the planner (`planning/role_table.
 from here (`spec_of(cfg)`) instead of comparing its name; the sections each pipeline accepts
 are its recipe type's fields (`recipe.RECIPE_TYPES`, the same names).
 
-Imports nothing from roll (the recipe types import it).
+Imports only the strategy and engine table (`strategy_spec.py`; the recipe types import
+both).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, STRATEGY_CHOICES, strategies_where
+
 W = "rollcli.workers."
 
-ALL_STRATEGIES = ("auto", "hf", "fsdp2", "deepspeed", "megatron")
+ALL_STRATEGIES = STRATEGY_CHOICES
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class PipelineSpec:
     runner: str  # "module:Class" of the pipeline (imported lazily: launch/registry.py)
     trainer: str  # actor_train's worker class
     rollout: Literal["prompts", "episodes", "data"]
-    strategies: tuple[str, ...] = ("auto", "hf")
+    strategies: tuple[str, ...] = (AUTO, AUTO_STRATEGY)
     gpus: bool = False
     data_parallel: bool = False
     async_rollout: bool = False
@@ -64,7 +67,7 @@ class PipelineSpec:
 _RL = dict(
     runner="rollcli.pipelines.rl.pipeline:RLPipeline",
     trainer=W + "actor_train:ActorTrainWorker",
-    strategies=("auto", "hf", "fsdp2", "deepspeed"),
+    strategies=(AUTO, *strategies_where(refusal=None)),  # auto, hf, fsdp2, deepspeed
     gpus=True,
     data_parallel=True,
     async_rollout=True,

@@ -27,6 +27,7 @@ from rollcli.config.sections import (
     Section,
     TrainConfig,
 )
+from rollcli.config.strategy_spec import strategy_spec
 from rollcli.config.warmup_section import WarmupConfig
 
 # Advantage estimators that compare samples of the same prompt need at least two of them.
@@ -93,7 +94,7 @@ class _Recipe(Section):
         samples of one prompt, and off for agentic and megatron)."""
         if self.train.shared_prefix is not None:
             return self.train.shared_prefix
-        return spec_of(self).shared_prefix and self.train.strategy != "megatron"
+        return spec_of(self).shared_prefix and strategy_spec(self.train.strategy).shared_prefix
 
     @property
     def reference_role(self) -> Literal["reference", "actor_train"] | None:

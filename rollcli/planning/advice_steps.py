@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rollcli.config.parallel import runs_parallel
+from rollcli.config.strategy_spec import ENGINES, STRATEGIES
 from rollcli.planning.devices import PlanError, format_indices
 from rollcli.planning.lora_params import lora_param_count
 from rollcli.planning.request import INFER_ROLES, TRAIN_ROLES, PlanInput, RoleRequest
@@ -90,7 +91,8 @@ def _fsdp2(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     for req in _trainers(inp, plan):
         where = plan.placements[req.role]
         dp = 1 if where == "cpu" else len(where) // (req.tp * req.pp)
-        if req.role == "actor_train" and dp > 1 and req.resolved_strategy == "hf":
+        replicated = not STRATEGIES[req.resolved_strategy].shards_states  # hf
+        if req.role == "actor_train" and dp > 1 and replicated:
             text = f"shard model states over {dp} GPUs with FSDP2: " + _key(
                 "strategy", req.role, "fsdp2"
             )
@@ -101,12 +103,13 @@ def _zero(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     for req in _trainers(inp, plan):
         where = plan.placements[req.role]
         dp = 1 if where == "cpu" else len(where) // (req.tp * req.pp)
-        fully_sharded = req.resolved_strategy in ("megatron", "fsdp2")
-        if dp > 1 and req.zero_stage < 3 and not fully_sharded:
+        row = STRATEGIES[req.resolved_strategy]
+        takes_zero = row.zero or not row.shards_states  # deepspeed, or hf moved to it
+        if dp > 1 and req.zero_stage < 3 and takes_zero:
             text = f"shard model states over {dp} GPUs with ZeRO-3: " + _key(
                 "zero_stage", req.role, 3
             )
-            if req.resolved_strategy == "hf":
+            if not row.zero:
                 text += " and " + _key("strategy", req.role, "deepspeed")
             yield text, _with(inp, req.role, strategy="deepspeed", zero_stage=3)
 
@@ -121,7 +124,8 @@ def _lora(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     """actor_train with LoRA: frozen weights without gradients or Adam states; a reference
     that is a copy of the policy becomes the policy with its adapters off."""
     for req in _trainers(inp, plan):
-        if req.role != "actor_train" or req.lora_params or req.resolved_strategy != "hf":
+        replicated = not STRATEGIES[req.resolved_strategy].shards_states  # hf
+        if req.role != "actor_train" or req.lora_params or not replicated:
             continue
         params = lora_param_count(inp.model, r=LORA_RANK, target_modules=LORA_TARGETS)
         drop = any(r.role == "reference" for r in inp.roles)  # a copy of the policy
@@ -140,16 +144,17 @@ def _lora(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
 
 def _offload(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     for req in _trainers(inp, plan):
-        if req.resolved_strategy == "megatron" or plan.placements[req.role] == "cpu":
-            continue
-        if req.resolved_strategy == "fsdp2":  # its CPU offload moves every state at once
+        row = STRATEGIES[req.resolved_strategy]
+        if (row.shards_states and not row.offloads) or plan.placements[req.role] == "cpu":
+            continue  # megatron: no CPU offload here
+        if row.fully_sharded:  # fsdp2: its CPU offload moves every state at once
             if not req.offload_params:
                 text = "offload weights, gradients and Adam states to host memory: " + _key(
                     "offload_params", req.role, True
                 )
                 yield text, _with(inp, req.role, offload_params=True)
             continue
-        if req.role == "actor_train" and req.resolved_strategy == "hf" and not req.lora_params:
+        if req.role == "actor_train" and not row.shards_states and not req.lora_params:
             text = "offload weights, gradients and Adam states to host memory with FSDP2: "
             text += _key("strategy", req.role, "fsdp2") + " and "
             text += _key("offload_params", req.role, True)
@@ -159,7 +164,7 @@ def _offload(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
             text = "offload Adam states to host memory: " + _key(
                 "offload_optimizer", req.role, True
             )
-            if stage != req.zero_stage or req.resolved_strategy != "deepspeed":
+            if stage != req.zero_stage or not row.zero:
                 text += " (with " + _key("zero_stage", req.role, stage) + ")"
             changes = {"offload_optimizer": True, "zero_stage": stage, "strategy": "deepspeed"}
             yield text, _with(inp, req.role, **changes)
@@ -220,7 +225,7 @@ def _inference(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
                 yield text, candidate
                 break
             util = round(util - 0.05, 2)
-        if req.max_num_seqs > 1 and req.resolved_strategy == "vllm":  # the one engine reading it
+        if req.max_num_seqs > 1 and ENGINES[req.resolved_strategy].reads_max_num_seqs:
             # one line: the most sequences that fit, else one at a time (not 64, 16, 4, 1)
             seqs = next(
                 (

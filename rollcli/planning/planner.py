@@ -22,12 +22,14 @@ from typing import Literal
 from rollcli.planning.devices import PlanError, format_indices, parse_device_mapping
 from rollcli.planning.memory import CPU_DRIVER_BYTES, GPU_PROCESS_HOST_BYTES, MemoryBreakdown
 from rollcli.planning.request import (
+    FORWARD_ROLES,
     HOST_ROLES,
     INFER_ROLES,
     ROLES,
     TRAIN_ROLES,
     PlanInput,
     RoleRequest,
+    default_strategy,
 )
 from rollcli.planning.role_memory import RoleMemory, estimate_role, with_process_runtime
 from rollcli.planning.role_table import Workers
@@ -322,7 +324,7 @@ def _layout_notes(
 
 def _layout(req: RoleRequest, where: Placement) -> str:
     strategy = req.resolved_strategy
-    if req.role not in TRAIN_ROLES and req.role not in INFER_ROLES and strategy == "hf":
+    if req.role in FORWARD_ROLES and strategy == default_strategy(req.role):  # plain torch
         strategy = "forward"
     if req.role in HOST_ROLES:
         return "-"

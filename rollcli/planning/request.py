@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rollcli.config.strategy_spec import ENGINE_NAMES, STRATEGY_NAMES
 from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB
 from rollcli.planning.role_table import names
@@ -18,8 +19,8 @@ FORWARD_ROLES = names("forward")  # weights + forward activations
 HOST_ROLES = names("none")  # no model: environments and rule rewards
 ROLES = TRAIN_ROLES + INFER_ROLES + FORWARD_ROLES + HOST_ROLES
 
-TRAIN_STRATEGIES = ("deepspeed", "fsdp2", "megatron", "hf")
-INFER_STRATEGIES = ("vllm", "sglang", "hf")
+TRAIN_STRATEGIES = STRATEGY_NAMES  # the strategy table's rows (config/strategy_spec.py)
+INFER_STRATEGIES = ENGINE_NAMES  # the engine table's rows
 
 
 def default_strategy(role: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from rollcli.config.strategy_spec import ENGINES, STRATEGIES
 from rollcli.models.registry import ModelSpec, param_count
 from rollcli.models.spec import decoder_linear_params
 from rollcli.planning.devices import GiB
@@ -49,15 +50,14 @@ class RoleMemory:
 
 def effective_zero_stage(req: RoleRequest) -> int:
     """hf trains plain data parallel (stage 0); megatron's distributed optimizer is stage 1;
-    fsdp2 (`fully_shard`) shards weights, gradients and optimizer states (stage 3)."""
-    strategy = req.resolved_strategy
-    if strategy == "hf":
-        return 0
-    if strategy == "megatron":
-        return min(req.zero_stage, 1)
-    if strategy == "fsdp2":
+    fsdp2 (`fully_shard`) shards weights, gradients and optimizer states (stage 3): the
+    strategy's row (`config/strategy_spec.py`)."""
+    row = STRATEGIES[req.resolved_strategy]
+    if row.fully_sharded:
         return 3
-    return req.zero_stage
+    if row.zero:  # DeepSpeed: the recipe's stage
+        return req.zero_stage
+    return min(req.zero_stage, max(row.zero_stages))
 
 
 def estimate_role(
@@ -182,7 +182,8 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
     dp = _data_parallel(req, ranks)
     # The budget splits rows by length, which only the hf strategy or one rank allows
     # (`data_parallel.token_budget`).
-    shape = forward_shape(req, budget_applies=req.resolved_strategy == "hf" or dp == 1)
+    row = STRATEGIES[req.resolved_strategy]
+    shape = forward_shape(req, budget_applies=row.rank_token_budget or dp == 1)
     acts = activation_bytes(
         model,
         micro_batch=1,
@@ -196,7 +197,7 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
     if on_cpu:  # freed blocks glibc keeps resident during the pass
         acts = int(acts * (1 + CPU_ALLOCATOR_SLACK))
     acts += packed_mask_bytes(shape.mask_elements, req.param_bytes)
-    fsdp2 = req.resolved_strategy == "fsdp2"
+    fsdp2 = row.fully_sharded
     if fsdp2 and not on_cpu:  # whole-response logits, not the one fp32 copy counted above
         extra = FSDP2_LOGITS_BYTES - 4
         acts += math.ceil(extra * shape.scored * model.vocab_size / req.tp)
@@ -225,7 +226,7 @@ def _train(req: RoleRequest, model: ModelSpec, ranks: int, on_cpu: bool) -> Memo
         param_bytes=req.param_bytes,
         offload_optimizer=req.offload_optimizer,
         offload_params=req.offload_params,
-        fp32_grads=req.resolved_strategy == "deepspeed",
+        fp32_grads=row.fp32_grads,
     )
     return states + MemoryBreakdown(activations=acts) + _autocast_copies(req, model)
 
@@ -234,7 +235,7 @@ def _autocast_copies(req: RoleRequest, model: ModelSpec) -> MemoryBreakdown:
     """The hf strategy's bf16 copies of its fp32 linear weights in autocast's cast cache
     (`memory.AUTOCAST_WEIGHT_COPY_BYTES`); DeepSpeed's bf16 mode computes with bf16 weights
     and casts nothing."""
-    if req.resolved_strategy != "hf" or req.param_bytes >= 4:
+    if STRATEGIES[req.resolved_strategy].owns_bf16 or req.param_bytes >= 4:
         return MemoryBreakdown()
     copies = AUTOCAST_WEIGHT_COPY_BYTES * decoder_linear_params(model) / (req.tp * req.pp)
     return MemoryBreakdown(weights=round(copies))
@@ -251,7 +252,7 @@ def _fsdp2_offload_grads(req: RoleRequest, model: ModelSpec, ranks: int) -> Memo
     activations, counted as every trainable parameter's fp32 gradient shard on its way to
     host memory (`memory.FSDP2_OFFLOAD_GPU_GRAD_BYTES`): a peak of the update, not a
     resident state, so host memory still keeps all the states."""
-    if not (req.offload_params and req.resolved_strategy == "fsdp2"):
+    if not (req.offload_params and STRATEGIES[req.resolved_strategy].fully_sharded):
         return MemoryBreakdown()
     trainable = req.lora_params or param_count(model)
     dp = _data_parallel(req, ranks)
@@ -277,7 +278,7 @@ def _forward(req: RoleRequest, model: ModelSpec, on_cpu: bool = False) -> Memory
 def _infer(
     req: RoleRequest, model: ModelSpec, capacity_bytes: int | None, on_cpu: bool
 ) -> tuple[MemoryBreakdown, tuple[str, ...], tuple[str, ...]]:
-    if req.resolved_strategy == "hf":  # no pre-reserved pool: what the batch needs
+    if ENGINES[req.resolved_strategy].kv_pool is None:  # hf: what the batch needs
         active = hf_engine_memory(
             model,
             max_num_seqs=req.max_num_seqs,
@@ -342,7 +343,9 @@ def leaves_gpu_when_idle(req: RoleRequest) -> bool:
     >>> leaves_gpu_when_idle(RoleRequest("actor_train", "0-7", offload_when_idle=True))
     False
     """
-    return req.offload_when_idle and req.role in INFER_ROLES and req.resolved_strategy != "hf"
+    return (
+        req.offload_when_idle and req.role in INFER_ROLES and ENGINES[req.resolved_strategy].sleeps
+    )
 
 
 def infer_sleeps_while_training(placements: dict, offload_when_idle: bool) -> bool:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollcli.config.agentic_section import AgenticConfig
 from rollcli.config.errors import ConfigError
+from rollcli.config.strategy_spec import ENGINES
 from rollcli.envs.registry import env_factory
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
@@ -82,7 +83,7 @@ def agent_programs(agentic: AgenticConfig, tokenizer: Any, model: str) -> AgentP
 def turn_cache_mib(agentic: AgenticConfig, engine: str) -> float:
     """The hf engine's memory for episodes' KV kept between turns; 0 for vllm and sglang,
     which cache prefixes by themselves (setting the key for them is an error)."""
-    if engine == "hf":
+    if ENGINES[engine].turn_cache:  # hf
         return agentic.turn_cache_mib
     if "turn_cache_mib" in agentic.model_fields_set:
         raise ConfigError(

@@ -17,10 +17,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from rollcli.config.strategy_spec import STRATEGIES
 from rollcli.runs.checkpoint import fsync_path
 
-# what only resuming reads (workers/trained_model.py, workers/critic.py, the strategies)
-RESUME_ONLY = ("actor_optim.pt", "critic.pt", "fsdp2", "deepspeed")
+# what only resuming reads (workers/trained_model.py, workers/critic.py, the strategies:
+# their rows' `checkpoint_dir`, fsdp2/ and deepspeed/)
+RESUME_ONLY = (
+    "actor_optim.pt",
+    "critic.pt",
+    *(s.checkpoint_dir for s in STRATEGIES.values() if s.checkpoint_dir),
+)
 DROPPED_MARKER = "NO_OPTIMIZER"
 
 

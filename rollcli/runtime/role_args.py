@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rollcli.config.strategy_spec import ENGINES
 from rollcli.planning.role_memory import infer_sleeps_while_training
 from rollcli.strategies.train_engines import TrainStrategy
 
@@ -80,10 +81,11 @@ def role_args(cfg: RecipeConfig, inp: PlanInput, plan: Plan) -> dict[str, dict[s
 
 def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, Any]:
     engine = req.resolved_strategy
+    row = ENGINES[engine]
     dtype = dtype_name(req.param_bytes)
-    sleeps = engine != "hf" and infer_sleeps_while_training(plan.placements, req.offload_when_idle)
+    sleeps = row.sleeps and infer_sleeps_while_training(plan.placements, req.offload_when_idle)
     kwargs: dict[str, Any] | None = None
-    if engine == "vllm":
+    if row.kv_pool == "gib":  # vllm: the plan's KV bytes
         kwargs = {"dtype": dtype, "kv_cache_gib": cfg.rollout.vllm_kv_cache_gib}
         if plan.mode != "cpu":  # the reservation the plan judged, for the plan's sequences
             kv = plan.role_memory["actor_infer"].active.kv_cache
@@ -94,7 +96,7 @@ def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, An
                 max_model_len=req.seq_len,
                 sleep_mode=sleeps,
             )
-    elif engine == "sglang":
+    elif row.kv_pool == "fraction":  # sglang: a share of the GPU
         kwargs = {
             "dtype": dtype,
             "tp": req.tp,

@@ -32,14 +32,16 @@ from typing import Any
 
 import torch
 
+from rollcli.config.strategy_spec import STRATEGIES
 from rollcli.distributed.deepspeed_env import name_cpu_accelerator
 from rollcli.distributed.stores import open_store
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.strategies.update_loop import UpdateLoop, train_mode
 
-CHECKPOINT_DIR = "deepspeed"  # inside a run's checkpoints/step-N/
+SPEC = STRATEGIES["deepspeed"]  # its row: name, checkpoint folder, install hint
+CHECKPOINT_DIR = SPEC.checkpoint_dir  # inside a run's checkpoints/step-N/
 CHECKPOINT_TAG = "state"
-INSTALL_HINT = 'DS_BUILD_OPS=0 pip install "roll-rl[deepspeed]"'
+INSTALL_HINT = SPEC.install_hint
 
 
 class StrategyUnavailableError(RuntimeError):
@@ -223,10 +225,10 @@ class DeepSpeedTrainer(UpdateLoop):
 
     # ---- checkpoints: DeepSpeed's own format (model, optimizer partitions, scheduler) ----
     def state_dict(self) -> dict[str, Any]:
-        return {"strategy": "deepspeed", "zero_stage": self.zero_stage}
+        return {"strategy": SPEC.name, "zero_stage": self.zero_stage}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("strategy") != "deepspeed":
+        if state.get("strategy") != SPEC.name:
             raise ValueError(
                 "this checkpoint was written by the hf strategy; resume it with train.strategy=hf"
             )

@@ -45,11 +45,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rollcli.config.strategy_spec import STRATEGIES
 from rollcli.distributed.stores import open_store
 from rollcli.strategies.hf_train import HFTrainer, adamw_with_schedule
 from rollcli.strategies.trainer import TrainerArgs
 
-CHECKPOINT_DIR = "fsdp2"  # inside a run's checkpoints/step-N/
+SPEC = STRATEGIES["fsdp2"]  # its row: name, checkpoint folder
+CHECKPOINT_DIR = SPEC.checkpoint_dir  # inside a run's checkpoints/step-N/
 LAYER_LISTS = ("layers", "h", "blocks")  # Llama/Qwen/Mistral..., GPT-2, others
 
 
@@ -206,11 +208,11 @@ class FSDP2Trainer(HFTrainer):
 
     # ---- checkpoints: DCP shards of model + Adam states + scheduler -------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"strategy": "fsdp2", "world_size": self.world_size}
+        return {"strategy": SPEC.name, "world_size": self.world_size}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         written_by = state.get("strategy", "hf")
-        if written_by != "fsdp2":
+        if written_by != SPEC.name:
             raise ValueError(
                 f"this checkpoint was written by the {written_by} strategy; resume it with "
                 f"train.strategy={written_by}"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rollcli.config.strategy_spec import STRATEGIES
 from rollcli.models.spec import ModelSpec
 
-INSTALL_HINT = 'pip install "roll-rl[megatron]"'
+INSTALL_HINT = STRATEGIES["megatron"].install_hint
 
 
 class MegatronUnavailableError(RuntimeError):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from rollcli.config.engines import SGLANG_INSTALL_HINT
+from rollcli.config.strategy_spec import ENGINES
 from rollcli.strategies.hf_infer import Generation, GenerationProgress, OnSample, SamplingParams
 
-INSTALL_HINT = SGLANG_INSTALL_HINT
+INSTALL_HINT = ENGINES["sglang"].install_hint
 
 
 class SGLangUnavailableError(RuntimeError):

@@ -10,15 +10,18 @@ when it is chosen.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from rollcli.config.strategy_spec import STRATEGIES, STRATEGY_NAMES
 
 if TYPE_CHECKING:
     import torch
 
     from rollcli.strategies.trainer import Trainer, TrainerArgs
 
-TRAIN_STRATEGIES = ("hf", "fsdp2", "deepspeed", "megatron")
+TRAIN_STRATEGIES = STRATEGY_NAMES  # hf, fsdp2, deepspeed, megatron (config/strategy_spec.py)
 
 
 @dataclass(frozen=True)
@@ -34,17 +37,11 @@ class TrainStrategy:
         return {"strategy": self.name, "strategy_options": self.options()}
 
     def options(self) -> dict[str, Any]:
-        if self.name == "deepspeed":
-            return {
-                "zero_stage": self.zero_stage,
-                "offload_optimizer": self.offload_optimizer,
-                "offload_params": self.offload_params,
-            }
-        if self.name == "fsdp2":  # always fully sharded; its CPU offload moves every state
-            return {"offload_params": self.offload_params}
-        if self.name == "megatron":
-            return {"tp": self.tp, "pp": self.pp}
-        return {}
+        """The fields the strategy's trainer takes (its row's `options`: deepspeed's ZeRO
+        stage and offloads, fsdp2's offload, which moves every state, megatron's tp and pp;
+        none for hf)."""
+        row = STRATEGIES.get(self.name)
+        return {key: getattr(self, key) for key in (row.options if row else ())}
 
 
 def make_trainer(
@@ -60,44 +57,18 @@ def make_trainer(
     `world_size > 1` this process must already be rank `rank` of the default process group
     (see distributed/data_parallel.py).
 
-    `precision` (the plan's `fp32` or `bf16-mixed`) reaches the strategies that must be told
-    of it: DeepSpeed's `bf16` switch, FSDP2's mixed-precision policy. hf runs autocast in the
-    worker; megatron has no mixed precision here yet."""
-    bf16 = precision == "bf16-mixed"
-    if strategy.name == "hf":
-        from rollcli.strategies.hf_train import HFTrainer
-
-        return HFTrainer(model, args, world_size=world_size)
-    if strategy.name == "fsdp2":
-        from rollcli.strategies.fsdp2_train import FSDP2Trainer
-
-        return FSDP2Trainer(
-            model,
-            args,
-            rank=rank,
-            world_size=world_size,
-            bf16=bf16,
-            offload_params=strategy.offload_params,
+    The row's `trainer` builds it (imported only when chosen), given the row's
+    `trainer_takes` of this rank's place and `bf16` (the plan's `precision` is
+    `bf16-mixed`: DeepSpeed's `bf16` switch, FSDP2's mixed-precision policy; hf runs
+    autocast in the worker), and the strategy's `options`; megatron runs fp32 only here."""
+    row = STRATEGIES.get(strategy.name)
+    if row is None:
+        raise ValueError(
+            f"unknown training strategy {strategy.name!r}; choose one of {TRAIN_STRATEGIES}"
         )
-    if strategy.name == "deepspeed":
-        from rollcli.strategies.deepspeed_train import DeepSpeedTrainer
-
-        return DeepSpeedTrainer(
-            model,
-            args,
-            zero_stage=strategy.zero_stage,
-            offload_optimizer=strategy.offload_optimizer,
-            offload_params=strategy.offload_params,
-            rank=rank,
-            world_size=world_size,
-            bf16=bf16,
-        )
-    if strategy.name == "megatron":
-        if precision != "fp32":
-            raise ValueError(f"train.strategy megatron runs fp32 only here, not {precision}")
-        from rollcli.strategies.megatron_train import megatron_trainer
-
-        megatron_trainer(model, args, tp=strategy.tp, pp=strategy.pp)
-    raise ValueError(
-        f"unknown training strategy {strategy.name!r}; choose one of {TRAIN_STRATEGIES}"
-    )
+    if row.fp32_only and precision != "fp32":
+        raise ValueError(f"train.strategy {row.name} runs fp32 only here, not {precision}")
+    module, name = row.trainer.split(":")
+    build = getattr(importlib.import_module(module), name)
+    place = {"rank": rank, "world_size": world_size, "bf16": precision == "bf16-mixed"}
+    return build(model, args, **{k: place[k] for k in row.trainer_takes}, **strategy.options())

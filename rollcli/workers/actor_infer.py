@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 
 from rollcli.config.engines import resolve_engine
+from rollcli.config.strategy_spec import ENGINES
 from rollcli.distributed.calls import submit
 from rollcli.distributed.node_files import node_model_folder
 from rollcli.distributed.weight_sync import WeightReceiver
@@ -26,12 +27,6 @@ from rollcli.strategies.precision import torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.generation import eos_token_ids, generation_row
 from rollcli.workers.reward import RewardWorker
-
-# engines that hold their own copy of the weights: (module, class)
-ENGINE_CLASSES = {
-    "vllm": ("rollcli.strategies.vllm_infer", "VLLMInferEngine"),
-    "sglang": ("rollcli.strategies.sglang_infer", "SGLangInferEngine"),
-}
 
 
 class ActorInferWorker:
@@ -65,8 +60,13 @@ class ActorInferWorker:
         self.device = pick_device(num_gpus)
         self.rank = rank
         self.tokenizer = load_tokenizer(model_path)
-        if self.engine_name in ENGINE_CLASSES:  # vllm, sglang: imported only when chosen
-            module, name = ENGINE_CLASSES[self.engine_name]
+        self.engine_spec = ENGINES[
+            self.engine_name
+        ]  # what the worker asks of it (strategy_spec.py)
+        if (
+            self.engine_spec.engine_class
+        ):  # vllm, sglang: their own weights, imported only when chosen
+            module, name = self.engine_spec.engine_class.split(":")
             engine_cls = getattr(importlib.import_module(module), name)
             self.model = causal_lm_layout(model_path, dtype=torch_dtype(dtype))
             eos = eos_token_ids(self.model, self.tokenizer)
@@ -100,7 +100,7 @@ class ActorInferWorker:
         what the prompt adds to that episode's last turn (each row then has `cached_tokens`,
         the prompt tokens it did not prefill); `end_sessions` are episodes that ended, freed
         first. Other engines ignore both (vllm caches prefixes by itself)."""
-        if self.engine_name in ENGINE_CLASSES:
+        if not self.engine_spec.turn_cache:  # vllm, sglang
             sessions = end_sessions = None
         if end_sessions:
             self.engine.end_sessions(end_sessions)
@@ -207,14 +207,14 @@ class ActorInferWorker:
 
     def end_sessions(self, session_ids: list[str]) -> None:
         """Free the hf engine's sessions of episodes that ended."""
-        if self.engine_name not in ENGINE_CLASSES:
+        if self.engine_spec.turn_cache:
             self.engine.end_sessions(session_ids)
 
     def receive_weights(self, stale: bool = False) -> float:
         """Receive the trainer's weights; `stale` (fault injection, the hf engine) leaves
         one tensor as it was."""
         assert self.receiver is not None, "init_weight_sync was not called"
-        if self.engine_name in ENGINE_CLASSES:  # they drop their cached prefixes themselves
+        if self.engine_spec.engine_class:  # they drop their cached prefixes themselves
             return self.receiver.receive(self.model, load=self.engine.load_weights)
         self.engine.drop_sessions()  # KV of the old weights (and any stored while they arrive)
         took = self.receiver.receive(self.model, stale=stale)

@@ -53,7 +53,7 @@ class ActorTrainWorker(TrainedModelWorker):
         mini = args.mini_batch_size
         budget = data_parallel.token_budget(self.strategy, self.world_size, args.micro_batch_tokens)
         split = functools.partial(micro_batcher, max_tokens=budget)
-        skip = self.strategy == "hf"
+        skip = self.strategy_spec.skips_rows  # hf: its ranks meet once per optimizer step
         metrics = self.trainer.update(
             batch,  # data parallel: this rank's share, `mini / world_size` rows per step
             loss_fn=loss_fn,

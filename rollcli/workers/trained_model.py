@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from rollcli.config.strategy_spec import STRATEGIES, strategies_where
 from rollcli.data.batch import Batch
 from rollcli.distributed import data_parallel, stores
 from rollcli.distributed.node_files import node_model_folder
@@ -46,7 +47,7 @@ from rollcli.strategies.train_engines import TrainStrategy, make_trainer
 from rollcli.strategies.trainer import Trainer, TrainerArgs
 from rollcli.tracking.peak import machine_peak
 
-LORA_STRATEGIES = ("hf", "fsdp2")
+LORA_STRATEGIES = strategies_where(lora=True)  # hf, fsdp2
 
 
 class TrainedModelWorker:
@@ -84,7 +85,9 @@ class TrainedModelWorker:
         self.model_path = model_path
         self.precision = check_precision(precision)
         if lora is not None and strategy not in LORA_STRATEGIES:
-            raise ValueError(f"LoRA trains with the hf or fsdp2 strategy, not {strategy!r}")
+            raise ValueError(
+                f"LoRA trains with the {' or '.join(LORA_STRATEGIES)} strategy, not {strategy!r}"
+            )
         # LoRA in bf16-mixed: the frozen base is loaded in bf16 (no fp32 master copy, as
         # planned; loading it in fp32 first peaked at 4 bytes/param: 29.5 GiB for a 7B
         # model on an H200 where the plan says 16.2); peft keeps the adapters in fp32
@@ -98,6 +101,9 @@ class TrainedModelWorker:
             self.model = lora_adapters.apply_lora(self.model, lora)
         self.tokenizer = load_tokenizer(model_path)
         self.strategy = strategy
+        self.strategy_spec = STRATEGIES[
+            strategy
+        ]  # what the worker asks of it (config/strategy_spec.py)
         self.rank, self.world_size = rank, world_size
         self._strategy = TrainStrategy(name=strategy, **(strategy_options or {}))
         self._trainer_args = trainer_args
@@ -173,7 +179,9 @@ class TrainedModelWorker:
     def _compute(self):  # noqa: ANN202
         """bf16 autocast for the hf strategy in `bf16-mixed` (DeepSpeed's bf16 mode and
         FSDP2's mixed-precision policy cast the module themselves)."""
-        return compute_context(self.precision if self.strategy == "hf" else "fp32", self.device)
+        return compute_context(
+            "fp32" if self.strategy_spec.owns_bf16 else self.precision, self.device
+        )
 
     @torch.no_grad()
     def compute_ref_logprobs(
@@ -268,7 +276,9 @@ class TrainedModelWorker:
     def save_state(self, folder: str) -> None:
         """The optimizer state: deepspeed and fsdp2 ranks each write their partition; with
         `hf` the ranks hold the same state and rank 0 writes it."""
-        if self.strategy != "hf":  # deepspeed and fsdp2 write their own partitioned states
+        if (
+            self.strategy_spec.checkpoint_dir
+        ):  # deepspeed and fsdp2 write their own partitioned states
             self.trainer.save_checkpoint(folder)
         if self.rank != 0:
             return
@@ -283,7 +293,7 @@ class TrainedModelWorker:
             Path(folder) / "actor_optim.pt", map_location=self.device
         )
         self.trainer.load_state_dict(state)
-        if self.strategy != "hf":  # weights (fsdp2 + LoRA: the adapters), optimizer
+        if self.strategy_spec.checkpoint_dir:  # weights (fsdp2 + LoRA: the adapters), optimizer
             self.trainer.load_checkpoint(folder)  # partitions and scheduler: its own files
         elif self.lora:
             lora_adapters.load_adapter(self.model, Path(folder) / lora_adapters.ADAPTER_DIR)

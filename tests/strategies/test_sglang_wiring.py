@@ -13,7 +13,8 @@ from roll_subprocess import roll
 from rollcli.config.engines import EngineUnavailableError, resolve_engine
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
-from rollcli.workers.actor_infer import ENGINE_CLASSES, ActorInferWorker
+from rollcli.config.strategy_spec import ENGINES
+from rollcli.workers.actor_infer import ActorInferWorker
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sglang") is not None, reason="sglang is installed here"
@@ -27,7 +28,7 @@ def test_resolving_sglang_names_the_install() -> None:
 
 
 def test_the_worker_builds_the_sglang_engine_by_name(tiny_model) -> None:
-    assert ENGINE_CLASSES["sglang"] == ("rollcli.strategies.sglang_infer", "SGLangInferEngine")
+    assert ENGINES["sglang"].engine_class == "rollcli.strategies.sglang_infer:SGLangInferEngine"
     with pytest.raises(EngineUnavailableError, match="pip install sglang"):
         ActorInferWorker(str(tiny_model), engine="sglang")
 
