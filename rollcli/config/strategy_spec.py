@@ -252,10 +252,3 @@ def engines_where(**wanted: object) -> tuple[str, ...]:
     return tuple(
         n for n, e in ENGINES.items() if all(getattr(e, k) == v for k, v in wanted.items())
     )
-
-
-def parallel_keys(name: str | None) -> tuple[str, ...]:
-    """The model parallel keys (`tp`, `pp`) a strategy or engine named `name` runs above 1
-    (none for a name of neither table; hf is in both, running neither)."""
-    row = STRATEGIES.get(name or "") or ENGINES.get(name or "")
-    return row.parallel if row is not None else ()

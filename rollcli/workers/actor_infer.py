@@ -60,12 +60,9 @@ class ActorInferWorker:
         self.device = pick_device(num_gpus)
         self.rank = rank
         self.tokenizer = load_tokenizer(model_path)
-        self.engine_spec = ENGINES[
-            self.engine_name
-        ]  # what the worker asks of it (strategy_spec.py)
-        if (
-            self.engine_spec.engine_class
-        ):  # vllm, sglang: their own weights, imported only when chosen
+        # what the worker asks of its engine: its row (config/strategy_spec.py)
+        self.engine_spec = ENGINES[self.engine_name]
+        if self.engine_spec.engine_class:  # vllm, sglang: own weights, imported when chosen
             module, name = self.engine_spec.engine_class.split(":")
             engine_cls = getattr(importlib.import_module(module), name)
             self.model = causal_lm_layout(model_path, dtype=torch_dtype(dtype))

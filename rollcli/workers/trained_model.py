@@ -101,9 +101,8 @@ class TrainedModelWorker:
             self.model = lora_adapters.apply_lora(self.model, lora)
         self.tokenizer = load_tokenizer(model_path)
         self.strategy = strategy
-        self.strategy_spec = STRATEGIES[
-            strategy
-        ]  # what the worker asks of it (config/strategy_spec.py)
+        # what the worker asks of its strategy: its row (config/strategy_spec.py)
+        self.strategy_spec = STRATEGIES[strategy]
         self.rank, self.world_size = rank, world_size
         self._strategy = TrainStrategy(name=strategy, **(strategy_options or {}))
         self._trainer_args = trainer_args
@@ -276,9 +275,7 @@ class TrainedModelWorker:
     def save_state(self, folder: str) -> None:
         """The optimizer state: deepspeed and fsdp2 ranks each write their partition; with
         `hf` the ranks hold the same state and rank 0 writes it."""
-        if (
-            self.strategy_spec.checkpoint_dir
-        ):  # deepspeed and fsdp2 write their own partitioned states
+        if self.strategy_spec.checkpoint_dir:  # deepspeed, fsdp2: their own partitioned states
             self.trainer.save_checkpoint(folder)
         if self.rank != 0:
             return
