@@ -29,7 +29,7 @@ from rollcli.models.loading import resolve_model
 from rollcli.rollout.agentic_setup import env_kwargs, limits, model_context, train_specs
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.env_worker import EnvWorker
 

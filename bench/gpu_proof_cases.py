@@ -334,7 +334,7 @@ def generate_case(
     as they stop."""
     from rollcli.models.registry import get_model_spec
     from rollcli.models.spec import param_count
-    from rollcli.strategies.hf_infer import SamplingParams
+    from rollcli.strategies.sampling import SamplingParams
     from rollcli.workers.actor_infer import ActorInferWorker
 
     spec = get_model_spec(model)
@@ -379,7 +379,7 @@ def grpo_case(
     then the weight sync from trainer to engine. The second of two steps is reported."""
     from rollcli.models.registry import get_model_spec
     from rollcli.models.spec import param_count
-    from rollcli.strategies.hf_infer import SamplingParams
+    from rollcli.strategies.sampling import SamplingParams
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_infer import ActorInferWorker
     from rollcli.workers.actor_train import ActorTrainWorker

@@ -63,7 +63,7 @@ def main() -> None:
     threading.Thread(target=sample, daemon=True).start()
     t0 = time.perf_counter()
     if args.role == "generate":
-        from rollcli.strategies.hf_infer import SamplingParams
+        from rollcli.strategies.sampling import SamplingParams
         from rollcli.workers.actor_infer import ActorInferWorker
 
         worker = ActorInferWorker(path, num_threads=args.threads)

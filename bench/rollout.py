@@ -26,8 +26,9 @@ from rich.table import Table
 
 from rollcli.config.engines import vllm_available
 from rollcli.models.loading import resolve_model
-from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.threads import set_threads
 from rollcli.tracking.peak import matmul_peak
 

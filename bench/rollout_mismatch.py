@@ -30,8 +30,9 @@ from rollout import chat_prompts  # bench/rollout.py (this folder is on sys.path
 
 from rollcli.data.padding import rollout_tensors
 from rollcli.models.loading import resolve_model
-from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.threads import set_threads
 
 VARIANTS = ("fp32", "bf16", "int8", "int8 unsmoothed", "int8 per-tensor")

@@ -30,7 +30,7 @@ from rollcli.rollout.episode_scheduler import (
     play_episodes,
     random_policy,
 )
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 
 RANDOM = "random"

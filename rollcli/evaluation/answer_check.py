@@ -11,7 +11,7 @@ from rollcli.distributed.cluster import Cluster
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.rewards.registry import load_reward_fn
 from rollcli.rewards.runner import score_samples
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 
 class Answerer(Protocol):

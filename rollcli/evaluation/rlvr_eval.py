@@ -24,7 +24,7 @@ from rollcli.data.prompt_sets import fit_prompts, load_prompt_data
 from rollcli.distributed.local_group import LocalGroup
 from rollcli.evaluation.stats import pass_at_k, wilson_interval
 from rollcli.rollout.prompt_scheduler import answer_all
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
 

@@ -41,8 +41,8 @@ from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
 from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.runtime.workers_setup import start_clusters
-from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
 
 

@@ -35,7 +35,7 @@ from rollcli.rollout.episode import Episode, EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import ModelPolicy, ProgressFn
 from rollcli.rollout.openai_server import EndpointServer, StepEpisodes
 from rollcli.rollout.template_audit import template_drift
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 AgentFn = Callable[[Any, dict[str, Any]], float]
 

@@ -30,7 +30,7 @@ from rollcli.distributed.calls import submit as call
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode, EpisodeSpec, Limits, user_turn
 from rollcli.rollout.worker_api import EnvHost, InferenceWorker
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 ProgressFn = Callable[[int, int], None]
 

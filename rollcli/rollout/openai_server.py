@@ -33,7 +33,7 @@ from typing import Any
 
 from rollcli.rollout.agent_conversation import AgentConversation, ConversationError
 from rollcli.rollout.agent_rounds import GateClosed, RoundGate
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 ACCEPTED = {"model", "messages", "tools", "user", "tool_choice"}
 SAMPLING = {  # request field -> (SamplingParams attribute, recipe key)

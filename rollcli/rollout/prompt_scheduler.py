@@ -34,7 +34,7 @@ from rollcli.distributed.local_group import WorkerGroup
 from rollcli.rollout.result import RolloutResult, build_batch
 from rollcli.rollout.rows import GenerationRow, ScoredRequest
 from rollcli.rollout.worker_api import InferenceWorker
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 DrawFn = Callable[[int], tuple[list[Prompt], list[list[int]]]]
 ProgressFn = Callable[[int, int], None]  # (tokens generated, token budget)

@@ -9,7 +9,7 @@ the run's temperature), so truncated importance weights compare like with like. 
 top-p only decide which tokens can be drawn; the log-prob under the truncated,
 renormalised distribution would be higher by `-log(kept mass)` on every token, a bias of
 the weights `pi_old / mu` below 1 (a mean of 0.906 at top_p 0.9 with the same weights).
-`SamplingParams` and `Generation` are shared with the `vllm` engine.
+`SamplingParams`, `Generation` and the rest every engine shares: strategies/sampling.py.
 
 Multi-turn callers name a session per prompt (one per episode): the engine keeps each
 session's KV across calls and prefills only the tokens a prompt adds to it (see
@@ -22,9 +22,6 @@ here, so defaults in a model's `generation_config.json` (e.g. top_k 50) never le
 from __future__ import annotations
 
 import inspect
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,54 +33,7 @@ from rollcli.strategies.hf_turn_cache import Session, TurnCache
 from rollcli.strategies.host_memory import release_free_memory
 from rollcli.strategies.int8_linears import Int8Linears
 from rollcli.strategies.lm_head import plain_head
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    n: int = 1
-    max_new_tokens: int = 64
-    temperature: float = 1.0  # 0 = greedy
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int = 0
-    stop_token_ids: tuple[int, ...] = ()  # end a sample like EOS does (kept in the output)
-
-
-@dataclass
-class Generation:
-    prompt_index: int
-    token_ids: list[int]
-    finished: bool
-    # log-prob of each sampled token under softmax(logits / T), the behaviour policy as the
-    # trainer computes it (top-k / top-p left out; hf engine: see the module docstring)
-    logprobs: list[float] | None = None
-    sample: int = 0  # which of the prompt's `n` samples this is
-    cached_tokens: int = 0  # leading prompt tokens whose KV came from the prompt's session
-
-
-OnSample = Callable[[Generation], None]  # hears of each sample the moment it ends
-
-
-class GenerationProgress:
-    """Tokens generated so far, readable from another thread while `generate` runs."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.done = 0
-        self.total = 0
-        self.stop = threading.Event()  # set by another thread: end the running call early
-
-    def reset(self, total: int) -> None:
-        with self.lock:
-            self.done, self.total = 0, total
-
-    def add(self, n: int) -> None:
-        with self.lock:
-            self.done = min(self.total, self.done + n)
-
-    def read(self) -> tuple[int, int]:
-        with self.lock:
-            return self.done, self.total
+from rollcli.strategies.sampling import Generation, GenerationProgress, OnSample, SamplingParams
 
 
 class HFInferEngine:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from rollcli.config.strategy_spec import ENGINES
-from rollcli.strategies.hf_infer import Generation, GenerationProgress, OnSample, SamplingParams
+from rollcli.strategies.sampling import Generation, GenerationProgress, OnSample, SamplingParams
 
 INSTALL_HINT = ENGINES["sglang"].install_hint
 

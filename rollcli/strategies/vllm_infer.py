@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from rollcli.strategies.hf_infer import Generation, GenerationProgress, OnSample, SamplingParams
+from rollcli.strategies.sampling import Generation, GenerationProgress, OnSample, SamplingParams
 
 # Sample k of a call gets seed `seed * _SEED_STRIDE + k`: distinct within a call, and calls
 # whose seeds differ (one per step) share no sample seeds unless they draw 10^6 samples.

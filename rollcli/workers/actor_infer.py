@@ -21,9 +21,10 @@ from rollcli.distributed.calls import submit
 from rollcli.distributed.node_files import node_model_folder
 from rollcli.distributed.weight_sync import WeightReceiver
 from rollcli.strategies.device import device_slot, pick_device
-from rollcli.strategies.hf_infer import Generation, HFInferEngine, SamplingParams
+from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
 from rollcli.strategies.precision import torch_dtype
+from rollcli.strategies.sampling import Generation, SamplingParams
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.generation import eos_token_ids, generation_row
 from rollcli.workers.reward import RewardWorker

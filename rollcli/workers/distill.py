@@ -17,9 +17,9 @@ from rollcli.algorithms.distill_loss import distill_loss, student_on_support, to
 from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import TEACHER
 from rollcli.data.packing import sequence_micro_batches
-from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
 from rollcli.strategies.hf_sequence import split_rows, target_logits
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.generation import generate_texts
 from rollcli.workers.sft_train import SFTTrainWorker

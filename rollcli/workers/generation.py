@@ -5,7 +5,8 @@ have no inference engine to sync weights to)."""
 
 from __future__ import annotations
 
-from rollcli.strategies.hf_infer import Generation, HFInferEngine, SamplingParams
+from rollcli.strategies.hf_infer import HFInferEngine
+from rollcli.strategies.sampling import Generation, SamplingParams
 
 
 def eos_token_ids(model, tokenizer) -> list[int]:  # noqa: ANN001

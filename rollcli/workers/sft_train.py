@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from rollcli.data.batch import Batch
 from rollcli.data.packing import sequence_micro_batches
-from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_sequence import target_logits
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.generation import generate_texts
 from rollcli.workers.trained_model import TrainedModelWorker
 

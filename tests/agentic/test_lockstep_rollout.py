@@ -13,7 +13,7 @@ from rollcli.data.padding import pad_left, position_ids_from_mask
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.env_worker import EnvWorker
 

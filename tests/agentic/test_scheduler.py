@@ -10,7 +10,7 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.rollout.episode_metrics import episode_metrics
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes, random_policy
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.env_worker import EnvWorker
 
 

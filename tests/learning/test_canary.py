@@ -66,7 +66,7 @@ from rollcli.pipelines.rl.advantages import add_advantages, make_kl_controller
 from rollcli.pipelines.rl.source import step_sampling
 from rollcli.pipelines.rl.update_args import update_args
 from rollcli.rollout.result import build_batch
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker

@@ -15,7 +15,7 @@ from rollcli.rollout.agent_episodes import play_agent_episodes
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import ModelPolicy
 from rollcli.rollout.openai_server import EndpointServer
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi")

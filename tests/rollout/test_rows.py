@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rollcli.rollout.rows import GenerationRow, ScoredRequest
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.reward import RewardWorker
 

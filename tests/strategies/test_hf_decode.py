@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [3, 8, 200, 11], [9]]
 # every 7th token id ends a sample: tiny-random's samples end after a few to tens of tokens

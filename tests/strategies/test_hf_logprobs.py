@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from rollcli.data.padding import rollout_tensors
-from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import response_logprobs
+from rollcli.strategies.sampling import SamplingParams
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6]]
 

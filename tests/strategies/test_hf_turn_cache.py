@@ -9,8 +9,9 @@ import pytest
 import torch
 from weight_sync_pair import sync_into_worker
 
-from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.actor_infer import ActorInferWorker
 
 # every 7th token id ends a reply: tiny-random's replies end after a few to tens of tokens

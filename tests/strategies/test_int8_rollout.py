@@ -10,9 +10,10 @@ import torch
 from weight_sync_pair import sync_into_worker
 
 from rollcli.data.padding import rollout_tensors
-from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.int8_linears import int8_linear, pack
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.actor_infer import ActorInferWorker
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6]]

@@ -12,8 +12,9 @@ from weight_sync_pair import sync_into_worker
 
 from rollcli.config.engines import vllm_available
 from rollcli.data.padding import rollout_tensors
-from rollcli.strategies.hf_infer import HFInferEngine, SamplingParams
+from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.sampling import SamplingParams
 
 pytestmark = pytest.mark.skipif(
     not vllm_available(), reason="vllm is not installed (optional engine: `make vllm`)"

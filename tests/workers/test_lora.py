@@ -16,9 +16,9 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.runs.export import ExportError, export_policy
-from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.lora import LoraSpec, apply_lora
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker

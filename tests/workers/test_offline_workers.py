@@ -87,7 +87,7 @@ def test_sft_step_runs_one_forward_per_token_budgeted_micro_batch(tiny_model, se
 
 
 def test_sft_worker_answers_prompts(tiny_model, tokenizer) -> None:
-    from rollcli.strategies.hf_infer import SamplingParams
+    from rollcli.strategies.sampling import SamplingParams
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.sft_train import SFTTrainWorker
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from rollcli.data.packing import response_sample, sequence_batch
-from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.strategies.sampling import SamplingParams
 
 QUESTIONS = ["1 + 2 =", "What is 3 + 4 + 5?", "7 - 1 ="]
 PARAMS = SamplingParams(n=1, max_new_tokens=6, temperature=1.0, seed=7)

@@ -10,7 +10,7 @@ import pytest
 import ray
 
 from rollcli.distributed.cluster import Cluster, WorkerResources
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.reward import RewardWorker
 

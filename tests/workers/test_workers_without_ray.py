@@ -10,8 +10,8 @@ from weight_sync_pair import send_weights
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.data.padding import pad_left, rollout_tensors
-from rollcli.strategies.hf_infer import SamplingParams
 from rollcli.strategies.hf_model import response_logprobs
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker

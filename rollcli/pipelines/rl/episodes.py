@@ -55,7 +55,7 @@ from rollcli.rollout.result import RolloutResult
 from rollcli.rollout.template_audit import template_drift
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.runtime.run_control import RunControl
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.env_worker import env_tools, system_prompt
 
 AHEAD_FILE = "episodes_ahead.pt"  # async mode: played episodes of the steps after it

@@ -34,7 +34,7 @@ from rollcli.rollout.prompt_scheduler import (
 from rollcli.rollout.result import RolloutResult
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.runtime.run_control import RunControl, report_data_notes
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
 

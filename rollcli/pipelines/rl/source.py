@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from rollcli.config.sections import RolloutConfig
 from rollcli.rollout.result import RolloutResult
-from rollcli.strategies.hf_infer import SamplingParams
+from rollcli.strategies.sampling import SamplingParams
 
 
 class RolloutSource(Protocol):
