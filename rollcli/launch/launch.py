@@ -35,24 +35,26 @@ from rollcli.runtime.display_protocol import Display
 
 if TYPE_CHECKING:  # run_control imports torch
     from rollcli.planning.auto_strategy import AutoChoice
+    from rollcli.planning.run_plan import RunPlan
 
 
 class RunNotFoundError(ValueError):
     pass
 
 
-def _check_supported(cfg: RecipeConfig) -> AutoChoice:
+def _check_supported(cfg: RecipeConfig) -> tuple[AutoChoice, RunPlan]:
     """The pre-launch checks (`rollcli.launch.prelaunch`): the recipe's own (those of `roll
     plan` and `--dry-run`), that its plan fits, then this machine's. Returns the recipe with
-    `train.strategy: auto` resolved (planning/auto_strategy.py), the one that runs."""
+    `train.strategy: auto` resolved (planning/auto_strategy.py), the one that runs, and its
+    plan: the run's one plan, handed down to its control and its workers."""
     from rollcli.planning.auto_strategy import resolve_auto
-    from rollcli.planning.from_recipe import check_plan
+    from rollcli.planning.run_plan import plan_run
 
     check_recipe(cfg)
     choice = resolve_auto(cfg)
-    check_plan(choice.cfg)  # refuses a run that cannot fit, with the advice, before it starts
+    plan = plan_run(choice.cfg)  # refuses a run that cannot fit, with the advice
     check_machine(choice.cfg)
-    return choice
+    return choice, plan
 
 
 @dataclass
@@ -74,7 +76,7 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
     run's newest checkpoint, recorded in the new run's recipe by its path."""
     cfg = with_run_model(cfg)
     fetch_hub_config(cfg.model)  # a hub model's shapes, for the plan (not its weights yet)
-    choice = _check_supported(cfg)
+    choice, plan = _check_supported(cfg)
     cfg = choice.cfg
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()
@@ -97,7 +99,7 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
     if choice.lines:
         run.log_event(" ".join(line.strip() for line in choice.lines))
     model_path = warm_up(cfg, run, display) or model_path
-    return _drive(cfg, run, run_id, model_path, display, None, start)
+    return _drive(cfg, plan, run, run_id, model_path, display, None, start)
 
 
 def run_exists(runs_dir: str | Path, run_id: str) -> bool:
@@ -116,7 +118,9 @@ def resume_training(
     recorded, _ = load_recipe(str(root / "recipe.yaml"), [], saved_run=True)
     cfg, _ = load_recipe(str(root / "recipe.yaml"), overrides, saved_run=True)
     check_resumable(recorded, cfg)
-    cfg = _check_supported(cfg).cfg  # a saved recipe names its strategy: nothing to resolve
+    # a saved recipe names its strategy: nothing to resolve; planned as resumed (overrides)
+    choice, plan = _check_supported(cfg)
+    cfg = choice.cfg
     if run.effective_status() in ("running", "starting"):
         raise ConfigError(
             f"run {run_id!r} is still running (pid {run.read_status().get('pid')}); stop it "
@@ -149,7 +153,7 @@ def resume_training(
         + (f"; recipe changes: {', '.join(changes)}" if changes else "")
     )
     model_path = warm_up(cfg, run, display) or model_path
-    return _drive(cfg, run, run_id, model_path, display, checkpoint or "start", start)
+    return _drive(cfg, plan, run, run_id, model_path, display, checkpoint or "start", start)
 
 
 def _prepare_model(cfg: RecipeConfig, display: Display) -> str:
@@ -216,6 +220,7 @@ def warm_up(cfg: RecipeConfig, run: RunDir, display: Display) -> str | None:
 
 def _drive(
     cfg: RecipeConfig,
+    plan: RunPlan,
     run: RunDir,
     run_id: str,
     model_path: str,
@@ -223,7 +228,8 @@ def _drive(
     resume_from: Path | str | None,
     start: float,
 ) -> RunResult:
-    """Ray, the pipeline, the driver loop and the status around them; `resume_from` a
+    """Ray, the pipeline, the driver loop and the status around them; `plan`: the run's
+    plan (`_check_supported`'s), which its control and its workers read; `resume_from` a
     checkpoint, "start" (resume a run that has none) or None (a new run)."""
     from rollcli.distributed.ray_session import start_ray
 
@@ -241,7 +247,7 @@ def _drive(
             from rollcli.runtime.run_control import RunControl
             from rollcli.tracking.fanout import make_trackers
 
-            ctl = RunControl(cfg, run, run_id, display)
+            ctl = RunControl(cfg, plan, run, run_id, display)
             ctl.tracker = make_trackers(
                 list(cfg.run.trackers),
                 run.root,

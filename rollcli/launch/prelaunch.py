@@ -6,7 +6,7 @@ one roll can plan, the datasets' first rows read as training reads them
 (`rollcli.launch.data_check`)).
 `roll plan`, `roll train --dry-run` and `roll train` all call it, so each refuses with the
 same line, before Ray starts and before the run folder exists. `roll train` and
-`--dry-run` then check that the plan fits (`planning.from_recipe.check_plan`).
+`--dry-run` then check that the plan fits (`planning.run_plan.plan_run`).
 
 `MACHINE_CHECKS`: what depends on the machine that trains (GPUs visible here, a model's
 weights on disk, installed engines, backends and trackers). `roll train` runs them at
@@ -69,12 +69,12 @@ def dry_run(cfg: RecipeConfig) -> tuple[AutoChoice, list[str], list[str]]:
     Ray starts (the overlong rule)."""
     from rollcli.models.loading import download_note
     from rollcli.planning.auto_strategy import resolve_auto
-    from rollcli.planning.from_recipe import check_plan
+    from rollcli.planning.run_plan import plan_run
 
     cfg = with_run_model(cfg)
     data_notes = check_recipe(cfg)
     choice = resolve_auto(cfg)
-    check_plan(choice.cfg)
+    plan_run(choice.cfg)
     refusals = machine_notes(choice.cfg)
     downloads = [n for n in (download_note(cfg.model), *data_notes, *judge_notes(cfg)) if n]
     if not refusals:

@@ -1,7 +1,8 @@
-"""Build a `PlanInput` from a validated recipe, and the pre-launch check `roll train` runs.
+"""Build a `PlanInput` from a validated recipe, and plan it (`plan_recipe`).
 
 The only place where planning reads a recipe: `roll plan` and `roll train` call
-`recipe_plan_input`, so both plan the same run. Imports neither torch nor Ray.
+`recipe_plan_input`, so both plan the same run (the run's own plan, checked before it
+starts and handed to its workers: planning/run_plan.py). Imports neither torch nor Ray.
 """
 
 from __future__ import annotations
@@ -359,9 +360,13 @@ def _gpu_capacity(cfg: RecipeConfig, gpu_kind: str | None, gpu_mem_gib: float | 
 def plan_recipe(cfg: RecipeConfig, **flags: object) -> Plan:
     """`make_plan` of the recipe, with the workers each role starts (`plan.workers`: what
     the cluster builder creates); a request that cannot work is a ConfigError naming the key."""
+    return plan_request(cfg, recipe_plan_input(cfg, **flags))  # type: ignore[arg-type]
+
+
+def plan_request(cfg: RecipeConfig, inp: PlanInput) -> Plan:
+    """`plan_recipe` of the request `inp` made from `cfg` (`recipe_plan_input`)."""
     from rollcli.planning.planner import make_plan
 
-    inp = recipe_plan_input(cfg, **flags)  # type: ignore[arg-type]
     try:
         plan = make_plan(inp)
     except PlanError as err:
@@ -377,21 +382,3 @@ def recipe_workers(cfg: RecipeConfig, plan: Plan) -> list[Workers]:
     shares = role_gpu_shares(plan)
     cores = cfg.resources.num_cpus or float(os.cpu_count() or 1)
     return size_workers(roles_for(cfg), cores, shares)
-
-
-def check_plan(cfg: RecipeConfig) -> Plan:
-    """The pre-launch check of `roll train`: raise (with the advice) if the run cannot fit."""
-    plan = plan_recipe(cfg)
-    if plan.fits:
-        return plan
-    from rollcli.planning.render import merge_gpu_lines
-
-    gpus = cfg.resources.gpus
-    where = "the host" if plan.mode == "cpu" else f"{gpus} GPU(s)"
-    problems = "; ".join(merge_gpu_lines(plan.problems))
-    lines = [f"the plan for {cfg.model} on {where} does not fit: {problems}"]
-    if plan.advice:
-        lines.append("what to change: " + " | ".join(plan.advice))
-    flags = f" --model {cfg.model}" + (f" --gpus {gpus}" if gpus else "")
-    lines.append(f"`roll plan {cfg.name}{flags}` shows the whole plan")
-    raise ConfigError(". ".join(lines))

@@ -3,9 +3,10 @@
 `roll plan` judges a run by modelling each role: its dtype (`param_bytes`: bf16 with fp32
 master weights on GPUs, fp32 on the CPU), its strategy and ZeRO/offload layout, the
 inference engine and its KV-cache reservation, and which idle roles leave their GPU.
-`role_args` turns that same request (`recipe_plan_input`) and plan into the keyword
-arguments of each role's workers, so what runs is what the plan judged; the test in
-tests/planning/test_plan_reaches_workers.py checks every decision against them.
+`role_args` turns that same request (`recipe_plan_input`) and plan (the run's `RunPlan`,
+planning/run_plan.py) into the keyword arguments of each role's workers, so what runs is
+what the plan judged; the test in tests/planning/test_plan_reaches_workers.py checks every
+decision against them.
 
 What each decision becomes:
 - training dtype: `precision="bf16-mixed"` (2 bytes/param in the plan) or `"fp32"` (4).
@@ -25,7 +26,7 @@ What each decision becomes:
   key `rollout.vllm_kv_cache_gib`), for `max_num_seqs` sequences of `seq_len` tokens.
 - idle offload: only actor_infer's vllm/sglang engine leaves a shared GPU when idle
   (`sleep_mode`); training and forward roles keep their states on the GPU, and the plan
-  counts them there (`planning.roles.leaves_gpu_when_idle`).
+  counts them there (`planning.role_memory.leaves_gpu_when_idle`).
 """
 
 from __future__ import annotations

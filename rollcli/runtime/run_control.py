@@ -15,7 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollcli.config.recipe import RecipeConfig
 from rollcli.distributed.cluster import Cluster
@@ -32,6 +32,9 @@ from rollcli.runtime.checkpointer import Checkpointer
 from rollcli.runtime.display_protocol import Display
 from rollcli.runtime.run_log import RunLog
 from rollcli.workers.trained_model import TrainedModelWorker
+
+if TYPE_CHECKING:
+    from rollcli.planning.run_plan import RunPlan
 
 PHASES = {
     "generate": "generating",
@@ -51,11 +54,15 @@ class RunControl:
     def __init__(
         self,
         cfg: RecipeConfig,
+        plan: RunPlan,
         run: RunDir,
         run_id: str,
         display: Display,
     ) -> None:
+        """`plan`: the run's plan, made once before it started (planning/run_plan.py); the
+        pipeline's workers are built from it (`ctl.plan`), restarted ones too."""
         self.cfg = cfg
+        self.plan = plan
         self.run_id = run_id
         # `kill-worker@POINT` kills a worker of the role that runs POINT (the role table's)
         self.fault_roles = fault_roles(roles_for(cfg))
@@ -73,7 +80,7 @@ class RunControl:
         self.faults = FaultInjector.from_env(self._kill_worker)
         self.memory = PeakMemory(
             run.root,
-            planned_per_rank(cfg),
+            plan.planned_per_rank(),
             measure="cuda" if cfg.resources.gpus > 0 else "pss",
             log_event=run.log_event,
             step=lambda: self.current_step,
@@ -212,15 +219,6 @@ class RunControl:
         where = f"checkpoint {checkpoint.name}" if checkpoint else "the start"
         self.run.log_event(f"workers restarted; retrying from step {start + 1} ({where})")
         return start
-
-
-def planned_per_rank(cfg: RecipeConfig) -> dict[str, int]:
-    """The plan's bytes for one rank of each role while it computes (what `memory.json`
-    compares a measured peak with)."""
-    from rollcli.planning.from_recipe import plan_recipe
-
-    plan = plan_recipe(cfg)
-    return {role: memory.active.total for role, memory in plan.role_memory.items()}
 
 
 def report_data_notes(ctl: RunControl, notes: tuple[str, ...]) -> None:

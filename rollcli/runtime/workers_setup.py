@@ -1,6 +1,6 @@
 """Build any pipeline's worker clusters: the role table (`planning.role_table.roles_for`) and
-the run's plan in, one `Cluster` per role out. The one place that gives workers their
-arguments and their CPUs.
+the run's plan (`planning.run_plan.RunPlan`, made once at launch) in, one `Cluster` per role
+out. The one place that gives workers their arguments and their CPUs.
 
 What each worker gets:
 - its share of the machine from the plan (`plan.workers`, what `roll plan` prints): the
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
     from rollcli.distributed.placement import DevicePlacement, NodeSpread
     from rollcli.planning.planner import Plan
+    from rollcli.planning.run_plan import RunPlan
     from rollcli.runtime.run_control import RunControl
 
 
@@ -49,13 +50,13 @@ class Placement:
     spread: NodeSpread | None = None
 
     @classmethod
-    def build(cls, cfg: RecipeConfig) -> Placement:
-        """Plan `cfg` and reserve its GPUs (a GPU run) or find its nodes (a CPU run)."""
+    def build(cls, cfg: RecipeConfig, run_plan: RunPlan) -> Placement:
+        """Reserve the GPUs of `run_plan` (the run's plan of `cfg`, made once before it
+        started: planning/run_plan.py) on a GPU run, or find its nodes on a CPU run."""
         from rollcli.distributed.placement import DevicePlacement, NodeSpread
-        from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
 
-        plan = plan_recipe(cfg)
-        args = role_args(cfg, recipe_plan_input(cfg), plan)
+        plan = run_plan.plan
+        args = role_args(cfg, run_plan.request, plan)
         if cfg.resources.gpus > 0:  # a CPU run's plan is the CPU plan: nothing to place
             return cls(plan, args, devices=DevicePlacement.build(plan))
         return cls(plan, args, spread=NodeSpread.build())
@@ -103,10 +104,11 @@ def start_clusters(
     cfg: RecipeConfig, ctl: RunControl, *, model_path: str, student_path: str | None = None
 ) -> Clusters:
     """The offline pipelines' workers (sft, dpo, distill): every role of the recipe on the
-    run's plan, told to `ctl` (fault injection, checkpoints' RNG)."""
+    run's plan (`ctl.plan`), told to `ctl` (fault injection, checkpoints' RNG)."""
     ctl.ui.phase("starting workers")
+    placement = Placement.build(cfg, ctl.plan)
     clusters = build_clusters(
-        cfg, roles_for(cfg), Placement.build(cfg), model_path=model_path, student_path=student_path
+        cfg, roles_for(cfg), placement, model_path=model_path, student_path=student_path
     )
     ctl.started(clusters.all())
     return clusters

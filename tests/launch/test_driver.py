@@ -61,9 +61,10 @@ def _drive(cfg, run: RunDir, terminal: Terminal, resume: bool) -> tuple[Any, dic
     pipeline, its setup (and restore), then `drive` under the Ctrl-C handler."""
     from rollcli.launch.driver import drive
     from rollcli.launch.registry import pipeline_class
+    from rollcli.planning.run_plan import plan_run
     from rollcli.runtime.run_control import RunControl
 
-    ctl = RunControl(cfg, run, "r", terminal)
+    ctl = RunControl(cfg, plan_run(cfg), run, "r", terminal)
     try:
         with StopSignals(lambda: ctl, terminal):
             pipeline = pipeline_class(cfg.pipeline)(cfg, ctl, cfg.model)
@@ -73,6 +74,21 @@ def _drive(cfg, run: RunDir, terminal: Terminal, resume: bool) -> tuple[Any, dic
     finally:
         ctl.shutdown()
     return ctl, final, start
+
+
+def _count_plans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The model of every plan made from now on (the planner's `make_plan`, still planning)."""
+    from rollcli.planning import planner
+
+    made: list[str] = []
+    make_plan = planner.make_plan
+
+    def counted(inp):  # noqa: ANN001, ANN202
+        made.append(inp.model.name)
+        return make_plan(inp)
+
+    monkeypatch.setattr(planner, "make_plan", counted)
+    return made
 
 
 def _rows(run: RunDir) -> list[dict]:
@@ -93,7 +109,8 @@ def _checkpoints(run: RunDir) -> list[str]:
     return sorted(p.name for p in run.checkpoints.iterdir() if (p / "COMPLETE").exists())
 
 
-def test_cadence_ctrl_c_resume_and_time_limit(tmp_path, tiny_model) -> None:
+def test_cadence_ctrl_c_resume_and_time_limit(tmp_path, tiny_model, monkeypatch) -> None:
+    plans = _count_plans(monkeypatch)
     flags = {"model": str(tiny_model)}
     steps = ["train.steps=6", "run.eval_every=2", "run.save_every=3"]
     cfg, _ = load_recipe("sft", [*SMALL, *steps], flags)
@@ -102,6 +119,8 @@ def test_cadence_ctrl_c_resume_and_time_limit(tmp_path, tiny_model) -> None:
     # steps 1..6, validation every 2, checkpoints every 3; Ctrl-C as step 5 is shown
     terminal = Terminal(ctrl_c_at=5)
     ctl, final, _ = _drive(cfg, run, terminal, resume=False)
+    # the run's one plan, made before it started: its control and its workers read it
+    assert len(plans) == 1 and ctl.plan.plan.model_name == plans[0]
     rows = _rows(run)
     assert [r["step"] for r in rows] == [0, 1, 2, 3, 4, 5]
     assert [r["step"] for r in rows if "val/loss" in r] == [0, 2, 4]  # 5: stopped, unvalidated

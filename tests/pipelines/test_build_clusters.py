@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from rollcli.cli.app import app
 from rollcli.config.loader import load_recipe
 from rollcli.planning.role_table import roles_for
+from rollcli.planning.run_plan import plan_run
 from rollcli.runtime.workers_setup import Placement, build_clusters
 
 CASES = {
@@ -41,8 +42,9 @@ def test_built_clusters_are_the_planned_workers(case: str, tiny_model) -> None:
     planned = json.loads(res.output)["workers"]
     cfg, _ = load_recipe(recipe, overrides, {"model": str(tiny_model)})
     student = str(tiny_model) if cfg.pipeline == "distill" else None
+    placement = Placement.build(cfg, plan_run(cfg))
     clusters = build_clusters(
-        cfg, roles_for(cfg), Placement.build(cfg), model_path=str(tiny_model), student_path=student
+        cfg, roles_for(cfg), placement, model_path=str(tiny_model), student_path=student
     )
     try:
         assert_clusters_are_planned(clusters, planned)

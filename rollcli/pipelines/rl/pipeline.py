@@ -116,11 +116,12 @@ class RLPipeline:
         self.running = RunningMeanStd() if alg.norm_mode == "running" else None
 
     def _place(self) -> None:
-        """The run's plan (the one `roll plan` prints and `roll train` checked), its worker
-        arguments and, on GPUs, its placement groups. Made again when workers restart."""
+        """The run's plan (`ctl.plan`: the one `roll plan` prints and `roll train` checked),
+        its worker arguments and, on GPUs, its placement groups, made again (from the same
+        plan) when workers restart."""
         if self.placement is not None:
             self.placement.remove()
-        self.placement = Placement.build(self.cfg)
+        self.placement = Placement.build(self.cfg, self.ctl.plan)
         infer = self.placement.args["actor_infer"]
         self.engine = infer["engine"]
         # the engine sleeps while training runs on the GPU it shares
