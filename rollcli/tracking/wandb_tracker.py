@@ -2,39 +2,21 @@
 `WANDB_API_KEY` when the run asks for it (docs/runs.md). The `wandb` extra.
 
 Offline runs are W&B's own `offline-run-*/run-*.wandb` files, which `wandb sync DIR`
-uploads later. A W&B run only moves forward in steps, so `rewind` past logged steps
-finishes this W&B run and starts a new one (same name and group): each holds every step
-once.
+uploads later. What it shares with SwanLab (steps, rewind by a new run of the same name and
+group): service_tracker.py.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from rollcli.config.trackers import wants_online
-from rollcli.tracking.tracker_values import quiet, scalars
+from rollcli.tracking.service_tracker import ServiceTracker
+from rollcli.tracking.tracker_values import quiet
 
 
-class WandbTracker:
-    def __init__(
-        self,
-        run_dir: Path,
-        recipe: dict[str, Any],
-        run_id: str,
-        *,
-        mode: str = "offline",
-        project: str = "roll",
-    ) -> None:
-        self.run_dir = run_dir
-        self.log_file = run_dir / "trackers.log"
-        self.recipe = recipe
-        self.run_id = run_id
-        self.project = project
-        self.mode = "online" if wants_online("wandb", mode) else "offline"
-        self.last_step = -1
-        self.run = self._start()
+class WandbTracker(ServiceTracker):
+    service = "wandb"
 
     def _start(self) -> Any:
         import wandb
@@ -57,28 +39,12 @@ class WandbTracker:
                 reinit="create_new",
             )
 
-    def log(self, metrics: dict[str, Any], step: int) -> None:
-        values = scalars(metrics)
-        if values:
-            self.run.log(values, step=step)
-        self.last_step = max(self.last_step, step)
-
-    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+    def _samples(self, rows: list[dict[str, Any]]) -> Any:
         """A `wandb.Table` of the step's samples, one column per field."""
         import wandb
 
-        if not rows:
-            return
         columns, data = table_data(rows)
-        self.run.log({"samples": wandb.Table(columns=columns, data=data)}, step=step)
-        self.last_step = max(self.last_step, step)
-
-    def rewind(self, step: int) -> None:
-        if self.last_step > step:
-            with quiet(self.log_file):
-                self.run.finish()
-            self.run = self._start()
-            self.last_step = -1
+        return wandb.Table(columns=columns, data=data)
 
     def close(self) -> None:
         """Finish the run and wait for W&B's writer process: `finish` alone can return
