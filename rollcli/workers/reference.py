@@ -1,19 +1,17 @@
-"""reference: a frozen copy of the initial policy; log-probs for the KL penalty."""
+"""reference: a frozen copy of the initial policy; log-probs for the KL penalty
+(`compute_logprobs`, the trained model's own: policy_logprobs.py)."""
 
 from __future__ import annotations
 
-import torch
-
-from rollcli.data.batch import Batch
 from rollcli.distributed.node_files import node_model_folder
 from rollcli.strategies.device import pick_device
 from rollcli.strategies.hf_model import load_causal_lm
-from rollcli.strategies.logprob_forward import forward_response_logprobs
 from rollcli.strategies.precision import torch_dtype
 from rollcli.strategies.threads import set_threads
+from rollcli.workers.policy_logprobs import PolicyLogprobs
 
 
-class ReferenceWorker:
+class ReferenceWorker(PolicyLogprobs):
     def __init__(
         self,
         model_path: str,
@@ -28,23 +26,4 @@ class ReferenceWorker:
         self.device = pick_device(num_gpus)
         self.model = load_causal_lm(
             model_path, train=False, device=self.device, dtype=torch_dtype(dtype)
-        )
-
-    @torch.no_grad()
-    def compute_logprobs(
-        self,
-        batch: Batch,
-        micro_batch_size: int = 8,
-        temperature: float = 1.0,
-        max_tokens: int | None = None,
-        shared_prefix: bool = False,
-    ) -> torch.Tensor:
-        return forward_response_logprobs(
-            self.model,
-            batch,
-            micro_batch_size,
-            temperature,
-            self.device,
-            max_tokens,
-            shared_prefix=shared_prefix,
         )

@@ -40,19 +40,20 @@ from rollcli.strategies.hf_model import (
     load_saved_weights,
     load_tokenizer,
 )
-from rollcli.strategies.logprob_forward import forward_response_logprobs
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import TrainStrategy, make_trainer
 from rollcli.strategies.trainer import Trainer, TrainerArgs
 from rollcli.tracking.peak import machine_peak
+from rollcli.workers.policy_logprobs import PolicyLogprobs
 
 LORA_STRATEGIES = strategies_where(lora=True)  # hf, fsdp2
 
 
-class TrainedModelWorker:
+class TrainedModelWorker(PolicyLogprobs):
     """The trained model of actor_train, in every pipeline: the model (and its LoRA
-    adapters), its trainer, its data-parallel group, its log-probs, its weight sync and its
+    adapters), its trainer, its data-parallel group, its log-probs (`compute_logprobs`,
+    written once with the reference's: policy_logprobs.py), its weight sync and its
     checkpoints. The pipelines' workers add their updates: `ActorTrainWorker.train_step`
     (RL), `SFTTrainWorker.sft_step`, `DPOTrainWorker.dpo_step`, `StudentWorker`'s."""
 
@@ -151,29 +152,9 @@ class TrainedModelWorker:
         data_parallel.join_group(self._store, host, port, self.rank, self.world_size, backend)
         self._build_trainer()
 
-    @torch.no_grad()
-    def compute_logprobs(
-        self,
-        batch: Batch,
-        micro_batch_size: int = 8,
-        temperature: float = 1.0,
-        max_tokens: int | None = None,
-        shared_prefix: bool = False,
-    ) -> torch.Tensor:
-        """Log-probs of the response tokens under the current policy (PPO's old log-probs);
-        `shared_prefix`: each group's prompt computed once (the same numbers). `max_tokens`
-        applies where ranks may run different numbers of forwards (`token_budget`)."""
-        self.model.eval()
-        with self._compute():
-            return forward_response_logprobs(
-                self.model,
-                batch,
-                micro_batch_size,
-                temperature,
-                self.device,
-                data_parallel.token_budget(self.strategy, self.world_size, max_tokens),
-                shared_prefix=shared_prefix,
-            )
+    def _token_budget(self, max_tokens: int | None) -> int | None:
+        """`max_tokens` where ranks may run different numbers of forwards (`token_budget`)."""
+        return data_parallel.token_budget(self.strategy, self.world_size, max_tokens)
 
     def _compute(self):  # noqa: ANN202
         """bf16 autocast for the hf strategy in `bf16-mixed` (DeepSpeed's bf16 mode and
