@@ -12,15 +12,21 @@ from rollcli.distributed.weight_sync import WeightReceiver, WeightSender
 
 
 def send_weights(
-    source: Any, target: torch.nn.Module, dtype: torch.dtype | None = None, stale: bool = False
+    source: Any,
+    target: torch.nn.Module,
+    dtype: torch.dtype | None = None,
+    stale: bool = False,
+    backend: str = "gloo",
 ) -> tuple[WeightSender, WeightReceiver]:
-    """Connect a sender (casting to `dtype`) and a receiver, and sync `source` (a model or a
-    state_dict-like mapping) into `target` in place (`stale`: the receiver leaves its first
-    tensor as it was); returns both ends (their `prints`)."""
-    sender = WeightSender("127.0.0.1", 2, dtype=dtype)
+    """Connect a sender (casting to `dtype`) and a receiver over `backend`, and sync `source`
+    (a model or a state_dict-like mapping) into `target` in place (`stale`: the receiver
+    leaves its first tensor as it was); returns both ends (their `prints`)."""
+    sender = WeightSender("127.0.0.1", 2, dtype=dtype, backend=backend)
     receiver: list[WeightReceiver] = []
     joined = threading.Thread(
-        target=lambda: receiver.append(WeightReceiver("127.0.0.1", sender.port, 1, 2))
+        target=lambda: receiver.append(
+            WeightReceiver("127.0.0.1", sender.port, 1, 2, backend=backend)
+        )
     )
     joined.start()
     sender.connect()

@@ -7,7 +7,10 @@ feeding a bf16 engine sends bf16). The backend (`choose_backend`): `nccl` (nccl_
 sender and every receiver hold their weights on GPUs of their own, buckets then staying on
 the GPU; else `gloo`, which works for any devices: a CUDA model's buckets are copied to host
 memory to be sent, and received buckets are copied into the receiver's tensors wherever
-they live. (NCCL cannot join two ranks on one GPU, which colocated roles share.)
+they live. (NCCL cannot join two ranks on one GPU, which colocated roles share.) When the
+sender and every receiver share one GPU, `cuda_ipc` (ipc_sync.py): no group; each bucket is
+handed over as a CUDA IPC handle through the group's store and copied device to device
+(`shm`: the same protocol over shared host memory, which tests it on CPU).
 
 A receiver copies into its own model's tensors in place (the `hf` engine), or hands a
 stream of `(name, tensor)` pairs to a `load` function (the `vllm` engine's `load_weights`);
@@ -27,6 +30,12 @@ import torch
 import torch.distributed as dist
 
 from rollcli.distributed import stores
+from rollcli.distributed.ipc_sync import (
+    IPC_BACKENDS,
+    IpcReceiver,
+    IpcSender,
+    ipc_device,
+)
 from rollcli.distributed.sync_check import Print, tensor_print
 
 BUCKET_BYTES = 256 * 1024 * 1024
@@ -88,32 +97,52 @@ def _buckets(
 
 
 def choose_backend(slots: list[dict[str, Any]]) -> str:
-    """`nccl` when every side (`device_slot()` of the sender, then of each receiver) is on
-    CUDA and no two share a GPU; else `gloo`.
+    """The sync's path from where each side holds its weights (`device_slot()` of the
+    sender, then of each receiver): `cuda_ipc` when all are on one and the same GPU
+    (colocated roles), `nccl` when all are on CUDA and no two share a GPU, else `gloo` (any
+    CPU side, GPUs partly shared, or a GPU not identified). A GPU is known by the CUDA UUID
+    the worker reports, else by its node and the GPU ids Ray assigned it.
 
     >>> cpu = {"type": "cpu", "node": None, "gpus": []}
     >>> choose_backend([cpu, cpu])
     'gloo'
     >>> gpu = lambda i: {"type": "cuda", "node": "n0", "gpus": [str(i)]}
     >>> choose_backend([gpu(0), gpu(1)]), choose_backend([gpu(0), gpu(0)])
-    ('nccl', 'gloo')
+    ('nccl', 'cuda_ipc')
     """
     if not all(s["type"] == "cuda" for s in slots):
         return "gloo"
-    places = [(s["node"], g) for s in slots for g in s["gpus"]]
-    if not places or len(places) != len(set(places)):
-        return "gloo"  # colocated on one GPU (or unknown): NCCL refuses duplicate GPUs
+    places = [_gpu_identity(s) for s in slots]
+    if any(p is None for p in places):
+        return "gloo"  # unknown GPUs: neither NCCL (duplicates) nor IPC (same GPU) is sure
+    if len(set(places)) == 1:
+        return "cuda_ipc"
+    flat = [(node, g) for node, gpus in places for g in gpus]
+    if len(flat) != len(set(flat)):
+        return "gloo"  # some, not all, share a GPU: NCCL refuses duplicate GPUs
     return "nccl"
 
 
+def _gpu_identity(slot: dict[str, Any]) -> tuple[Any, tuple[str, ...]] | None:
+    """(node, GPUs) that tell two workers' devices apart: the CUDA UUID where reported (one
+    physical GPU, whatever CUDA_VISIBLE_DEVICES calls it), else Ray's node and GPU ids."""
+    if slot.get("uuid"):
+        return ("uuid", (slot["uuid"],))
+    if not slot["gpus"]:
+        return None
+    return (slot["node"], tuple(slot["gpus"]))
+
+
 def _new_group(store: Any, rank: int, world_size: int, timeout: datetime.timedelta, backend: str):  # noqa: ANN202
-    """The group and the device its buckets live on."""
+    """The group and the device its buckets live on (an IPC sync has no group)."""
+    if backend in IPC_BACKENDS:
+        return None, ipc_device(backend)
     if backend == "nccl":
         from rollcli.distributed.nccl_sync import nccl_group
 
         return nccl_group(store, rank, world_size, timeout)
     if backend != "gloo":
-        raise ValueError(f"weight sync backend {backend!r}: use gloo or nccl")
+        raise ValueError(f"weight sync backend {backend!r}: use gloo, nccl, cuda_ipc or shm")
     return dist.ProcessGroupGloo(store, rank, world_size, timeout), torch.device("cpu")
 
 
@@ -145,6 +174,7 @@ class WeightSender:
         self.store = stores.open_store(host, world_size, self.timeout)
         self.port: int = self.store.port
         self.group: dist.ProcessGroup | None = None
+        self.ipc: IpcSender | None = None
         self.prints: dict[str, Print] = {}  # of the last send (`sync_check`)
         self.check_s = 0.0
 
@@ -152,6 +182,8 @@ class WeightSender:
         self.group, self.device = _new_group(
             self.store, 0, self.world_size, self.timeout, self.backend
         )
+        if self.backend in IPC_BACKENDS:
+            self.ipc = IpcSender(self.store, self.world_size, self.device)
 
     @torch.no_grad()
     def send(
@@ -159,20 +191,29 @@ class WeightSender:
     ) -> float:
         """Broadcast `model`'s tensors (or a `state_dict`-like mapping's); `value` gives what
         to send for a tensor (LoRA: the merged weight), computed as its bucket is built."""
-        assert self.group is not None, "connect() was not called"
+        assert self.group is not None or self.ipc is not None, "connect() was not called"
         start = time.perf_counter()
         self.prints, self.check_s = {}, 0.0
+        if self.ipc is not None:
+            self.ipc.start()
         for bucket in _buckets(_unique_tensors(model), self.dtype):
             tensors = [value(ns[0], t) if value else t for ns, t in bucket]
             # gloo: a CUDA model's bucket goes through host memory; nccl: it stays on the GPU
             parts = [t.detach().reshape(-1).to(self.dtype or t.dtype) for t in tensors]
             flat = parts[0] if len(parts) == 1 else torch.cat(parts)  # alone: no copy
-            _broadcast(self.group, flat.to(self.device).contiguous())
+            flat = flat.to(self.device).contiguous()
+            if self.ipc is not None:  # handed over; back once every receiver copied it
+                self.ipc.send(flat)
+            else:
+                _broadcast(self.group, flat)
+            del flat
             t0 = time.perf_counter()
             self.prints.update(
                 (ns[0], tensor_print(p)) for (ns, _), p in zip(bucket, parts, strict=True)
             )
             self.check_s += time.perf_counter() - t0
+        if self.ipc is not None:
+            self.ipc.finish()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
@@ -193,6 +234,7 @@ class WeightReceiver:
         timeout = datetime.timedelta(seconds=timeout_s)
         store = stores.connect_store(host, port, world_size, timeout)
         self.group, self.device = _new_group(store, rank, world_size, timeout, backend)
+        self.ipc = IpcReceiver(store, rank, self.device) if backend in IPC_BACKENDS else None
         self.prints: dict[str, Print] = {}  # of the last receive (`sync_check`)
         self.check_s = 0.0
 
@@ -208,7 +250,10 @@ class WeightReceiver:
         the first tensor as it was (fault injection: a sync that goes wrong)."""
         start = time.perf_counter()
         # (a stale sync on purpose receives into buffers: in place, a tensor would arrive)
-        stream = self._stream(model, in_place=load is None and not stale)
+        in_place = load is None and not stale and self.ipc is None  # IPC: copied from the handle
+        if self.ipc is not None:
+            self.ipc.start()
+        stream = self._stream(model, in_place=in_place)
         self.prints, self.check_s = {}, 0.0
         if load is None:
             for i, (names, tensor, new) in enumerate(stream):
@@ -245,12 +290,19 @@ class WeightReceiver:
                 _broadcast(self.group, first.data.view(-1))  # straight into the model
                 yield names, first, first.data
                 continue
-            flat = torch.empty(sum(t.numel() for _, t in bucket), dtype=dtype, device=self.device)
-            _broadcast(self.group, flat)
+            numel = sum(t.numel() for _, t in bucket)
+            if self.ipc is not None:
+                flat = self.ipc.receive(numel, dtype)  # the sender's memory, mapped
+            else:
+                flat = torch.empty(numel, dtype=dtype, device=self.device)
+                _broadcast(self.group, flat)
             offset = 0
             for names, tensor in bucket:
                 yield names, tensor, flat[offset : offset + tensor.numel()].view(tensor.shape)
                 offset += tensor.numel()
+            if self.ipc is not None:  # copied or loaded: the sender may let the bucket go
+                del flat
+                self.ipc.release()
 
 
 def _receivable(tensor: torch.Tensor, device: torch.device) -> bool:

@@ -67,9 +67,12 @@ def to_cpu(value: Any) -> Any:
 
 def device_slot(device: torch.device) -> dict[str, Any]:
     """`{"type", "node", "gpus"}`: the device type, and under Ray the node and the GPU ids
-    Ray assigned this process (what tells two workers on one GPU apart from two on two)."""
+    Ray assigned this process (what tells two workers on one GPU apart from two on two);
+    on CUDA also `uuid`, the physical GPU's, the same in every process that uses it
+    whatever its CUDA_VISIBLE_DEVICES (`weight_sync.choose_backend`: one GPU, IPC)."""
     slot: dict[str, Any] = {"type": device.type, "node": None, "gpus": []}
     if device.type != "cuda":
         return slot
     slot["node"], slot["gpus"] = node_and_gpus()
+    slot["uuid"] = str(torch.cuda.get_device_properties(device).uuid)
     return slot

@@ -197,7 +197,8 @@ class TrainedModelWorker(PolicyLogprobs):
     ) -> tuple[str, int]:
         """Open the weight-sync group's store; the receivers join at the (address of this
         node, port) returned. `backend`: gloo (any device: buckets travel through host
-        memory) or nccl; `dtype`: the receivers' (weights are cast to it)."""
+        memory), nccl (GPUs of their own) or cuda_ipc (one shared GPU: handles, no copy
+        through the host); `dtype`: the receivers' (weights are cast to it)."""
         host = stores.node_address()
         cast = torch_dtype(dtype) if dtype else None
         self.sender = WeightSender(host, world_size, backend=backend, dtype=cast)

@@ -58,14 +58,14 @@ def _slot(kind: str, node: str | None = None, gpus: tuple[str, ...] = ()) -> dic
     return {"type": kind, "node": node, "gpus": list(gpus)}
 
 
-def test_nccl_only_when_every_side_has_a_gpu_of_its_own() -> None:
+def test_nccl_when_every_side_has_a_gpu_of_its_own_ipc_when_they_share_one() -> None:
     cpu = _slot("cpu")
     assert choose_backend([cpu, cpu, cpu]) == "gloo"
     assert choose_backend([_slot("cuda", "n0", ("0",)), cpu]) == "gloo"  # mixed
     separate = [_slot("cuda", "n0", ("0",)), _slot("cuda", "n0", ("1",))]
     assert choose_backend(separate) == "nccl"
     colocated = [_slot("cuda", "n0", ("0",)), _slot("cuda", "n0", ("0",))]
-    assert choose_backend(colocated) == "gloo"  # NCCL refuses two ranks on one GPU
+    assert choose_backend(colocated) == "cuda_ipc"  # one GPU: handles (NCCL would refuse)
     two_nodes = [_slot("cuda", "n0", ("0",)), _slot("cuda", "n1", ("0",))]
     assert choose_backend(two_nodes) == "nccl"
     assert choose_backend([_slot("cuda"), _slot("cuda")]) == "gloo"  # GPU ids unknown
