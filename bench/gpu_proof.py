@@ -19,6 +19,9 @@ models of the registry's shapes (qwen2.5-0.5b ... 7b):
 - train-cli (only when asked: `--cases train-cli`; bench/gpu_proof_train_cli.py): `roll train`
   itself under Ray on `--gpus 1`: 3 steps, a checkpoint, the driver killed, `roll resume`
   to step 4; per-phase times, each role's peak memory beside the plan, events.log.
+- sync (GPU only; the CPU suite runs it in tests/distributed/test_ipc_sync.py): the weight
+  sync to an engine in another process on the same GPU, through host memory (gloo) and by
+  CUDA IPC handles, each checked bit for bit (bench/sync_case.py).
 
 MFU divides by the bf16 (fp32 on a CPU) matmul peak measured in the same process. The
 output: a markdown table per part on stdout, every row in `--json` (a list) and, as each
@@ -41,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 KIT = REPO / ".gpu-kit"
 GPU_MODELS = "qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-3b,qwen2.5-7b"
-DEFAULT_CASES = "hf,zero2,zero3,fsdp2,fsdp2-offload,generate,grpo"
+DEFAULT_CASES = "hf,zero2,zero3,fsdp2,fsdp2-offload,generate,grpo,sync"
 STARTED = time.time()
 
 
@@ -50,7 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda if seen")
     p.add_argument("--models", default=None, help=f"comma-separated (cuda: {GPU_MODELS})")
     p.add_argument(
-        "--cases", default=None, help=f"cuda: {DEFAULT_CASES}; cpu: without fsdp2-offload"
+        "--cases", default=None, help=f"cuda: {DEFAULT_CASES}; cpu: without fsdp2-offload, sync"
     )
     p.add_argument("--big-cases", default="generate", help="cases of models over 5B parameters")
     p.add_argument("--prompt-tokens", type=int, default=None, help="cuda 256, cpu 16")
@@ -270,6 +273,13 @@ def tables(rows: list[dict], env: dict) -> str:
         from gpu_proof_train_cli import table_lines
 
         lines += [*table_lines(cli), ""]
+    for r in rows:
+        if r.get("case") == "sync" and "error" not in r:
+            paths = ", ".join(f"{p} {t:.3f} s" for p, t in r["paths_s"].items())
+            lines.append(
+                f"- {r['model']} weight sync of {r['weight_gib']:.2f} GiB: {paths}; chosen "
+                f"{r['chosen']}; bit exact {r['bit_exact']}, verified {r['verified']}"
+            )
     errors = [r for r in rows if "error" in r]
     for r in errors:
         lines.append(f"- {r['model']} {r['case']}: {r['error']}")
@@ -305,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.models is None:
         args.models = GPU_MODELS if args.device == "cuda" else "tiny-random"
     if args.cases is None:
-        gpu_only = "" if args.device == "cuda" else "fsdp2-offload"
-        args.cases = ",".join(c for c in DEFAULT_CASES.split(",") if c != gpu_only)
+        gpu_only = () if args.device == "cuda" else ("fsdp2-offload", "sync")
+        args.cases = ",".join(c for c in DEFAULT_CASES.split(",") if c not in gpu_only)
     sys.path.insert(0, str(REPO / "bench"))
     from tree_imports import use_tree
 

@@ -475,7 +475,7 @@ def _sync(train: Any, infer: Any, device: Device) -> float:
 
 
 # ---- one model ---------------------------------------------------------------------------
-CASES = (*TRAIN_CASES, "generate", "grpo", "train-cli")
+CASES = (*TRAIN_CASES, "generate", "grpo", "sync", "train-cli")
 
 
 def run_model(
@@ -528,6 +528,10 @@ def run_model(
                 )
         elif case == "grpo":
             runs.append((case, lambda: grpo_case(folder, model, device, shapes, peak_flops)))
+        elif case == "sync":  # the engine in a process of its own: bench/sync_case.py
+            from sync_case import sync_case
+
+            runs.append((case, lambda: sync_case(folder, device)))
         else:
             raise ValueError(f"unknown case {case!r}; choose from {', '.join(CASES)}")
     for name, run in runs:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+from pathlib import Path
 
 import torch
 from weight_sync_pair import send_weights
@@ -123,3 +124,19 @@ def test_a_bucket_of_another_layout_is_refused() -> None:
         assert "4 x torch.float32" in str(err) and "expects 5" in str(err)
     else:
         raise AssertionError("a bucket of 4 elements was taken for 5")
+
+
+def test_between_two_processes_a_real_model_arrives_bit_for_bit(tiny_model, monkeypatch) -> None:
+    # the GPU kit's sync case on the CPU: the engine (ActorInferWorker) in a spawned process,
+    # the trainer here; gloo, then the IPC protocol over shared memory (shm)
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    monkeypatch.syspath_prepend(str(bench))  # the spawned process imports sync_case too
+    from gpu_proof_cases import Device
+    from sync_case import sync_case
+
+    row = sync_case(tiny_model, Device("cpu"), repeats=2)
+    assert row["chosen"] == "gloo"  # the same two workers on the CPU: a run stays on gloo
+    assert set(row["paths_s"]) == {"gloo", "shm"}
+    assert row["bit_exact"] == {"gloo": True, "shm": True}
+    assert row["verified"] == {"gloo": True, "shm": True}
+    assert all(len(t) == 2 and min(t) > 0 for t in row["all_s"].values())
