@@ -189,8 +189,9 @@ class WeightSender:
     def send(
         self, model: torch.nn.Module | Mapping[str, torch.Tensor], value: ValueFn | None = None
     ) -> float:
-        """Broadcast `model`'s tensors (or a `state_dict`-like mapping's); `value` gives what
-        to send for a tensor (LoRA: the merged weight), computed as its bucket is built."""
+        """Send `model`'s tensors (or a `state_dict`-like mapping's): broadcast, or handed
+        over bucket by bucket as IPC handles; `value` gives what to send for a tensor (LoRA:
+        the merged weight), computed as its bucket is built."""
         assert self.group is not None or self.ipc is not None, "connect() was not called"
         start = time.perf_counter()
         self.prints, self.check_s = {}, 0.0
