@@ -10,7 +10,6 @@ when it is chosen.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +67,23 @@ def make_trainer(
         )
     if row.fp32_only and precision != "fp32":
         raise ValueError(f"train.strategy {row.name} runs fp32 only here, not {precision}")
-    module, name = row.trainer.split(":")
-    build = getattr(importlib.import_module(module), name)
     place = {"rank": rank, "world_size": world_size, "bf16": precision == "bf16-mixed"}
-    return build(model, args, **{k: place[k] for k in row.trainer_takes}, **strategy.options())
+    kwargs = {**{k: place[k] for k in row.trainer_takes}, **strategy.options()}
+    # the row's `trainer`, imported only when chosen; written as calls (not `importlib` of
+    # the row's string) so that a reader, and `farm-studio walk`, follow `train.lr` from
+    # the recipe to AdamW (tests/config/test_strategy_spec.py ties these to the rows)
+    if row.fully_sharded:
+        from rollcli.strategies.fsdp2_train import FSDP2Trainer
+
+        return FSDP2Trainer(model, args, **kwargs)
+    if row.zero:
+        from rollcli.strategies.deepspeed_train import DeepSpeedTrainer
+
+        return DeepSpeedTrainer(model, args, **kwargs)
+    if row.parallel:
+        from rollcli.strategies.megatron_train import megatron_trainer
+
+        return megatron_trainer(model, args, **kwargs)
+    from rollcli.strategies.hf_train import HFTrainer
+
+    return HFTrainer(model, args, **kwargs)

@@ -154,3 +154,27 @@ def test_the_backends_rows_need_are_known() -> None:
     for row in (*STRATEGIES.values(), *ENGINES.values()):
         assert row.backend is None or row.backend in BACKENDS, row.name
     assert BACKENDS["deepspeed"].install == STRATEGIES["deepspeed"].install_hint
+
+
+def test_make_trainer_calls_what_the_rows_name() -> None:
+    """`make_trainer` is written as imports and calls (a walk follows them to AdamW); what it
+    imports and calls must be each row's `trainer`, and nothing else."""
+    from rollcli.strategies import train_engines
+
+    source = Path(train_engines.__file__).read_text(encoding="utf-8")
+    (make,) = [
+        n for n in ast.parse(source).body
+        if isinstance(n, ast.FunctionDef) and n.name == "make_trainer"
+    ]  # fmt: skip
+    imported = {
+        alias.name: node.module
+        for node in ast.walk(make)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    called = {
+        f"{imported[n.func.id]}:{n.func.id}"
+        for n in ast.walk(make)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in imported
+    }
+    assert called == {s.trainer for s in STRATEGIES.values()}
