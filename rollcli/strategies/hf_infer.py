@@ -29,6 +29,7 @@ import torch
 from rollcli.planning.inference_memory import HF_DECODE_BATCH
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.hf_prefill import prefill, prefill_sessions
+from rollcli.strategies.hf_sampling import sampler
 from rollcli.strategies.hf_turn_cache import Session, TurnCache
 from rollcli.strategies.host_memory import release_free_memory
 from rollcli.strategies.int8_linears import Int8Linears
@@ -48,11 +49,19 @@ class HFInferEngine:
         pad_token_id: int,
         session_mib: float = 0.0,
         int8: bool = False,
+        decode_batch: int = HF_DECODE_BATCH,
+        static_decode: bool | None = None,
     ) -> None:
         """`session_mib`: memory for the sessions' KV (0: sessions are refused). `int8`:
         every linear computes with an int8 copy of its weight (`rollout.precision: int8`,
-        CPU only; int8_linears.py), re-packed by `requantize` after each weight sync."""
+        CPU only; int8_linears.py), re-packed by `requantize` after each weight sync.
+        `decode_batch`: the samples decoded at a time (`generate`'s default `batch_size`;
+        the plan's `max_num_seqs` on GPUs). `static_decode`: decode calls without sessions
+        use a static KV cache, replayed as CUDA graphs on a GPU (hf_static_decode.py);
+        None: on a CUDA device where the model suits it, True: forced (refused where the
+        model does not suit it), False: never."""
         self.model = model
+        self.decode_batch = decode_batch
         self.eos = set(eos_token_ids)
         self.pad_token_id = pad_token_id
         self.progress = GenerationProgress()
@@ -66,6 +75,8 @@ class HFInferEngine:
         self._on_cpu = next(model.parameters()).device.type == "cpu"
         self._head = head if self._on_cpu and type(head) is torch.nn.Linear else None
         self.int8 = Int8Linears(model) if int8 else None
+        self.static, self.static_refusal = _static_choice(model, static_decode)
+        self.cuda_graphs = self.static and not self._on_cpu
 
     def requantize(self) -> None:
         """Re-pack the int8 copies from the model's (just synced) weights; nothing without."""
@@ -77,7 +88,7 @@ class HFInferEngine:
         self,
         prompts: list[list[int]],
         params: SamplingParams,
-        batch_size: int = HF_DECODE_BATCH,
+        batch_size: int | None = None,
         on_sample: OnSample | None = None,
         sessions: list[str] | None = None,
     ) -> list[Generation]:
@@ -85,7 +96,8 @@ class HFInferEngine:
 
         Each prompt is prefilled once and its KV cache shared by its `n` samples (prefix
         caching), which on a CPU saves most of the prefill cost of group sampling. Prompts
-        are decoded `batch_size // n` at a time. `on_sample(generation)` is called as each
+        are decoded `batch_size // n` at a time (`batch_size` None: the engine's
+        `decode_batch`). `on_sample(generation)` is called as each
         sample ends, in the order they end. Setting `progress.stop` ends the call at the
         next token: the samples so far are returned unfinished.
 
@@ -100,7 +112,7 @@ class HFInferEngine:
                 raise ValueError("sessions need one sample per prompt and one session per prompt")
         eos = self.eos | set(params.stop_token_ids)
         self.progress.reset(len(prompts) * n * params.max_new_tokens)
-        per_chunk = max(1, batch_size // n)
+        per_chunk = max(1, (batch_size or self.decode_batch) // n)
         out: list[Generation] = []
         try:
             for start in range(0, len(prompts), per_chunk):
@@ -148,6 +160,8 @@ class HFInferEngine:
             )
         else:
             done = prefill(self.model, prompts, self.pad_token_id, **self._last_logits)
+        if self.static and sessions is None:
+            return self._decode_static(done, gens, params, eos, on_sample, offset)
         cache = done.cache
         if n > 1:
             cache.batch_repeat_interleave(n)
@@ -155,30 +169,20 @@ class HFInferEngine:
         logits = done.logits.repeat_interleave(n, dim=0)
         mask = done.mask.repeat_interleave(n, dim=0)
         next_position = done.next_position.repeat_interleave(n)
-        generator = torch.Generator(device=device).manual_seed(params.seed + offset)
-        warpers = _warpers(params)  # none at temperature 1 without top-k / top-p
-        temperature = params.temperature if params.temperature > 0 else 1.0
-        sampling = params.temperature > 0
+        draw = sampler(params, offset, device)
         # rows of the batch, as indices into `gens` (sessions: n = 1, rows in `done.order`)
         alive = done.order if n == 1 else list(range(len(gens)))
+
+        def ended(row: int, gen: Generation) -> None:
+            if sessions is not None:  # before its rows leave the cache
+                j = alive[row]
+                ids = prompts[j] + gen.token_ids[:-1]  # the last token was never fed
+                self._keep_session(sessions[j], ids, cache, mask, row)
+            on_sample(gen)
+
         for _ in range(params.max_new_tokens):
-            tokens, picked = _sample(logits, warpers, generator if sampling else None, temperature)
-            self.progress.add(len(alive))
-            stop = self.progress.stop.is_set()
-            keep = []
-            sampled = zip(alive, tokens.tolist(), picked.tolist(), strict=True)
-            for row, (j, tok, lp) in enumerate(sampled):
-                gen = gens[j]
-                gen.token_ids.append(tok)
-                gen.logprobs.append(lp)
-                if tok not in eos and len(gen.token_ids) < params.max_new_tokens and not stop:
-                    keep.append(row)
-                    continue
-                gen.finished = tok in eos
-                if sessions is not None:  # before its rows leave the cache
-                    ids = prompts[j] + gen.token_ids[:-1]  # the last token was never fed
-                    self._keep_session(sessions[j], ids, cache, mask, row)
-                on_sample(gen)
+            tokens, picked = draw(logits)
+            keep = self._record(gens, alive, tokens, picked, params.max_new_tokens, eos, ended)
             if not keep:
                 break
             if len(keep) < len(alive):  # drop the ended samples from the batch and cache
@@ -196,6 +200,72 @@ class HFInferEngine:
             )
             next_position = next_position + 1
         return gens
+
+    def _decode_static(
+        self,
+        done: Any,
+        gens: list[Generation],
+        params: SamplingParams,
+        eos: set[int],
+        on_sample: OnSample,
+        offset: int,
+    ) -> list[Generation]:
+        """`_decode`'s loop over a static cache (hf_static_decode.py): ended samples stay in
+        the batch unread, and only the live rows' logits are sampled (the same draws)."""
+        from rollcli.strategies.hf_static_decode import StaticDecode
+
+        n = params.n
+        state = StaticDecode(
+            self.model, done, n, params.max_new_tokens, self._decode_logits, self.cuda_graphs
+        )
+        done.cache = None  # the prefill's KV now lives in the static cache
+        logits = done.logits.repeat_interleave(n, dim=0)
+        draw = sampler(params, offset, logits.device)
+        alive = list(range(len(gens)))  # rows of the static batch are indices into `gens`
+        live = None  # the live rows' indices, None while every row is live
+        for _ in range(params.max_new_tokens):
+            tokens, picked = draw(logits)
+            keep = self._record(
+                gens, alive, tokens, picked, params.max_new_tokens, eos, lambda _, g: on_sample(g)
+            )
+            if not keep:
+                break
+            if len(keep) < len(alive):
+                tokens = tokens[torch.tensor(keep, device=tokens.device)]
+                alive = [alive[row] for row in keep]
+                live = torch.tensor(alive, device=tokens.device)
+            logits = state.step(tokens, live)
+            if live is not None:
+                logits = logits.index_select(0, live)
+        return gens
+
+    def _record(
+        self,
+        gens: list[Generation],
+        alive: list[int],
+        tokens: torch.Tensor,
+        picked: torch.Tensor,
+        limit: int,
+        eos: set[int],
+        ended: Callable[[int, Generation], None],
+    ) -> list[int]:
+        """Append each live row's token and log-prob to its sample; `ended(row, gen)` for
+        each sample that ends (EOS or a stop token, `limit` tokens, `progress.stop`).
+        Returns the rows that go on."""
+        self.progress.add(len(alive))
+        stop = self.progress.stop.is_set()
+        keep = []
+        sampled = zip(alive, tokens.tolist(), picked.tolist(), strict=True)
+        for row, (j, tok, lp) in enumerate(sampled):
+            gen = gens[j]
+            gen.token_ids.append(tok)
+            gen.logprobs.append(lp)
+            if tok not in eos and len(gen.token_ids) < limit and not stop:
+                keep.append(row)
+                continue
+            gen.finished = tok in eos
+            ended(row, gen)
+        return keep
 
     def _decode_logits(self, **inputs: Any) -> torch.Tensor:
         """`[B, V]` logits of a decode step's one new position per row. A plain CPU head is
@@ -236,60 +306,17 @@ class HFInferEngine:
             self.sessions.clear()
 
 
-def _sample(
-    logits: torch.Tensor,
-    warpers: list,
-    generator: torch.Generator | None,
-    temperature: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row, drawn from the warped distribution (greedy without a
-    `generator`), and its log-prob under `softmax(logits / temperature)`:
+def _static_choice(model: torch.nn.Module, wanted: bool | None) -> tuple[bool, str | None]:
+    """(whether the engine decodes with a static cache, why not where it does not)."""
+    if wanted is False:
+        return False, "static_decode=False"
+    if wanted is None and next(model.parameters()).device.type != "cuda":
+        return False, "not on a CUDA device"
+    from rollcli.strategies.hf_static_decode import static_refusal
 
-        log mu(y) = logits_y / T - logsumexp(logits / T)
-
-    not under the top-k / top-p truncated one the token was drawn from (see the module
-    docstring).
-
-    Sampling inverts the CDF with one uniform per row (float64, so even the tail's
-    probabilities are kept): the same categorical distribution as `torch.multinomial`, which
-    draws an exponential per vocabulary entry (at batch 64 that cost more than the LM head's
-    softmax). No full log-softmax is materialised: log p = score - max - log(sum exp).
-    """
-    scores = logits.float()
-    for warp in warpers:
-        scores = warp(None, scores)
-    top = scores.amax(dim=-1, keepdim=True)
-    weights = (scores - top).exp_()  # 0 where a warper masked the score to -inf
-    tempered = logits.float() / temperature if temperature != 1.0 else logits.float()
-    if not torch.isneginf(scores).any():  # no truncation: scores are the tempered logits
-        tempered, tempered_top, tempered_weights = scores, top, weights
-    else:
-        tempered_top = tempered.amax(dim=-1, keepdim=True)
-        tempered_weights = (tempered - tempered_top).exp_()
-    if generator is None:
-        tokens = scores.argmax(dim=-1)
-    else:
-        cdf = weights.double().cumsum_(dim=-1)
-        total = cdf[:, -1:]
-        u = torch.rand(total.shape, dtype=total.dtype, device=total.device, generator=generator)
-        u = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
-        tokens = torch.searchsorted(cdf, u, right=True).squeeze(1)  # first cdf > u: p > 0
-    log_total = tempered_weights.sum(dim=-1, keepdim=True).log()
-    picked = tempered.gather(1, tokens[:, None]) - tempered_top - log_total
-    return tokens, picked.squeeze(1)
-
-
-def _warpers(params: SamplingParams) -> list:
-    """Temperature, then top-k, then top-p (vLLM's order); none when greedy."""
-    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
-
-    if params.temperature <= 0:
-        return []
-    warpers: list = []
-    if params.temperature != 1.0:
-        warpers.append(TemperatureLogitsWarper(params.temperature))
-    if params.top_k > 0:
-        warpers.append(TopKLogitsWarper(params.top_k))
-    if params.top_p < 1.0:
-        warpers.append(TopPLogitsWarper(params.top_p))
-    return warpers
+    refusal = static_refusal(model)
+    if refusal is not None and wanted:
+        raise ValueError(
+            f"static_decode=True: this model cannot decode with a static cache: {refusal}"
+        )
+    return refusal is None, refusal

@@ -1,4 +1,4 @@
-"""The hf engine's sampler (`_sample`): one uniform per row through the CDF draws from the
+"""The hf engine's sampler (`hf_sampling.sample_tokens`): one uniform per row through the CDF draws from the
 same categorical distribution as `torch.multinomial`; masked entries are never drawn; the
 log-prob returned is log-softmax's."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from rollcli.strategies.hf_infer import _sample
+from rollcli.strategies.hf_sampling import sample_tokens as _sample
 
 
 def test_frequencies_match_the_softmax() -> None:
