@@ -24,6 +24,9 @@ What each decision becomes:
   was refused when the recipe loaded (`config/parallel.py`).
 - the engine's memory on GPUs: vLLM reserves the KV cache the plan computed (not the CPU
   key `rollout.vllm_kv_cache_gib`), for `max_num_seqs` sequences of `seq_len` tokens.
+- the hf engine's decode batch on GPUs: it decodes `max_num_seqs` samples at a time, the
+  count its KV buffer and logits were planned for (`decode_batch`; on the CPU the engine's
+  own 64, which the plan already assumes: `planning.inference_memory.hf_decode_seqs`).
 - idle offload: only actor_infer's vllm/sglang engine leaves a shared GPU when idle
   (`sleep_mode`); training and forward roles keep their states on the GPU, and the plan
   counts them there (`planning.role_memory.leaves_gpu_when_idle`).
@@ -107,4 +110,6 @@ def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, An
     out: dict[str, Any] = {"engine": engine, "engine_kwargs": kwargs, "dtype": dtype}
     if cfg.rollout.precision == "int8":  # the hf engine on CPU (planning refuses the rest)
         out["int8"] = True
+    if engine == "hf" and plan.mode != "cpu":  # the samples it holds at once, as planned
+        out["decode_batch"] = req.max_num_seqs
     return out

@@ -44,6 +44,7 @@ class ActorInferWorker:
         dtype: str = "float32",
         session_mib: float = 0.0,
         int8: bool = False,
+        decode_batch: int | None = None,
     ) -> None:
         """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...);
         `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU). The hf
@@ -53,7 +54,10 @@ class ActorInferWorker:
         `session_mib`: the hf engine's memory for multi-turn sessions (`generate`'s
         `sessions`; 0: none); vllm and sglang cache prefixes themselves. `int8`: the hf
         engine computes its linears with int8 copies of the weights (`rollout.precision:
-        int8`), re-packed after every weight sync."""
+        int8`), re-packed after every weight sync. `decode_batch`: the samples the hf engine
+        decodes at a time (the plan's `max_num_seqs` on GPUs; None: the engine's default).
+        On a CUDA device the hf engine decodes with a static KV cache and CUDA graphs
+        (`strategies/hf_static_decode.py`)."""
         model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
         self.engine_name = resolve_engine(engine)
         set_threads(num_threads)  # before a vllm engine, which then pins torch's threads
@@ -74,8 +78,14 @@ class ActorInferWorker:
                 model_path, train=False, device=self.device, dtype=torch_dtype(dtype)
             )
             eos = eos_token_ids(self.model, self.tokenizer)
+            batch = {"decode_batch": decode_batch} if decode_batch else {}
             self.engine = HFInferEngine(
-                self.model, eos, self.tokenizer.pad_token_id, session_mib=session_mib, int8=int8
+                self.model,
+                eos,
+                self.tokenizer.pad_token_id,
+                session_mib=session_mib,
+                int8=int8,
+                **batch,
             )
         self.receiver: WeightReceiver | None = None
         self.aborted: set[str] = set()

@@ -244,3 +244,18 @@ def test_the_rollout_precision_reaches_the_engine(tiny_model) -> None:
     worker = ActorInferWorker(str(tiny_model), num_threads=1, dtype=args["actor_infer"]["dtype"],
                               int8=args["actor_infer"]["int8"])  # fmt: skip
     assert worker.engine.int8 is not None and len(worker.engine.int8.linears) > 0
+
+
+def test_the_hf_engine_decodes_the_planned_samples_at_a_time(tiny_model) -> None:
+    """On GPUs the hf engine's memory is planned for `max_num_seqs` samples at once: it
+    decodes that many (not its CPU default of 64); a CPU plan leaves the engine's own."""
+    from rollcli.workers.actor_infer import ActorInferWorker
+
+    gpu = _cfg(["rollout.engine=hf", "devices.actor_infer.max_num_seqs=128"], gpus=1,
+               model="qwen2.5-0.5b")  # fmt: skip
+    reqs, _, args = _decisions(gpu)
+    assert reqs["actor_infer"].max_num_seqs == 128 and args["actor_infer"]["decode_batch"] == 128
+    reqs, _, args = _decisions(_cfg(["rollout.engine=hf"], gpus=0, model="tiny-random"))
+    assert "decode_batch" not in args["actor_infer"]
+    worker = ActorInferWorker(str(tiny_model), num_threads=1, decode_batch=128)
+    assert worker.engine.decode_batch == 128 and not worker.engine.static  # CPU: dynamic
