@@ -12,8 +12,11 @@ models of the registry's shapes (qwen2.5-0.5b ... 7b):
   update (forward, backward, AdamW) with the hf strategy, DeepSpeed and FSDP2 (one rank, NCCL
   on a GPU; FSDP2's CPU offload on GPUs only), in the plan's precision
   (bf16-mixed on GPUs); `roll plan`'s actor_train memory beside torch's measured peak;
-- generate-bN: the hf engine sampling N prompts in one decode batch (the batch shrinking as
-  samples stop): new tokens/s and MFU; the plan's actor_infer memory beside the peak;
+- generate-bN: the hf engine sampling N prompts in one decode batch with its decode on the
+  device (on CUDA a static KV cache and CUDA graphs; the kit's CPU run forces the static
+  decode without graphs), its greedy samples checked against the dynamic decode's;
+  generate-bN-dynamic: the dynamic decode (the batch shrinking as samples stop), the one
+  before #68: new tokens/s and MFU; the plan's actor_infer memory beside the peak;
 - grpo-step: actor_train, actor_infer and the reference colocated on one GPU: generate, old and
   reference log-probs, the update and the weight sync, time and MFU per phase;
 - train-cli (only when asked: `--cases train-cli`; bench/gpu_proof_train_cli.py): `roll train`

@@ -327,13 +327,22 @@ def stop_ids(vocab: int, new_tokens: int) -> tuple[int, ...]:
 
 
 def generate_case(
-    folder: Path, model: str, device: Device, shapes: Shapes, peak_flops: float, batch: int
+    folder: Path,
+    model: str,
+    device: Device,
+    shapes: Shapes,
+    peak_flops: float,
+    batch: int,
+    static: bool = True,
 ) -> dict[str, Any]:
     """The hf engine of `ActorInferWorker` sampling `batch` prompts of `prompt_tokens` at
-    temperature 1 in one decode batch, up to `new_tokens` each, samples leaving the batch
-    as they stop."""
+    temperature 1 in one decode batch, up to `new_tokens` each. `static`: the engine's
+    decode on CUDA (a static KV cache, each step a CUDA graph: hf_static_decode.py), whose
+    row also says how many greedy samples equal the dynamic decode's; else the dynamic
+    decode (samples leaving the batch as they stop; the engine's only decode before #68)."""
     from rollcli.models.registry import get_model_spec
     from rollcli.models.spec import param_count
+    from rollcli.strategies.hf_infer import HFInferEngine
     from rollcli.strategies.sampling import SamplingParams
     from rollcli.workers.actor_infer import ActorInferWorker
 
@@ -343,6 +352,16 @@ def generate_case(
     worker = ActorInferWorker(
         str(folder), engine="hf", num_gpus=device.num_gpus, dtype=device.infer_dtype
     )
+    engine, pad = worker.engine, worker.tokenizer.pad_token_id
+    if device.kind == "cpu":  # the kit's CPU run exercises the static decode too (no graphs)
+        engine = HFInferEngine(worker.model, sorted(engine.eos), pad, static_decode=True)
+    dynamic = HFInferEngine(worker.model, sorted(engine.eos), pad, static_decode=False)
+    if not static:
+        engine = dynamic
+    check: dict[str, Any] = {"decode": "static" if engine.static else "dynamic"}
+    check["cuda_graphs"] = engine.cuda_graphs
+    if static and not engine.static:
+        check["static_refusal"] = engine.static_refusal
     try:
         prompts = random_prompts(batch, shapes.prompt_tokens, min(spec.vocab_size, 49152), 4)
         params = SamplingParams(
@@ -350,17 +369,28 @@ def generate_case(
             temperature=1.0,
             stop_token_ids=stop_ids(spec.vocab_size, shapes.new_tokens),
         )
-        worker.engine.generate(prompts[:4], SamplingParams(max_new_tokens=4), batch_size=4)
+        engine.generate(prompts[:4], SamplingParams(max_new_tokens=4), batch_size=4)
+        if static and engine.static:  # greedy: the static decode's samples against the dynamic
+            greedy = SamplingParams(max_new_tokens=16, temperature=0.0)
+            ours = engine.generate(prompts[:8], greedy, batch_size=8)
+            want = dynamic.generate(prompts[:8], greedy, batch_size=8)
+            check["greedy_equal"] = sum(
+                a.token_ids == b.token_ids for a, b in zip(ours, want, strict=True)
+            )
+            check["greedy_first_logprob_diff"] = max(
+                abs(a.logprobs[0] - b.logprobs[0]) for a, b in zip(ours, want, strict=True)
+            )
         gens, seconds = timed(
-            device, lambda w=worker: w.engine.generate(prompts, params, batch_size=batch)
+            device, lambda e=engine: e.generate(prompts, params, batch_size=batch)
         )
         measured = device.peak()
     finally:
-        del worker
+        del worker, engine, dynamic
     new = sum(len(g.token_ids) for g in gens)
     flops = 2 * param_count(spec) * (new + batch * shapes.prompt_tokens)
     return {
-        "case": f"generate-b{batch}",
+        "case": f"generate-b{batch}" + ("" if static else "-dynamic"),
+        **check,
         "seconds": seconds,
         "new_tokens": new,
         "mean_response": new / batch,
@@ -518,14 +548,17 @@ def run_model(
                     ),
                 )
             )
-        elif case == "generate":
+        elif case == "generate":  # the engine's decode, then the dynamic one it replaces
             for b in shapes.gen_batches:
-                runs.append(
-                    (
-                        f"generate-b{b}",
-                        lambda b=b: generate_case(folder, model, device, shapes, peak_flops, b),
+                for static in (True, False):
+                    runs.append(
+                        (
+                            f"generate-b{b}" + ("" if static else "-dynamic"),
+                            lambda b=b, s=static: generate_case(
+                                folder, model, device, shapes, peak_flops, b, static=s
+                            ),
+                        )
                     )
-                )
         elif case == "grpo":
             runs.append((case, lambda: grpo_case(folder, model, device, shapes, peak_flops)))
         elif case == "sync":  # the engine in a process of its own: bench/sync_case.py

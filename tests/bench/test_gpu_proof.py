@@ -49,6 +49,7 @@ def test_the_kit_runs_every_case_on_cpu_without_ray(tmp_path):
         "train-zero3",
         "train-fsdp2",
         "generate-b4",
+        "generate-b4-dynamic",
         "grpo-step",
     }
     for name in ("train-hf", "train-zero2", "train-zero3", "train-fsdp2"):
@@ -58,6 +59,10 @@ def test_the_kit_runs_every_case_on_cpu_without_ray(tmp_path):
     gen = cases["generate-b4"]
     # 4 prompts, at most 8 new tokens each; the stop block ends some early
     assert 4 <= gen["new_tokens"] <= 32 and gen["tokens_per_s"] > 0
+    # the static decode (forced on the CPU) samples the dynamic decode's greedy tokens
+    assert gen["decode"] == "static" and gen["greedy_equal"] == 4
+    assert gen["greedy_first_logprob_diff"] < 1e-4
+    assert cases["generate-b4-dynamic"]["new_tokens"] >= 4
     grpo = cases["grpo-step"]
     assert set(grpo["phases_s"]) == {
         "generate",
