@@ -40,7 +40,10 @@ from rollcli.strategies.sampling import Generation, GenerationProgress, OnSample
 class HFInferEngine:
     """Batched sampling with the model's own forward: one prefill per prompt, then one
     decode step for all live samples at a time. A sample leaves the batch (and its KV cache
-    rows are dropped) the step it ends, and `on_sample` hears of it then."""
+    rows are dropped) the step it ends, and `on_sample` hears of it then. On a CUDA device
+    the decode runs over a static KV cache instead, each step one CUDA graph, the ended
+    samples staying in the batch unread (hf_static_decode.py: per-step overhead bound the
+    dynamic decode there)."""
 
     def __init__(
         self,
