@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import torch
 
+from rollcli.strategies.hf_gqa_attention import FOLDED
 from rollcli.strategies.hf_gqa_attention import NAME as SDPA_GQA
 
-MASKED_ATTENTION = ("sdpa", SDPA_GQA, "eager")
+MASKED_ATTENTION = ("sdpa", SDPA_GQA, FOLDED, "eager")
 
 
 def hf_module(model) -> torch.nn.Module:  # noqa: ANN001

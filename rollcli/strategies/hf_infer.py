@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from rollcli.planning.inference_memory import HF_DECODE_BATCH
-from rollcli.strategies.hf_gqa_attention import use_gqa_attention
+from rollcli.strategies.hf_gqa_attention import use_folded_decode_attention, use_gqa_attention
 from rollcli.strategies.hf_prefill import prefill, prefill_sessions
 from rollcli.strategies.hf_sampling import sampler
 from rollcli.strategies.hf_turn_cache import Session, TurnCache
@@ -80,6 +80,8 @@ class HFInferEngine:
         self.int8 = Int8Linears(model) if int8 else None
         self.static, self.static_refusal = _static_choice(model, static_decode)
         self.cuda_graphs = self.static and not self._on_cpu
+        if self.cuda_graphs:  # a decode step's grouped heads read in place (not copied)
+            use_folded_decode_attention(model)
 
     def requantize(self) -> None:
         """Re-pack the int8 copies from the model's (just synced) weights; nothing without."""

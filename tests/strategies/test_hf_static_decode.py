@@ -114,3 +114,42 @@ def test_models_it_does_not_fit_are_refused(hf_engine) -> None:
     with pytest.raises(ValueError, match="reads no 4-D mask"):
         HFInferEngine(model, [1], 0, static_decode=True)
     assert torch.is_grad_enabled()  # the engine's no_grad stays inside its calls
+
+
+def test_folded_decode_attention_equals_sdpa() -> None:
+    """A decode step's grouped heads folded onto their key/value head (the GPU decode's
+    attention) computes transformers' `sdpa` with a 4-D mask; longer queries are sdpa's."""
+    from types import SimpleNamespace
+
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from rollcli.strategies.hf_gqa_attention import folded_decode_attention
+
+    g = torch.Generator().manual_seed(0)
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True)
+    key, value = torch.randn(4, 2, 10, 8, generator=g), torch.randn(4, 2, 10, 8, generator=g)
+    mask = torch.zeros(4, 1, 1, 10).masked_fill_(torch.rand(4, 1, 1, 10, generator=g) < 0.3, -1e9)
+    mask[..., -1] = 0  # every row sees its new position
+    for q_len, m in ((1, mask), (3, mask.expand(4, 1, 3, 10))):
+        query = torch.randn(4, 6, q_len, 8, generator=g)
+        want, _ = sdpa_attention_forward(module, query, key, value, m, scaling=0.3)
+        got, _ = folded_decode_attention(module, query, key, value, m, scaling=0.3)
+        assert got.shape == want.shape == (4, q_len, 6, 8)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_static_decode_with_folded_attention_samples_the_same(hf_engine, tiny_model) -> None:
+    """The GPU decode's pairing (static cache + `sdpa_folded`) on a CPU copy of the model."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    from rollcli.strategies.hf_gqa_attention import FOLDED, folded_decode_attention
+    from rollcli.strategies.hf_model import load_causal_lm
+
+    model = load_causal_lm(str(tiny_model), train=False)
+    AttentionInterface.register(FOLDED, folded_decode_attention)
+    AttentionMaskInterface.register(FOLDED, sdpa_mask)
+    model.set_attn_implementation(FOLDED)
+    engine = HFInferEngine(model, sorted(hf_engine.eos), hf_engine.pad_token_id, static_decode=True)
+    params = SamplingParams(n=2, max_new_tokens=12, temperature=0.0, stop_token_ids=STOPS)
+    _same(engine.generate(PROMPTS, params), hf_engine.generate(PROMPTS, params))
