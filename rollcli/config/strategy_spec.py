@@ -94,7 +94,9 @@ class EngineSpec:
     `exact_logprobs`: reports a sample's log-prob under the temperature-only distribution,
     as the trainer computes it (vllm and sglang: under the top-k / top-p truncated one).
     `int8`: its int8 rollout on the CPU (`rollout.precision: int8`). `reads_max_num_seqs`:
-    honours `devices.actor_infer.max_num_seqs`. `engine_class`: "module:Class" of an engine
+    honours `devices.actor_infer.max_num_seqs`. `decode_batch`: decodes as many samples at once
+    as a GPU plan's `max_num_seqs` (the hf engine's `decode_batch`; on a CPU it keeps its own
+    64). `engine_class`: "module:Class" of an engine
     holding its own copy of the weights (None: the hf engine over the worker's model).
     `backend`: the package `planning/backends.BACKENDS` reports."""
 
@@ -111,6 +113,7 @@ class EngineSpec:
     exact_logprobs: bool = False
     int8: bool = False
     reads_max_num_seqs: bool = False
+    decode_batch: bool = False
     engine_class: str | None = None
     backend: str | None = None
 
@@ -175,7 +178,7 @@ SGLANG_INSTALL_HINT = "pip install sglang (in an environment of its own: it pins
 ENGINES: dict[str, EngineSpec] = {
     e.name: e
     for e in (
-        EngineSpec("hf", turn_cache=True, exact_logprobs=True, int8=True),
+        EngineSpec("hf", turn_cache=True, exact_logprobs=True, int8=True, decode_batch=True),
         EngineSpec(
             "vllm",
             package="vllm",

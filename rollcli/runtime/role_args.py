@@ -110,6 +110,6 @@ def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, An
     out: dict[str, Any] = {"engine": engine, "engine_kwargs": kwargs, "dtype": dtype}
     if cfg.rollout.precision == "int8":  # the hf engine on CPU (planning refuses the rest)
         out["int8"] = True
-    if engine == "hf" and plan.mode != "cpu":  # the samples it holds at once, as planned
+    if row.decode_batch and plan.mode != "cpu":  # the samples it holds at once, as planned
         out["decode_batch"] = req.max_num_seqs
     return out

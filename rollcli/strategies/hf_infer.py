@@ -22,6 +22,7 @@ here, so defaults in a model's `generation_config.json` (e.g. top_k 50) never le
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import torch
