@@ -3,10 +3,12 @@ two processes, as colocated roles run it.
 
 actor_train (`ActorTrainWorker`) lives in the kit's process; actor_infer (`ActorInferWorker`,
 hf engine) in a process of its own (torch multiprocessing: CUDA IPC cannot open a handle in
-the process that made it, and the kit has no Ray), spawned on a GPU (CUDA does not survive a
-fork), forked on the CPU (a spawned process spent 5 s of CPU importing torch and roll before
-it loaded the model). Both on one device: the GPU, or the CPU. Each path is linked as a run links it (`open_weight_sync` / `init_weight_sync`) and
-timed: `gloo` (buckets through host memory: today's colocated path, once: 10 s for a 3B
+the process that made it, and the kit has no Ray), spawned on a GPU and on the CPU alike:
+CUDA does not survive a fork, and on the CPU a fork of a process whose threads hold locks
+(OpenMP, gloo, a test suite's earlier work) hung the child for 600 s on CI, where a spawned
+one spends ~5 s importing torch and roll. A child that dies is reported at once, not after
+the wait. Both on one device: the GPU, or the CPU. Each path is linked as a run links it
+(`open_weight_sync` / `init_weight_sync`) and timed: `gloo` (buckets through host memory: today's colocated path, once: 10 s for a 3B
 model) and the IPC path (`cuda_ipc` on a GPU, its host twin `shm` on the CPU) `repeats`
 times (the first maps each handle anew). After each path the
 engine's weights are compared bit for bit (a sha256 per tensor) with the trainer's, cast to
@@ -64,9 +66,14 @@ def engine_process(conn: Any, folder: str, num_gpus: float, dtype: str) -> None:
         conn.send(("error", traceback.format_exc()[-3000:]))
 
 
-def _reply(conn: Any) -> Any:
-    if not conn.poll(WAIT_S):
-        raise TimeoutError(f"the engine's process did not answer within {WAIT_S} s")
+def _reply(conn: Any, engine: Any) -> Any:
+    waited = 0.0
+    while not conn.poll(1.0):
+        waited += 1.0
+        if not engine.is_alive():
+            raise RuntimeError(f"the engine's process died (exit code {engine.exitcode})")
+        if waited >= WAIT_S:
+            raise TimeoutError(f"the engine's process did not answer within {WAIT_S} s")
     status, value = conn.recv()
     if status != "ok":
         raise RuntimeError(f"the engine's process failed:\n{value}")
@@ -83,10 +90,9 @@ def sync_case(folder: Path, device: Any, repeats: int = 3) -> dict[str, Any]:
     from rollcli.distributed.weight_sync import choose_backend
     from rollcli.strategies.precision import torch_dtype
     from rollcli.strategies.trainer import TrainerArgs
-    from rollcli.workers.actor_infer import ActorInferWorker  # noqa: F401 (a fork has it)
     from rollcli.workers.actor_train import ActorTrainWorker
 
-    ctx = mp.get_context("spawn" if device.kind == "cuda" else "fork")
+    ctx = mp.get_context("spawn")
     conn, child_conn = ctx.Pipe()
     engine = ctx.Process(
         target=engine_process,
@@ -101,22 +107,22 @@ def sync_case(folder: Path, device: Any, repeats: int = 3) -> dict[str, Any]:
             precision=device.train_precision,
             num_gpus=device.num_gpus,
         )
-        slots = [train.device_slot(), _reply(conn)]
+        slots = [train.device_slot(), _reply(conn, engine)]
         expected = tensor_digests(train.model, torch_dtype(device.infer_dtype))
         ipc = "cuda_ipc" if device.kind == "cuda" else "shm"
         row: dict[str, Any] = {"case": "sync", "chosen": choose_backend(slots)}
         row["all_s"], row["bit_exact"], row["verified"] = {}, {}, {}
         for path in ("gloo", ipc):
-            _link(train, conn, path, device.infer_dtype)
+            _link(train, conn, engine, path, device.infer_dtype)
             times = []
             for _ in range(repeats if path == ipc else 1):
-                took, held = _one_sync(train, conn, device)
+                took, held = _one_sync(train, conn, engine, device)
                 times.append(took)
             sent = train.sent_prints()["prints"]
             row["all_s"][path] = times
             row["verified"][path] = first_difference(sent, held) is None
             conn.send(("digests",))
-            row["bit_exact"][path] = _reply(conn) == expected
+            row["bit_exact"][path] = _reply(conn, engine) == expected
         row["paths_s"] = {path: min(t) for path, t in row["all_s"].items()}
         row["weight_gib"] = (
             sum(
@@ -133,15 +139,15 @@ def sync_case(folder: Path, device: Any, repeats: int = 3) -> dict[str, Any]:
             engine.kill()
 
 
-def _link(train: Any, conn: Any, backend: str, dtype: str) -> None:
+def _link(train: Any, conn: Any, engine: Any, backend: str, dtype: str) -> None:
     """Join the trainer (sender) and the engine's process (receiver) over `backend`."""
     host, port = train.open_weight_sync(2, backend, dtype)
     conn.send(("init", host, port, 1, 2, backend))
     train.connect_weight_sync()  # gloo: meets the receiver's group; IPC: no group
-    _reply(conn)
+    _reply(conn, engine)
 
 
-def _one_sync(train: Any, conn: Any, device: Any) -> tuple[float, dict]:
+def _one_sync(train: Any, conn: Any, engine: Any, device: Any) -> tuple[float, dict]:
     """One sync, timed from the trainer's side until the engine holds the weights."""
     device.sync()
     start = time.perf_counter()
@@ -149,7 +155,7 @@ def _one_sync(train: Any, conn: Any, device: Any) -> tuple[float, dict]:
     sent: list[float] = []
     sender = threading.Thread(target=lambda: sent.append(train.broadcast_weights()))
     sender.start()
-    _, held = _reply(conn)
+    _, held = _reply(conn, engine)
     sender.join()
     device.sync()
     if not sent:
