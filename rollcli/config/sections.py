@@ -120,6 +120,10 @@ class TrainConfig(Section):
     """
 
     strategy: Literal[STRATEGY_CHOICES] = "auto"
+    # bf16-mixed: bf16 compute, fp32 master weights, Adam states and log-prob / loss
+    # reductions (the reference holds bf16 weights); auto: bf16-mixed on GPUs and on a CPU
+    # whose bf16 matmul beats fp32 at the model's shapes, else fp32 (planning/auto_precision.py)
+    precision: Literal["auto", "fp32", "bf16-mixed"] = "auto"
     steps: PositiveInt = 20
     lr: PositiveFloat = 1e-6
     warmup_steps: NonNegInt = 0  # linear warm-up over this many optimizer steps

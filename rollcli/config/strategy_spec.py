@@ -136,7 +136,7 @@ STRATEGIES: dict[str, StrategySpec] = {
             owns_bf16=False,
             rank_token_budget=True,
             skips_rows=True,
-            trainer_takes=("world_size",),
+            trainer_takes=("world_size", "bf16"),
         ),
         StrategySpec(
             "fsdp2",

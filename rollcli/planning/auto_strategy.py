@@ -61,8 +61,19 @@ class AutoChoice:
 def resolve_auto(
     cfg: RecipeConfig, *, gpu_kind: str | None = None, gpu_mem_gib: float | None = None
 ) -> AutoChoice:
-    """`cfg` with `train.strategy: auto` resolved (any other strategy: unchanged, no lines).
+    """`cfg` with `train.precision: auto` (planning/auto_precision.py), then
+    `train.strategy: auto` resolved (a value the recipe set: unchanged, no line).
     `gpu_kind`, `gpu_mem_gib`: `roll plan`'s flags of the same names."""
+    from rollcli.planning.auto_precision import resolve_precision
+
+    cfg, lines = resolve_precision(cfg)
+    choice = _resolve_strategy(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem_gib)
+    return AutoChoice(choice.cfg, lines + choice.lines)
+
+
+def _resolve_strategy(
+    cfg: RecipeConfig, *, gpu_kind: str | None, gpu_mem_gib: float | None
+) -> AutoChoice:
     if cfg.train.strategy != "auto":
         return AutoChoice(cfg, [])
     plain = with_keys(cfg, {"train.strategy": AUTO_STRATEGY})

@@ -148,8 +148,12 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
 def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> int:
     """The bytes per weight each role runs in (runtime/role_args.py passes the dtype on):
     the engine's `rollout.precision` when set (int8 keeps the fp32 weights the sync writes,
-    beside their int8 copies); else fp32 on CPU and on GPUs bf16 (training: bf16 compute,
-    fp32 master weights), except the critic (fp32 in this build)."""
+    beside their int8 copies), else fp32 on CPU and bf16 on GPUs; actor_train and the
+    reference `train.precision` (bf16-mixed: bf16 compute, fp32 master weights; auto,
+    before planning/auto_precision.py resolved it: bf16 on GPUs, fp32 on a CPU); the critic
+    fp32 (in this build)."""
+    if role in ("actor_train", "reference") and cfg.train.precision != "auto":
+        return 2 if cfg.train.precision == "bf16-mixed" else 4
     precision = cfg.rollout.precision if role == "actor_infer" else "auto"
     if precision != "auto":
         return 2 if precision == "bf16" else 4

@@ -167,8 +167,9 @@ def forward_shape(req: RoleRequest, *, budget_applies: bool = True) -> ForwardSh
 
 
 def _cpu_head(req: RoleRequest, model: ModelSpec, shape: ForwardShape, on_cpu: bool, train: bool):  # noqa: ANN202
-    """The chunked head's bytes on the CPU (fp32), else None (whole logits counted)."""
-    if not (on_cpu and req.chunked_head and req.param_bytes == 4):
+    """The chunked head's bytes on the CPU (its logits fp32 whatever the weights), else
+    None (whole logits counted)."""
+    if not (on_cpu and req.chunked_head):
         return None
     return chunked_head_bytes(model, scored_tokens=shape.scored, train=train)
 

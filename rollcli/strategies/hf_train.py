@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from rollcli.strategies.precision import kept_casts
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.strategies.update_loop import UpdateLoop, train_mode
 
@@ -79,8 +81,15 @@ def adamw_with_schedule(
 class HFTrainer(UpdateLoop):
     """Plain torch AdamW over the model, on its device (a `trainer.Trainer`)."""
 
-    def __init__(self, model: torch.nn.Module, args: TrainerArgs, *, world_size: int = 1) -> None:
+    bf16 = False  # FSDP2Trainer's own __init__ leaves it: its policy casts the module
+
+    def __init__(
+        self, model: torch.nn.Module, args: TrainerArgs, *, world_size: int = 1, bf16: bool = False
+    ) -> None:
+        """`bf16`: the plan's `bf16-mixed` (the worker runs the forwards under autocast;
+        each optimizer step's casts are kept for its micro-batches: `_step_scope`)."""
         self.model = model
+        self.bf16 = bf16
         self.grad_clip = args.grad_clip
         self.world_size = world_size
         sparse_tied_embedding(model)
@@ -92,6 +101,11 @@ class HFTrainer(UpdateLoop):
 
     def _start_step(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
+
+    def _step_scope(self) -> AbstractContextManager:
+        if not self.bf16:  # fp32, or FSDP2 (its mixed-precision policy casts the module)
+            return nullcontext()
+        return kept_casts(next(self.model.parameters()).device)
 
     def _backward(self, loss: torch.Tensor, last: bool) -> None:
         loss.backward()

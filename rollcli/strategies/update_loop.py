@@ -5,6 +5,7 @@ each) x micro-batches (gradient accumulation) with a caller-given loss.
 backends:
 - `_train_mode(dropout)`: put the module in training mode;
 - `_start_step()`: before a mini-batch's micro-batches (hf, fsdp2: zero the gradients);
+- `_step_scope()`: the context its micro-batches run in (default none);
 - `_backward(loss, last)`: one micro-batch's backward (DeepSpeed: its engine's backward and
   step, with the accumulation boundary at the `last` micro-batch);
 - `_finish_step()`: after a mini-batch's micro-batches, clip and step the optimizer and
@@ -18,6 +19,7 @@ strategies average the gradients, so every rank makes the same step.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
@@ -121,11 +123,12 @@ class UpdateLoop:
                 micro_loss = micro_batch_losses(mini_batch, loss_fn, normalisers, self.world_size)
                 micros = micro_batches(mini_batch, micro_batch_size)
                 total = 0.0
-                for i, (_, micro) in enumerate(micros):
-                    loss, metrics = micro_loss(micro)
-                    self._backward(loss, last=i == len(micros) - 1)
-                    total += float(loss.detach())
-                    step_metrics.add(metrics)
+                with self._step_scope():
+                    for i, (_, micro) in enumerate(micros):
+                        loss, metrics = micro_loss(micro)
+                        self._backward(loss, last=i == len(micros) - 1)
+                        total += float(loss.detach())
+                        step_metrics.add(metrics)
                 losses.append(total)
                 grad_norms.append(self._finish_step())
         out = step_metrics.means(self.world_size)
@@ -142,6 +145,11 @@ class UpdateLoop:
 
     def _start_step(self) -> None:
         raise NotImplementedError
+
+    def _step_scope(self) -> AbstractContextManager:
+        """Where a mini-batch's micro-batches run (hf in bf16-mixed: autocast's casts kept
+        for all of them, `precision.kept_casts`)."""
+        return nullcontext()
 
     def _backward(self, loss: torch.Tensor, last: bool) -> None:
         raise NotImplementedError

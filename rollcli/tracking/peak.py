@@ -8,8 +8,8 @@ dtype: the GPU when the plan gave it one), and keeps the figure in `perf_peak.js
 run folder, so a resumed run divides by the same number. `run.peak_flops` sets it instead
 (FLOP/s of one device: a data sheet's figure, or one measured elsewhere).
 
-`machine_peak` keeps each measurement in the machine's cache (`$ROLL_CACHE/peak/`, one
-file per device model, dtype, torch thread count and torch version), so the runs of one
+`machine_peak` keeps each measurement in the machine's cache (`$ROLL_CACHE/peak/`,
+planning/machine_facts.py: one file per device model, dtype, torch thread count and torch version), so the runs of one
 machine divide by the same figure and each later run skips the ~2 s probe. Delete the file
 to measure again (e.g. after the first probe ran on a busy machine).
 
@@ -22,14 +22,18 @@ above 100%. `ShownPeak` applies the same rule to rows an older run logged.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from rollcli.planning.machine_facts import (
+    cached_measurement,
+    cpu_model,
+    replace_json,
+    write_cached,
+)
 
 PEAK_FILE = "perf_peak.json"
 
@@ -75,26 +79,17 @@ def device_name(device: Any) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_model()
 
 
 def machine_peak(
     device: Any = "cpu", dtype: Any = None, *, seconds: float = 1.0, cache: Path | None = None
 ) -> dict[str, Any]:
     """`{"flops", "device", "dtype", "measured_at"}` for this machine: the figure cached in
-    `cache` (default `$ROLL_CACHE/peak`) for this device model, dtype, torch thread count
-    and torch version, else `matmul_peak` measured now and cached; `"cached"` says which,
-    `"cache_file"` is the file."""
+    `cache` (default `$ROLL_CACHE/peak`, planning/machine_facts.py) for this device model,
+    dtype, torch thread count and torch version, else `matmul_peak` measured now and cached;
+    `"cached"` says which, `"cache_file"` is the file."""
     import torch
-
-    from rollcli.models.loading import cache_dir
 
     dtype = dtype or torch.float32
     key = {
@@ -103,20 +98,10 @@ def machine_peak(
         "threads": torch.get_num_threads() if torch.device(device).type == "cpu" else None,
         "torch": torch.__version__,
     }
-    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    path = (cache or cache_dir() / "peak") / f"{digest}.json"
-    record = {"device": str(device), "dtype": key["dtype"], "cache_file": str(path)}
-    try:
-        cached = json.loads(path.read_text(encoding="utf-8"))
-        if cached.get("key") == key and float(cached["flops"]) > 0:
-            flops, at = float(cached["flops"]), cached["measured_at"]
-            return {**record, "flops": flops, "measured_at": at, "cached": True}
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or unreadable: measure
-    flops = matmul_peak(device, dtype, seconds=seconds)
-    measured_at = time.strftime("%Y-%m-%d %H:%M:%S")
-    _write_cached(path, {"key": key, "flops": flops, "measured_at": measured_at})
-    return {**record, "flops": flops, "measured_at": measured_at, "cached": False}
+    record = cached_measurement(
+        "peak", key, lambda: {"flops": matmul_peak(device, dtype, seconds=seconds)}, cache
+    )
+    return {**record, "device": str(device), "dtype": key["dtype"]}
 
 
 def raise_machine_peak(cache_file: str, flops: float, why: str) -> None:
@@ -129,24 +114,7 @@ def raise_machine_peak(cache_file: str, flops: float, why: str) -> None:
             return
     except (OSError, ValueError, KeyError, TypeError):
         return  # another node's file, or gone: nothing to raise
-    _write_cached(path, {**cached, "flops": flops, "raised": why})
-
-
-def _write_cached(path: Path, record: dict[str, Any]) -> None:
-    """The machine's file; a machine whose cache cannot be written measures each run."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _replace_json(path, record)
-    except OSError:
-        pass
-
-
-def _replace_json(path: Path, record: dict[str, Any]) -> None:
-    """`record` as `path`, replaced whole (never half written; a temporary file per process,
-    as several workers of a machine may write its cache at once)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_cached(path, {**cached, "flops": flops, "raised": why})
 
 
 def raised_peak(peak: float, rates: dict[str, float]) -> tuple[float, str | None]:
@@ -225,4 +193,4 @@ def run_peak(
 
 def write_peak(root: Path, peak: dict[str, Any]) -> None:
     """`perf_peak.json` in the run folder, replaced whole (never half written)."""
-    _replace_json(root / PEAK_FILE, peak)
+    replace_json(root / PEAK_FILE, peak)

@@ -1,0 +1,51 @@
+"""`train.precision: auto`: bf16-mixed where the device computes bf16 faster, else fp32,
+applied to the recipe and said why.
+
+`bf16-mixed` is bf16 compute with fp32 master weights and Adam states, and fp32 log-prob,
+entropy and loss reductions (strategies/precision.py); the reference then holds bf16
+weights. On GPUs auto is bf16-mixed, as it always was. On a CPU it is bf16-mixed where the
+CPU's bf16 matmul beats fp32's by `BF16_MIN_SPEEDUP` at the model's own shapes (the probe
+of planning/cpu_bf16.py, measured once per machine and cached), for the `hf` strategy (the
+one a CPU run trains with); fp32 elsewhere. A value the recipe or the command line set is
+kept. `roll plan`, `roll train --dry-run` and `roll train` resolve it alike (through
+`planning.auto_strategy.resolve_auto`), and the run's recipe.yaml records the result, so
+a resumed run keeps its precision on any machine. Imports no torch until it probes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rollcli.config.recipe import RecipeConfig
+
+
+def auto_precision(cfg: RecipeConfig) -> tuple[str, str]:
+    """The precision `train.precision: auto` resolves to for `cfg`, and why (one line)."""
+    if cfg.resources.gpus > 0:
+        return "bf16-mixed", "GPUs compute in bf16"
+    if cfg.train.strategy not in ("auto", "hf"):
+        return "fp32", f"bf16 on a CPU is the hf strategy's, not {cfg.train.strategy}'s"
+    from rollcli.planning.cpu_bf16 import BF16_MIN_SPEEDUP, bf16_flags, bf16_probe
+    from rollcli.planning.model_spec import model_spec
+
+    model = model_spec(cfg.model)
+    probe = bf16_probe(model.hidden_size, model.intermediate_size, model.vocab_size)
+    ratio = probe["speedup"]
+    flags = "/".join(bf16_flags()) or "no bf16 flag"
+    measured = (
+        f"this CPU ({flags}) multiplies bf16 {ratio:.1f}x as fast as fp32 at the model's shapes"
+    )
+    if ratio >= BF16_MIN_SPEEDUP:
+        return "bf16-mixed", measured
+    return "fp32", f"{measured}, under the {BF16_MIN_SPEEDUP}x that pays for bf16"
+
+
+def resolve_precision(cfg: RecipeConfig) -> tuple[RecipeConfig, list[str]]:
+    """`cfg` with `train.precision: auto` resolved, and the line saying so (none where the
+    recipe set it)."""
+    if cfg.train.precision != "auto":
+        return cfg, []
+    chosen, why = auto_precision(cfg)
+    train = cfg.train.model_copy(update={"precision": chosen})
+    return cfg.model_copy(update={"train": train}), [f"train.precision auto → {chosen} ({why})"]

@@ -1,0 +1,75 @@
+"""Whether this CPU computes bf16 faster than fp32 at a model's own shapes: the probe behind
+`train.precision: auto` on a CPU (planning/auto_precision.py).
+
+CPUs differ: an AVX-512 BF16 (or AMX) core multiplies bf16 matrices in hardware, measured
+at 2.0-2.4x its fp32 rate on the shapes of a training step (AMD EPYC, torch 2.13, 2 threads),
+while an AVX2-only core converts and runs them slower than fp32. So `bf16_probe` times the
+three matmuls a decoder layer's forward is made of at the model's sizes (`[T, H] x [H, I]`,
+`[T, I] x [I, H]`, and the LM head `[T, H] x [H, V]`, V capped), in fp32 and in bf16, the best
+of interleaved repeats (a neighbour's load slows both alike), and keeps the ratio per CPU
+model, torch thread count, torch version and shape in the machine's cache
+(`$ROLL_CACHE/bf16/`, planning/machine_facts.py): about a second on a machine's first run
+of a model, nothing after.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rollcli.planning.machine_facts import cached_measurement, cpu_flags, cpu_model
+
+PROBE_TOKENS = 256  # rows of each probed matmul: a micro-batch's tokens are ~100s to 1000s
+HEAD_COLUMNS = 8192  # the LM head's outputs probed (its rate per FLOP hardly depends on V)
+REPEATS = 5
+# the speed-up below which bf16 is not worth its rounding: fp32 stays
+BF16_MIN_SPEEDUP = 1.3
+# the flags of CPUs that compute bf16 matmuls in hardware (named in the plan's line)
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def bf16_probe(hidden: int, intermediate: int, vocab: int) -> dict[str, Any]:
+    """`{"speedup", "fp32_s", "bf16_s", "cached", "cache_file", ...}` of this CPU at these
+    sizes: fp32's time over bf16's for the probed matmuls, cached per machine."""
+    import torch
+
+    shapes = [(hidden, intermediate), (intermediate, hidden), (hidden, min(vocab, HEAD_COLUMNS))]
+    key = {
+        "cpu": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "shapes": shapes,
+        "tokens": PROBE_TOKENS,
+    }
+    return cached_measurement("bf16", key, lambda: _measure(shapes))
+
+
+def _measure(shapes: list[tuple[int, int]]) -> dict[str, float]:
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    pairs = {
+        dtype: [
+            (
+                torch.randn(PROBE_TOKENS, k, generator=gen).to(dtype),
+                torch.randn(n, k, generator=gen).to(dtype),
+            )
+            for k, n in shapes
+        ]
+        for dtype in (torch.float32, torch.bfloat16)
+    }
+    best = {dtype: float("inf") for dtype in pairs}
+    for _ in range(REPEATS + 1):  # the first round warms up
+        for dtype, mats in pairs.items():
+            start = time.perf_counter()
+            for x, w in mats:
+                torch.nn.functional.linear(x, w)
+            best[dtype] = min(best[dtype], time.perf_counter() - start)
+    fp32, bf16 = best[torch.float32], best[torch.bfloat16]
+    return {"speedup": fp32 / bf16, "fp32_s": fp32, "bf16_s": bf16}
+
+
+def bf16_flags() -> list[str]:
+    """Which of `BF16_FLAGS` this CPU has."""
+    flags = cpu_flags()
+    return [flag for flag in BF16_FLAGS if flag in flags]
