@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rollcli.config.strategy_spec import strategy_spec
+
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
 
@@ -24,7 +26,7 @@ def auto_precision(cfg: RecipeConfig) -> tuple[str, str]:
     """The precision `train.precision: auto` resolves to for `cfg`, and why (one line)."""
     if cfg.resources.gpus > 0:
         return "bf16-mixed", "GPUs compute in bf16"
-    if cfg.train.strategy not in ("auto", "hf"):
+    if strategy_spec(cfg.train.strategy).owns_bf16:  # its own bf16 mode: GPUs only here
         return "fp32", f"bf16 on a CPU is the hf strategy's, not {cfg.train.strategy}'s"
     from rollcli.planning.cpu_bf16 import BF16_MIN_SPEEDUP, bf16_flags, bf16_probe
     from rollcli.planning.model_spec import model_spec

@@ -7,16 +7,23 @@ while an AVX2-only core converts and runs them slower than fp32. So `bf16_probe`
 three matmuls a decoder layer's forward is made of at the model's sizes (`[T, H] x [H, I]`,
 `[T, I] x [I, H]`, and the LM head `[T, H] x [H, V]`, V capped), in fp32 and in bf16, the best
 of interleaved repeats (a neighbour's load slows both alike), and keeps the ratio per CPU
-model, torch thread count, torch version and shape in the machine's cache
-(`$ROLL_CACHE/bf16/`, planning/machine_facts.py): about a second on a machine's first run
-of a model, nothing after.
+model, thread count, torch version and shape in the machine's cache (`$ROLL_CACHE/bf16/`,
+planning/machine_facts.py). The measurement runs in a child process (`python -m
+rollcli.planning.cpu_bf16`): `roll plan` and `--dry-run` import no torch. About 3 s on a
+machine's first plan of a model, nothing after.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
+from importlib.metadata import version
 from typing import Any
 
+from rollcli.config.errors import ConfigError
 from rollcli.planning.machine_facts import cached_measurement, cpu_flags, cpu_model
 
 PROBE_TOKENS = 256  # rows of each probed matmul: a micro-batch's tokens are ~100s to 1000s
@@ -31,22 +38,40 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 def bf16_probe(hidden: int, intermediate: int, vocab: int) -> dict[str, Any]:
     """`{"speedup", "fp32_s", "bf16_s", "cached", "cache_file", ...}` of this CPU at these
     sizes: fp32's time over bf16's for the probed matmuls, cached per machine."""
-    import torch
-
-    shapes = [(hidden, intermediate), (intermediate, hidden), (hidden, min(vocab, HEAD_COLUMNS))]
+    shapes = [[hidden, intermediate], [intermediate, hidden], [hidden, min(vocab, HEAD_COLUMNS)]]
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     key = {
         "cpu": cpu_model(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
+        "threads": threads,
+        "torch": version("torch"),
         "shapes": shapes,
         "tokens": PROBE_TOKENS,
     }
-    return cached_measurement("bf16", key, lambda: _measure(shapes))
+    return cached_measurement("bf16", key, lambda: _measure_in_child(shapes, threads or 1))
 
 
-def _measure(shapes: list[tuple[int, int]]) -> dict[str, float]:
+def _measure_in_child(shapes: list[list[int]], threads: int) -> dict[str, float]:
+    args = json.dumps({"shapes": shapes, "threads": threads})
+    done = subprocess.run(
+        [sys.executable, "-m", "rollcli.planning.cpu_bf16", args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(
+            f"train.precision auto: the bf16 probe of this CPU failed ({last}); "
+            "set train.precision: fp32 or bf16-mixed"
+        )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(shapes: list[list[int]], threads: int) -> dict[str, float]:
+    """fp32's and bf16's best time over the probed matmuls, and their ratio (imports torch)."""
     import torch
 
+    torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
     pairs = {
         dtype: [
@@ -73,3 +98,8 @@ def bf16_flags() -> list[str]:
     """Which of `BF16_FLAGS` this CPU has."""
     flags = cpu_flags()
     return [flag for flag in BF16_FLAGS if flag in flags]
+
+
+if __name__ == "__main__":  # the child of `_measure_in_child`
+    request = json.loads(sys.argv[1])
+    print(json.dumps(measure(request["shapes"], request["threads"])))

@@ -49,6 +49,7 @@ def cached_measurement(
     `cache_file` names the file. A machine whose cache cannot be written measures each time."""
     from rollcli.models.loading import cache_dir
 
+    key = json.loads(json.dumps(key))  # as the file holds it (a tuple reads back a list)
     digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     path = (cache or cache_dir() / kind) / f"{digest}.json"
     try:

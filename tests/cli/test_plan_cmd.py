@@ -55,7 +55,8 @@ def test_json_schema_and_zero3_numbers() -> None:
     plan = json.loads(res.output)
     assert set(plan) == {"mode", "fits", "devices", "workers", "advice", "recipe", "auto", "notes"}
     assert plan["recipe"][0] == "trains qwen2.5-7b for 25 steps at lr 1e-05 (rlvr-math)"
-    assert plan["auto"] == []  # the strategy is the recipe's: nothing for auto to choose
+    # the strategy is the recipe's: auto chose only the precision
+    assert plan["auto"] == ["train.precision auto → bf16-mixed (GPUs compute in bf16)"]
     assert plan["notes"] == []  # no hub dataset to download
     assert plan["mode"] == "colocated" and plan["fits"] is True and plan["advice"] == []
     assert len(plan["devices"]) == 9 and plan["devices"][8]["roles"] == ["reward"]  # the host
@@ -98,8 +99,12 @@ def test_cpu_plan_without_flags_is_the_run_roll_train_starts() -> None:
     (host,) = plan["devices"]
     assert host["id"] == "cpu"
     assert set(host["roles"]) == {"actor_train", "actor_infer", "reference", "reward"}
-    # fp32 on CPU: the trainer's weights alone are 4 bytes x 135M params
-    assert host["memory_bytes"]["weights"] >= 3 * 4 * 134_000_000
+    # the trainer's weights: 2 (bf16-mixed, where this CPU computes bf16) or 4 bytes x 135M
+    # params, its fp32 Adam states 12 (train.precision: planning/auto_precision.py)
+    precision = next(line for line in plan["auto"] if line.startswith("train.precision"))
+    weight_bytes = 2 if "bf16-mixed" in precision else 4
+    assert host["memory_bytes"]["weights"] >= 3 * weight_bytes * 134_000_000
+    assert host["memory_bytes"]["optimizer"] >= 12 * 134_000_000
 
 
 def test_device_mapping_errors_name_the_key() -> None:

@@ -114,7 +114,10 @@ def test_perf_metrics_are_the_flop_model_over_time_and_peak(grpo_run: Path) -> N
     from rollcli.tracking.flops import FlopModel
 
     peak = json.loads((grpo_run / "perf_peak.json").read_text())  # measured once, on actor_train
-    assert (peak["source"], peak["device"], peak["dtype"]) == ("measured", "cpu", "float32")
+    # the trainer's compute dtype: bf16 where train.precision auto chose bf16-mixed
+    precision = yaml.safe_load((grpo_run / "recipe.yaml").read_text())["train"]["precision"]
+    dtype = "bfloat16" if precision == "bf16-mixed" else "float32"
+    assert (peak["source"], peak["device"], peak["dtype"]) == ("measured", "cpu", dtype)
     assert "perf: matmul peak" in (grpo_run / "events.log").read_text()
     model = FlopModel.from_spec(TINY_RANDOM)
     per_token = 2 * (model.params_per_token + model.hidden * model.vocab)  # + attention

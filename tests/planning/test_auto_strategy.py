@@ -22,20 +22,28 @@ def _cfg(*overrides: str, gpus: int = 8, model: str = "qwen2.5-7b"):  # noqa: AN
     return load_recipe("rlvr-math", list(overrides), flags)[0]
 
 
+def _strategy_lines(lines: list[str]) -> list[str]:
+    """What auto said of the strategy (its precision line first: test_auto_precision.py)."""
+    return [line for line in lines if not line.startswith("train.precision")]
+
+
 def test_a_cpu_run_is_hf_and_its_plan_does_not_change() -> None:
     cfg = _cfg(gpus=0, model="smollm2-135m")
     assert cfg.train.strategy == "auto"
     choice = resolve_auto(cfg)
     assert choice.cfg.train.strategy == "hf"
-    assert choice.lines == ["train.strategy auto → hf (a CPU run trains with plain torch)"]
-    explicit_hf = load_recipe("rlvr-math", ["train.strategy=hf"])[0]
+    assert _strategy_lines(choice.lines) == [
+        "train.strategy auto → hf (a CPU run trains with plain torch)"
+    ]
+    precision = f"train.precision={choice.cfg.train.precision}"  # auto's choice, as set
+    explicit_hf = load_recipe("rlvr-math", ["train.strategy=hf", precision])[0]
     assert plan_recipe(choice.cfg).to_json() == plan_recipe(explicit_hf).to_json()
 
 
 def test_hf_is_kept_where_it_fits() -> None:
     choice = resolve_auto(_cfg(model="qwen2.5-0.5b", gpus=8))
     assert choice.cfg.train.strategy == "hf"
-    assert choice.lines[0].startswith("train.strategy auto → hf: it fits (")
+    assert _strategy_lines(choice.lines)[0].startswith("train.strategy auto → hf: it fits (")
 
 
 def test_7b_on_8_gpus_shards_with_fsdp2_where_hf_does_not_fit() -> None:
@@ -51,7 +59,7 @@ def test_7b_on_8_gpus_shards_with_fsdp2_where_hf_does_not_fit() -> None:
         "devices.actor_infer.gpu_memory_utilization=0.55",
     ]
     assert plan_recipe(_cfg(*deepspeed)).fits
-    assert choice.lines[0].startswith("train.strategy auto: hf needs ")
+    assert _strategy_lines(choice.lines)[0].startswith("train.strategy auto: hf needs ")
     assert any("FSDP2" in line for line in choice.lines)
     assert choice.lines[-1].startswith("  → it fits (")
     # only keys auto may set changed; everything else is the recipe's
@@ -64,7 +72,13 @@ def test_7b_on_8_gpus_shards_with_fsdp2_where_hf_does_not_fit() -> None:
         for key in before[section]
         if before[section][key] != after[section][key]
     }
-    assert changed <= {"train.strategy", "devices.actor_train", "devices.actor_infer"}
+    # (and the precision: auto_precision.py, bf16-mixed on GPUs as the plan assumed before)
+    assert changed <= {
+        "train.strategy",
+        "train.precision",
+        "devices.actor_train",
+        "devices.actor_infer",
+    }
 
 
 def test_one_gpu_offloads_with_fsdp2() -> None:
@@ -102,7 +116,8 @@ def test_plan_dry_run_and_train_show_the_same_choice() -> None:
     plan = runner.invoke(app, ["plan", *args, "--json"])
     assert plan.exit_code == 0, plan.output  # the mission's example fits by itself
     lines = json.loads(plan.output)["auto"]
-    assert lines[0].startswith("train.strategy auto: hf needs")
+    assert lines[0] == "train.precision auto → bf16-mixed (GPUs compute in bf16)"
+    assert lines[1].startswith("train.strategy auto: hf needs")
     dry = runner.invoke(app, ["train", *args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     resolved = yaml.safe_load(dry.stdout)

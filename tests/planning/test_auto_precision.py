@@ -1,0 +1,83 @@
+"""`train.precision: auto` (planning/auto_precision.py): bf16-mixed on GPUs and on a CPU whose
+bf16 matmul beats fp32 at the model's shapes, fp32 elsewhere; a value the recipe set is
+kept; the plan and the workers then get it (param bytes, the trainer's precision, the
+reference's dtype). The CPU's speed is the probe's (planning/cpu_bf16.py), measured once
+and cached: here it is measured for real once, then set where a case needs a given CPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rollcli.config.loader import load_recipe
+from rollcli.planning import auto_precision, cpu_bf16
+from rollcli.planning.auto_strategy import resolve_auto
+from rollcli.planning.from_recipe import recipe_plan_input
+from rollcli.planning.run_plan import plan_run
+from rollcli.runtime.role_args import role_args
+
+
+def _cfg(*overrides: str):
+    cfg, _ = load_recipe("rlvr-math", list(overrides))
+    return cfg
+
+
+def _cpu_speedup(monkeypatch, speedup: float) -> None:
+    monkeypatch.setattr(cpu_bf16, "bf16_probe", lambda *shape: {"speedup": speedup})
+
+
+def test_the_probe_is_measured_once_per_machine_and_cached(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("ROLL_CACHE", str(tmp_path))
+    first = cpu_bf16.bf16_probe(128, 256, 49152)
+    assert first["cached"] is False and first["speedup"] > 0
+    assert first["fp32_s"] / first["bf16_s"] == pytest.approx(first["speedup"])
+    (entry,) = (tmp_path / "bf16").glob("*.json")
+    assert json.loads(entry.read_text())["key"]["shapes"] == [[128, 256], [256, 128], [128, 8192]]
+    again = cpu_bf16.bf16_probe(128, 256, 49152)
+    assert again == {**first, "cached": True}  # read back, not measured again
+    assert cpu_bf16.bf16_probe(64, 256, 49152)["cached"] is False  # other shapes: measured
+
+
+@pytest.mark.parametrize(
+    ("speedup", "chosen"), [(2.3, "bf16-mixed"), (1.31, "bf16-mixed"), (1.2, "fp32"), (0.3, "fp32")]
+)
+def test_auto_on_a_cpu_follows_the_probe(monkeypatch, speedup, chosen) -> None:
+    _cpu_speedup(monkeypatch, speedup)
+    choice = resolve_auto(_cfg())
+    assert choice.cfg.train.precision == chosen
+    (line,) = [x for x in choice.lines if x.startswith("train.precision")]
+    assert f"auto → {chosen}" in line and f"{speedup:.1f}x" in line
+    request = recipe_plan_input(choice.cfg)
+    args = role_args(choice.cfg, request, plan_run(choice.cfg).plan)
+    assert args["actor_train"]["precision"] == chosen
+    assert args["reference"]["dtype"] == ("bfloat16" if chosen == "bf16-mixed" else "float32")
+    assert args["actor_infer"]["dtype"] == "float32"  # the engine keeps rollout.precision's
+
+
+def test_a_value_the_recipe_set_is_kept_and_gpus_take_bf16(monkeypatch) -> None:
+    _cpu_speedup(monkeypatch, 3.0)
+    explicit = resolve_auto(_cfg("train.precision=fp32"))
+    assert explicit.cfg.train.precision == "fp32"
+    assert not [x for x in explicit.lines if x.startswith("train.precision")]
+    _cpu_speedup(monkeypatch, 0.5)
+    forced = resolve_auto(_cfg("train.precision=bf16-mixed"))
+    assert forced.cfg.train.precision == "bf16-mixed"
+    gpus = auto_precision.auto_precision(_cfg("resources.gpus=8", "model=qwen2.5-0.5b"))
+    assert gpus == ("bf16-mixed", "GPUs compute in bf16")
+
+
+def test_a_cpu_run_of_another_strategy_stays_fp32(monkeypatch) -> None:
+    _cpu_speedup(monkeypatch, 3.0)
+    chosen, why = auto_precision.auto_precision(_cfg("train.strategy=deepspeed"))
+    assert chosen == "fp32" and "hf strategy's" in why
+
+
+def test_the_run_records_the_choice(monkeypatch) -> None:
+    """The recipe a run writes holds the resolved precision, so a resume on another
+    machine kind trains as the run began."""
+    from rollcli.config.loader import dump_recipe
+
+    _cpu_speedup(monkeypatch, 2.0)
+    cfg = resolve_auto(_cfg()).cfg
+    assert "precision: bf16-mixed" in dump_recipe(cfg)
