@@ -5,12 +5,13 @@ CPUs differ: an AVX-512 BF16 (or AMX) core multiplies bf16 matrices in hardware,
 at 2.0-2.4x its fp32 rate on the shapes of a training step (AMD EPYC, torch 2.13, 2 threads),
 while an AVX2-only core converts and runs them slower than fp32. So `bf16_probe` times the
 three matmuls a decoder layer's forward is made of at the model's sizes (`[T, H] x [H, I]`,
-`[T, I] x [I, H]`, and the LM head `[T, H] x [H, V]`, V capped), in fp32 and in bf16, the best
+`[T, I] x [I, H]`, and the LM head `[T, H] x [H, V]`, each size capped at
+`PROBE_DIM_CAP`), in fp32 and in bf16, the best
 of interleaved repeats (a neighbour's load slows both alike), and keeps the ratio per CPU
 model, thread count, torch version and shape in the machine's cache (`$ROLL_CACHE/bf16/`,
 planning/machine_facts.py). The measurement runs in a child process (`python -m
 rollcli.planning.cpu_bf16`): `roll plan` and `--dry-run` import no torch. About 3 s on a
-machine's first plan of a model, nothing after.
+machine's first plan of a model size, nothing after.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from rollcli.config.errors import ConfigError
 from rollcli.planning.machine_facts import cached_measurement, cpu_flags, cpu_model
 
 PROBE_TOKENS = 256  # rows of each probed matmul: a micro-batch's tokens are ~100s to 1000s
-HEAD_COLUMNS = 8192  # the LM head's outputs probed (its rate per FLOP hardly depends on V)
+# each probed size at most this: a 7B model's [3584, 18944] took 10 s to probe, and past
+# ~2k a matmul's rate per FLOP hardly changes (nor does the LM head's with the vocabulary)
+PROBE_DIM_CAP = 2048
 REPEATS = 5
 # the speed-up below which bf16 is not worth its rounding: fp32 stays
 BF16_MIN_SPEEDUP = 1.3
@@ -38,7 +41,8 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 def bf16_probe(hidden: int, intermediate: int, vocab: int) -> dict[str, Any]:
     """`{"speedup", "fp32_s", "bf16_s", "cached", "cache_file", ...}` of this CPU at these
     sizes: fp32's time over bf16's for the probed matmuls, cached per machine."""
-    shapes = [[hidden, intermediate], [intermediate, hidden], [hidden, min(vocab, HEAD_COLUMNS)]]
+    h, i, v = (min(d, PROBE_DIM_CAP) for d in (hidden, intermediate, vocab))
+    shapes = [[h, i], [i, h], [h, v]]
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     key = {
         "cpu": cpu_model(),
