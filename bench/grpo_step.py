@@ -5,6 +5,7 @@
     .venv/bin/python bench/grpo_step.py --model tiny-random --rounds 1 --steps 1   # quick check
     .venv/bin/python bench/grpo_step.py --roll-python /path/to/vllm-env/bin/python  # another engine
     .venv/bin/python bench/grpo_step.py --precision int8   # roll samples in int8 (correction: tis)
+    .venv/bin/python bench/grpo_step.py --trl-bf16         # TRL in bf16 too: a third row
 
 Both sides get the same model folder (roll's `resolve_model`, the converted embedded
 SmolLM2-135M-Instruct), the same prompts (the training prompts of roll's rlvr-math recipe,
@@ -14,8 +15,13 @@ overrides: `--prompts` prompts x `--group-size` samples per step, `--new-tokens`
 most (EOS may stop a sample earlier), temperature 1, lr, micro batch 16 (TRL: per-device
 batch 16 with 4 accumulation steps, so one optimizer step per generation), k3 KL to a
 reference model in the loss (coef 0.001), clip 0.2, gradient checkpointing off.
-`--precision` is roll's `rollout.precision` (int8: the hf engine's int8 linears; the trainer
-stays fp32) and `--correction` its `algorithm.off_policy.correction`; TRL samples in fp32.
+`--precision auto` (the default) runs roll as a user gets it: `train.precision` and
+`rollout.precision` auto (bf16-mixed training where the CPU computes bf16 faster:
+planning/auto_precision.py); `fp32`, `bf16`, `int8` are roll's `rollout.precision` (int8:
+the hf engine's int8 linears) with an fp32 trainer, as this bench measured before.
+`--correction` is its `algorithm.off_policy.correction`. TRL runs in fp32 and, with
+`--trl-bf16`, also with `bf16=True` (autocast over fp32 weights); the last line is against
+TRL fp32, the line before it against TRL bf16. The machine's CPU and flags follow the table.
 
 Each round runs one `roll train` and one TRL process (the one that goes first alternates) of
 `--steps` + 1 steps each; the first step of every process is a warm-up and is not counted.
@@ -54,8 +60,12 @@ REPO = Path(__file__).resolve().parents[1]
 TRL_WORKER = REPO / "bench" / "grpo_trl_worker.py"
 # roll / TRL samples/s at no more peak memory: issue #20's 3x with fp32 rollout, issue #41's
 # 4x with a low-precision one
-TARGET_RATIO = {"fp32": 3.0, "bf16": 4.0, "int8": 4.0}
+# roll as a user gets it (train.precision auto: bf16-mixed where the CPU computes bf16):
+# issue #69's 4x, against TRL in fp32
+TARGET_RATIO = {"fp32": 3.0, "bf16": 4.0, "int8": 4.0, "auto": 4.0}
 GIB = 1024**3
+# the CPU flags named with the table: bf16 / int8 matmuls in hardware or not
+PRECISION_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8")
 
 
 @dataclass
@@ -164,7 +174,7 @@ def roll_round(args, overrides: list[str], work: Path, n: int, side: Side) -> No
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # large; metrics stay for --keep
 
 
-def trl_round(args, settings: dict, work: Path, n: int, side: Side) -> None:
+def trl_round(args, settings: dict, work: Path, n: int | str, side: Side) -> None:
     out = work / f"trl-{n}.jsonl"
     path = work / f"trl-{n}.json"
     path.write_text(json.dumps({**settings, "out": str(out)}))
@@ -204,7 +214,24 @@ def trl_settings(cfg, model_path: Path, prompts: Path, steps: int) -> dict:
     )
 
 
-def print_table(args, roll: Side, trl: Side, samples: int) -> None:
+def machine_precision(cfg) -> str:
+    """What roll trains in here, as `train.precision: auto` resolves it, and the CPU."""
+    from rollcli.planning.auto_precision import auto_precision
+    from rollcli.planning.machine_facts import cpu_model
+
+    chosen, _ = auto_precision(cfg)
+    return f"{chosen} on {cpu_model()}"
+
+
+def machine_line() -> str:
+    """The CPU and the flags that decide its low-precision speed."""
+    from rollcli.planning.machine_facts import cpu_flags, cpu_model
+
+    flags = sorted(cpu_flags() & set(PRECISION_FLAGS))
+    return f"machine: {cpu_model()}, {os.cpu_count()} cores; flags: {' '.join(flags) or 'none'}"
+
+
+def print_table(args, roll: Side, trl: Side, samples: int, trl_bf16: Side | None = None) -> None:
     table = Table(
         title=f"GRPO step on {args.model}: {args.prompts} prompts x {args.group_size} samples, "
         f"<= {args.new_tokens} new tokens, {args.rounds} round(s) x {args.steps} measured step(s)"
@@ -214,7 +241,7 @@ def print_table(args, roll: Side, trl: Side, samples: int) -> None:
     table.add_column("processes", justify="right")
     table.add_column("tokens/sample", justify="right")
     table.add_column("measured steps (s)")
-    for side in (roll, trl):
+    for side in (roll, trl, *[trl_bf16] * (trl_bf16 is not None)):
         notes = [side.note] * bool(side.note) + [f"{side.failed} run(s) failed"] * bool(side.failed)
         label = f"{side.label} ({', '.join(notes)})" if notes else side.label
         table.add_row(
@@ -228,11 +255,18 @@ def print_table(args, roll: Side, trl: Side, samples: int) -> None:
             " ".join(f"{s:.1f}" for s in side.step_s),
         )
     Console(width=160).print(table)
+    print(machine_line())
     if not (roll.step_s and trl.step_s and trl.peak_pss):
         print("no ratio: a side has no measured step (see the failures above)")
         return
     ratio, target = trl.median() / roll.median(), TARGET_RATIO[args.precision]
     memory = roll.peak_pss / trl.peak_pss
+    if trl_bf16 is not None and trl_bf16.step_s and trl_bf16.peak_pss:
+        print(
+            f"against TRL bf16: roll / TRL bf16 samples/s: "
+            f"{trl_bf16.median() / roll.median():.2f}x; roll / TRL bf16 peak PSS: "
+            f"{roll.peak_pss / trl_bf16.peak_pss:.2f}x"
+        )
     print(
         f"roll / TRL samples/s: {ratio:.2f}x (target >= {target:g}x: "
         f"{'met' if ratio >= target else 'not met'}); "
@@ -260,9 +294,17 @@ def main() -> None:
     )
     parser.add_argument(
         "--precision",
-        choices=("fp32", "bf16", "int8"),
-        default="fp32",
-        help="roll's rollout.precision (int8: the hf engine); the trainer stays fp32",
+        choices=("auto", "fp32", "bf16", "int8"),
+        default="auto",
+        help="auto: roll as a user gets it (train.precision and rollout.precision auto: bf16-"
+        "mixed training where this CPU computes bf16); else roll's rollout.precision (int8: "
+        "the hf engine) with an fp32 trainer, as this bench measured before",
+    )
+    parser.add_argument(
+        "--trl-bf16",
+        action="store_true",
+        help="also run TRL with bf16=True (autocast, fp32 master weights): a third row and "
+        "the ratio against it",
     )
     parser.add_argument(
         "--correction",
@@ -292,7 +334,11 @@ def main() -> None:
         # default is two digits since 2026-11-23)
         "data.task_args.min_digits=1",
         "data.task_args.max_digits=1",
-        f"rollout.precision={args.precision}",
+        *(
+            ["train.precision=auto", "rollout.precision=auto"]
+            if args.precision == "auto"
+            else ["train.precision=fp32", f"rollout.precision={args.precision}"]
+        ),
         *[f"algorithm.off_policy.correction={args.correction}"] * (args.correction is not None),
         *args.roll_overrides,
     ]
@@ -309,23 +355,27 @@ def main() -> None:
     settings = trl_settings(cfg, model_path, prompts, args.steps + 1)
     print(f"model {model_path}; {len(train)} prompts; logs in {work}", file=sys.stderr)
 
-    label = "roll" if args.precision == "fp32" else f"roll {args.precision} rollout"
-    roll, trl = Side(label), Side("TRL GRPOTrainer")
+    labels = {"fp32": "roll", "auto": f"roll ({machine_precision(cfg)})"}
+    label = labels.get(args.precision, f"roll {args.precision} rollout")
+    roll, trl = Side(label), Side("TRL GRPOTrainer (fp32)")
+    trl_bf16 = Side("TRL GRPOTrainer (bf16)") if args.trl_bf16 else None
+    sides = [roll, trl, *[trl_bf16] * args.trl_bf16]
     for n in range(args.rounds):
-        order = [roll, trl] if n % 2 == 0 else [trl, roll]  # who goes first alternates
+        order = sides if n % 2 == 0 else sides[::-1]  # who goes first alternates
         for side in order:
             start = time.perf_counter()
             if side is roll:
                 roll_round(args, overrides, work, n, roll)
             else:
-                trl_round(args, settings, work, n, trl)
+                bf16 = side is trl_bf16
+                trl_round(args, {**settings, "bf16": bf16}, work, f"{n}{'-bf16' * bf16}", side)
             print(
                 f"round {n + 1}/{args.rounds} {side.label}: "
                 f"{time.perf_counter() - start:.0f} s in all, "
                 f"steps so far {[round(s, 1) for s in side.step_s]}",
                 file=sys.stderr,
             )
-    print_table(args, roll, trl, samples)
+    print_table(args, roll, trl, samples, trl_bf16)
     if not args.keep and not (roll.failed or trl.failed):
         shutil.rmtree(work, ignore_errors=True)
     if roll.failed or trl.failed:

@@ -99,7 +99,7 @@ def main() -> None:
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-grpo-"),
         use_cpu=True,
-        bf16=False,
+        bf16=settings.get("bf16", False),  # autocast over fp32 weights (--trl-bf16)
         model_init_kwargs={"dtype": torch.float32},
         seed=settings["seed"],
         max_steps=settings["steps"],

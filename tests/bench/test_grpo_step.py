@@ -17,13 +17,14 @@ TRL_PYTHON = REPO / ".venv-bench" / "bin" / "python"
 @pytest.mark.skipif(not TRL_PYTHON.exists(), reason="no .venv-bench (make bench-env)")
 def test_grpo_step_bench_runs_both_sides() -> None:
     cmd = [sys.executable, "bench/grpo_step.py", "--model", "tiny-random"]
-    cmd += ["--rounds", "1", "--steps", "1", "--new-tokens", "8", "--prompts", "2"]
+    cmd += ["--rounds", "1", "--steps", "1", "--new-tokens", "8", "--prompts", "2", "--trl-bf16"]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     print(done.stdout)
     rows = {line.split("│")[1].strip(): line for line in done.stdout.splitlines() if "│" in line}
-    assert len(rows) == 2 and "TRL GRPOTrainer" in rows
-    assert any(label.startswith("roll (engine ") for label in rows)
+    assert len(rows) == 3 and {"TRL GRPOTrainer (fp32)", "TRL GRPOTrainer (bf16)"} < set(rows)
+    # roll as a user gets it: the precision auto chose on this CPU, and its engine
+    assert any(re.match(r"roll \((bf16-mixed|fp32) on .*\) \(engine ", label) for label in rows)
     for line in rows.values():
         cells = [c.strip() for c in line.split("│")[2:-1]]
         step_s, samples_s = float(cells[0]), float(cells[1])
@@ -34,3 +35,5 @@ def test_grpo_step_bench_runs_both_sides() -> None:
         assert len(cells[6].split()) == 1  # one measured step (the warm-up step is dropped)
     ratio = re.search(r"roll / TRL samples/s: ([\d.]+)x", done.stdout)
     assert ratio and float(ratio.group(1)) > 0
+    assert re.search(r"roll / TRL bf16 samples/s: ([\d.]+)x", done.stdout)
+    assert "machine: " in done.stdout and "flags: " in done.stdout

@@ -43,6 +43,7 @@ def test_the_probe_is_measured_once_per_machine_and_cached(tmp_path, monkeypatch
     ("speedup", "chosen"), [(2.3, "bf16-mixed"), (1.31, "bf16-mixed"), (1.2, "fp32"), (0.3, "fp32")]
 )
 def test_auto_on_a_cpu_follows_the_probe(monkeypatch, speedup, chosen) -> None:
+    monkeypatch.setattr(auto_precision, "CPU_AUTO_BF16", True)
     _cpu_speedup(monkeypatch, speedup)
     choice = resolve_auto(_cfg())
     assert choice.cfg.train.precision == chosen
@@ -53,6 +54,14 @@ def test_auto_on_a_cpu_follows_the_probe(monkeypatch, speedup, chosen) -> None:
     assert args["actor_train"]["precision"] == chosen
     assert args["reference"]["dtype"] == ("bfloat16" if chosen == "bf16-mixed" else "float32")
     assert args["actor_infer"]["dtype"] == "float32"  # the engine keeps rollout.precision's
+
+
+def test_until_its_learning_check_passes_a_cpu_keeps_fp32_and_says_how(monkeypatch) -> None:
+    _cpu_speedup(monkeypatch, 4.5)
+    choice = resolve_auto(_cfg())
+    assert choice.cfg.train.precision == "fp32"
+    (line,) = [x for x in choice.lines if x.startswith("train.precision")]
+    assert "4.5x" in line and "train.precision: bf16-mixed uses it" in line
 
 
 def test_a_value_the_recipe_set_is_kept_and_gpus_take_bf16(monkeypatch) -> None:
@@ -78,6 +87,7 @@ def test_the_run_records_the_choice(monkeypatch) -> None:
     machine kind trains as the run began."""
     from rollcli.config.loader import dump_recipe
 
+    monkeypatch.setattr(auto_precision, "CPU_AUTO_BF16", True)
     _cpu_speedup(monkeypatch, 2.0)
     cfg = resolve_auto(_cfg()).cfg
     assert "precision: bf16-mixed" in dump_recipe(cfg)
