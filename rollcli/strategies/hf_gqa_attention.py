@@ -49,17 +49,23 @@ def sdpa_gqa_attention(
 def use_gqa_attention(model: torch.nn.Module) -> None:
     """Switch a CPU model that uses `sdpa` to `sdpa_gqa` (elsewhere, or with another
     attention, it is left as it is: CUDA's fused kernels take no mask with grouped heads)."""
+    _replace_sdpa(model, "cpu", NAME, sdpa_gqa_attention)
+
+
+def _replace_sdpa(model: torch.nn.Module, device_type: str, name: str, attention) -> None:  # noqa: ANN001
+    """Register `attention` as `name` (with sdpa's masks) and switch `model` to it, where the
+    model uses `sdpa` and sits on `device_type`; else leave it as it is."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     config = getattr(model, "config", None)
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         return
-    if next(model.parameters()).device.type != "cpu":
+    if next(model.parameters()).device.type != device_type:
         return
-    AttentionInterface.register(NAME, sdpa_gqa_attention)
-    AttentionMaskInterface.register(NAME, sdpa_mask)
-    model.set_attn_implementation(NAME)
+    AttentionInterface.register(name, attention)
+    AttentionMaskInterface.register(name, sdpa_mask)
+    model.set_attn_implementation(name)
 
 
 FOLDED = "sdpa_folded"
@@ -100,14 +106,4 @@ def folded_decode_attention(
 def use_folded_decode_attention(model: torch.nn.Module) -> None:
     """Switch a CUDA model that uses `sdpa` to `sdpa_folded` (the hf engine's decode on a GPU;
     every other call runs transformers' `sdpa` as before)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    config = getattr(model, "config", None)
-    if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
-        return
-    if next(model.parameters()).device.type != "cuda":
-        return
-    AttentionInterface.register(FOLDED, folded_decode_attention)
-    AttentionMaskInterface.register(FOLDED, sdpa_mask)
-    model.set_attn_implementation(FOLDED)
+    _replace_sdpa(model, "cuda", FOLDED, folded_decode_attention)
