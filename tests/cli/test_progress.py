@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from rollcli.cli.progress import ProgressLines
 
 
@@ -122,6 +124,7 @@ def test_roll_eval_writes_progress_lines_to_a_file_while_it_runs(tiny_model, tmp
     assert "━" not in seen  # no bar drawn into the file
 
 
+@pytest.mark.slow  # ~31 s: a real two-step rlvr run (the eval case above covers the file)
 def test_roll_train_writes_progress_lines_to_a_file_while_it_runs(tiny_model, tmp_path) -> None:
     args = ["train", "rlvr", "--model", "tiny-random", "--steps", "2", "--runs-dir", "runs"]
     args += ["rollout.batch_size=4", "rollout.group_size=2", "rollout.max_new_tokens=8"]
