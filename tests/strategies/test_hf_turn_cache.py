@@ -108,6 +108,33 @@ def test_a_batch_of_kept_and_evicted_sessions_is_merged_right(engines) -> None:
     cached.end_sessions(ids)
 
 
+def test_a_groups_identical_first_prompts_are_prefilled_once(engines) -> None:
+    """Four episodes of two tasks open with two distinct prompts: the prefill's forward sees
+    two rows, yet every episode's reply, log-probs and later turns (each its own session)
+    equal those of episodes prefilled one by one."""
+    cached, plain = engines
+    first = [FIRST[0], FIRST[2], FIRST[0], FIRST[0]]
+    rows: list[int] = []
+    hook = cached.model.register_forward_pre_hook(
+        lambda _, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        replies = cached.generate(first, GREEDY, sessions=["g0", "g1", "g2", "g3"])
+    finally:
+        hook.remove()
+    assert rows[0] == 2  # the prefill's forward (a decode step calls the body, not this)
+    alone = [plain.generate([p], GREEDY)[0] for p in first]
+    assert_same([replies], [alone])
+    env = [[50, 51], [60], [70, 71, 72], [80]]  # the episodes part ways
+    second = [p + g.token_ids + e for p, g, e in zip(first, replies, env, strict=True)]
+    turn2 = cached.generate(second, GREEDY, sessions=["g0", "g1", "g2", "g3"])
+    assert [g.cached_tokens for g in turn2] == [
+        len(p) + len(g.token_ids) - 1 for p, g in zip(first, replies, strict=True)
+    ]
+    assert_same([turn2], [[plain.generate([p], GREEDY)[0] for p in second]])
+    cached.end_sessions(["g0", "g1", "g2", "g3"])
+
+
 def test_a_session_batch_is_one_buffer_as_wide_as_its_longest_prompt(engines) -> None:
     """Rows that reuse KV and a row that does not: one buffer of the longest prompt plus the
     room, rows right-aligned (reusing first), every forward written into it in place, and
