@@ -165,7 +165,9 @@ class HFInferEngine:
                 **self._last_logits,
             )
         else:
-            done = prefill(self.model, prompts, self.pad_token_id, **self._last_logits)
+            done = prefill(
+                self.model, prompts, self.pad_token_id, params.max_new_tokens, **self._last_logits
+            )
         if self.static and sessions is None:
             return self._decode_static(done, gens, params, eos, on_sample, offset)
         cache = done.cache

@@ -73,6 +73,11 @@ class BufferLayer(DynamicLayer):
         self._k, self._v = self._k[: len(keep)], self._v[: len(keep)]
         self._views()
 
+    def take_rows(self, indices: torch.Tensor) -> None:
+        """Rows `indices`, in that order and repeats allowed (a copy of those rows)."""
+        self._k, self._v = self._k[indices], self._v[indices]
+        self._views()
+
     def batch_repeat_interleave(self, repeats: int) -> None:
         self._k = self._k.repeat_interleave(repeats, dim=0)
         self._v = self._v.repeat_interleave(repeats, dim=0)

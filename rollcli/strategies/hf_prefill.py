@@ -19,13 +19,15 @@ glibc kept, `host_memory.py`) where the conversations' KV is 2.1 GB; now 4.9 GB.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 from rollcli.data.padding import pad_left, position_ids_from_mask
-from rollcli.strategies.hf_kv_buffer import session_cache
+from rollcli.strategies.hf_kv_buffer import BufferLayer, session_cache
 from rollcli.strategies.hf_turn_cache import Session
 
 
@@ -38,29 +40,84 @@ class Prefilled:
     order: list[int]  # row r of the batch is prompt order[r]
 
 
+# Prompts that share at least this many leading tokens (a tool env's system prompt, which
+# declares the tools: 270 of the tool recipes' ~291 first-turn tokens) compute them once. A
+# shorter shared head (rlvr-math's prompts are 48 tokens in all) saves little, so
+# single-turn sampling keeps its one plain forward.
+SHARED_PREFIX_MIN = 64
+
+
 def prefill(
-    model: torch.nn.Module, prompts: list[list[int]], pad_token_id: int, **forward: Any
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    pad_token_id: int,
+    room: int = 0,
+    **forward: Any,
 ) -> Prefilled:
     """One forward over the left-padded `prompts` into the model's own cache (`forward`:
     extra arguments of the model's forward). Identical prompts are computed once and their
-    row repeated (a multi-turn group's episodes open with the same prompt: at 8 episodes a
-    task, the first turn prefills an eighth of the tokens)."""
+    row repeated (a multi-turn group's episodes open with the same prompt), and a prefix of
+    at least `SHARED_PREFIX_MIN` tokens that every prompt opens with is computed once, the
+    rest over it as sessions do (`room`: the free positions the decode will append)."""
     device = next(model.parameters()).device
     distinct: dict[tuple[int, ...], int] = {}
     rows = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-    ids, mask = pad_left([list(p) for p in distinct], pad_token_id)
-    positions = position_ids_from_mask(mask)
-    ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
-    out = model(
-        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **forward
+    unique = [list(p) for p in distinct]
+    shared = shared_prefix(model, unique, **forward)
+    if shared is not None:
+        reuse = [(shared, len(shared.ids))] * len(unique)
+        done = prefill_sessions(model, unique, reuse, pad_token_id, room, **forward)
+    else:
+        ids, mask = pad_left(unique, pad_token_id)
+        positions = position_ids_from_mask(mask)
+        ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+        out = model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **forward
+        )
+        order = list(range(len(unique)))
+        done = Prefilled(out.past_key_values, out.logits[:, -1], mask, positions[:, -1] + 1, order)
+    if len(unique) == len(prompts) and done.order == sorted(done.order):
+        return done
+    row_of = {u: r for r, u in enumerate(done.order)}
+    index = torch.tensor([row_of[u] for u in rows], device=device)
+    take_rows(done.cache, index)
+    return Prefilled(
+        done.cache,
+        done.logits[index],
+        done.mask[index],
+        done.next_position[index],
+        list(range(len(prompts))),
     )
-    cache, logits = out.past_key_values, out.logits[:, -1]
-    if len(distinct) < len(prompts):  # each prompt's row, repeats included
-        index = torch.tensor(rows, device=device)
-        cache.batch_select_indices(index)
-        logits, mask, positions = logits[index], mask[index], positions[index]
-    order = list(range(len(prompts)))
-    return Prefilled(cache, logits, mask, positions[:, -1] + 1, order)
+
+
+def shared_prefix(
+    model: torch.nn.Module, prompts: list[list[int]], **forward: Any
+) -> Session | None:
+    """The KV of the leading tokens every prompt shares (each keeps at least its last token
+    to prefill), as a session the prompts reuse; None when there are fewer than two prompts,
+    fewer than `SHARED_PREFIX_MIN` shared tokens, or a layer the sessions cannot hold (a
+    sliding window)."""
+    if len(prompts) < 2:
+        return None
+    n = len(os.path.commonprefix(prompts))
+    n = min(n, min(len(p) for p in prompts) - 1)
+    if n < SHARED_PREFIX_MIN:
+        return None
+    device = next(model.parameters()).device
+    ids = torch.tensor([prompts[0][:n]], device=device)
+    cache = model(input_ids=ids, use_cache=True, **forward).past_key_values
+    if any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    return Session(prompts[0][:n], [(layer.keys[0], layer.values[0]) for layer in cache.layers])
+
+
+def take_rows(cache: Any, index: torch.Tensor) -> None:
+    """`cache`'s rows become rows `index` of it, in that order, repeats allowed."""
+    for layer in cache.layers:
+        if isinstance(layer, BufferLayer):
+            layer.take_rows(index)
+        else:
+            layer.batch_select_indices(index)  # a DynamicLayer indexes: repeats are kept
 
 
 def prefill_sessions(

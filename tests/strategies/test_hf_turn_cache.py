@@ -108,21 +108,27 @@ def test_a_batch_of_kept_and_evicted_sessions_is_merged_right(engines) -> None:
     cached.end_sessions(ids)
 
 
-def test_a_groups_identical_first_prompts_are_prefilled_once(engines) -> None:
-    """Four episodes of two tasks open with two distinct prompts: the prefill's forward sees
-    two rows, yet every episode's reply, log-probs and later turns (each its own session)
-    equal those of episodes prefilled one by one."""
+def test_a_shared_head_and_identical_prompts_are_prefilled_once(engines) -> None:
+    """Four episodes of two tasks open with two distinct prompts that share a 70-token head
+    (a tool env's system prompt): the head is one forward of one row, the tails one of two
+    rows, yet every episode's reply, log-probs and later turns (each its own session) equal
+    those of episodes prefilled one by one."""
+    from rollcli.strategies.hf_prefill import SHARED_PREFIX_MIN
+
     cached, plain = engines
-    first = [FIRST[0], FIRST[2], FIRST[0], FIRST[0]]
-    rows: list[int] = []
+    head = [(7 * i) % 500 + 1 for i in range(SHARED_PREFIX_MIN + 6)]
+    first = [head + FIRST[0], head + FIRST[2][:2], head + FIRST[0], head + FIRST[0]]
+    shapes: list[tuple[int, int]] = []
     hook = cached.model.register_forward_pre_hook(
-        lambda _, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+        lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
     )
     try:
         replies = cached.generate(first, GREEDY, sessions=["g0", "g1", "g2", "g3"])
     finally:
         hook.remove()
-    assert rows[0] == 2  # the prefill's forward (a decode step calls the body, not this)
+    # the head, then the two distinct tails (a decode step calls the body, not this forward)
+    assert shapes[:2] == [(1, len(head)), (2, len(FIRST[0]))]
     alone = [plain.generate([p], GREEDY)[0] for p in first]
     assert_same([replies], [alone])
     env = [[50, 51], [60], [70, 71, 72], [80]]  # the episodes part ways
@@ -133,6 +139,22 @@ def test_a_groups_identical_first_prompts_are_prefilled_once(engines) -> None:
     ]
     assert_same([turn2], [[plain.generate([p], GREEDY)[0] for p in second]])
     cached.end_sessions(["g0", "g1", "g2", "g3"])
+
+
+def test_a_short_shared_head_keeps_one_plain_forward(engines) -> None:
+    """Below `SHARED_PREFIX_MIN` shared tokens (a chat template's system line) the prompts
+    are one forward, as single-turn sampling always was."""
+    _, plain = engines
+    shapes: list[tuple[int, int]] = []
+    hook = plain.model.register_forward_pre_hook(
+        lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
+    )
+    try:
+        plain.generate([[9] * 40 + FIRST[0], [9] * 40 + FIRST[1]], GREEDY)
+    finally:
+        hook.remove()
+    assert shapes[0] == (2, 40 + len(FIRST[0]))
 
 
 def test_a_session_batch_is_one_buffer_as_wide_as_its_longest_prompt(engines) -> None:
