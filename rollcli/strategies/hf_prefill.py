@@ -76,10 +76,10 @@ def prefill(
         )
         order = list(range(len(unique)))
         done = Prefilled(out.past_key_values, out.logits[:, -1], mask, positions[:, -1] + 1, order)
-    if len(unique) == len(prompts) and done.order == sorted(done.order):
+    if len(unique) == len(prompts):
         return done
-    row_of = {u: r for r, u in enumerate(done.order)}
-    index = torch.tensor([row_of[u] for u in rows], device=device)
+    # both paths keep the prompts' order (every row reuses the head): row u is unique[u]
+    index = torch.tensor(rows, device=device)
     take_rows(done.cache, index)
     return Prefilled(
         done.cache,

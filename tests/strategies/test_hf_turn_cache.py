@@ -5,6 +5,9 @@ episodes end, bounded in memory, and never outlive a weight update."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 from weight_sync_pair import sync_into_worker
@@ -108,6 +111,21 @@ def test_a_batch_of_kept_and_evicted_sessions_is_merged_right(engines) -> None:
     cached.end_sessions(ids)
 
 
+@contextmanager
+def forward_shapes(model: torch.nn.Module) -> Iterator[list[tuple[int, int]]]:
+    """The `input_ids` shape of every call of `model`'s forward inside the block (a decode
+    step calls the model's body, not this forward)."""
+    shapes: list[tuple[int, int]] = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
+    )
+    try:
+        yield shapes
+    finally:
+        hook.remove()
+
+
 def test_a_shared_head_and_identical_prompts_are_prefilled_once(engines) -> None:
     """Four episodes of two tasks open with two distinct prompts that share a 70-token head
     (a tool env's system prompt): the head is one forward of one row, the tails one of two
@@ -118,16 +136,9 @@ def test_a_shared_head_and_identical_prompts_are_prefilled_once(engines) -> None
     cached, plain = engines
     head = [(7 * i) % 500 + 1 for i in range(SHARED_PREFIX_MIN + 6)]
     first = [head + FIRST[0], head + FIRST[2][:2], head + FIRST[0], head + FIRST[0]]
-    shapes: list[tuple[int, int]] = []
-    hook = cached.model.register_forward_pre_hook(
-        lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
-        with_kwargs=True,
-    )
-    try:
+    with forward_shapes(cached.model) as shapes:
         replies = cached.generate(first, GREEDY, sessions=["g0", "g1", "g2", "g3"])
-    finally:
-        hook.remove()
-    # the head, then the two distinct tails (a decode step calls the body, not this forward)
+    # the head, then the two distinct tails
     assert shapes[:2] == [(1, len(head)), (2, len(FIRST[0]))]
     alone = [plain.generate([p], GREEDY)[0] for p in first]
     assert_same([replies], [alone])
@@ -145,15 +156,8 @@ def test_a_short_shared_head_keeps_one_plain_forward(engines) -> None:
     """Below `SHARED_PREFIX_MIN` shared tokens (a chat template's system line) the prompts
     are one forward, as single-turn sampling always was."""
     _, plain = engines
-    shapes: list[tuple[int, int]] = []
-    hook = plain.model.register_forward_pre_hook(
-        lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
-        with_kwargs=True,
-    )
-    try:
+    with forward_shapes(plain.model) as shapes:
         plain.generate([[9] * 40 + FIRST[0], [9] * 40 + FIRST[1]], GREEDY)
-    finally:
-        hook.remove()
     assert shapes[0] == (2, 40 + len(FIRST[0]))
 
 
