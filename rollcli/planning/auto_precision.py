@@ -1,5 +1,5 @@
 """`train.precision: auto`: bf16-mixed where the device computes bf16 faster, else fp32,
-applied to the recipe and said why. (On a CPU not yet: `CPU_AUTO_BF16`.)
+applied to the recipe and said why.
 
 `bf16-mixed` is bf16 compute with fp32 master weights and Adam states, and fp32 log-prob,
 entropy and loss reductions (strategies/precision.py); the reference then holds bf16
@@ -22,11 +22,11 @@ if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
 
 
-# Whether auto picks bf16-mixed on a CPU that computes bf16 faster. Off until
-# `bench/learning.py rlvr-math --seeds 9 --set train.precision=bf16-mixed` shows every seed
-# meeting its targets and the mean not below fp32's (issue #69; docs/performance.md has the
-# seeds measured so far); until then the plan names the speed-up and the key to use it.
-CPU_AUTO_BF16 = False
+# Whether auto picks bf16-mixed on a CPU that computes bf16 faster: on since the learning
+# regression suite held under it (`bench/learning.py rlvr-math --seeds 9 --set
+# train.precision=bf16-mixed`: 9 of 9 seeds met their targets, mean 0.319 against fp32's
+# 0.302, paired p = 0.26; issue #69, docs/performance.md). False keeps fp32 on every CPU.
+CPU_AUTO_BF16 = True
 
 
 def auto_precision(cfg: RecipeConfig) -> tuple[str, str]:

@@ -56,7 +56,10 @@ def test_auto_on_a_cpu_follows_the_probe(monkeypatch, speedup, chosen) -> None:
     assert args["actor_infer"]["dtype"] == "float32"  # the engine keeps rollout.precision's
 
 
-def test_until_its_learning_check_passes_a_cpu_keeps_fp32_and_says_how(monkeypatch) -> None:
+def test_with_the_cpu_switch_off_a_cpu_keeps_fp32_and_says_how(monkeypatch) -> None:
+    """`CPU_AUTO_BF16 = False` (as before the learning check): fp32 and the key to use."""
+    assert auto_precision.CPU_AUTO_BF16  # the shipped default since the 9 seeds held
+    monkeypatch.setattr(auto_precision, "CPU_AUTO_BF16", False)
     _cpu_speedup(monkeypatch, 4.5)
     choice = resolve_auto(_cfg())
     assert choice.cfg.train.precision == "fp32"
@@ -91,3 +94,17 @@ def test_the_run_records_the_choice(monkeypatch) -> None:
     _cpu_speedup(monkeypatch, 2.0)
     cfg = resolve_auto(_cfg()).cfg
     assert "precision: bf16-mixed" in dump_recipe(cfg)
+
+
+def test_the_plan_says_why_a_cpu_engine_keeps_fp32() -> None:
+    """Item 3 of #69: `rollout.precision: auto` stays fp32 on a CPU (int8 rollout has not
+    held a recipe's learning check) and the plan says so; GPUs and a set value: no line."""
+    from rollcli.planning.from_recipe import auto_lines, rollout_precision_line
+
+    line = rollout_precision_line(_cfg())
+    assert line is not None and line.startswith("rollout.precision auto → fp32")
+    assert "rollout.precision: int8 uses it" in line and line in auto_lines(_cfg())
+    assert rollout_precision_line(_cfg("rollout.precision=int8")) is None
+    assert rollout_precision_line(_cfg("resources.gpus=8", "model=qwen2.5-0.5b")) is None
+    args = role_args(_cfg(), recipe_plan_input(_cfg()), plan_run(_cfg()).plan)
+    assert args["actor_infer"]["dtype"] == "float32" and "int8" not in args["actor_infer"]
