@@ -41,10 +41,14 @@ class Prefilled:
 
 
 # Prompts that share at least this many leading tokens (a tool env's system prompt, which
-# declares the tools: 270 of the tool recipes' ~291 first-turn tokens) compute them once. A
-# shorter shared head (rlvr-math's prompts are 48 tokens in all) saves little, so
-# single-turn sampling keeps its one plain forward.
+# declares the tools: 270 of the tool recipes' ~291 first-turn tokens) compute them once.
 SHARED_PREFIX_MIN = 64
+# A shorter shared head is computed once where that saves this many prompt tokens in all:
+# a validation chunk of 64 rlvr-math prompts (48 tokens, ~31 of them the chat template's
+# system line and the task's sentence) prefills ~1,100 tokens instead of ~3,100. A step's 8
+# prompts would save ~220, little against the extra forward, and keep one plain forward.
+SHARED_PREFIX_SAVES = 512
+SHARED_PREFIX_FLOOR = 16  # tokens: under it the head is never worth a forward of its own
 
 
 def prefill(
@@ -57,8 +61,9 @@ def prefill(
     """One forward over the left-padded `prompts` into the model's own cache (`forward`:
     extra arguments of the model's forward). Identical prompts are computed once and their
     row repeated (a multi-turn group's episodes open with the same prompt), and a prefix of
-    at least `SHARED_PREFIX_MIN` tokens that every prompt opens with is computed once, the
-    rest over it as sessions do (`room`: the free positions the decode will append)."""
+    at least `SHARED_PREFIX_MIN` tokens that every prompt opens with (or a shorter one that
+    saves `SHARED_PREFIX_SAVES` tokens over the batch) is computed once, the rest over it as
+    sessions do (`room`: the free positions the decode will append)."""
     device = next(model.parameters()).device
     distinct: dict[tuple[int, ...], int] = {}
     rows = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
@@ -95,13 +100,13 @@ def shared_prefix(
 ) -> Session | None:
     """The KV of the leading tokens every prompt shares (each keeps at least its last token
     to prefill), as a session the prompts reuse; None when there are fewer than two prompts,
-    fewer than `SHARED_PREFIX_MIN` shared tokens, or a layer the sessions cannot hold (a
-    sliding window)."""
+    a shared head too short to pay for its own forward (`worth_sharing`), or a layer the
+    sessions cannot hold (a sliding window)."""
     if len(prompts) < 2:
         return None
     n = len(os.path.commonprefix(prompts))
     n = min(n, min(len(p) for p in prompts) - 1)
-    if n < SHARED_PREFIX_MIN:
+    if not worth_sharing(n, len(prompts)):
         return None
     device = next(model.parameters()).device
     ids = torch.tensor([prompts[0][:n]], device=device)
@@ -109,6 +114,13 @@ def shared_prefix(
     if any(type(layer) is not DynamicLayer for layer in cache.layers):
         return None
     return Session(prompts[0][:n], [(layer.keys[0], layer.values[0]) for layer in cache.layers])
+
+
+def worth_sharing(head: int, prompts: int) -> bool:
+    """Whether `prompts` prompts opening with the same `head` tokens compute them once."""
+    if head >= SHARED_PREFIX_MIN:
+        return True
+    return head >= SHARED_PREFIX_FLOOR and head * (prompts - 1) >= SHARED_PREFIX_SAVES
 
 
 def take_rows(cache: Any, index: torch.Tensor) -> None:

@@ -161,6 +161,22 @@ def test_a_short_shared_head_keeps_one_plain_forward(engines) -> None:
     assert shapes[0] == (2, 40 + len(FIRST[0]))
 
 
+def test_a_short_head_many_prompts_share_is_prefilled_once(engines) -> None:
+    """A validation chunk: 40 distinct prompts opening with the same 20 tokens (a chat
+    template's system line and the task's sentence) save 780 prompt tokens, so the head is
+    one forward of one row; every greedy reply and its log-probs equal the prompt's alone."""
+    from rollcli.strategies.hf_prefill import worth_sharing
+
+    _, plain = engines
+    head = [(11 * i) % 400 + 2 for i in range(20)]
+    prompts = [head + [500 + i, 600 + (i * 3) % 17, 700 + i % 5][: 1 + i % 3] for i in range(40)]
+    assert worth_sharing(20, 40) and not worth_sharing(20, 2) and not worth_sharing(15, 100)
+    with forward_shapes(plain.model) as shapes:
+        together = plain.generate(prompts, GREEDY)
+    assert shapes[:2] == [(1, 20), (40, 3)]  # the head, then the tails (right-aligned)
+    assert_same([together], [[plain.generate([p], GREEDY)[0] for p in prompts]])
+
+
 def test_a_session_batch_is_one_buffer_as_wide_as_its_longest_prompt(engines) -> None:
     """Rows that reuse KV and a row that does not: one buffer of the longest prompt plus the
     room, rows right-aligned (reusing first), every forward written into it in place, and
