@@ -96,8 +96,8 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
         started=time.time(),
     )
     run.log_event(f"run {run_id} started: recipe {cfg.name}, model {cfg.model} ({model_path})")
-    if choice.lines:
-        run.log_event(" ".join(line.strip() for line in choice.lines))
+    for line in choice.lines:  # what auto chose, one event each
+        run.log_event(line.strip())
     model_path = warm_up(cfg, run, display) or model_path
     return _drive(cfg, plan, run, run_id, model_path, display, None, start)
 
