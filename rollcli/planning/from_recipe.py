@@ -106,10 +106,24 @@ def correction_line(cfg: RecipeConfig) -> str | None:
     )
 
 
+def rollout_precision_line(cfg: RecipeConfig) -> str | None:
+    """What `rollout.precision: auto` gives a CPU run's engine, and why not int8 (issue
+    #69 item 3: int8 only where a recipe's learning check holds; none has yet); None on
+    GPUs (bf16, as always), where the recipe names it, or runs no engine."""
+    if not spec_of(cfg).engine or cfg.rollout.precision != "auto" or cfg.resources.gpus:
+        return None
+    return (
+        "rollout.precision auto → fp32 on a CPU (int8 rollout, the hf engine's, missed a "
+        "learning target on 1 of rlvr-math's 9 seeds: docs/performance.md; "
+        "rollout.precision: int8 uses it)"
+    )
+
+
 def auto_lines(cfg: RecipeConfig) -> list[str]:
     """The lines saying what the recipe's `auto` settings resolve to, for `roll plan` and
     `roll train --dry-run`."""
-    return [line for line in (engine_line(cfg), correction_line(cfg)) if line]
+    lines = (engine_line(cfg), rollout_precision_line(cfg), correction_line(cfg))
+    return [line for line in lines if line]
 
 
 def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
@@ -145,10 +159,22 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     )
 
 
+def _bf16_copies(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> bool:
+    """A bf16 rollout on a CPU in the engine that holds copies of its linears (hf): fp32
+    weights and a bf16 copy of each linear (strategies/bf16_linears.py), not a bf16 model."""
+    return (
+        role == "actor_infer"
+        and on_cpu
+        and cfg.rollout.precision == "bf16"
+        and strategy is not None
+        and ENGINES[strategy].int8
+    )
+
+
 def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> int:
     """The bytes per weight each role runs in (runtime/role_args.py passes the dtype on):
-    the engine's `rollout.precision` when set (int8 keeps the fp32 weights the sync writes,
-    beside their int8 copies), else fp32 on CPU and bf16 on GPUs; actor_train and the
+    the engine's `rollout.precision` when set (int8, and bf16 in the CPU hf engine, keep the
+    fp32 weights the sync writes, beside their int8 / bf16 copies), else fp32 on CPU and bf16 on GPUs; actor_train and the
     reference `train.precision` (bf16-mixed: bf16 compute, fp32 master weights; auto,
     before planning/auto_precision.py resolved it: bf16 on GPUs, fp32 on a CPU); the critic
     fp32 (in this build)."""
@@ -156,7 +182,7 @@ def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: boo
         return 2 if cfg.train.precision == "bf16-mixed" else 4
     precision = cfg.rollout.precision if role == "actor_infer" else "auto"
     if precision != "auto":
-        return 2 if precision == "bf16" else 4
+        return 2 if precision == "bf16" and not _bf16_copies(cfg, role, strategy, on_cpu) else 4
     return 4 if on_cpu or role == "critic" else 2
 
 
@@ -264,6 +290,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         shared_prefix=_shared_prefix(cfg, role) if on_cpu else 1,
         session_bytes=_session_bytes(cfg, role, strategy),
         int8_copies=role.name == "actor_infer" and cfg.rollout.precision == "int8",
+        bf16_copies=_bf16_copies(cfg, role.name, strategy, on_cpu),
     )
 
 

@@ -78,6 +78,9 @@ AUTOCAST_WEIGHT_COPY_BYTES = 2
 # per-channel smoothing vectors: 1.009 bytes per parameter on smollm2-135m (the LM head, tied
 # to the embedding, has a copy of its own), counted by summing the copies' tensors
 INT8_COPY_BYTES = 1.01
+# Its bf16 rollout on a CPU (strategies/bf16_linears.py): a bf16 copy of every linear beside
+# the fp32 weights (the tied LM head's copy its own), biases included
+BF16_COPY_BYTES = 2
 # FSDP2's log-probs come from the model's whole-response logits (its root forward runs whole,
 # so roll's chunked head is not used): per scored position and vocabulary entry, the head's
 # bf16 output and its reshaped bf16 copy, and four fp32 copies that `logprobs_from_logits`

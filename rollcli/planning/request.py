@@ -63,6 +63,8 @@ class RoleRequest:
         trains); the frozen base then has no gradients or optimizer state.
     int8_copies: the hf engine's int8 rollout (`rollout.precision: int8`): beside its fp32
         weights it holds an int8 copy of every linear (`INT8_COPY_BYTES` per parameter).
+    bf16_copies: the hf engine's bf16 rollout on a CPU: a bf16 copy of every linear beside
+        its fp32 weights (`BF16_COPY_BYTES` per parameter).
     """
 
     role: str
@@ -88,6 +90,7 @@ class RoleRequest:
     model: ModelSpec | None = None
     session_bytes: int = 0
     int8_copies: bool = False
+    bf16_copies: bool = False
 
     @property
     def resolved_strategy(self) -> str:

@@ -16,6 +16,7 @@ from rollcli.planning.inference_memory import (
 )
 from rollcli.planning.memory import (
     AUTOCAST_WEIGHT_COPY_BYTES,
+    BF16_COPY_BYTES,
     CPU_ALLOCATOR_SLACK,
     CPU_PROCESS_BYTES,
     FSDP2_LOGITS_BYTES,
@@ -291,8 +292,9 @@ def _infer(
         )
         # the episodes' KV kept between turns (agentic), a budget the engine holds to
         active = active + MemoryBreakdown(kv_cache=req.session_bytes)
-        if req.int8_copies:  # beside the fp32 weights (strategies/int8_linears.py)
-            copies = math.ceil(INT8_COPY_BYTES * param_count(model) / (req.tp * req.pp))
+        per_param = INT8_COPY_BYTES * req.int8_copies + BF16_COPY_BYTES * req.bf16_copies
+        if per_param:  # beside the fp32 weights (strategies/int8_linears.py, bf16_linears.py)
+            copies = math.ceil(per_param * param_count(model) / (req.tp * req.pp))
             active = active + MemoryBreakdown(weights=copies)
         return active, (), ()
     if on_cpu or capacity_bytes is None:

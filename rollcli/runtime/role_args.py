@@ -110,6 +110,8 @@ def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, An
     out: dict[str, Any] = {"engine": engine, "engine_kwargs": kwargs, "dtype": dtype}
     if cfg.rollout.precision == "int8":  # the hf engine on CPU (planning refuses the rest)
         out["int8"] = True
+    if req.bf16_copies:  # bf16 on the CPU hf engine: bf16 copies over fp32 weights
+        out["bf16_linears"] = True
     if row.decode_batch and plan.mode != "cpu":  # the samples it holds at once, as planned
         out["decode_batch"] = req.max_num_seqs
     return out

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from rollcli.planning.inference_memory import HF_DECODE_BATCH
+from rollcli.strategies.bf16_linears import Bf16Linears
 from rollcli.strategies.hf_gqa_attention import use_folded_decode_attention, use_gqa_attention
 from rollcli.strategies.hf_prefill import prefill, prefill_sessions
 from rollcli.strategies.hf_sampling import sampler
@@ -55,10 +56,12 @@ class HFInferEngine:
         int8: bool = False,
         decode_batch: int = HF_DECODE_BATCH,
         static_decode: bool | None = None,
+        bf16: bool = False,
     ) -> None:
         """`session_mib`: memory for the sessions' KV (0: sessions are refused). `int8`:
         every linear computes with an int8 copy of its weight (`rollout.precision: int8`,
-        CPU only; int8_linears.py), re-packed by `requantize` after each weight sync.
+        CPU only; int8_linears.py), re-packed by `requantize` after each weight sync; `bf16`:
+        a bf16 copy instead (`rollout.precision: bf16` on a CPU, bf16_linears.py), re-cast.
         `decode_batch`: the samples decoded at a time (`generate`'s default `batch_size`;
         the plan's `max_num_seqs` on GPUs). `static_decode`: decode calls without sessions
         use a static KV cache, replayed as CUDA graphs on a GPU (hf_static_decode.py);
@@ -78,16 +81,21 @@ class HFInferEngine:
         head = plain_head(model)
         self._on_cpu = next(model.parameters()).device.type == "cpu"
         self._head = head if self._on_cpu and type(head) is torch.nn.Linear else None
+        if int8 and bf16:
+            raise ValueError("an hf engine computes its linears in int8 or in bf16, not both")
         self.int8 = Int8Linears(model) if int8 else None
+        self.bf16 = Bf16Linears(model) if bf16 else None
         self.static, self.static_refusal = _static_choice(model, static_decode)
         self.cuda_graphs = self.static and not self._on_cpu
         if self.cuda_graphs:  # a decode step's grouped heads read in place (not copied)
             use_folded_decode_attention(model)
 
     def requantize(self) -> None:
-        """Re-pack the int8 copies from the model's (just synced) weights; nothing without."""
-        if self.int8 is not None:
-            self.int8.quantize()
+        """Re-pack the int8 (or bf16) copies from the model's (just synced) weights; nothing
+        without."""
+        for copies in (self.int8, self.bf16):
+            if copies is not None:
+                copies.quantize()
 
     @torch.no_grad()
     def generate(
@@ -283,7 +291,7 @@ class HFInferEngine:
         if self._head is None:
             return self.model(**inputs).logits[:, -1]
         hidden = self.model.get_decoder()(**inputs).last_hidden_state[:, -1]
-        if self.int8 is not None:  # the head's int8 copy
+        if self.int8 is not None or self.bf16 is not None:  # the head's int8 / bf16 copy
             return self._head(hidden)
         logits = torch.mm(self._head.weight, hidden.t()).t().contiguous()
         return logits if self._head.bias is None else logits.add_(self._head.bias)

@@ -45,6 +45,7 @@ class ActorInferWorker:
         session_mib: float = 0.0,
         int8: bool = False,
         decode_batch: int | None = None,
+        bf16_linears: bool = False,
     ) -> None:
         """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...);
         `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU). The hf
@@ -54,7 +55,8 @@ class ActorInferWorker:
         `session_mib`: the hf engine's memory for multi-turn sessions (`generate`'s
         `sessions`; 0: none); vllm and sglang cache prefixes themselves. `int8`: the hf
         engine computes its linears with int8 copies of the weights (`rollout.precision:
-        int8`), re-packed after every weight sync. `decode_batch`: the samples the hf engine
+        int8`), re-packed after every weight sync; `bf16_linears`: with bf16 copies instead
+        (`rollout.precision: bf16` on a CPU), re-cast after every sync. `decode_batch`: the samples the hf engine
         decodes at a time (the plan's `max_num_seqs` on GPUs; None: the engine's default).
         On a CUDA device the hf engine decodes with a static KV cache and CUDA graphs
         (`strategies/hf_static_decode.py`)."""
@@ -85,6 +87,7 @@ class ActorInferWorker:
                 self.tokenizer.pad_token_id,
                 session_mib=session_mib,
                 int8=int8,
+                bf16=bf16_linears,
                 **batch,
             )
         self.receiver: WeightReceiver | None = None

@@ -7,37 +7,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from rollout_gaps import PROMPTS, SAMPLE
+from rollout_gaps import gaps as _gaps
 from weight_sync_pair import sync_into_worker
 
-from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.hf_infer import HFInferEngine
-from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
+from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
 from rollcli.strategies.int8_linears import int8_linear, pack
-from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.actor_infer import ActorInferWorker
 
-PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6]]
-SAMPLE = SamplingParams(n=4, max_new_tokens=16, temperature=1.0, seed=11)
 # |int8 log-prob - fp32 log-prob| per sampled token on tiny-random: at most this (measured
 # 0.011), and this on average (measured 0.003); smollm2-135m: docs/performance.md
 TOLERANCE = 0.05
 MEAN_TOLERANCE = 0.01
-
-
-def _fp32_logprobs(model, gens) -> list[list[float]]:
-    tensors = rollout_tensors(
-        [PROMPTS[g.prompt_index] for g in gens], [g.token_ids for g in gens], 0
-    )
-    with torch.no_grad():
-        lp, _ = response_logprobs(model, tensors, temperature=1.0)
-    return [lp[i, : len(g.token_ids)].tolist() for i, g in enumerate(gens)]
-
-
-def _gaps(model, gens) -> torch.Tensor:
-    ref = _fp32_logprobs(model, gens)
-    return torch.tensor(
-        [a - b for g, r in zip(gens, ref, strict=True) for a, b in zip(g.logprobs, r, strict=True)]
-    )
 
 
 @pytest.mark.parametrize("rows", [5, 40])  # fewer than _int_mm's 17 rows: padded
