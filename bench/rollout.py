@@ -6,7 +6,8 @@
 Same model, same chat prompts (one sample each, temperature 1), every sample exactly
 `--new-tokens` long (EOS does not stop it), so every engine does the same work. The vllm
 rows run when vllm is installed (`make vllm`), once per `--vllm-dtypes`; the hf engine once
-per `--hf-precisions` (`rollout.precision`: fp32, int8 linears, or a bf16 model). The compute-bound
+per `--hf-precisions` (`rollout.precision` on a CPU: fp32, int8 linears, bf16 linears; and
+`bf16-model`, the model loaded whole in bf16, as a GPU's engine holds it). The compute-bound
 limit is the float32 matrix-multiply FLOP/s measured in this run over 2 x parameters FLOPs
 per generated token (`rollcli.tracking.peak.matmul_peak`, the peak `perf/*_mfu` divide by
 in a run). Engine start-up (vLLM compiles) is not timed.
@@ -78,7 +79,12 @@ def engine_run(engine, prompts: list[list[int]], new_tokens: int) -> int:
     return sum(len(g.token_ids) for g in gens)
 
 
-HF_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
+HF_DTYPES = {
+    "fp32": torch.float32,
+    "bf16": torch.float32,  # bf16 copies of the linears over the fp32 model
+    "int8": torch.float32,
+    "bf16-model": torch.bfloat16,
+}
 
 
 def build_runs(args, path, model, pad: int) -> list[tuple[str, Callable[[list[list[int]]], int]]]:
@@ -86,9 +92,10 @@ def build_runs(args, path, model, pad: int) -> list[tuple[str, Callable[[list[li
     runs: list[tuple[str, Callable[[list[list[int]]], int]]] = [
         ("generate", lambda p: hf_generate_run(model, p, args.new_tokens, pad))
     ]
-    for precision in args.hf_precisions:  # each on a model of its own (int8 patches linears)
+    for precision in args.hf_precisions:  # each on a model of its own (int8 / bf16 patch linears)
         own = model if precision == "fp32" else load_causal_lm(path, dtype=HF_DTYPES[precision])
-        hf = HFInferEngine(own, [], pad, int8=precision == "int8")  # no EOS: runs to the end
+        low = {"int8": precision == "int8", "bf16": precision == "bf16"}
+        hf = HFInferEngine(own, [], pad, **low)  # no EOS: runs to the end
         label = "roll hf" if precision == "fp32" else f"roll hf {precision}"
         runs.append((label, lambda p, e=hf: engine_run(e, p, args.new_tokens)))
     if args.vllm_dtypes and not vllm_available():
@@ -123,7 +130,8 @@ def main() -> None:
         nargs="+",
         choices=list(HF_DTYPES),
         default=["fp32", "int8"],
-        help="roll hf engine rows: its rollout.precision (bf16 loads the model in bf16)",
+        help="roll hf engine rows: its rollout.precision on a CPU (bf16: bf16 copies of the "
+        "linears; bf16-model loads the model whole in bf16)",
     )
     parser.add_argument("--vllm-dtypes", nargs="*", default=["bfloat16", "float32"])
     parser.add_argument("--vllm-eager", action="store_true", help="skip vLLM's torch.compile")

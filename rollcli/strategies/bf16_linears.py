@@ -11,8 +11,11 @@ Why the linears only: a model loaded whole in bf16 sampled slower than fp32 on a
 BF16 CPU (155 against 190 tokens/s at batch 64, docs/performance.md), as every norm, rotary
 and attention op then converts, while the linears' matmuls at a decode batch run 2-3x
 fp32's there (bench/int8_matmul.py: 13.6 against 40.5 ms over smollm2-135m's five shapes).
-It is also what the trainer computes in bf16-mixed (`torch.autocast`: linears in bf16, the
-reductions in fp32), so the sampler's numbers move toward the trainer's, not away.
+It is the same split as the trainer's bf16-mixed (`torch.autocast`: linears in bf16, the
+reductions in fp32), but not the same numbers: the two round their products apart (other
+shapes, other orders), so against a bf16-mixed trainer the sampler's log-probs differ more
+than an fp32 engine's (rlvr-math: KL(mu || pi_old) per token ~0.001 against ~0.0003), which
+the off-policy correction (`tis`, auto for a low-precision rollout) reweighs.
 """
 
 from __future__ import annotations
