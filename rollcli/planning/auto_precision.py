@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.strategy_spec import strategy_spec
 
 if TYPE_CHECKING:
@@ -53,11 +54,47 @@ def auto_precision(cfg: RecipeConfig) -> tuple[str, str]:
     return "bf16-mixed", measured
 
 
+# The recipes whose learning check held with a bf16 rollout on a CPU (the hf engine's bf16
+# linears over fp32 weights, bf16-mixed training, `tis`): `rollout.precision: auto` gives them
+# bf16 where auto trains in bf16-mixed. Every other recipe keeps fp32 until its own check
+# (bench/learning.py for an rlvr recipe, a paired held-out evaluation for an agentic one).
+ROLLOUT_BF16_RECIPES = frozenset({"rlvr-math"})
+
+
+def auto_rollout_precision(cfg: RecipeConfig) -> tuple[str, str]:
+    """What `rollout.precision: auto` gives a CPU run's engine, and why (one line): bf16
+    for a recipe of `ROLLOUT_BF16_RECIPES` in the hf engine where training is bf16-mixed
+    (the CPU computes bf16 natively), else fp32."""
+    from rollcli.config.engines import FALLBACK_ENGINE, resolve_engine
+
+    if resolve_engine(cfg.rollout.engine, check=False) != FALLBACK_ENGINE:
+        return "fp32", "bf16 copies of the linears are the hf engine's"
+    if cfg.train.precision != "bf16-mixed":
+        return "fp32", "training is fp32 here"
+    if cfg.name not in ROLLOUT_BF16_RECIPES:
+        return "fp32", (
+            f"a bf16 rollout has not been through {cfg.name}'s learning check; "
+            "rollout.precision: bf16 uses it"
+        )
+    return "bf16", (
+        f"bf16 linears over fp32 weights, as the trainer computes; {cfg.name}'s learning "
+        "suite held with it, docs/performance.md"
+    )
+
+
 def resolve_precision(cfg: RecipeConfig) -> tuple[RecipeConfig, list[str]]:
-    """`cfg` with `train.precision: auto` resolved, and the line saying so (none where the
-    recipe set it)."""
-    if cfg.train.precision != "auto":
-        return cfg, []
-    chosen, why = auto_precision(cfg)
-    train = cfg.train.model_copy(update={"precision": chosen})
-    return cfg.model_copy(update={"train": train}), [f"train.precision auto → {chosen} ({why})"]
+    """`cfg` with `train.precision: auto` resolved, then on a CPU `rollout.precision: auto`
+    (GPUs keep auto: bf16 engines), and the lines saying so (none for what the recipe
+    set)."""
+    lines = []
+    if cfg.train.precision == "auto":
+        chosen, why = auto_precision(cfg)
+        train = cfg.train.model_copy(update={"precision": chosen})
+        cfg = cfg.model_copy(update={"train": train})
+        lines.append(f"train.precision auto → {chosen} ({why})")
+    if spec_of(cfg).engine and cfg.rollout.precision == "auto" and not cfg.resources.gpus:
+        chosen, why = auto_rollout_precision(cfg)
+        rollout = cfg.rollout.model_copy(update={"precision": chosen})
+        cfg = cfg.model_copy(update={"rollout": rollout})
+        lines.append(f"rollout.precision auto → {chosen} ({why})")
+    return cfg, lines

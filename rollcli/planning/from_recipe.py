@@ -106,24 +106,10 @@ def correction_line(cfg: RecipeConfig) -> str | None:
     )
 
 
-def rollout_precision_line(cfg: RecipeConfig) -> str | None:
-    """What `rollout.precision: auto` gives a CPU run's engine, and why not int8 (issue
-    #69 item 3: int8 only where a recipe's learning check holds; none has yet); None on
-    GPUs (bf16, as always), where the recipe names it, or runs no engine."""
-    if not spec_of(cfg).engine or cfg.rollout.precision != "auto" or cfg.resources.gpus:
-        return None
-    return (
-        "rollout.precision auto → fp32 on a CPU (int8 rollout, the hf engine's, missed a "
-        "learning target on 1 of rlvr-math's 9 seeds: docs/performance.md; "
-        "rollout.precision: int8 uses it)"
-    )
-
-
 def auto_lines(cfg: RecipeConfig) -> list[str]:
     """The lines saying what the recipe's `auto` settings resolve to, for `roll plan` and
     `roll train --dry-run`."""
-    lines = (engine_line(cfg), rollout_precision_line(cfg), correction_line(cfg))
-    return [line for line in lines if line]
+    return [line for line in (engine_line(cfg), correction_line(cfg)) if line]
 
 
 def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:

@@ -183,13 +183,13 @@ def test_plan_says_which_off_policy_correction_auto_applies() -> None:
     """`correction: auto` is tis under an int8 rollout and none under fp32: the plan says so
     where it applies one, and not where the recipe names its own."""
     base = ["plan", "rlvr-math", "--json", "rollout.engine=hf"]
+    fp32 = json.loads(runner.invoke(app, [*base, "rollout.precision=fp32"]).output)["auto"]
+    assert not any("off_policy" in line for line in fp32)
     int8 = json.loads(runner.invoke(app, [*base, "rollout.precision=int8"]).output)["auto"]
     assert any(
         "algorithm.off_policy.correction auto → tis (rollout.precision int8" in line
         for line in int8
     )
-    fp32 = json.loads(runner.invoke(app, base).output)["auto"]
-    assert not any("off_policy" in line for line in fp32)
     named = [*base, "rollout.precision=int8", "algorithm.off_policy.correction=none"]
     assert not any(
         "off_policy" in line for line in json.loads(runner.invoke(app, named).output)["auto"]

@@ -96,15 +96,29 @@ def test_the_run_records_the_choice(monkeypatch) -> None:
     assert "precision: bf16-mixed" in dump_recipe(cfg)
 
 
-def test_the_plan_says_why_a_cpu_engine_keeps_fp32() -> None:
-    """Item 3 of #69: `rollout.precision: auto` stays fp32 on a CPU (int8 rollout has not
-    held a recipe's learning check) and the plan says so; GPUs and a set value: no line."""
-    from rollcli.planning.from_recipe import auto_lines, rollout_precision_line
+def test_a_cpu_rollout_takes_bf16_only_where_its_recipe_was_checked(monkeypatch) -> None:
+    """Item 3 of #69: `rollout.precision: auto` on a CPU is bf16 (the hf engine's bf16
+    linears) for a recipe whose learning check held, where training is bf16-mixed; fp32 for
+    other recipes, fp32 training or another engine, each with its reason; GPUs keep auto."""
+    _cpu_speedup(monkeypatch, 4.0)
+    math = resolve_auto(_cfg())
+    assert math.cfg.rollout.precision == "bf16"
+    (line,) = [x for x in math.lines if x.startswith("rollout.precision")]
+    assert "auto → bf16" in line and "rlvr-math's learning suite held" in line
+    args = role_args(math.cfg, recipe_plan_input(math.cfg), plan_run(math.cfg).plan)
+    assert args["actor_infer"]["dtype"] == "float32" and args["actor_infer"]["bf16_linears"]
+    from rollcli.planning.from_recipe import auto_lines
 
-    line = rollout_precision_line(_cfg())
-    assert line is not None and line.startswith("rollout.precision auto → fp32")
-    assert "rollout.precision: int8 uses it" in line and line in auto_lines(_cfg())
-    assert rollout_precision_line(_cfg("rollout.precision=int8")) is None
-    assert rollout_precision_line(_cfg("resources.gpus=8", "model=qwen2.5-0.5b")) is None
-    args = role_args(_cfg(), recipe_plan_input(_cfg()), plan_run(_cfg()).plan)
-    assert args["actor_infer"]["dtype"] == "float32" and "int8" not in args["actor_infer"]
+    assert any(
+        x.startswith("algorithm.off_policy.correction auto → tis") for x in auto_lines(math.cfg)
+    )
+    other = resolve_auto(_cfg("name=my-math"))
+    assert other.cfg.rollout.precision == "fp32"
+    assert any("not been through my-math's learning check" in x for x in other.lines)
+    fp32 = resolve_auto(_cfg("train.precision=fp32"))
+    assert fp32.cfg.rollout.precision == "fp32"
+    assert resolve_auto(_cfg("rollout.precision=int8")).cfg.rollout.precision == "int8"
+    _cpu_speedup(monkeypatch, 1.1)  # an AVX2-only CPU: fp32 training, fp32 rollout
+    assert resolve_auto(_cfg()).cfg.rollout.precision == "fp32"
+    gpus = resolve_auto(_cfg("resources.gpus=8", "model=qwen2.5-0.5b"))
+    assert gpus.cfg.rollout.precision == "auto"

@@ -23,8 +23,8 @@ def _cfg(*overrides: str, gpus: int = 8, model: str = "qwen2.5-7b"):  # noqa: AN
 
 
 def _strategy_lines(lines: list[str]) -> list[str]:
-    """What auto said of the strategy (its precision line first: test_auto_precision.py)."""
-    return [line for line in lines if not line.startswith("train.precision")]
+    """What auto said of the strategy (its precision lines first: test_auto_precision.py)."""
+    return [line for line in lines if not line.startswith(("train.precision", "rollout.precision"))]
 
 
 def test_a_cpu_run_is_hf_and_its_plan_does_not_change() -> None:
@@ -35,8 +35,11 @@ def test_a_cpu_run_is_hf_and_its_plan_does_not_change() -> None:
     assert _strategy_lines(choice.lines) == [
         "train.strategy auto → hf (a CPU run trains with plain torch)"
     ]
-    precision = f"train.precision={choice.cfg.train.precision}"  # auto's choice, as set
-    explicit_hf = load_recipe("rlvr-math", ["train.strategy=hf", precision])[0]
+    precisions = [  # auto's choices, as set
+        f"train.precision={choice.cfg.train.precision}",
+        f"rollout.precision={choice.cfg.rollout.precision}",
+    ]
+    explicit_hf = load_recipe("rlvr-math", ["train.strategy=hf", *precisions])[0]
     assert plan_recipe(choice.cfg).to_json() == plan_recipe(explicit_hf).to_json()
 
 
