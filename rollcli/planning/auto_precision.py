@@ -77,8 +77,8 @@ def auto_rollout_precision(cfg: RecipeConfig) -> tuple[str, str]:
             "rollout.precision: bf16 uses it"
         )
     return "bf16", (
-        f"bf16 linears over fp32 weights, as the trainer computes; {cfg.name}'s learning "
-        "suite held with it, docs/performance.md"
+        f"the hf engine's bf16 linears over fp32 weights; {cfg.name}'s learning suite held "
+        "with it, docs/performance.md"
     )
 
 
