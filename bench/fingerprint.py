@@ -9,8 +9,8 @@ and after a change; `--compare` prints each difference, leaving out the RNG stat
 differ between two runs of one commit (every process's Python and numpy generators; the
 torch generators of the driver, reference, reward and env workers), and exits 1 when there
 is one. The runs use the recipes' `auto` precisions, which differ by machine kind (bf16-mixed
-training, and rlvr-math's bf16 rollout, where the CPU computes bf16 natively; fp32 elsewhere:
-planning/auto_precision.py), so compare two fingerprints taken on the same kind of CPU.
+training where the CPU computes bf16 natively, fp32 elsewhere: planning/auto_precision.py),
+so compare two fingerprints taken on the same kind of CPU.
 
     .venv/bin/python bench/fingerprint.py --out /tmp/before.json          # on the old commit
     .venv/bin/python bench/fingerprint.py --compare /tmp/before.json      # on the new one

@@ -56,9 +56,12 @@ def auto_precision(cfg: RecipeConfig) -> tuple[str, str]:
 
 # The recipes whose learning check held with a bf16 rollout on a CPU (the hf engine's bf16
 # linears over fp32 weights, bf16-mixed training, `tis`): `rollout.precision: auto` gives them
-# bf16 where auto trains in bf16-mixed. Every other recipe keeps fp32 until its own check
-# (bench/learning.py for an rlvr recipe, a paired held-out evaluation for an agentic one).
-ROLLOUT_BF16_RECIPES = frozenset({"rlvr-math"})
+# bf16 where auto trains in bf16-mixed. None yet: rlvr-math's 9-seed suite under it met every
+# target on 6 seeds but seed 6 missed (c), 0.203 against the base's 0.199 asked for
+# \boxed{} (docs/performance.md), as it did under an int8 rollout. Every other recipe has had
+# no check (bench/learning.py for an rlvr recipe, a paired held-out evaluation for an agentic
+# one).
+ROLLOUT_BF16_RECIPES: frozenset[str] = frozenset()
 
 
 def auto_rollout_precision(cfg: RecipeConfig) -> tuple[str, str]:
@@ -73,7 +76,7 @@ def auto_rollout_precision(cfg: RecipeConfig) -> tuple[str, str]:
         return "fp32", "training is fp32 here"
     if cfg.name not in ROLLOUT_BF16_RECIPES:
         return "fp32", (
-            f"a bf16 rollout has not been through {cfg.name}'s learning check; "
+            f"a bf16 rollout has not held {cfg.name}'s learning check, docs/performance.md; "
             "rollout.precision: bf16 uses it"
         )
     return "bf16", (

@@ -99,8 +99,13 @@ def test_the_run_records_the_choice(monkeypatch) -> None:
 def test_a_cpu_rollout_takes_bf16_only_where_its_recipe_was_checked(monkeypatch) -> None:
     """Item 3 of #69: `rollout.precision: auto` on a CPU is bf16 (the hf engine's bf16
     linears) for a recipe whose learning check held, where training is bf16-mixed; fp32 for
-    other recipes, fp32 training or another engine, each with its reason; GPUs keep auto."""
+    other recipes, fp32 training or another engine, each with its reason; GPUs keep auto.
+    No recipe has held it yet, so the shipped list is empty: a checked one is set here."""
     _cpu_speedup(monkeypatch, 4.0)
+    shipped = resolve_auto(_cfg())
+    assert not auto_precision.ROLLOUT_BF16_RECIPES and shipped.cfg.rollout.precision == "fp32"
+    assert any("has not held rlvr-math's learning check" in x for x in shipped.lines)
+    monkeypatch.setattr(auto_precision, "ROLLOUT_BF16_RECIPES", frozenset({"rlvr-math"}))
     math = resolve_auto(_cfg())
     assert math.cfg.rollout.precision == "bf16"
     (line,) = [x for x in math.lines if x.startswith("rollout.precision")]
@@ -114,7 +119,7 @@ def test_a_cpu_rollout_takes_bf16_only_where_its_recipe_was_checked(monkeypatch)
     )
     other = resolve_auto(_cfg("name=my-math"))
     assert other.cfg.rollout.precision == "fp32"
-    assert any("not been through my-math's learning check" in x for x in other.lines)
+    assert any("has not held my-math's learning check" in x for x in other.lines)
     fp32 = resolve_auto(_cfg("train.precision=fp32"))
     assert fp32.cfg.rollout.precision == "fp32"
     assert resolve_auto(_cfg("rollout.precision=int8")).cfg.rollout.precision == "int8"
