@@ -21,6 +21,7 @@ from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.inference_memory import hf_decode_seqs
 from rollcli.planning.model_spec import model_spec
 from rollcli.planning.request import PlanInput, RoleRequest
+from rollcli.planning.role_precision import bf16_copies, check_precision, param_bytes
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
 from rollcli.planning.sharing import MAX_GPUS
 
@@ -145,50 +146,6 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     )
 
 
-def _bf16_copies(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> bool:
-    """A bf16 rollout on a CPU in the engine that holds copies of its linears (hf): fp32
-    weights and a bf16 copy of each linear (strategies/bf16_linears.py), not a bf16 model."""
-    return (
-        role == "actor_infer"
-        and on_cpu
-        and cfg.rollout.precision == "bf16"
-        and strategy is not None
-        and ENGINES[strategy].int8
-    )
-
-
-def _param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> int:
-    """The bytes per weight each role runs in (runtime/role_args.py passes the dtype on):
-    the engine's `rollout.precision` when set (int8, and bf16 in the CPU hf engine, keep the
-    fp32 weights the sync writes, beside their int8 / bf16 copies), else fp32 on CPU and bf16 on GPUs; actor_train and the
-    reference `train.precision` (bf16-mixed: bf16 compute, fp32 master weights; auto,
-    before planning/auto_precision.py resolved it: bf16 on GPUs, fp32 on a CPU); the critic
-    fp32 (in this build)."""
-    if role in ("actor_train", "reference") and cfg.train.precision != "auto":
-        return 2 if cfg.train.precision == "bf16-mixed" else 4
-    precision = cfg.rollout.precision if role == "actor_infer" else "auto"
-    if precision != "auto":
-        return 2 if precision == "bf16" and not _bf16_copies(cfg, role, strategy, on_cpu) else 4
-    return 4 if on_cpu or role == "critic" else 2
-
-
-def _check_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
-    """`rollout.precision` an engine of this run can honour, or one line saying why not."""
-    precision = cfg.rollout.precision
-    if precision == "int8" and (not ENGINES[engine].int8 or not on_cpu):
-        where = "on GPUs" if not on_cpu else f"with rollout.engine {engine}"
-        raise ConfigError(
-            f"rollout.precision int8 {where}: int8 rollout is the hf engine's on the CPU "
-            "(torch._int_mm); set rollout.engine: hf on a CPU run, or rollout.precision: bf16"
-        )
-    if precision == "fp8":
-        raise ConfigError(
-            "rollout.precision fp8: no engine of this build honours it yet (vLLM's fp8 "
-            "would have to re-quantize after every weight sync, not built or measured); "
-            "use rollout.precision: bf16"
-        )
-
-
 def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: bool) -> bool:
     """`devices.<role>.offload_when_idle` (unset: true for actor_infer, false for the
     others); true where nothing can leave the GPU is refused in a GPU run."""
@@ -246,7 +203,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
     elif role.name == "actor_infer":
         strategy = _infer_strategy(cfg.rollout.engine, gpus)
         _check_behaviour_logprobs(cfg, strategy)
-        _check_precision(cfg, strategy, on_cpu)
+        check_precision(cfg, strategy, on_cpu)
         if on_cpu:  # the hf engine decodes a worker's share 64 samples at a time
             share = -(-cfg.rollout.batch_size // cfg.rollout.num_workers)
             per_prompt = cfg.group_samples if spec_of(cfg).rollout == "prompts" else 1
@@ -269,14 +226,14 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         grad_checkpointing=grad_ckpt,
         gpu_memory_utilization=place.gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
-        param_bytes=_param_bytes(cfg, role.name, strategy, on_cpu),
+        param_bytes=param_bytes(cfg, role.name, strategy, on_cpu),
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
         lora_params=lora_params if role.name == "actor_train" else 0,
         chunked_head=not spec_of(cfg).full_logits,
         shared_prefix=_shared_prefix(cfg, role) if on_cpu else 1,
         session_bytes=_session_bytes(cfg, role, strategy),
         int8_copies=role.name == "actor_infer" and cfg.rollout.precision == "int8",
-        bf16_copies=_bf16_copies(cfg, role.name, strategy, on_cpu),
+        bf16_copies=bf16_copies(cfg, role.name, strategy, on_cpu),
     )
 
 

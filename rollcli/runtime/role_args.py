@@ -108,7 +108,7 @@ def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, An
             "sleep_mode": sleeps,
         }
     out: dict[str, Any] = {"engine": engine, "engine_kwargs": kwargs, "dtype": dtype}
-    if cfg.rollout.precision == "int8":  # the hf engine on CPU (planning refuses the rest)
+    if req.int8_copies:  # int8 on the CPU hf engine (planning refuses the rest)
         out["int8"] = True
     if req.bf16_copies:  # bf16 on the CPU hf engine: bf16 copies over fp32 weights
         out["bf16_linears"] = True
