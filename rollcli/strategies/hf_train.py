@@ -15,7 +15,8 @@ default multi-tensor version allocates temporaries the size of the model on ever
 A tied input embedding (its weight is the LM head's) gets a sparse gradient: the head
 already gives that weight a dense `[V, H]` gradient, and the embedding's rows are added to
 it, instead of a second dense `[V, H]` tensor zero-filled and summed on every micro-batch
-(~0.6 s of a smollm2-135m rlvr-math step on 2 cores). Gradients are made dense before
+(~0.6 s of a smollm2-135m rlvr-math step on 2 cores); the fused head adds its gradient to
+`.grad` in place, so the rows land there too (lm_head.py). Gradients are made dense before
 clipping, so the optimizer and the all-reduce see dense tensors only.
 """
 

@@ -196,3 +196,45 @@ def test_a_second_forward_before_the_backward_rebuilds_its_logits(logits_path) -
         assert torch.allclose(a, c, atol=1e-6)
         assert torch.allclose(b, 2 * c, atol=1e-6)
     assert lm_head._scratch.lent is None or lm_head._scratch.lent() is None  # given back
+
+
+def test_micro_batches_add_the_tied_head_gradient_into_one_buffer(model) -> None:
+    """Over several backward passes (an optimizer step's micro-batches) the head adds its
+    weight gradient to `.grad` in place, and the tied input embedding's sparse rows join it
+    there: one `[V, H]` buffer for the whole step, equal to autograd's sum of the passes."""
+    torch.manual_seed(5)
+    head = plain_head(model)
+    embedding = model.get_input_embeddings()
+    assert head.weight is embedding.weight
+    embedding.sparse = True
+    batches = [torch.randint(0, model.config.vocab_size, (n,)) for n in (4, 7, 3)]
+    try:
+        model.zero_grad(set_to_none=True)
+        storage = []
+        for ids in batches:
+            hidden = embedding(ids) * 1.5
+            lp, _ = head_logprobs(head, hidden, ids.roll(1))
+            lp.sum().backward()
+            storage.append(head.weight.grad.data_ptr())
+        got = head.weight.grad.clone()
+    finally:
+        embedding.sparse = False
+    model.zero_grad(set_to_none=True)
+    for ids in batches:
+        logp = torch.log_softmax(head(embedding(ids) * 1.5).float(), dim=-1)
+        logp.gather(-1, ids.roll(1)[:, None]).sum().backward()
+    assert not got.is_sparse and len(set(storage)) == 1
+    assert torch.allclose(got, head.weight.grad, atol=1e-5)
+
+
+def test_a_hooked_head_weight_gets_its_gradient_through_autograd() -> None:
+    """A weight with a hook (as a wrapper that reduces gradients would register) is handed
+    its gradient by autograd, so the hook sees it."""
+    torch.manual_seed(6)
+    head = torch.nn.Linear(8, 13, bias=False)
+    seen = []
+    head.weight.register_hook(lambda g: seen.append(g.clone()))
+    hidden = torch.randn(5, 8)
+    labels = torch.randint(0, 13, (5,))
+    head_logprobs(head, hidden, labels)[0].sum().backward()
+    assert len(seen) == 1 and torch.equal(seen[0], head.weight.grad)
