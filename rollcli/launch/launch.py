@@ -231,7 +231,7 @@ def _drive(
     """Ray, the pipeline, the driver loop and the status around them; `plan`: the run's
     plan (`_check_supported`'s), which its control and its workers read; `resume_from` a
     checkpoint, "start" (resume a run that has none) or None (a new run)."""
-    from rollcli.distributed.ray_session import start_ray
+    from rollcli.distributed.ray_session import running_ray, start_ray, stop_ray_at_exit
 
     # the driver's torch, transformers and data generators load while Ray's daemons start
     imports = _import_in_background(*_driver_modules(cfg))
@@ -240,7 +240,9 @@ def _drive(
     try:
         with recorded(run), StopSignals(lambda: ctl, display) as signals:
             display.phase("starting Ray")
-            start_ray(cfg.resources.ray_address, cfg.resources.num_cpus, cfg.resources.gpus)
+            if running_ray() is None:  # a session of this process's own: it ends at exit
+                start_ray(cfg.resources.ray_address, cfg.resources.num_cpus, cfg.resources.gpus)
+                stop_ray_at_exit()
             signals.install()  # ray.init put its own SIGTERM handler in their place
             imports.join()
             from rollcli.launch.driver import drive
