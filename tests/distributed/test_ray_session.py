@@ -19,21 +19,28 @@ stop_ray()
 """
 
 
-def test_local_session_ignores_another_cluster_on_the_machine():
-    ray_tmp = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))  # short: Ray's socket paths
-    (ray_tmp / "ray").mkdir()
-    # another cluster's record (its address is dead: joining it could only fail)
-    (ray_tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:9\n")
+def _run_alone(script: str, other_cluster: bool = False) -> subprocess.CompletedProcess:
+    """`script` in a fresh interpreter with a Ray temp folder of its own (short: Ray's
+    socket paths); `other_cluster`: that folder records another cluster, whose address is
+    dead (joining it could only fail)."""
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))
+    if other_cluster:
+        (ray_tmp / "ray").mkdir()
+        (ray_tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:9\n")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_TMPDIR"] = str(ray_tmp)
     try:
         res = subprocess.run(
-            [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=180
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180
         )
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "cpus 1.0" in res.stdout
+    return res
+
+
+def test_local_session_ignores_another_cluster_on_the_machine():
+    assert "cpus 1.0" in _run_alone(SCRIPT, other_cluster=True).stdout
 
 
 AT_EXIT = """
@@ -52,15 +59,6 @@ print("started", flush=True)
 
 
 def test_a_session_started_here_is_killed_at_exit_without_the_grace_period():
-    ray_tmp = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["RAY_TMPDIR"] = str(ray_tmp)
-    try:
-        res = subprocess.run(
-            [sys.executable, "-c", AT_EXIT], env=env, capture_output=True, text=True, timeout=180
-        )
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert res.returncode == 0, res.stderr[-2000:]
+    res = _run_alone(AT_EXIT)
     kills = [line for line in res.stdout.splitlines() if line.startswith("kill")]
     assert res.stdout.startswith("started") and kills[0] == "kill graceful False", res.stdout
