@@ -81,8 +81,8 @@ def auto_rollout_precision(cfg: RecipeConfig) -> tuple[str, str]:
             "rollout.precision: bf16 uses it"
         )
     return "bf16", (
-        f"the hf engine's bf16 linears over fp32 weights; {cfg.name}'s learning suite held "
-        "with it, docs/performance.md"
+        f"the hf engine's bf16 linears over fp32 weights; {cfg.name}'s learning suite "
+        "matched the fp32 engine's with it, docs/evaluation.md"
     )
 
 

@@ -112,7 +112,7 @@ def test_a_cpu_rollout_takes_bf16_only_where_its_recipe_was_checked(monkeypatch)
     math = resolve_auto(_cfg())
     assert math.cfg.rollout.precision == "bf16"
     (line,) = [x for x in math.lines if x.startswith("rollout.precision")]
-    assert "auto → bf16" in line and "rlvr-math's learning suite held" in line
+    assert "auto → bf16" in line and "rlvr-math's learning suite matched" in line
     args = role_args(math.cfg, recipe_plan_input(math.cfg), plan_run(math.cfg).plan)
     assert args["actor_infer"]["dtype"] == "float32" and args["actor_infer"]["bf16_linears"]
     from rollcli.planning.from_recipe import auto_lines
