@@ -328,6 +328,9 @@ def main() -> None:
         f"rollout.max_new_tokens={args.new_tokens}",
         "rollout.temperature=1.0",
         f"train.lr={args.lr}",
+        # TRL's schedule, a constant lr, not the recipe's warm-up and decay
+        "train.warmup_steps=0",
+        "train.lr_schedule=constant",
         f"train.micro_batch_size={args.micro_batch}",
         "data.val_size=8",  # roll validates at start and end (not timed): keep it short
         # the one-digit problems every earlier figure of this bench used (rlvr-math's

@@ -102,7 +102,7 @@ def test_a_cpu_rollout_takes_bf16_only_where_its_recipe_was_checked(monkeypatch)
     other recipes, fp32 training or another engine, each with its reason; GPUs keep auto.
     rlvr-math is the one recipe whose check held; without it on the list it samples fp32."""
     _cpu_speedup(monkeypatch, 4.0)
-    assert auto_precision.ROLLOUT_BF16_RECIPES == {"rlvr-math"}
+    assert sorted(auto_precision.ROLLOUT_BF16_RECIPES) == ["rlvr-math"]
     monkeypatch.setattr(auto_precision, "ROLLOUT_BF16_RECIPES", frozenset())
     unchecked = resolve_auto(_cfg())
     assert unchecked.cfg.rollout.precision == "fp32"
