@@ -328,7 +328,7 @@ def main() -> None:
         f"rollout.max_new_tokens={args.new_tokens}",
         "rollout.temperature=1.0",
         f"train.lr={args.lr}",
-        # TRL's schedule, a constant lr, not the recipe's warm-up and decay
+        # TRL's schedule, a constant lr, not the recipe's decay over its last steps
         "train.warmup_steps=0",
         "train.lr_schedule=constant",
         f"train.micro_batch_size={args.micro_batch}",
