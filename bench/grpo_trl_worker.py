@@ -104,7 +104,7 @@ def main() -> None:
         seed=settings["seed"],
         max_steps=settings["steps"],
         learning_rate=settings["lr"],
-        lr_scheduler_type="constant",  # roll's default schedule (no warm-up, no decay)
+        lr_scheduler_type="constant",  # as grpo_step pins roll's (no warm-up, no decay)
         weight_decay=settings["weight_decay"],
         max_grad_norm=settings["grad_clip"],
         num_generations=settings["group_size"],
