@@ -60,8 +60,9 @@ def auto_precision(cfg: RecipeConfig) -> tuple[str, str]:
 # numbers and seed 6 missed (c); with a 3-step lr warm-up as well 8 of 9 seeds met every
 # target (as the fp32 engine's 8 of 9), but the warm-up collapsed seed 2 of the fp32 trainer
 # a CPU without native bf16 runs, so the recipe has none and the rollout stays fp32
-# (docs/performance.md). Every other recipe has had no check (bench/learning.py for an rlvr
-# recipe, a paired held-out evaluation for an agentic one).
+# (docs/performance.md); correctness only, and no KL with 30 steps, fared no better. Every
+# other recipe has had no check (bench/learning.py for an rlvr recipe, a paired held-out
+# evaluation for an agentic one).
 ROLLOUT_BF16_RECIPES: frozenset[str] = frozenset()
 
 
