@@ -1,24 +1,23 @@
-"""Learning regression: train an rlvr recipe over several seeds and test what it learned.
+"""Learning regression: train an rlvr recipe over several seeds and judge what it learned.
 
     .venv/bin/python bench/learning.py rlvr-math --seeds 9        # seeds 1-8 and the recipe's
-    .venv/bin/python bench/learning.py rlvr-math --only 2,3 --set train.lr=2e-5
+    .venv/bin/python bench/learning.py rlvr-math --only 2,3 --set train.lr=2e-5 \
+        --against docs/learning/rlvr-math.json                    # a change: non-inferior?
+    .venv/bin/python bench/learning.py --judge docs/learning/rlvr-math.json   # no training
+    .venv/bin/python bench/learning.py --judge docs/learning/arms.json        # recorded arms
 
 Each seed trains the recipe through the real CLI (`roll train RECIPE --seed S`, its stderr
-passed through: progress lines at each tenth of the run and at least every 30 s), then its
-final checkpoint and the base model answer the seed's held-out problems (the run's own
-validation set, `data.val_size` of them, greedy), asked two ways:
-
-- (a) as the recipe asks (its `data.system_prompt` and `data.prompt_suffix`);
-- (b) with a `\\boxed{}` instruction as `data.prompt_suffix` instead (`--boxed-suffix`).
-
-Per seed and overall it prints accuracy with 95% Wilson intervals, exact McNemar p-values
-paired on the same problems, the run's validation curve, collapse flags (replies shrunk to
-under half their step-1 length, final validation below step 0) and wall time. Issue #36's
-targets for every seed: (a) trained >= 2x base with p < 0.05 and never below step 0;
-(b) trained not significantly worse than base (p >= 0.05 or better); (c) trained asked as in
-(a) beats base asked as in (b) with p < 0.05. The last line is the count of seeds that meet
-all three. Answers are cached (the base model's per seed in the runs folder, a run's in its
-folder) and finished runs are not trained again, so a second call only prints.
+passed through), then its final checkpoint and the base model answer the seed's held-out
+problems (the run's own validation set, `data.val_size` of them, greedy), asked as the
+recipe asks and with a `\\boxed{}` instruction as `data.prompt_suffix` instead
+(`--boxed-suffix`). Every seed's per-problem outcomes (base, base asked for boxed, trained,
+trained asked for boxed) go to an outcomes file after each seed; the table and the learning
+bar's three verdicts (rollcli/evaluation/learning_bar.py: a per-seed floor, a t-test over
+seeds against the base asked for boxed, and with `--against` the paired change's
+non-inferiority) print under it, and the exit code is 1 where the bar is missed. Answers
+are cached (the base model's per seed in the runs folder, a run's in its folder) and
+finished runs are not trained again, so a second call only prints; `--judge` re-judges a
+file without training.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -126,36 +126,40 @@ def paired(first: list[bool], second: list[bool]) -> tuple[int, int, float]:
     return b, c, mcnemar_exact(b, c)
 
 
-def judge(base_a, base_b, trained_a, trained_b, rows) -> dict[str, Any]:  # noqa: ANN001
-    """The targets of issue #36 item 3 for one seed, with the numbers behind them."""
-    acc = {k: sum(v) / len(v) for k, v in (("base_a", base_a), ("base_b", base_b),
-                                           ("trained_a", trained_a), ("trained_b", trained_b))}  # fmt: skip
-    up_a, down_a, p_a = paired(trained_a, base_a)
-    up_b, down_b, p_b = paired(trained_b, base_b)
-    up_c, down_c, p_c = paired(trained_a, base_b)
+def seed_record(base_a, base_b, trained_a, trained_b, rows, wall_s: float) -> dict[str, Any]:  # noqa: ANN001
+    """One seed's entry of the outcomes file: per-problem 0/1 lists (the same problems in the
+    same order), the run's validation curve, its collapse flags and minutes."""
     vals = [r["val/accuracy"] for r in rows if "val/accuracy" in r]
     lengths = [r["response_length/mean"] for r in rows if "response_length/mean" in r]
     flags = []
     if lengths and lengths[-1] < 0.5 * lengths[0]:
         flags.append(f"length {lengths[0]:.0f}->{lengths[-1]:.0f}")
-    if vals and vals[-1] < vals[0]:
-        flags.append("val below step 0")
-    kls = [r["actor/kl"] for r in rows if "actor/kl" in r]
+    as_ints = lambda xs: [int(bool(x)) for x in xs]  # noqa: E731
     return {
-        **acc,
-        "a_gain": (up_a, down_a, p_a),
-        "b_change": (up_b, down_b, p_b),
-        "c_vs_prompt": (up_c, down_c, p_c),
+        "base": as_ints(base_a),
+        "base_boxed": as_ints(base_b),
+        "trained": as_ints(trained_a),
+        "trained_boxed": as_ints(trained_b),
         "val_curve": vals,
-        "kl_last": kls[-1] if kls else None,
         "flags": flags,
-        "meets_a": acc["trained_a"] >= 2 * acc["base_a"]
-        and p_a < ALPHA
-        and up_a > down_a
-        and (not vals or vals[-1] >= vals[0]),
-        "meets_b": not (p_b < ALPHA and down_b > up_b),
-        "meets_c": p_c < ALPHA and up_c > down_c,
+        "run_min": round(wall_s / 60, 1),
     }
+
+
+def load_seeds(seeds: dict[str, Any]):  # noqa: ANN201
+    """`{seed: entry}` of an outcomes or arms file as the bar's `SeedFigures`: an entry with
+    per-problem lists is counted, one of recorded figures read as it is."""
+    from rollcli.evaluation.learning_bar import SeedFigures, SeedOutcomes
+
+    figures = {}
+    for seed, e in seeds.items():
+        if isinstance(e.get("base"), list):
+            fig = SeedOutcomes(e["base"], e["base_boxed"], e["trained"], e.get("val_curve", []))
+            figures[seed] = fig.figures()
+        else:
+            known = {k: e[k] for k in SeedFigures.__dataclass_fields__ if k in e}
+            figures[seed] = SeedFigures(**{**known, "flags": tuple(e.get("flags", ()))})
+    return figures
 
 
 def _ci(acc: float, n: int) -> str:
@@ -165,58 +169,112 @@ def _ci(acc: float, n: int) -> str:
     return f"{acc:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def render(results: dict[int, dict[str, Any]], n: int) -> str:
-    """A markdown table, one row per seed (docs/evaluation.md takes it as printed)."""
+def render(seeds: dict[str, dict[str, Any]]) -> str:
+    """A markdown table of an outcomes file, one row per seed, and under it the three
+    verdicts of the learning bar (docs/evaluation.md takes both as printed)."""
+    from rollcli.evaluation.learning_bar import floor
+
+    figures = load_seeds(seeds)
+    n = next(iter(figures.values())).n
     head = (
-        "| seed | base (a) | trained (a) | only trained / only base, p | base (b) | trained (b) "
-        "| only trained / only base, p | trained (a) vs base (b), p | validation curve "
-        "| collapse flags | run min | targets |"
+        "| seed | base | trained | only trained / only base, p | base asked for boxed "
+        "| trained asked for boxed | trained - base boxed | validation curve | collapse flags "
+        "| run min | floor |"
     )
     lines = [f"held-out accuracy, n = {n} per seed, greedy; p: exact McNemar", "", head,
-             "|" + " --- |" * 12]  # fmt: skip
-    for seed, r in results.items():
-        missed = [k[-1] for k in ("meets_a", "meets_b", "meets_c") if not r[k]]
+             "|" + " --- |" * 11]  # fmt: skip
+    for seed, e in seeds.items():
+        fig, verdict = figures[seed], floor(figures[seed])
+        boxed = e.get("trained_boxed")
+        boxed_text = _ci(sum(boxed) / len(boxed), n) if isinstance(boxed, list) else "-"
+        curve = " → ".join(f"{v:.3f}" for v in e.get("val_curve", [])) or "-"
         lines.append(
-            f"| {seed} | {_ci(r['base_a'], n)} | {_ci(r['trained_a'], n)} | {_pair(r['a_gain'])} "
-            f"| {_ci(r['base_b'], n)} | {_ci(r['trained_b'], n)} | {_pair(r['b_change'])} "
-            f"| {_pair(r['c_vs_prompt'])} | {' → '.join(f'{v:.3f}' for v in r['val_curve'])} "
-            f"| {', '.join(r['flags']) or '-'} | {r['wall_s'] / 60:.1f} "
-            f"| {'met' if not missed else 'missed ' + ','.join(missed)} |"
+            f"| {seed} | {_ci(fig.base, n)} | {_ci(fig.trained, n)} "
+            f"| {fig.wins} / {fig.losses}, {verdict.p:.2g} | {_ci(fig.base_boxed, n)} "
+            f"| {boxed_text} | {fig.trained - fig.base_boxed:+.3f} | {curve} "
+            f"| {', '.join(e.get('flags', [])) or '-'} | {e.get('run_min', '-')} "
+            f"| {'met' if verdict.met else 'missed: ' + verdict.why} |"
         )
     return "\n".join(lines)
 
 
-def _pair(t: tuple[int, int, float]) -> str:
-    return f"{t[0]} / {t[1]}, {t[2]:.2g}"
+def verdicts(outcomes: dict[str, Any], against: dict[str, Any] | None, name: str | None) -> tuple[str, bool]:
+    """The three verdicts' lines for an outcomes file, and whether the bar is met."""
+    from rollcli.evaluation.learning_bar import judge, render as render_verdict
+
+    reference = load_seeds(against["seeds"]) if against else None
+    verdict = judge(load_seeds(outcomes["seeds"]), reference)
+    return render_verdict(verdict, name), verdict.met
 
 
-def summary(results: dict[int, dict[str, Any]]) -> str:
-    worst = min(results, key=lambda s: results[s]["trained_a"])
-    mean_a = sum(r["trained_a"] for r in results.values()) / len(results)
-    mean_base = sum(r["base_a"] for r in results.values()) / len(results)
-    mean_b = sum(r["trained_b"] for r in results.values()) / len(results)
-    mean_base_b = sum(r["base_b"] for r in results.values()) / len(results)
-    met = sum(r["meets_a"] and r["meets_b"] and r["meets_c"] for r in results.values())
-    return (
-        f"mean (a) {mean_base:.3f} -> {mean_a:.3f}, (b) {mean_base_b:.3f} -> {mean_b:.3f}; "
-        f"worst seed {worst} at {results[worst]['trained_a']:.3f}\n"
-        f"seeds meeting all targets: {met}/{len(results)}"
-    )
+def judge_arms(arms_file: dict[str, Any]) -> str:
+    """Every arm of a file of recorded figures, judged: its floor, its test over seeds and,
+    where it names an arm to compare with (`against`), the change's paired interval."""
+    from rollcli.evaluation.learning_bar import judge
+
+    arms = arms_file["arms"]
+    head = ("| arm | seeds | floor | trained - base boxed, mean [95%], p | against | "
+            "paired change, mean [95%] | verdict |")  # fmt: skip
+    lines = [head, "|" + " --- |" * 7]
+    for name, arm in arms.items():
+        figures = load_seeds(arm["seeds"])
+        ref_name = arm.get("against")
+        reference = load_seeds(arms[ref_name]["seeds"]) if ref_name else None
+        v = judge(figures, reference)
+        missed = [s for s, f in v.floors.items() if not f.met]
+        floor_text = f"{len(figures) - len(missed)}/{len(figures)}" + (
+            f" (missed {', '.join(missed)})" if missed else ""
+        )
+        c = v.claim
+        claim_text = f"{c.mean:+.3f} [{c.low:+.3f}, {c.high:+.3f}], {c.p:.2g}" if c else "-"
+        d = v.change
+        change_text = f"{d.mean:+.3f} [{d.low:+.3f}, {d.high:+.3f}]" if d else "-"
+        verdict = "met" if v.met else "missed"
+        if d is not None:
+            verdict += ", non-inferior" if v.change_met else ", not non-inferior"
+        lines.append(
+            f"| {name} | {len(figures)} | {floor_text} | {claim_text} | {ref_name or '-'} "
+            f"| {change_text} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def judge_files(path: Path, against: Path | None) -> bool:
+    """`--judge FILE [--against FILE]`: print the table and the verdicts again, no training."""
+    data = json.loads(path.read_text())
+    if "arms" in data:
+        print(judge_arms(data))
+        return True
+    print(render(data["seeds"]))
+    ref = json.loads(against.read_text()) if against else None
+    text, met = verdicts(data, ref, str(against) if against else None)
+    print(text)
+    return met
 
 
 def main() -> None:
-    from rollcli.config.loader import load_recipe
-    from rollcli.models.loading import resolve_model
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("recipe")
+    ap.add_argument("recipe", nargs="?")
     ap.add_argument("--seeds", type=int, default=9, help="N: seeds 1..N-1 and the recipe's")
     ap.add_argument("--only", help="comma-separated seeds instead of --seeds, e.g. 2,5")
     ap.add_argument("--set", nargs="*", default=[], help="recipe overrides key.path=value")
     ap.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "learning")
     ap.add_argument("--boxed-suffix", default=BOXED)
-    ap.add_argument("--json", type=Path, help="write the per-seed results here")
+    ap.add_argument("--outcomes", type=Path, help="per-problem outcomes file to write "
+                    "(default RUNS_DIR/outcomes-TAG.json)")  # fmt: skip
+    ap.add_argument("--judge", type=Path, help="re-judge an outcomes (or arms) file, no training")
+    ap.add_argument("--against", type=Path, help="a reference arm's outcomes file: the change")
     args = ap.parse_args()
+    if args.judge:
+        raise SystemExit(0 if judge_files(args.judge, args.against) else 1)
+    if not args.recipe:
+        ap.error("name a recipe to train, or --judge FILE")
+    raise SystemExit(0 if train_and_judge(args) else 1)
+
+
+def train_and_judge(args: argparse.Namespace) -> bool:
+    from rollcli.config.loader import load_recipe
+    from rollcli.models.loading import resolve_model
 
     cfg, _ = load_recipe(args.recipe, args.set)
     if cfg.pipeline != "rlvr":
@@ -226,7 +284,10 @@ def main() -> None:
     boxed_cfg, _ = load_recipe(args.recipe, [*args.set, f"data.prompt_suffix={args.boxed_suffix}"])
     tag = hashlib.sha1(json.dumps([args.recipe, args.set]).encode()).hexdigest()[:8]
     base = str(resolve_model(cfg.model))
-    results: dict[int, dict[str, Any]] = {}
+    out = args.outcomes or args.runs_dir / f"outcomes-{tag}.json"
+    outcomes: dict[str, Any] = {
+        "recipe": args.recipe, "set": args.set, "machine": _machine(), "seeds": {}
+    }  # fmt: skip
     for seed in parse_seeds(args.seeds, args.only, cfg.seed):
         run = train(args.recipe, seed, args.set, args.runs_dir, tag)
         key_a, key_b = (_data_key(c, seed) for c in (cfg, boxed_cfg))
@@ -236,23 +297,38 @@ def main() -> None:
         run_dir = args.runs_dir / run["run_id"]
         trained_a = answers(cfg, run["model"], seed, run_dir / f"learning-{key_a}.json")
         trained_b = answers(boxed_cfg, run["model"], seed, run_dir / f"learning-{key_b}.json")
-        results[seed] = {
-            **judge(base_a, base_b, trained_a, trained_b, run["rows"]),
-            "wall_s": run["wall_s"],
-            "run_id": run["run_id"],
-        }
-        r = results[seed]
+        entry = seed_record(base_a, base_b, trained_a, trained_b, run["rows"], run["wall_s"])
+        outcomes["seeds"][str(seed)] = entry
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(outcomes))  # after every seed: nothing lost to a stop
+        acc = {k: sum(entry[k]) / len(entry[k]) for k in ("base", "base_boxed", "trained")}
         print(
-            f"seed {seed}: (a) {r['base_a']:.3f} -> {r['trained_a']:.3f}  "
-            f"(b) {r['base_b']:.3f} -> {r['trained_b']:.3f}  {r['wall_s'] / 60:.1f} min  "
-            f"{run['run_id']}",
+            f"seed {seed}: base {acc['base']:.3f} (boxed {acc['base_boxed']:.3f}) -> trained "
+            f"{acc['trained']:.3f}  {entry['run_min']} min  {run['run_id']}",
             file=sys.stderr,
             flush=True,
         )
-    print(render(results, cfg.data.val_size))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
-    print(summary(results))
+    print(render(outcomes["seeds"]))
+    ref = json.loads(args.against.read_text()) if args.against else None
+    text, met = verdicts(outcomes, ref, str(args.against) if args.against else None)
+    print(text)
+    print(f"outcomes: {out} (bench/learning.py --judge {out} prints this again)", file=sys.stderr)
+    return met
+
+
+def _machine() -> str:
+    """The CPU's model name and its bf16 flags, for the outcomes file."""
+    from rollcli.planning.cpu_bf16 import bf16_flags
+
+    name = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    flags = "/".join(bf16_flags()) or "no native bf16"
+    return f"{name}, {os.cpu_count()} cores, {flags}"
 
 
 if __name__ == "__main__":

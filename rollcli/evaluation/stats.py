@@ -1,7 +1,7 @@
 """The statistics `roll eval` and validation report: a success rate's Wilson interval,
 the unbiased pass@k estimator, the exact McNemar test for two models on the same items, and
 for per-item scores (an episode's return) the paired mean difference with its interval and
-sign-flip test.
+sign-flip test; Student's t for a mean over seeds (the learning bar).
 
 Pure functions of counts, each with hand-checkable examples.
 """
@@ -114,3 +114,59 @@ def sign_flip_p(diffs: list[float], draws: int = 200_000, seed: int = 0) -> floa
         hits += int((np.abs(signs @ d) >= observed).sum())
         left -= chunk
     return (1 + hits) / (1 + draws)
+
+
+def student_t_sf2(t: float, df: int) -> float:
+    """Two-sided tail `P(|T| >= |t|)` of Student's t with `df` degrees of freedom: the
+    regularized incomplete beta `I_{df / (df + t^2)}(df / 2, 1 / 2)` (mpmath's `betainc`).
+
+    >>> round(student_t_sf2(3.182446, 3), 4)  # the 97.5% quantile of t(3)
+    0.05
+    >>> student_t_sf2(0.0, 5)
+    1.0
+    """
+    import mpmath
+
+    x = df / (df + t * t)
+    return float(mpmath.betainc(df / 2, 0.5, 0, x, regularized=True))
+
+
+def student_t_quantile(q: float, df: int) -> float:
+    """The `q` quantile (0.5 < q < 1) of Student's t with `df` degrees of freedom, by
+    bisection on `student_t_sf2`.
+
+    >>> round(student_t_quantile(0.975, 3), 4), round(student_t_quantile(0.975, 8), 4)
+    (3.1824, 2.306)
+    """
+    if not 0.5 < q < 1:
+        raise ValueError(f"student_t_quantile takes 0.5 < q < 1, not {q}")
+    low, high = 0.0, 1e6
+    for _ in range(200):
+        mid = (low + high) / 2
+        if student_t_sf2(mid, df) / 2 > 1 - q:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float, float, float]:
+    """`(mean, low, high, p)`: the mean of `values`, its `level` t-interval and the
+    two-sided one-sample t-test's p against a mean of 0 (`n - 1` degrees of freedom).
+
+    >>> # mean 2.5, sd sqrt(5/3), se 0.6455, t = 3.873, t(3) 97.5% 3.1824
+    >>> [round(x, 4) for x in t_interval([1.0, 2.0, 3.0, 4.0])]
+    [2.5, 0.4457, 4.5543, 0.0305]
+    """
+    n = len(values)
+    if n < 2:
+        raise ValueError(f"a t-interval needs 2 or more values, not {n}")
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    se = sd / math.sqrt(n)
+    half = student_t_quantile(0.5 + level / 2, n - 1) * se
+    if se == 0:
+        p = 1.0 if mean == 0 else 0.0
+    else:
+        p = student_t_sf2(mean / se, n - 1)
+    return mean, mean - half, mean + half, p

@@ -100,16 +100,22 @@ def test_a_cpu_rollout_takes_bf16_only_where_its_recipe_was_checked(monkeypatch)
     """Item 3 of #69: `rollout.precision: auto` on a CPU is bf16 (the hf engine's bf16
     linears) for a recipe whose learning check held, where training is bf16-mixed; fp32 for
     other recipes, fp32 training or another engine, each with its reason; GPUs keep auto.
-    No recipe has held it yet, so the shipped list is empty: a checked one is set here."""
+    rlvr-math held it with a 3-step lr warm-up (#86), which comes with the bf16 rollout only
+    and never overrides a warm-up the recipe or the command line set."""
+    assert auto_precision.ROLLOUT_BF16_RECIPES == {"rlvr-math": 3}
+    monkeypatch.setattr(auto_precision, "ROLLOUT_BF16_RECIPES", {})
     _cpu_speedup(monkeypatch, 4.0)
-    shipped = resolve_auto(_cfg())
-    assert not auto_precision.ROLLOUT_BF16_RECIPES and shipped.cfg.rollout.precision == "fp32"
-    assert any("has not held rlvr-math's learning check" in x for x in shipped.lines)
-    monkeypatch.setattr(auto_precision, "ROLLOUT_BF16_RECIPES", frozenset({"rlvr-math"}))
+    unchecked = resolve_auto(_cfg())
+    assert unchecked.cfg.rollout.precision == "fp32" and unchecked.cfg.train.warmup_steps == 0
+    assert any("has not held rlvr-math's learning check" in x for x in unchecked.lines)
+    monkeypatch.setattr(auto_precision, "ROLLOUT_BF16_RECIPES", {"rlvr-math": 3})
     math = resolve_auto(_cfg())
     assert math.cfg.rollout.precision == "bf16"
     (line,) = [x for x in math.lines if x.startswith("rollout.precision")]
     assert "auto → bf16" in line and "rlvr-math's learning suite held" in line
+    assert math.cfg.train.warmup_steps == 3
+    assert any(x.startswith("train.warmup_steps → 3") for x in math.lines)
+    assert resolve_auto(_cfg("train.warmup_steps=0")).cfg.train.warmup_steps == 0  # set: kept
     args = role_args(math.cfg, recipe_plan_input(math.cfg), plan_run(math.cfg).plan)
     assert args["actor_infer"]["dtype"] == "float32" and args["actor_infer"]["bf16_linears"]
     from rollcli.planning.from_recipe import auto_lines
@@ -121,9 +127,10 @@ def test_a_cpu_rollout_takes_bf16_only_where_its_recipe_was_checked(monkeypatch)
     assert other.cfg.rollout.precision == "fp32"
     assert any("has not held my-math's learning check" in x for x in other.lines)
     fp32 = resolve_auto(_cfg("train.precision=fp32"))
-    assert fp32.cfg.rollout.precision == "fp32"
+    assert fp32.cfg.rollout.precision == "fp32" and fp32.cfg.train.warmup_steps == 0
     assert resolve_auto(_cfg("rollout.precision=int8")).cfg.rollout.precision == "int8"
-    _cpu_speedup(monkeypatch, 1.1)  # an AVX2-only CPU: fp32 training, fp32 rollout
-    assert resolve_auto(_cfg()).cfg.rollout.precision == "fp32"
+    _cpu_speedup(monkeypatch, 1.1)  # an AVX2-only CPU: fp32 training, fp32 rollout, no warm-up
+    avx2 = resolve_auto(_cfg()).cfg
+    assert avx2.rollout.precision == "fp32" and avx2.train.warmup_steps == 0
     gpus = resolve_auto(_cfg("resources.gpus=8", "model=qwen2.5-0.5b"))
     assert gpus.cfg.rollout.precision == "auto"
