@@ -198,9 +198,12 @@ def render(seeds: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def verdicts(outcomes: dict[str, Any], against: dict[str, Any] | None, name: str | None) -> tuple[str, bool]:
+def verdicts(
+    outcomes: dict[str, Any], against: dict[str, Any] | None, name: str | None
+) -> tuple[str, bool]:
     """The three verdicts' lines for an outcomes file, and whether the bar is met."""
-    from rollcli.evaluation.learning_bar import judge, render as render_verdict
+    from rollcli.evaluation.learning_bar import judge
+    from rollcli.evaluation.learning_bar import render as render_verdict
 
     reference = load_seeds(against["seeds"]) if against else None
     verdict = judge(load_seeds(outcomes["seeds"]), reference)
