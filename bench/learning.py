@@ -210,19 +210,27 @@ def verdicts(
     return render_verdict(verdict, name), verdict.met
 
 
-def judge_arms(arms_file: dict[str, Any]) -> str:
+def arm_seeds(arm: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """An arm's `{seed: entry}`: its recorded `seeds`, or the `outcomes` file it names
+    (relative to the arms file)."""
+    if "outcomes" in arm:
+        return json.loads((base_dir / arm["outcomes"]).read_text())["seeds"]
+    return arm["seeds"]
+
+
+def judge_arms(arms_file: dict[str, Any], base_dir: Path) -> str:
     """Every arm of a file of recorded figures, judged: its floor, its test over seeds and,
     where it names an arm to compare with (`against`), the change's paired interval."""
     from rollcli.evaluation.learning_bar import judge
 
-    arms = arms_file["arms"]
+    arms = {name: arm_seeds(arm, base_dir) for name, arm in arms_file["arms"].items()}
     head = ("| arm | seeds | floor | trained - base boxed, mean [95%], p | against | "
             "paired change, mean [95%] | verdict |")  # fmt: skip
     lines = [head, "|" + " --- |" * 7]
-    for name, arm in arms.items():
-        figures = load_seeds(arm["seeds"])
-        ref_name = arm.get("against")
-        reference = load_seeds(arms[ref_name]["seeds"]) if ref_name else None
+    for name, seeds in arms.items():
+        figures = load_seeds(seeds)
+        ref_name = arms_file["arms"][name].get("against")
+        reference = load_seeds(arms[ref_name]) if ref_name else None
         v = judge(figures, reference)
         missed = [s for s, f in v.floors.items() if not f.met]
         floor_text = f"{len(figures) - len(missed)}/{len(figures)}" + (
@@ -246,7 +254,7 @@ def judge_files(path: Path, against: Path | None) -> bool:
     """`--judge FILE [--against FILE]`: print the table and the verdicts again, no training."""
     data = json.loads(path.read_text())
     if "arms" in data:
-        print(judge_arms(data))
+        print(judge_arms(data, path.parent))
         return True
     print(render(data["seeds"]))
     ref = json.loads(against.read_text()) if against else None

@@ -206,8 +206,11 @@ def render(verdict: Verdict, against: str | None = None) -> str:
     lines = [
         f"floor (each seed: >= {FLOOR_RATIO:g}x base, McNemar p < {FLOOR_ALPHA}, validation "
         f"kept): {len(verdict.floors) - len(missed)}/{len(verdict.floors)} seeds "
-        + ("met" if not missed else "missed by " + ", ".join(
-            f"{s} ({verdict.floors[s].why})" for s in missed))  # fmt: skip
+        + (
+            "met"
+            if not missed
+            else "missed by " + ", ".join(f"{s} ({verdict.floors[s].why})" for s in missed)
+        )  # fmt: skip
     ]
     c = verdict.claim
     if c is None:
