@@ -9,7 +9,7 @@ loads (the runtime), after, and at its peak, beside the plan's figures for that 
     python bench/role_memory.py train --rows 8 --prompt 256 --response 480 --tokens 4096 \
         --group 8 --scored 0.25     # an agentic map's 8 episodes behind one first prompt
 
-Used for the CPU memory model's numbers in docs/planning.md ("Calibrated on this machine").
+Used for the CPU memory model's numbers in docs/planning.md ("On the CPU").
 """
 
 from __future__ import annotations
