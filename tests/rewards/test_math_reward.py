@@ -63,7 +63,7 @@ def test_a_raising_hanging_or_nan_reward_scores_zero_and_reports_the_error() -> 
     samples = [{"response": "1", "answer": "1"}]
     assert score_samples(_raises, samples, {}, 5.0)[0] == {
         "score": 0.0,
-        "error": "RuntimeError: boom",
+        "error": "_raises('1', '1') raised RuntimeError: boom",  # the call roll made
     }
     start = time.perf_counter()
     hung = score_samples(_hangs, samples, {}, 0.3)[0]
