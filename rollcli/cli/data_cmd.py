@@ -42,7 +42,9 @@ def preview(
     ),
     n: int = typer.Option(3, "--n", min=1, help="Training items to show."),
     as_json: bool = typer.Option(
-        False, "--json", help="One JSON object a line: prompt, prompt_tokens, answer, reward."
+        False,
+        "--json",
+        help="One JSON object a line: prompt, prompt_tokens, answer, reward (and reward_error).",
     ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
@@ -54,12 +56,16 @@ def preview(
 
     with user_errors(debug):
         cfg, _ = load_recipe(recipe, overrides or [], {"model": model})
+        from rollcli.cli.errors import print_warning
         from rollcli.launch.data_check import check_data
         from rollcli.launch.data_preview import preview_rows
         from rollcli.launch.plugin_check import check_plugins
+        from rollcli.launch.reward_check import check_reward_calls
 
         check_plugins(cfg)  # the reward that scores the items, as `roll train` checks it
-        check_data(cfg)  # a bad column is one line naming the key, not a traceback
+        if not check_data(cfg):  # a bad column is one line naming the key, not a traceback
+            for warning in check_reward_calls(cfg):  # a reward that cannot score: refused
+                print_warning(warning)
         rows = preview_rows(cfg, n)
     if as_json:
         for row in rows:
@@ -69,6 +75,8 @@ def preview(
 
     for i, row in enumerate(rows, 1):
         reward = "-" if row["reward"] is None else f"{row['reward']:.2f}"
+        if row.get("reward_error"):
+            reward = f"error: {row['reward_error']}"
         head = f"item {i} ({row['id']}): {row['prompt_tokens']} prompt tokens, reward {reward}"
         out.print(Rule(head, align="left"), markup=False)
         out.print(row["prompt"], markup=False, highlight=False, end="")

@@ -164,13 +164,14 @@ def _orphans() -> None:
 
 
 def _recipe(cfg: RecipeConfig) -> None:
+    from rollcli.cli.errors import print_warning
     from rollcli.config.trackers import tracker_problems
     from rollcli.launch.prelaunch import check_prompt_lengths, check_recipe, with_run_model
     from rollcli.models.loading import download_note
     from rollcli.planning.backends import missing_backends
 
     cfg = with_run_model(cfg)
-    downloads = [n for n in (download_note(cfg.model), *check_recipe(cfg)) if n]
+    downloads = [n for n in (download_note(cfg.model), *check_recipe(cfg, print_warning)) if n]
     downloads += check_prompt_lengths(cfg, bool(downloads))  # a refusal: one line, exit 2
     for note in downloads:
         out.print(f"note: {escape(note)}")

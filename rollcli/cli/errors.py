@@ -53,7 +53,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("rollcli.launch.launch", "RunNotFoundError"),
         ("rollcli.runs.faults", "FaultSpecError"),
         ("rollcli.runs.checkpoint", "DiskFullError"),
-        ("rollcli.pipelines.rl.reward_health", "RewardFailedError"),
+        ("rollcli.rewards.failures", "RewardFailedError"),
         ("rollcli.pipelines.rl.sync_verify", "WeightSyncError"),
     ):
         mod = sys.modules.get(module)
@@ -107,6 +107,16 @@ def print_note(message: str) -> None:
 
     text = wrap(message, "note: ", screen_width())
     err_console.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
+
+
+def print_warning(message: str) -> None:
+    """`warning: MESSAGE` on stderr (a message that opens with `warning: ` keeps it once),
+    wrapped as an error is."""
+    from rollcli.config.errors import wrap
+
+    body = message.removeprefix("warning: ")
+    text = wrap(body, "warning: ", screen_width())
+    err_console.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 def screen_width() -> int:

@@ -108,9 +108,11 @@ def eval_cmd(
 
 
 def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[dict, list[str]]:  # noqa: ANN001
+    from rollcli.cli.errors import print_warning
     from rollcli.cli.eval_target import resolve_eval_model
     from rollcli.config.errors import ConfigError
     from rollcli.evaluation.rlvr_eval import evaluate_rlvr
+    from rollcli.launch.reward_check import check_reward_calls
 
     if temperature is not None and k == 1:
         raise ConfigError(
@@ -123,6 +125,8 @@ def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[
     resolved = [  # every model is found before the first one is evaluated
         resolve_eval_model(name, runs_dir, cfg.model, playing_envs=False)[0] for name in models
     ]
+    for warning in check_reward_calls(cfg):  # a reward that cannot score: refused here
+        print_warning(warning)
     results = []
     for name, model_path in zip(models, resolved, strict=True):
         assert model_path is not None
@@ -139,6 +143,15 @@ def _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir) -> tuple[
                     temperature=temperature, num_threads=_threads(cfg), on_progress=report,
                 )
             )  # fmt: skip
+        summary = results[-1].summary()
+        if summary["reward_errors"]:  # every answer failing raised above
+            err_console.print(
+                f"warning: reward {cfg.reward.fn!r} failed on {summary['reward_errors']} of "
+                f"{len(results[-1].samples())} answers of {name}, scored 0 (first: "
+                f"{summary['reward_error']})",
+                highlight=False,
+                markup=False,
+            )
     payload, paired = _payload(
         [{**r.summary(), "outcomes": r.rows()} for r in results],
         [[p.correct for p in r.problems] for r in results],
@@ -221,6 +234,8 @@ def _rlvr_text(s: dict[str, Any]) -> str:
         f"  mean score          {s['mean_score']:.3f}",
         f"  response tokens     {s['mean_response_tokens']:.1f}",
     ]
+    if s["reward_errors"]:
+        lines.append(f"  reward errors       {s['reward_errors']} (first: {s['reward_error']})")
     if "pass_at_k" in s:
         lo, hi = s["pass_at_k_ci95"]
         lines += [

@@ -13,7 +13,7 @@ import json
 import typer
 from rich.console import Console
 
-from rollcli.cli.errors import print_note, user_errors
+from rollcli.cli.errors import print_note, print_warning, user_errors
 
 out = Console()
 
@@ -79,7 +79,7 @@ def plan(
         cfg = with_run_model(cfg)  # a run id: its checkpoint
         # what `roll train` refuses whatever the machine, in its words; notes: the hub
         # datasets it would download
-        notes = check_recipe(cfg)
+        notes = check_recipe(cfg, print_warning)
         choice = resolve_auto(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
         cfg = choice.cfg
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)

@@ -21,7 +21,7 @@ from rollcli.cli.errors import fail, user_errors
 
 out = Console(highlight=False)
 # Options that are fields of the recipe's `reward` section, not keyword options.
-SECTION_KEYS = ("format_weight", "routes", "route_options")
+SECTION_KEYS = ("format_weight", "routes", "route_options", "convention")
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
@@ -159,7 +159,9 @@ def reward(
         check_reward(cfg)  # the reward resolves and declares the options given
         needs = required_fields(name, load_reward_fn(name))
         samples = read_samples(input_path, needs, name)
-        worker = RewardWorker(cfg.fn, options=cfg.worker_options, timeout_s=cfg.timeout_s)
+        worker = RewardWorker(
+            cfg.fn, options=cfg.worker_options, timeout_s=cfg.timeout_s, convention=cfg.convention
+        )
         results = worker.score(samples)
         summary = summarise(results)
         if as_json:

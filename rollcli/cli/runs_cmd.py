@@ -259,7 +259,8 @@ def scan(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the counts and examples as JSON."),
 ) -> None:
-    """Scan a run's rewarded samples for reward hacking (cut-off or many-number replies)."""
+    """Scan a run's rewarded samples for reward hacking (cut-off, format-only or many-number
+    replies)."""
     from rollcli.evaluation.reward_scan import ScanResult, run_samples, scan_rows
     from rollcli.runs.run_dir import RunDir
 
@@ -291,7 +292,8 @@ def scan(
     out.print(table)
     out.print(
         f"{result.rewarded.samples} rewarded and {result.unrewarded.samples} unrewarded "
-        f"samples over {len(steps)} steps; many_numbers = {many}+ numbers not in the prompt"
+        f"samples over {len(steps)} steps (rewarded: paid anything; format_only: paid, not "
+        f"correct); many_numbers = {many}+ numbers not in the prompt"
     )
     for ex in result.examples:
         out.print(

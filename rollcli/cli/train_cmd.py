@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from rollcli.cli.errors import err_console, print_note, screen_width, user_errors
+from rollcli.cli.errors import err_console, print_note, print_warning, screen_width, user_errors
 from rollcli.cli.run_arg import RUNS_DIR, find_run
 
 out = Console()
@@ -92,7 +92,7 @@ def train(
         from rollcli.launch.prelaunch import dry_run
 
         with user_errors(debug):
-            choice, notes, downloads = dry_run(cfg)
+            choice, notes, downloads = dry_run(cfg, print_warning)
         typer.echo(f"# recipe {source}, resolved", err=True)
         scaled = scale_note(recipe, overrides or [], flags)
         if scaled:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -16,9 +16,14 @@ class RewardConfig(Section):
     `options` are keyword arguments for the function (e.g. the judge's `base_url`). With
     `fn: mix`, `routes` maps each sample tag (domain) to a reward and `route_options` gives
     one domain's reward extra options; see docs/rewards.md.
+
+    `convention` is how user code is called: `auto` recognises it from the function's
+    parameters (roll's own, verl's `compute_score`, TRL's batched functions, OpenRLHF's
+    `reward_func`: rollcli/rewards/conventions.py); with `mix`, each route's is recognised.
     """
 
     fn: str = "math"
+    convention: Literal["auto", "roll", "verl", "trl", "openrlhf"] = "auto"
     format_weight: Annotated[float, Field(ge=0, le=1)] = 0.1
     num_workers: PositiveInt = 1
     timeout_s: PositiveFloat = 10.0
@@ -37,6 +42,11 @@ class RewardConfig(Section):
             )
         if self.fn != "mix" and (self.routes or self.route_options):
             raise ValueError("reward.routes and reward.route_options apply to reward.fn = mix")
+        if self.fn == "mix" and self.convention != "auto":
+            raise ValueError(
+                "reward.convention applies to one function; with reward.fn = mix each route's "
+                "convention is recognised from its parameters"
+            )
         unknown = sorted(set(self.route_options) - set(self.routes))
         if unknown:
             raise ValueError(f"reward.route_options.{unknown[0]} has no route in reward.routes")
@@ -44,7 +54,8 @@ class RewardConfig(Section):
 
     @property
     def worker_options(self) -> dict[str, Any]:
-        """The keyword options the reward workers pass to the function."""
+        """The keyword options the reward workers pass to the function (each reaches a
+        function that names it: rollcli/rewards/conventions.py)."""
         out: dict[str, Any] = {"format_weight": self.format_weight, **self.options}
         if self.routes:
             out.update(routes=dict(self.routes), route_options=dict(self.route_options))

@@ -72,6 +72,19 @@ class Columns:
             return as_messages(row["prompt"], where, "column 'prompt'")
         return None
 
+    def is_chat(self, row: dict[str, Any]) -> bool:
+        """Whether the row's prompt cell is a chat-message list (not text, nor a template).
+
+        >>> Columns().is_chat({"prompt": [{"role": "user", "content": "hi"}]})
+        True
+        >>> Columns(prompt_key="question").is_chat({"question": "hi", "messages": []})
+        False
+        """
+        if self.prompt_template is not None:
+            return False
+        key = self.prompt_key or ("messages" if "messages" in row else "prompt")
+        return isinstance(row.get(key), list)
+
     def require_prompt(self, row: dict[str, Any], where: str) -> Messages:
         found = self.prompt(row, where)
         if found is None:

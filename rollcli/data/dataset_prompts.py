@@ -12,6 +12,7 @@ from typing import Any
 from rollcli.data.columns import Columns, user
 from rollcli.data.dataset_rows import RowSample, Source, kind_of, read_table
 from rollcli.data.prompts import DataError, Prompt, default_tag
+from rollcli.rewards.conventions import ALL_COLUMNS
 
 
 def source_label(source: Source) -> str:
@@ -37,7 +38,9 @@ def dataset_prompts(
     """(the prompts of `source`'s rows, how many rows `data.answer_pattern` left out). A
     row without a prompt or an answer column is an error naming the row and the key.
     `sample` reads only the rows it picks (`data.sample`)."""
-    rows, names = read_table(source, columns.names() | set(reward_columns), limit, sample)
+    every = ALL_COLUMNS in reward_columns  # a TRL reward with **kwargs reads every column
+    read = None if every else columns.names() | set(reward_columns)
+    rows, names = read_table(source, read, limit, sample)
     return prompts_from_rows(
         rows,
         replace(columns, available=names),
@@ -60,6 +63,7 @@ def prompts_from_rows(
     reward_columns: Collection[str] = (),
 ) -> tuple[list[Prompt], int]:
     prompts, unmatched = [], 0
+    every = ALL_COLUMNS in reward_columns
     for n, row in enumerate(rows, 1):
         at = f"{where}: row {n}"
         messages = columns.require_prompt(row, at)
@@ -73,7 +77,8 @@ def prompts_from_rows(
                 with_system(with_suffix(messages, suffix), system_prompt),
                 answer,
                 default_tag(row),
-                {k: row[k] for k in reward_columns if k in row},
+                {k: v for k, v in row.items() if every or k in reward_columns},
+                columns.is_chat(row),
             )
         )
     if not prompts:

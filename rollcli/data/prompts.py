@@ -33,6 +33,8 @@ class Prompt:
     tag: str = "math"
     # dataset columns the reward function names as parameters (they reach it as keywords)
     columns: dict[str, Any] = field(default_factory=dict)
+    # the dataset's prompt was a chat-message list (TRL's "conversational" format), not text
+    conversational: bool = False
 
 
 def _messages(question: str, system_prompt: str | None, suffix: str) -> tuple[dict[str, str], ...]:

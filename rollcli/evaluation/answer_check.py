@@ -9,6 +9,7 @@ from rollcli.config.recipe import DistillRecipe, SFTRecipe
 from rollcli.data.chat import ChatExample
 from rollcli.distributed.cluster import Cluster
 from rollcli.evaluation.stats import wilson_interval
+from rollcli.rewards.failures import check_reward_errors, reward_errors
 from rollcli.rewards.registry import load_reward_fn
 from rollcli.rewards.runner import score_samples
 from rollcli.strategies.sampling import SamplingParams
@@ -29,9 +30,12 @@ def answer_accuracy(
     reward_fn: str,
     reward_options: dict[str, Any],
     timeout_s: float,
+    convention: str = "auto",
 ) -> dict[str, float]:
     """`accuracy` (the reward's `correct`, else score >= 1) with its 95% Wilson interval
-    (`accuracy_ci_low`, `accuracy_ci_high`) and `n`, and `response_length`."""
+    (`accuracy_ci_low`, `accuracy_ci_high`) and `n`, `response_length`, and
+    `reward_errors` (the answers the reward failed on; `RewardFailedError` when it failed on
+    every one)."""
     params = SamplingParams(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
     gens = cluster.call_rank(0, Answerer.generate, prompt_ids, params)
     samples = [
@@ -39,10 +43,13 @@ def answer_accuracy(
             "response": g["text"],
             "answer": examples[g["prompt_index"]].answer,
             "tag": examples[g["prompt_index"]].tag,
+            "finished": g["finished"],
         }
         for g in gens
     ]
-    results = score_samples(load_reward_fn(reward_fn), samples, reward_options, timeout_s)
+    fn = load_reward_fn(reward_fn)
+    results = score_samples(fn, samples, reward_options, timeout_s, convention)
+    check_reward_errors(reward_fn, results, "in validation", lambda _warning: None, 1.0)
     right = sum(float(r.get("correct", r["score"] >= 1.0)) for r in results)
     low, high = wilson_interval(round(right), len(results))
     return {
@@ -51,6 +58,7 @@ def answer_accuracy(
         "accuracy_ci_high": high,
         "n": float(len(results)),
         "response_length": sum(len(g["token_ids"]) for g in gens) / len(gens),
+        "reward_errors": float(reward_errors(results)[0]),
     }
 
 
@@ -70,4 +78,5 @@ def recipe_accuracy(
         reward_fn=cfg.reward.fn,
         reward_options=cfg.reward.worker_options,
         timeout_s=cfg.reward.timeout_s,
+        convention=cfg.reward.convention,
     )

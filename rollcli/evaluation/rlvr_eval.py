@@ -23,6 +23,7 @@ from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.data.prompt_sets import fit_prompts, load_prompt_data
 from rollcli.distributed.local_group import LocalGroup
 from rollcli.evaluation.stats import pass_at_k, wilson_interval
+from rollcli.rewards.failures import check_reward_errors, reward_errors
 from rollcli.rollout.prompt_scheduler import answer_all
 from rollcli.strategies.sampling import SamplingParams
 
@@ -35,6 +36,7 @@ class Sample:
     correct: bool
     score: float
     tokens: int
+    error: str | None = None  # the reward could not score it (then `score` is 0)
 
 
 @dataclass
@@ -61,8 +63,13 @@ class RLVREvalResult:
     k: int
     temperature: float
 
+    def samples(self) -> list[Sample]:
+        """Every scored answer: the greedy ones, then the `k` samples."""
+        return [p.greedy for p in self.problems] + [s for p in self.problems for s in p.samples]
+
     def summary(self) -> dict[str, Any]:
         n = len(self.problems)
+        errors, first = reward_errors([{"error": s.error} for s in self.samples()])
         right = sum(p.correct for p in self.problems)
         low, high = wilson_interval(right, n)
         out: dict[str, Any] = {
@@ -73,6 +80,8 @@ class RLVREvalResult:
             "accuracy_ci95": [low, high],
             "mean_score": sum(p.greedy.score for p in self.problems) / n,
             "mean_response_tokens": sum(p.greedy.tokens for p in self.problems) / n,
+            "reward_errors": errors,  # answers the reward failed on (scored 0)
+            "reward_error": first,
         }
         if self.k > 1:
             hits = [sum(s.correct for s in p.samples) for p in self.problems]
@@ -100,6 +109,8 @@ class RLVREvalResult:
                 "response": p.greedy.response,
                 "response_tokens": p.greedy.tokens,
             }
+            if p.greedy.error:
+                row["reward_error"] = p.greedy.error
             if p.samples:
                 row["samples_correct"] = sum(s.correct for s in p.samples)
                 row["samples"] = [asdict(s) for s in p.samples]
@@ -127,7 +138,9 @@ def evaluate_rlvr(
     on_progress: ProgressFn | None = None,
 ) -> RLVREvalResult:
     """`n` held-out problems of `cfg` (drawn with data seed `seed`) answered greedily by
-    the model in `model_path`, and `k` samples each at `temperature` when `k > 1`."""
+    the model in `model_path`, and `k` samples each at `temperature` when `k > 1`. A reward
+    that fails on every answer raises `RewardFailedError` with its first error (an accuracy
+    of zeros would read as a model that answers nothing); the summary counts the failures."""
     from rollcli.workers.actor_infer import ActorInferWorker
     from rollcli.workers.reward import RewardWorker
 
@@ -137,7 +150,10 @@ def evaluate_rlvr(
         worker.tokenizer, prompts, cfg.data.max_prompt_tokens, what="held-out prompts"
     )
     reward = RewardWorker(
-        cfg.reward.fn, options=cfg.reward.worker_options, timeout_s=cfg.reward.timeout_s
+        cfg.reward.fn,
+        options=cfg.reward.worker_options,
+        timeout_s=cfg.reward.timeout_s,
+        convention=cfg.reward.convention,
     )
     r = cfg.rollout
     budget = r.val_max_new_tokens or r.max_new_tokens
@@ -159,15 +175,18 @@ def evaluate_rlvr(
         ProblemOutcome(p.id, p.messages[-1]["content"], p.answer, p.tag, g, s)
         for p, g, s in zip(prompts, greedy, sampled, strict=True)
     ]
-    return RLVREvalResult(recipe, model, problems, k, temperature)
+    result = RLVREvalResult(recipe, model, problems, k, temperature)
+    rows = [{"error": s.error} for s in result.samples()]
+    check_reward_errors(cfg.reward.fn, rows, f"of {model} in evaluation", lambda _w: None, 1.0)
+    return result
 
 
 def held_out_problems(cfg: RecipeConfig, n: int | None, seed: int) -> list:
     """The first `n` validation problems of `cfg`'s data drawn with seed `seed` (None: as
     many as the run validates: `data.val_size`, or its default)."""
-    from rollcli.rewards.registry import reward_columns
+    from rollcli.rewards.conventions import reward_columns
 
-    columns = reward_columns(cfg.reward.fn, cfg.reward.routes)  # what the reward asks for
+    columns = reward_columns(cfg.reward)  # what the reward asks for
     return load_prompt_data(cfg.data.model_copy(update={"val_size": n}), seed, columns).val
 
 
@@ -185,6 +204,7 @@ def _answer(worker, reward, prompts, ids, params, phase, on_progress) -> list[Sa
             row_correct(row),
             float(row["reward"]),
             int(tokens),
+            row.get("error"),
         )
         for row, tokens in zip(result.rows, lengths, strict=True)
     ]

@@ -128,9 +128,9 @@ def prepare_data(cfg: RecipeConfig, model_path: str) -> None:
 
     tokenizer = load_tokenizer(_tokenizer_path(cfg, model_path))
     if items == "prompts":
-        from rollcli.rewards.registry import reward_columns
+        from rollcli.rewards.conventions import reward_columns
 
-        columns = reward_columns(cfg.reward.fn, cfg.reward.routes)
+        columns = reward_columns(cfg.reward)
         prepared.prompt_data(data, cfg.seed, tokenizer, columns)
     elif items == "pairs":
         prepared.pair_data(data, cfg.seed, tokenizer, cfg.dpo.max_response_tokens)

@@ -5,7 +5,7 @@ tokens shown), its token count, the reference answer as parsed (`data.answer_key
 `data.answer_pattern`), and the reward the recipe's reward gives that answer as a reply,
 where the reward scores a reply against an answer (the math reward, user code): 1.0 says
 the reward and the answer agree; a low score says the answer column or pattern is not what
-the reward reads. DPO items show the chosen and rejected replies, SFT items the reply.
+the reward reads; a reward that fails shows its error (`reward_error`) instead. DPO items show the chosen and rejected replies, SFT items the reply.
 """
 
 from __future__ import annotations
@@ -58,22 +58,28 @@ def _render(tokenizer: Any, messages: Any) -> tuple[str, int]:
 
 def _prompt_rows(cfg: RecipeConfig, tokenizer: Any, n: int) -> list[dict[str, Any]]:
     from rollcli.data.prompt_sets import load_prompt_data
-    from rollcli.rewards.registry import load_reward_fn, reward_columns
+    from rollcli.rewards.conventions import reward_columns
+    from rollcli.rewards.registry import load_reward_fn
     from rollcli.rewards.runner import score_one
     from rollcli.rollout.prompt_scheduler import sample_fields
 
     reward = cfg.reward
-    columns = reward_columns(reward.fn, reward.routes)
-    prompts = load_prompt_data(cfg.data, cfg.seed, columns).train[:n]
+    prompts = load_prompt_data(cfg.data, cfg.seed, reward_columns(reward)).train[:n]
     rows = []
     for p in prompts:
         text, tokens = _render(tokenizer, p.messages)
         ref = reward.routes.get(p.tag, reward.routes.get("*")) if reward.fn == "mix" else reward.fn
-        score = None
+        score, error = None, None
         if ref is not None and (ref in ANSWER_REWARDS or ":" in ref):
-            sample = {"response": p.answer, **sample_fields(p)}
-            result = score_one(load_reward_fn(ref), sample, reward.worker_options, reward.timeout_s)
-            score = None if result["error"] else result["score"]
+            sample = {**sample_fields(p), "response": p.answer, "finished": True}
+            convention = reward.convention if ref == reward.fn else "auto"
+            options = reward.worker_options
+            if reward.fn == "mix":  # as the mix reward calls its routes
+                options = {k: v for k, v in options.items() if k not in ("routes", "route_options")}
+                options |= reward.route_options.get(p.tag, {})
+            fn = load_reward_fn(ref)
+            result = score_one(fn, sample, options, reward.timeout_s, convention)
+            score, error = (None, result["error"]) if result["error"] else (result["score"], None)
         rows.append(
             {
                 "id": p.id,
@@ -81,6 +87,7 @@ def _prompt_rows(cfg: RecipeConfig, tokenizer: Any, n: int) -> list[dict[str, An
                 "prompt_tokens": tokens,
                 "answer": p.answer,
                 "reward": score,
+                **({"reward_error": error} if error else {}),
             }
         )
     return rows

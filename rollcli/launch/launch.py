@@ -42,7 +42,9 @@ class RunNotFoundError(ValueError):
     pass
 
 
-def _check_supported(cfg: RecipeConfig) -> tuple[AutoChoice, RunPlan]:
+def _check_supported(
+    cfg: RecipeConfig, display: Display | None = None
+) -> tuple[AutoChoice, RunPlan]:
     """The pre-launch checks (`rollcli.launch.prelaunch`): the recipe's own (those of `roll
     plan` and `--dry-run`), that its plan fits, then this machine's. Returns the recipe with
     `train.strategy: auto` resolved (planning/auto_strategy.py), the one that runs, and its
@@ -50,7 +52,7 @@ def _check_supported(cfg: RecipeConfig) -> tuple[AutoChoice, RunPlan]:
     from rollcli.planning.auto_strategy import resolve_auto
     from rollcli.planning.run_plan import plan_run
 
-    check_recipe(cfg)
+    check_recipe(cfg, None if display is None else display.message)
     choice = resolve_auto(cfg)
     plan = plan_run(choice.cfg)  # refuses a run that cannot fit, with the advice
     check_machine(choice.cfg)
@@ -76,7 +78,7 @@ def launch_training(cfg: RecipeConfig, display: Display, run_id: str | None = No
     run's newest checkpoint, recorded in the new run's recipe by its path."""
     cfg = with_run_model(cfg)
     fetch_hub_config(cfg.model)  # a hub model's shapes, for the plan (not its weights yet)
-    choice, plan = _check_supported(cfg)
+    choice, plan = _check_supported(cfg, display)
     cfg = choice.cfg
     run_id = run_id or cfg.run.run_id or new_run_id(cfg.name)
     start = time.perf_counter()
@@ -119,7 +121,7 @@ def resume_training(
     cfg, _ = load_recipe(str(root / "recipe.yaml"), overrides, saved_run=True)
     check_resumable(recorded, cfg)
     # a saved recipe names its strategy: nothing to resolve; planned as resumed (overrides)
-    choice, plan = _check_supported(cfg)
+    choice, plan = _check_supported(cfg, display)
     cfg = choice.cfg
     if run.effective_status() in ("running", "starting"):
         raise ConfigError(

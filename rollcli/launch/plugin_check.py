@@ -57,29 +57,33 @@ def check_reward(reward: RewardConfig) -> None:
 
 
 def _check_reward_options(reward: RewardConfig) -> None:
-    """Each built-in reward declares its options: an unknown `reward.options` key (or
-    `reward.route_options.<tag>` key) is an error with the closest declared one; user code
-    takes what its signature takes."""
-    from rollcli.rewards.registry import check_options, declared_options
+    """Each reward takes the options it declares (a built-in) or names as parameters (user
+    code, `rollcli.rewards.conventions.option_names`): an unknown `reward.options` key (or
+    `reward.route_options.<tag>` key) is an error with the closest one it takes, since an
+    option reaches only a reward that takes it."""
+    from rollcli.rewards.registry import check_options
 
     if reward.fn != "mix":
-        types = declared_options(reward.fn)
-        if types is not None:
-            check_options(types, reward.options, "reward.options", f"the {reward.fn} reward's")
+        types = _option_types(reward.fn, reward.convention)
+        check_options(types, reward.options, "reward.options", f"the {reward.fn} reward's")
         return
-    union: dict[str, Any] | None = {}
+    union: dict[str, Any] = {}
     for tag, ref in sorted(reward.routes.items()):
-        types = declared_options(ref)
-        if types is None:  # user code takes what it takes
-            union = None
-            continue
+        types = _option_types(ref)
         where = f"reward.route_options.{tag}"
         check_options(types, reward.route_options.get(tag, {}), where, f"the {ref} reward's")
-        if union is not None:
-            union.update(types)
-    if union is not None:  # the other options go to every route; one must declare each
-        owner = f"the routed rewards' ({', '.join(sorted(set(reward.routes.values())))})"
-        check_options(union, reward.options, "reward.options", owner)
+        union.update(types)
+    # the other options go to every route; one must take each
+    owner = f"the routed rewards' ({', '.join(sorted(set(reward.routes.values())))})"
+    check_options(union, reward.options, "reward.options", owner)
+
+
+def _option_types(ref: str, convention: str = "auto") -> dict[str, Any]:
+    from rollcli.rewards.conventions import option_types_of
+    from rollcli.rewards.registry import declared_options, load_reward_fn
+
+    types = declared_options(ref)
+    return option_types_of(load_reward_fn(ref), convention) if types is None else types
 
 
 def check_envs(agentic: AgenticConfig) -> None:

@@ -3,7 +3,8 @@
 `check_recipe`: what does not depend on the machine (the rewards and environments the
 recipe names resolve and take its options (`rollcli.launch.plugin_check`), the model is
 one roll can plan, the datasets' first rows read as training reads them
-(`rollcli.launch.data_check`)).
+(`rollcli.launch.data_check`), the user's reward scores their reference answers
+(`rollcli.launch.reward_check`)).
 `roll plan`, `roll train --dry-run` and `roll train` all call it, so each refuses with the
 same line, before Ray starts and before the run folder exists. `roll train` and
 `--dry-run` then check that the plan fits (`planning.run_plan.plan_run`).
@@ -25,21 +26,27 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.launch.data_check import check_data
 from rollcli.launch.plugin_check import check_plugins
+from rollcli.launch.reward_check import check_reward_calls
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
     from rollcli.planning.auto_strategy import AutoChoice
 
 
-def check_recipe(cfg: RecipeConfig) -> list[str]:
+def check_recipe(cfg: RecipeConfig, warn: Callable[[str], None] | None = None) -> list[str]:
     """Raise the error `roll train` would, for anything wrong whatever the machine; return
-    what it would download first (a hub dataset not in the cache), one note each."""
+    what it would download first (a hub dataset not in the cache), one note each. `warn`
+    hears what starts but looks wrong (a user reward that raises on a wrong reply)."""
     from rollcli.config.recipe import AgenticRecipe
     from rollcli.planning.from_recipe import model_spec
 
     check_plugins(cfg)  # first: config checked the recipe's shape, these its plugins' names
     model_spec(cfg.model)  # an unknown name: "cannot plan model ...", with a did-you-mean
     notes = check_data(cfg)  # the datasets' first rows, through the recipe's column keys
+    if not notes:  # the data is here: the user's reward is called on its first prompts
+        for warning in check_reward_calls(cfg):
+            if warn is not None:
+                warn(warning)
     if isinstance(cfg, AgenticRecipe):
         if cfg.rollout.engine != "auto":  # auto is decided by what is installed: at launch
             from rollcli.rollout.agentic_setup import turn_cache_mib
@@ -60,7 +67,9 @@ def with_run_model(cfg: RecipeConfig) -> RecipeConfig:
     return cfg if checkpoint is None else cfg.model_copy(update={"model": str(checkpoint)})
 
 
-def dry_run(cfg: RecipeConfig) -> tuple[AutoChoice, list[str], list[str]]:
+def dry_run(
+    cfg: RecipeConfig, warn: Callable[[str], None] | None = None
+) -> tuple[AutoChoice, list[str], list[str]]:
     """`roll train --dry-run`: raise what `roll train` would refuse before it starts, except
     for this machine's checks, which come back as notes; with the recipe as it would run
     (`train.strategy: auto` resolved, planning/auto_strategy.py). Returns the choice, the
@@ -72,7 +81,7 @@ def dry_run(cfg: RecipeConfig) -> tuple[AutoChoice, list[str], list[str]]:
     from rollcli.planning.run_plan import plan_run
 
     cfg = with_run_model(cfg)
-    data_notes = check_recipe(cfg)
+    data_notes = check_recipe(cfg, warn)
     choice = resolve_auto(cfg)
     plan_run(choice.cfg)
     refusals = machine_notes(choice.cfg)

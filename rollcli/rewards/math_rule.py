@@ -67,9 +67,16 @@ def verify_answer(response: str, answer: str) -> bool:
 
 @reward_options("format_weight")
 def math_reward(
-    response: str, answer: str, *, format_weight: float = 0.1, **_: object
+    response: str,
+    answer: str,
+    *,
+    format_weight: float = 0.1,
+    finished: bool = True,
+    **_: object,
 ) -> dict[str, float]:
-    """Score = (1 - format_weight) * correct + format_weight * well_formatted.
+    """Score = (1 - format_weight) * correct + format_weight * format, where `format` is a
+    well-formatted reply that finished: a reply cut off at the token limit (`finished`
+    False) ends wherever the cut fell, so ending on a number there earns no format credit.
 
     >>> math_reward("37 + 48 = 85", "85")
     {'score': 1.0, 'correct': 1.0, 'format': 1.0}
@@ -77,8 +84,10 @@ def math_reward(
     0.9
     >>> math_reward("37 + 48 = 86", "85", format_weight=0.1)["score"]
     0.1
+    >>> math_reward("37 + 48 = 86", "85", format_weight=0.1, finished=False)["score"]
+    0.0
     """
     correct = float(verify_answer(response, answer))
-    fmt = float(is_well_formatted(response))
+    fmt = float(finished and is_well_formatted(response))
     score = round((1.0 - format_weight) * correct + format_weight * fmt, 6)
     return {"score": score, "correct": correct, "format": fmt}

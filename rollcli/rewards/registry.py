@@ -2,8 +2,9 @@
 `path/to/file.py:function`.
 
 A reward function is a plain function `fn(response: str, answer: str, **fields) -> float |
-dict` where a dict holds at least `score` (other numeric keys become metrics). `fields` are
-the sample's other fields (`tag`, `prompt`, ...) and the recipe's reward options.
+dict` where a dict holds at least `score` (other numeric keys become metrics), or one in
+verl's, TRL's or OpenRLHF's convention (`rollcli.rewards.conventions` says how each is
+called). `fields` are the sample's other fields (`tag`, `prompt`, `finished`, ...).
 """
 
 from __future__ import annotations
@@ -80,8 +81,7 @@ def option_types(fn: RewardFn) -> dict[str, Any] | None:
 
 def declared_options(ref: str) -> dict[str, Any] | None:
     """The options built-in reward `ref` declares; `None` for user code (`module:function`),
-    which is not imported here: it receives every option and its own signature rejects the
-    rest."""
+    whose options are the parameters it names (`rollcli.rewards.conventions.option_names`)."""
     if ref not in BUILTIN_REWARDS:
         return None
     return option_types(load_reward_fn(ref)) or {}
@@ -141,32 +141,3 @@ def required_fields(ref: str, fn: RewardFn) -> tuple[str, ...]:
     return tuple(
         p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is inspect.Parameter.empty
     )
-
-
-# what a reward gets from a prompt whatever its data: never taken from a dataset column
-SAMPLE_FIELDS = ("response", "answer", "tag", "prompt")
-
-
-def reward_columns(ref: str, routes: dict[str, str] | None = None) -> set[str]:
-    """The dataset columns a reward asks for: the parameters of user code named by
-    keyword (`def score(response, answer, *, difficulty)` asks for `difficulty`), over
-    every route of `mix`; a `**kwargs` asks for none, and built-ins read only the
-    prompt's fields. Such columns reach the reward as keywords, as TRL passes them."""
-    refs = list((routes or {}).values()) if ref == "mix" else [ref]
-    names: set[str] = set()
-    for one in refs:
-        if one in BUILTIN_REWARDS:
-            continue
-        fn = load_reward_fn(one)
-        try:
-            params = inspect.signature(fn).parameters.values()
-        except (TypeError, ValueError):
-            continue
-        names |= {
-            p.name
-            for p in params
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-            and p.name not in SAMPLE_FIELDS
-            and p.name not in (getattr(fn, "reward_options", ()) or ())
-        }
-    return names

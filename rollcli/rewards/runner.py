@@ -7,7 +7,9 @@ a daemon thread that is abandoned at the deadline). A sample gets `timeout_s`; a
 scores 0 and its error (`timeout: ...`) is returned with the sample, or with every sample of
 the batch.
 
-A *batch* reward (marked with `@batch_reward`) takes the whole list of samples at once,
+A reward is called in its convention (roll's, verl's, TRL's or OpenRLHF's:
+`rollcli.rewards.conventions`); an error names the call roll made. A roll *batch* reward
+(marked with `@batch_reward`, as `code`, `judge` and `mix` are) takes the whole list of samples at once,
 `fn(samples, timeout_s=..., **options) -> list[score | dict]`, so it can score them in
 parallel (the code sandbox runs many programs at once, each in its own isolated and
 time-limited process). A batch reward that raises or hangs fails
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from rollcli.rewards.conventions import BoundReward, RewardReturnError, bind
 from rollcli.rewards.registry import RewardFn
 
 logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -122,7 +125,7 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _normalise(out: Any) -> dict[str, Any]:
-    """A reward's return value as `{"score": finite float, ..., "error": str | None}`."""
+    """A batch reward's value for one sample as `{"score": finite float, ..., "error"}`."""
     result = dict(out) if isinstance(out, dict) else {"score": out}
     error = result.get("error")
     score = float(result["score"])
@@ -133,22 +136,36 @@ def _normalise(out: Any) -> dict[str, Any]:
     return result
 
 
+def score_call(
+    reward: BoundReward, samples: list[dict[str, Any]], options: dict[str, Any], timeout_s: float
+) -> list[dict[str, Any]]:
+    """One call of `reward` in its convention for `samples` (one, unless it is batched):
+    a result per sample. A raise, a timeout or a return the convention does not allow
+    fails each sample with an error naming the call roll made (`accuracy_reward(prompts=...,
+    completions=[...]) raised KeyError: 'solution'`)."""
+    args, kwargs = reward.arguments(samples, options)
+    deadline = timeout_s * len(samples) + (BATCH_GRACE_S if len(samples) > 1 else 0.0)
+    try:
+        out = call_with_deadline(deadline, "reward", lambda: reward.fn(*args, **kwargs))
+        return reward.results(out, len(samples))
+    except RewardTimeout as exc:
+        error = f"timeout: {exc}"
+    except RewardReturnError as exc:
+        error = f"{reward.describe(args, kwargs)} {exc}"
+    except Exception as exc:  # a broken reward must not kill the run
+        error = f"{reward.describe(args, kwargs)} raised {_error_text(exc)}"
+    return [{"score": 0.0, "error": error} for _ in samples]
+
+
 def score_one(
-    fn: RewardFn, sample: dict[str, Any], options: dict[str, Any], timeout_s: float
+    fn: RewardFn,
+    sample: dict[str, Any],
+    options: dict[str, Any],
+    timeout_s: float,
+    convention: str = "auto",
 ) -> dict[str, Any]:
     """`{"score": float, <metrics>..., "error": str | None}` for one sample."""
-    fields = {k: v for k, v in sample.items() if k not in ("response", "answer")}
-
-    def call() -> Any:
-        return fn(sample["response"], sample.get("answer", ""), **fields, **options)
-
-    try:
-        result = _normalise(call_with_deadline(timeout_s, "reward", call))
-    except RewardTimeout as exc:
-        result = {"score": 0.0, "error": f"timeout: {exc}"}
-    except Exception as exc:  # a broken reward must not kill the run
-        result = {"score": 0.0, "error": _error_text(exc)}
-    return result
+    return score_samples(fn, [sample], options, timeout_s, convention)[0]
 
 
 def score_batch(
@@ -183,9 +200,21 @@ def score_batch(
 
 
 def score_samples(
-    fn: RewardFn, samples: list[dict[str, Any]], options: dict[str, Any], timeout_s: float
+    fn: RewardFn,
+    samples: list[dict[str, Any]],
+    options: dict[str, Any],
+    timeout_s: float,
+    convention: str = "auto",
 ) -> list[dict[str, Any]]:
-    """One result per sample, in order: the path training and `roll reward` both take."""
+    """One result per sample, in order: the path training and `roll reward` both take. A
+    roll batch reward (`@batch_reward`) gets the samples and every option; any other reward
+    is called in its convention (`rollcli.rewards.conventions`): a batched one once for
+    all the samples, the others once a sample."""
+    if not samples:
+        return []
     if is_batched(fn):
         return score_batch(fn, samples, options, timeout_s)
-    return [score_one(fn, s, options, timeout_s) for s in samples]
+    reward = bind(fn, convention)
+    if reward.convention.batched:
+        return score_call(reward, samples, options, timeout_s)
+    return [r for s in samples for r in score_call(reward, [s], options, timeout_s)]

@@ -278,14 +278,19 @@ def answer_all(
 
 
 def sample_fields(prompt: Prompt) -> dict[str, Any]:
-    """What a reward function sees of a prompt (beside the response): its answer, tag and
-    text, and the dataset columns the function asks for by name."""
-    return {
+    """What a reward function sees of a prompt (beside the response and whether it
+    finished): its answer, tag and text, the dataset columns the function asks for by name,
+    and for a chat-message prompt in the data, the `messages` (TRL's conversational
+    format)."""
+    fields = {
         **prompt.columns,
         "answer": prompt.answer,
         "tag": prompt.tag,
         "prompt": prompt.messages[-1]["content"],
     }
+    if prompt.conversational:
+        fields["messages"] = [dict(m) for m in prompt.messages]
+    return fields
 
 
 def _metrics(

@@ -166,7 +166,12 @@ def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
     cfg, size = ctx.cfg, ctx.sizes[role.name]
     if role.name == "reward":
         reward = cfg.reward
-        return {"fn": reward.fn, "options": reward.worker_options, "timeout_s": reward.timeout_s}
+        return {
+            "fn": reward.fn,
+            "options": reward.worker_options,
+            "timeout_s": reward.timeout_s,
+            "convention": reward.convention,
+        }
     if role.name in ("env", "env_val"):
         from rollcli.rollout.agentic_setup import env_kwargs
 

@@ -141,9 +141,9 @@ class ActorInferWorker:
         engine stops at its next step).
 
         With `reward` (reward worker handles) each sample is sent to be scored the moment it
-        ends, while the others still generate: `meta[prompt_index]` plus its response goes
-        to `score_sample` of the handles in turn, and `scores` holds the result refs in row
-        order."""
+        ends, while the others still generate: `meta[prompt_index]` plus its response (its
+        text, token ids and whether it finished) goes to `score_sample` of the handles in
+        turn, and `scores` holds the result refs in row order."""
         start = time.time()
         with self.abort_lock:
             if request_id in self.aborted:
@@ -153,7 +153,12 @@ class ActorInferWorker:
         scores: dict[int, object] = {}
 
         def score(i: int, row: dict) -> None:
-            sample = {**meta[row["prompt_index"]], "response": row["text"]}
+            sample = {
+                **meta[row["prompt_index"]],
+                "response": row["text"],
+                "finished": row["finished"],
+                "response_ids": list(row["token_ids"]),
+            }
             scores[i] = submit(reward[len(scores) % len(reward)], RewardWorker.score_sample, sample)
 
         try:

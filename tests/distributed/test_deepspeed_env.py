@@ -44,7 +44,9 @@ def test_a_run_names_the_cpu_before_it_prepares_the_model(
     monkeypatch.setattr(launch, "_prepare_model", prepare)
     from rollcli.planning.auto_strategy import AutoChoice
 
-    monkeypatch.setattr(launch, "_check_supported", lambda cfg: (AutoChoice(cfg, []), None))
+    monkeypatch.setattr(
+        launch, "_check_supported", lambda cfg, display=None: (AutoChoice(cfg, []), None)
+    )
     cfg, _ = load_recipe("rlvr-math", [f"resources.gpus={gpus}"])
     with pytest.raises(_Stop):
         launch.launch_training(cfg, display=None)  # type: ignore[arg-type]

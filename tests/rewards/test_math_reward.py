@@ -46,6 +46,28 @@ def test_score_is_weighted_correctness_plus_format() -> None:
     assert not is_well_formatted("twelve")
 
 
+def test_a_reply_cut_at_the_token_limit_earns_no_format_credit() -> None:
+    """A reply that hit max_new_tokens ends wherever the cut fell: ending on a number there
+    is no clean final answer. Correctness is still paid (0.9 = 1 - format_weight)."""
+    cut = "Let me add them up: 37 + 48 = 85, then 85 + 12"
+    assert math_reward(cut, "97", format_weight=0.1)["score"] == pytest.approx(0.1)
+    assert math_reward(cut, "97", format_weight=0.1, finished=False) == {
+        "score": 0.0, "correct": 0.0, "format": 0.0
+    }  # fmt: skip
+    assert math_reward("37 + 48 = 85", "85", finished=False)["score"] == pytest.approx(0.9)
+
+
+def test_the_reward_worker_reads_finished_from_the_sample() -> None:
+    """Training's samples say whether the reply finished (actor_infer sets it at the token
+    limit); the worker passes it on, so a cut reply ending on a number scores 0."""
+    worker = RewardWorker("math", options={"format_weight": 0.1})
+    cut, done = (
+        {"response": "12 + 30 = 42, and 42 + 8", "answer": "50", "finished": f}
+        for f in (False, True)
+    )
+    assert [r["score"] for r in worker.score([cut, done])] == [0.0, pytest.approx(0.1)]
+
+
 def _raises(response: str, answer: str, **_: object) -> float:
     raise RuntimeError("boom")
 
@@ -63,7 +85,7 @@ def test_a_raising_hanging_or_nan_reward_scores_zero_and_reports_the_error() -> 
     samples = [{"response": "1", "answer": "1"}]
     assert score_samples(_raises, samples, {}, 5.0)[0] == {
         "score": 0.0,
-        "error": "RuntimeError: boom",
+        "error": "_raises('1', '1') raised RuntimeError: boom",  # the call roll made
     }
     start = time.perf_counter()
     hung = score_samples(_hangs, samples, {}, 0.3)[0]

@@ -45,7 +45,9 @@ def test_route_options_catch_all_and_inner_errors_named_by_domain():
     }
     results = RewardWorker("mix", options=opts).score(samples)
     assert results[0]["score"] == 1.0 and results[0]["a/format"] == 1.0
-    assert results[1]["error"].startswith("b: ValueError: 'answer' is not JSON")
+    assert results[1]["error"].startswith(  # the domain, then the call the route made
+        "b: ifeval_reward('hi', 'not json', tag='b') raised ValueError: 'answer' is not JSON"
+    )
 
 
 def _recipe(*overrides):

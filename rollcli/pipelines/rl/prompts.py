@@ -22,9 +22,9 @@ from rollcli.data.prompts import Prompt
 from rollcli.data.sampler import PromptSampler
 from rollcli.evaluation.rlvr_eval import row_correct
 from rollcli.evaluation.stats import wilson_interval
-from rollcli.pipelines.rl.reward_health import check_reward_errors
 from rollcli.pipelines.rl.source import step_sampling
-from rollcli.rewards.registry import reward_columns
+from rollcli.rewards.conventions import reward_columns
+from rollcli.rewards.failures import check_reward_errors, reward_errors
 from rollcli.rollout.prompt_scheduler import (
     PendingRollout,
     RolloutScheduler,
@@ -54,9 +54,7 @@ class PromptSource:
         cfg = self.cfg
         self.ctl.ui.phase("loading data")
         self.pad_id = tokenizer.pad_token_id
-        data = prompt_data(
-            cfg.data, cfg.seed, tokenizer, reward_columns(cfg.reward.fn, cfg.reward.routes)
-        )
+        data = prompt_data(cfg.data, cfg.seed, tokenizer, reward_columns(cfg.reward))
         self.train_prompts, self.val_prompts = data.train, data.val
         self.train_ids, self.val_ids = data.train_ids, data.val_ids
         report_data_notes(self.ctl, data.notes)
@@ -97,7 +95,9 @@ class PromptSource:
         for later in range(step + 1, ahead + 1):
             if later not in self.ahead:
                 self.ahead[later] = self._start(later)
-        check_reward_errors(self.cfg.reward.fn, result.rows, step, self.ctl.run.log_event)
+        check_reward_errors(
+            self.cfg.reward.fn, result.rows, f"at step {step}", self.ctl.run.log_event
+        )
         return result
 
     def _start(self, step: int) -> PendingRollout:
@@ -124,7 +124,8 @@ class PromptSource:
 
     # ---- validation --------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
-        """Greedy answers to the held-out prompts, through the rollout scheduler."""
+        """Greedy answers to the held-out prompts, through the rollout scheduler; the
+        samples the reward failed on are counted (`val/reward_errors`)."""
         r = self.cfg.rollout
         params = SamplingParams(
             n=1, max_new_tokens=r.val_max_new_tokens or r.max_new_tokens, temperature=0.0
@@ -141,6 +142,8 @@ class PromptSource:
             request_prefix="val-",
         )
         rows = result.rows
+        # a reward that fails on every held-out sample stops the run; on some, a warning
+        check_reward_errors(self.cfg.reward.fn, rows, "in validation", self.ctl.run.log_event, 0)
         right = sum(row_correct(row) for row in rows)
         accuracy = right / len(rows)
         low, high = wilson_interval(right, len(rows))
@@ -154,6 +157,7 @@ class PromptSource:
             "val/accuracy_ci_high": high,
             "val/n": float(len(rows)),
             "val/reward_mean": sum(row["reward"] for row in rows) / len(rows),
+            "val/reward_errors": float(reward_errors(rows)[0]),
             "val/response_length": float(result.batch[RESPONSE_MASK].sum(dim=1).float().mean()),
             "time/validate_s": time.perf_counter() - t0,
         }
