@@ -61,7 +61,8 @@ def train(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Train with a recipe: validate it, start Ray and the workers, run the loop."""
-    from rollcli.config.loader import dump_recipe, load_recipe
+    from rollcli.config.applicable import applicable_yaml
+    from rollcli.config.loader import load_recipe
     from rollcli.config.recipe_scale import scale_note
 
     flags = {
@@ -103,7 +104,8 @@ def train(
 
         lines = render_lines([*summary_lines(choice.cfg), *choice.lines, *auto_lines(choice.cfg)])
         err_console.print(lines, width=screen_width())
-        typer.echo(dump_recipe(choice.cfg), nl=False)
+        # what the run reads (the run folder saves every key: dump_recipe)
+        typer.echo(applicable_yaml(choice.cfg, screen_width()), nl=False)
         for note in notes:
             print_note(f"{note} (on the machine that trains, `roll train` checks this at launch)")
         for note in downloads:

@@ -20,6 +20,16 @@ COLUMN_KEYS = {
 }
 DATASET_KEYS = ("name", "split", "val_split", "val_path", "sample", *COLUMN_KEYS)
 GENERATOR_KEYS = ("task", "task_args")
+# the keys only some data sources read, by source (every other key is read by all): a dataset's
+# location and columns, a generator's task, a mix's domains. `roll train --dry-run` prints
+# only the chosen source's (`unread_keys`, config/applicable.py)
+SOURCE_KEYS: dict[str, tuple[str, ...]] = {
+    "file": ("path", *DATASET_KEYS),
+    "reasoning_gym": GENERATOR_KEYS,
+    "humaneval": (),
+    "ifeval": (),
+    "mix": ("mix",),
+}
 _TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -194,6 +204,27 @@ class DataConfig(_Dataset):
             )
         return None
 
+    def unread_keys(self, items: str | None) -> set[str]:
+        """The keys that neither this section's `source` nor a pipeline whose rows become
+        `items` reads (left out of the recipe `roll train --dry-run` prints).
+
+        >>> sorted(DataConfig(path="a.jsonl").unread_keys("prompts"))[:5]
+        ['chosen_key', 'messages_key', 'mix', 'rejected_key', 'response_key']
+        >>> {"task", "path", "answer_key"} <= DataConfig(source="mix", mix={"m": {"ratio": 1}}).unread_keys("prompts")
+        True
+        """
+        unread = unread_by_source(self, self.source)
+        unread |= {key for key, readers in ITEM_KEYS.items() if items not in readers}
+        if items == "chats":
+            unread.add("max_prompt_tokens")
+        return unread
+
+
+def unread_by_source(section: Any, source: str) -> set[str]:
+    """The keys of `section` (`data` or a `data.mix` domain) that only other sources read."""
+    others = {key for keys in SOURCE_KEYS.values() for key in keys}
+    return (others - set(SOURCE_KEYS[source])) & set(type(section).model_fields)
+
 
 # the data keys that only some pipelines read, by what their rows become (`data_items`)
 ITEM_KEYS = {
@@ -231,6 +262,10 @@ class MixDomainConfig(_Dataset):
     @model_validator(mode="after")
     def _file_needs_path(self) -> MixDomainConfig:
         return _checked_source(self, "")
+
+    def unread_keys(self) -> set[str]:
+        """The keys only other sources read (`SOURCE_KEYS`)."""
+        return unread_by_source(self, self.source)
 
 
 def _path_selects_file(data: Any) -> Any:

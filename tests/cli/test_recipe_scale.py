@@ -101,3 +101,28 @@ def test_dry_run_with_gpus_resolves_the_paper_recipe() -> None:
     assert shares == {
         "math_rule": 0.4, "code_sandbox": 0.3, "llm_judge": 0.1, "crossthinkqa": 0.1, "ifeval": 0.1
     }  # fmt: skip
+
+
+def test_the_7b_dry_run_prints_what_applies_within_80_columns() -> None:
+    """The paper's mix is five datasets: the printed recipe names no generator `task:`
+    (the flat data section printed `task: chain_sum`, so the 7B run seemed to train
+    two-digit sums), and every line fits 80 columns (its description reached 84)."""
+    args = ["train", "rlvr", "--model", "qwen2.5-7b", "--gpus", "8", "--dry-run"]
+    res = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "task:" not in res.stdout and "chain_sum" not in res.stdout
+    resolved = yaml.safe_load(res.stdout)
+    assert "critic" not in resolved and "reference" not in resolved["devices"]
+    lines = [*res.stdout.splitlines(), *res.stderr.splitlines()]
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+
+
+def test_a_dataset_replacing_the_generator_prints_no_task(tmp_path) -> None:
+    data = tmp_path / "sums.jsonl"
+    rows = [{"prompt": f"{n}+{n}?", "answer": str(2 * n)} for n in range(8)]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    args = ["train", "rlvr-math", f"data.path={data}", "data.val_size=2", "--model", "tiny-random"]
+    res = runner.invoke(app, [*args, "--dry-run"])
+    assert res.exit_code == 0, res.output
+    shown = yaml.safe_load(res.stdout)["data"]
+    assert shown["path"] == str(data) and "task" not in shown and "task_args" not in shown
