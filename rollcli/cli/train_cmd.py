@@ -89,13 +89,15 @@ def train(
             raise ConfigError(
                 "--resume auto looks for a run by its id: give --run-id ID (or run.run_id)"
             )
+    # which scale of the recipe runs: an alias picked one, or a recipe named in full runs
+    # as written on GPUs where an at-scale form exists
+    scaled = scale_note(recipe, overrides or [], flags)
     if dry_run:  # every check `roll train` makes before it starts; this machine's as notes
         from rollcli.launch.prelaunch import dry_run
 
         with user_errors(debug):
             choice, notes, downloads = dry_run(cfg)
         typer.echo(f"# recipe {source}, resolved", err=True)
-        scaled = scale_note(recipe, overrides or [], flags)
         if scaled:
             print_note(scaled)
         from rollcli.cli.recipe_summary import summary_lines
@@ -111,6 +113,8 @@ def train(
         for note in downloads:
             print_note(note)
         return
+    if scaled:
+        print_note(scaled)
     from rollcli.launch.launch import launch_training, resume_training, run_exists
 
     if resume == "auto" and cfg.run.run_id and run_exists(cfg.run.runs_dir, cfg.run.run_id):

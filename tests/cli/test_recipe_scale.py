@@ -126,3 +126,20 @@ def test_a_dataset_replacing_the_generator_prints_no_task(tmp_path) -> None:
     assert res.exit_code == 0, res.output
     shown = yaml.safe_load(res.stdout)["data"]
     assert shown["path"] == str(data) and "task" not in shown and "task_args" not in shown
+
+
+def test_a_recipe_named_in_full_on_gpus_names_its_at_scale_form() -> None:
+    """`roll train webshop --gpus 8` runs the 12-step CPU recipe as written: a note says so
+    and names webshop-paper, with the command that runs it (which `roll train` accepts)."""
+    res = runner.invoke(app, ["train", "webshop", "--gpus", "8", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    err = flat(res.stderr)
+    assert (
+        "note: recipe webshop on 8 GPUs runs as written (its CPU settings); the paper's "
+        "settings at scale are webshop-paper: `roll train webshop-paper --gpus 8`"
+    ) in err
+    advised = runner.invoke(app, ["train", "webshop-paper", "--gpus", "8", "--dry-run"])
+    assert advised.exit_code == 0, advised.output
+    assert "runs as written" not in advised.stderr  # the at-scale recipe itself: no note
+    cpu = runner.invoke(app, ["train", "webshop", "--dry-run"])  # on a CPU: as it should
+    assert cpu.exit_code == 0 and "webshop-paper" not in cpu.stderr
