@@ -299,13 +299,15 @@ def _checked_source(section: Any, at: str) -> Any:
 
 def _generator_keys_need_generator(section: Section, source: str, at: str) -> None:
     """`task` / `task_args` set for a source that generates nothing from them would be
-    silently unused: refused."""
-    if source == "reasoning_gym" or source == "mix":
+    silently unused (and left out of the dry run's recipe): refused. A mix's domains take
+    their own."""
+    if source == "reasoning_gym":
         return
     fields = type(section).model_fields
     for key in GENERATOR_KEYS:
         if getattr(section, key) != fields[key].get_default(call_default_factory=True):
+            own = f" (each domain takes its own: {at}mix.NAME.{key})" if source == "mix" else ""
             raise ValueError(
                 f"{at}{key} applies to {at}source = 'reasoning_gym' (it is {source!r}), so it "
-                f"would not be used; remove {at}{key}"
+                f"would not be used; remove {at}{key}{own}"
             )
