@@ -49,6 +49,9 @@ def train(
     ),
     seed: int = typer.Option(None, "--seed", help="Random seed."),
     gpus: int = typer.Option(None, "--gpus", help="GPUs to use (0 = CPU)."),
+    nodes: int = typer.Option(
+        None, "--nodes", help="Nodes the GPUs are spread over (devices.nodes), as in roll plan."
+    ),
     ray_address: str = typer.Option(
         None, "--ray-address", help="Join this Ray cluster instead of starting one."
     ),
@@ -75,6 +78,7 @@ def train(
         "run.run_id": run_id,
         "seed": seed,
         "resources.gpus": gpus,
+        "devices.nodes": nodes,
         "resources.ray_address": ray_address,
     }
     with user_errors(debug):
