@@ -52,6 +52,7 @@ class RichDisplay:
             console=console,
         )
         self.status = Text("")
+        self.stepping = False  # a step's phase came since the run started (else: baseline)
         self.step_task = None
         self.gen_task = self.gen.add_task("starting", total=1)
         self.live: Live | None = None
@@ -84,12 +85,14 @@ class RichDisplay:
             self.latest, self.val = {}, None
         self.step_task = self.steps.add_task("train", total=total_steps, completed=start_step)
         self.total_steps, self.done_steps = total_steps, start_step
+        self.stepping = False
         if self.lines is not None:
             # where the rate counts from
             self.lines.update("step", start_step, total_steps, seconds_each=True)
 
     def phase(self, text: str) -> None:
         self._ensure_live()
+        self.stepping = self.stepping or (self.step_task is not None and text != "validating")
         self.gen.update(self.gen_task, description=text, completed=0, total=1)
         self.phase_text = text
         if self.lines is not None:
@@ -101,12 +104,14 @@ class RichDisplay:
             self.lines.update(self._phase_task(), done, max(total, 1), tenths=False)
 
     def _phase_task(self) -> str:
-        """`step 5/40: generating` (the step under way), or the phase alone before a run."""
+        """`step 5/40: generating` (the step under way), or the phase alone before a run.
+        A validation belongs to the step it ends (the last one's: `step 1/1: validating`,
+        which read `step 0/1` before); only the one before any step is step 0's baseline."""
         if self.step_task is None:
             return self.phase_text
         step = self.done_steps + 1
-        if self.done_steps == 0 and self.phase_text == "validating":
-            step = 0  # the baseline, as its `step 0: validation accuracy` line says
+        if not self.stepping and self.phase_text == "validating":
+            step = self.done_steps  # the baseline, as its `step 0: validation accuracy` says
         return f"step {step}/{self.total_steps}: {self.phase_text}"
 
     def step_done(self, step: int, metrics: dict[str, Any]) -> None:

@@ -107,3 +107,17 @@ def test_in_a_file_a_run_shows_plain_progress_lines_and_wrapped_messages() -> No
     summary = lines[lines.index(step) + 1 :]
     assert summary[0].startswith("  step 1: a summary of many words") and len(summary) == 2
     assert summary[1].startswith("    ") and all(len(x) <= 80 for x in summary)
+
+
+def test_the_last_steps_validation_is_labelled_with_its_step() -> None:
+    """A one-step run's final validation read `step 0/1: validating` (the baseline's label)
+    in a log: it is step 1's."""
+    display, out = _display()
+    display.start(run_id="r", run_dir="runs/r", total_steps=1, start_step=0, engine="hf")
+    display.phase("validating")  # the baseline
+    assert display._phase_task() == "step 0/1: validating"
+    display.step_done(0, {"step": 0, "val/accuracy": 0.25})
+    for phase in ("generating", "training", "validating"):
+        display.phase(phase)
+        assert display._phase_task() == f"step 1/1: {phase}"
+    display.close()
