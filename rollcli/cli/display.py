@@ -117,9 +117,8 @@ class RichDisplay:
     def step_done(self, step: int, metrics: dict[str, Any]) -> None:
         if "val/accuracy" in metrics:
             self.val = metrics
-            self.console.print(
-                f"  step {step}: validation accuracy [bold]{val_accuracy_text(metrics)}[/]"
-            )
+            headline = Text.assemble(f"  step {step}: ", (val_headline(metrics), "bold"))
+            self.console.print(headline)
         if step > 0 and self.step_task is not None:
             self.steps.update(self.step_task, completed=step)
             self.latest = metrics
@@ -132,7 +131,7 @@ class RichDisplay:
         if step_s is not None:
             parts.append(f"{step_s:.1f} s/step")
         if self.val is not None:
-            parts.append(f"val acc {val_accuracy_text(self.val, short=True)}")
+            parts.append(val_headline(self.val, short=True))
         self.status = Text("  " + " · ".join(parts))
         if self.live is not None:
             self.live.update(Group(self.steps, self.gen, self.status))
@@ -181,11 +180,11 @@ def summary_table(
     table.add_row("run folder", escape(run_dir))
     table.add_row("steps", str(final.get("step", "?")))
     if first_val is not None:
-        table.add_row(
-            f"val accuracy at step {first_val.get('step', 0)}", val_accuracy_text(first_val)
-        )
+        for name, value in val_figures(first_val):
+            table.add_row(f"{name} at step {first_val.get('step', 0)}", value)
     if "val/accuracy" in final:
-        table.add_row("val accuracy at the end", val_accuracy_text(final))
+        for name, value in val_figures(final):
+            table.add_row(f"{name} at the end", value)
     if "reward/mean" in final:
         table.add_row("reward at the last step", f"{final['reward/mean']:.3f}")
     if "response_length/mean" in final:
@@ -197,6 +196,48 @@ def summary_table(
         table.add_row("validation time", f"{steps.validate_s:.0f} s ({steps.validations} {runs})")
     table.add_row("wall time", f"{wall_s / 60:.1f} min (setup included)")
     return table
+
+
+# DPO logs two held-out accuracies (pipelines/dpo.py): `val/accuracy`, the share of pairs
+# whose chosen response the policy finds more likely (summed log-probs; meaningful from
+# step 0), and `val/rewards/accuracy`, the share whose implicit reward beta·log(pi/ref)
+# ranks chosen first (TRL's `rewards/accuracies`; 0 at step 0). Each is named, side by side.
+DPO_REWARD_ACCURACY = "val/rewards/accuracy"
+
+
+def val_figures(metrics: dict[str, Any]) -> list[tuple[str, str]]:
+    """The validation figures of a metrics line, each with its name.
+
+    >>> val_figures({"val/accuracy": 0.7, "val/rewards/accuracy": 0.55})
+    [('val preference accuracy (log-probs)', '0.700'), ('val implicit-reward accuracy', '0.550')]
+    >>> val_figures({"val/accuracy": 0.5})
+    [('val accuracy', '0.500')]
+    """
+    if DPO_REWARD_ACCURACY in metrics:
+        return [
+            ("val preference accuracy (log-probs)", val_accuracy_text(metrics)),
+            ("val implicit-reward accuracy", f"{metrics[DPO_REWARD_ACCURACY]:.3f}"),
+        ]
+    return [("val accuracy", val_accuracy_text(metrics))]
+
+
+def val_headline(metrics: dict[str, Any], short: bool = False) -> str:
+    """The validation as a step's line says it (`short`: as the live status line does).
+
+    >>> val_headline({"val/accuracy": 0.7, "val/rewards/accuracy": 0.55})
+    'preference accuracy 0.700 (summed log-probs), implicit-reward accuracy 0.550'
+    >>> val_headline({"val/accuracy": 0.7, "val/rewards/accuracy": 0.55}, short=True)
+    'val pref acc 0.700 · reward acc 0.550'
+    >>> val_headline({"val/accuracy": 0.5}), val_headline({"val/accuracy": 0.5}, short=True)
+    ('validation accuracy 0.500', 'val acc 0.500')
+    """
+    text = val_accuracy_text(metrics, short=short)
+    if DPO_REWARD_ACCURACY not in metrics:
+        return f"val acc {text}" if short else f"validation accuracy {text}"
+    reward = f"{metrics[DPO_REWARD_ACCURACY]:.3f}"
+    if short:
+        return f"val pref acc {text} · reward acc {reward}"
+    return f"preference accuracy {text} (summed log-probs), implicit-reward accuracy {reward}"
 
 
 def val_accuracy_text(metrics: dict[str, Any], short: bool = False) -> str:

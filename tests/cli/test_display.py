@@ -121,3 +121,31 @@ def test_the_last_steps_validation_is_labelled_with_its_step() -> None:
         display.phase(phase)
         assert display._phase_task() == f"step 1/1: {phase}"
     display.close()
+
+
+def test_dpos_headline_names_its_metric_and_shows_the_implicit_reward_accuracy() -> None:
+    """DPO's "val accuracy" was the summed-log-prob preference accuracy, unnamed, while TRL
+    users read the implicit-reward accuracy: both now, each by its name."""
+    display, out = _display()
+    display.start(run_id="d", run_dir="runs/d", total_steps=2, start_step=0, engine="hf")
+    base = {"step": 0, "val/accuracy": 0.625, "val/rewards/accuracy": 0.0}
+    display.step_done(0, base)
+    end = {"step": 2, "val/accuracy": 0.75, "val/rewards/accuracy": 0.6875, "time/step_s": 3.0}
+    display.step_done(2, end)
+    display.close()
+    text = " ".join(out.getvalue().split())
+    assert (
+        "step 2: preference accuracy 0.750 (summed log-probs), implicit-reward accuracy 0.688"
+    ) in text
+    assert "val pref acc 0.750 · reward acc 0.688" in display.status.plain
+    console = Console(file=io.StringIO(), width=80)
+    console.print(summary_table("d", "runs/d", end, base, 60.0))
+    table = console.file.getvalue()
+    assert max(len(line) for line in table.splitlines()) <= 80
+    for row in (
+        "val preference accuracy (log-probs) at step 0",
+        "val implicit-reward accuracy at step 0",
+        "val preference accuracy (log-probs) at the end",
+        "val implicit-reward accuracy at the end",
+    ):
+        assert row in table
