@@ -122,7 +122,7 @@ def train(
     from rollcli.launch.launch import launch_training, resume_training, run_exists
 
     if resume == "auto" and cfg.run.run_id and run_exists(cfg.run.runs_dir, cfg.run.run_id):
-        err_console.print(f"resuming run {cfg.run.run_id} (--resume auto)", markup=False)
+        err_console.print(f"run {cfg.run.run_id} exists: --resume auto continues it", markup=False)
         repeat = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if _resumable(k, v))]
         _run(debug, lambda d: resume_training(cfg.run.runs_dir, cfg.run.run_id, repeat, d))
         return
