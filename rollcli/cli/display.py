@@ -5,6 +5,8 @@ current phase at least every 30 s); and the end-of-run summary table."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, Group
@@ -16,21 +18,29 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Table
 from rich.text import Text
 
-from rollcli.cli.progress import ProgressLines, console_lines
+from rollcli.cli.progress import ProgressLines, console_lines, duration
 from rollcli.config.errors import wrap
+from rollcli.runs.step_eta import StepEta
 from rollcli.runs.step_time import StepTimes, training_step_s
 
 WIDTH = 80  # messages are wrapped to fit (or the terminal, where narrower)
 
 
 class RichDisplay:
-    def __init__(self, console: Console) -> None:
+    def __init__(
+        self,
+        console: Console,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: bool = True,  # plain lines: the latest state every 30 s (cli/progress.py)
+    ) -> None:
         self.console = console
+        self.clock = clock
+        self.heartbeat = heartbeat
+        self.eta = StepEta(total_steps=0)  # the time left (runs/step_eta.py), per run
         self.plain = not console.is_terminal  # lines, not a live bar (which a file never sees)
         self.lines: ProgressLines | None = None
         self.total_steps = 0
@@ -41,8 +51,7 @@ class RichDisplay:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
+            TextColumn("eta {task.fields[eta]}"),  # runs/step_eta.py: steady, not rich's
             console=console,
         )
         self.gen = Progress(
@@ -62,7 +71,7 @@ class RichDisplay:
     def _ensure_live(self) -> None:
         if self.plain:
             if self.lines is None:
-                self.lines = console_lines(self.console)
+                self.lines = console_lines(self.console, clock=self.clock, heartbeat=self.heartbeat)
             return
         if self.live is None:
             self.live = Live(
@@ -71,7 +80,14 @@ class RichDisplay:
             self.live.start()
 
     def start(
-        self, *, run_id: str, run_dir: str, total_steps: int, start_step: int, engine: str
+        self,
+        *,
+        run_id: str,
+        run_dir: str,
+        total_steps: int,
+        start_step: int,
+        engine: str,
+        eval_every: int = 0,
     ) -> None:
         # two lines, the folder on its own and never broken by rich: a long path at 80
         # columns split "(engine: hf)" across lines (the terminal may still wrap the path)
@@ -83,9 +99,13 @@ class RichDisplay:
         if self.step_task is not None:  # a second run on this display (a recipe's warm-up)
             self.steps.remove_task(self.step_task)
             self.latest, self.val = {}, None
-        self.step_task = self.steps.add_task("train", total=total_steps, completed=start_step)
+        self.step_task = self.steps.add_task(
+            "train", total=total_steps, completed=start_step, eta="-"
+        )
         self.total_steps, self.done_steps = total_steps, start_step
         self.stepping = False
+        self.eta = StepEta(total_steps=total_steps, eval_every=eval_every)
+        self.eta.start(start_step, self.clock())
         if self.lines is not None:
             # where the rate counts from
             self.lines.update("step", start_step, total_steps, seconds_each=True)
@@ -119,8 +139,11 @@ class RichDisplay:
             self.val = metrics
             headline = Text.assemble(f"  step {step}: ", (val_headline(metrics), "bold"))
             self.console.print(headline)
+        self.eta.step_done(step, metrics, self.clock())
+        left = self.eta.seconds_left()
         if step > 0 and self.step_task is not None:
-            self.steps.update(self.step_task, completed=step)
+            eta = duration(left) if left is not None else "-"
+            self.steps.update(self.step_task, completed=step, eta=eta)
             self.latest = metrics
         parts = []
         if "reward/mean" in self.latest:
@@ -137,9 +160,12 @@ class RichDisplay:
             self.live.update(Group(self.steps, self.gen, self.status))
         if self.lines is not None and step > 0:
             self.done_steps = step
-            # the step's time is the line's rate (validation included, as the eta needs)
+            # the step's time is the line's rate (validation included); the eta counts
+            # steps and validations apart (runs/step_eta.py)
             notes = [p for p in parts if not p.endswith("s/step")]
-            self.lines.update("step", step, self.total_steps, notes=notes, seconds_each=True)
+            self.lines.update(
+                "step", step, self.total_steps, notes=notes, seconds_each=True, eta_s=left
+            )
 
     def message(self, text: str) -> None:
         """`text` wrapped to 80 columns, its continuation lines two spaces further in."""
