@@ -143,3 +143,15 @@ def test_a_recipe_named_in_full_on_gpus_names_its_at_scale_form() -> None:
     assert "runs as written" not in advised.stderr  # the at-scale recipe itself: no note
     cpu = runner.invoke(app, ["train", "webshop", "--dry-run"])  # on a CPU: as it should
     assert cpu.exit_code == 0 and "webshop-paper" not in cpu.stderr
+
+
+@pytest.mark.parametrize(
+    "recipe", ["rlvr-gsm8k", "agentic-sokoban", "webshop", "dpo", "sft", "distill-on-policy"]
+)
+@pytest.mark.parametrize("gpus", ["0", "8"])
+def test_every_pipelines_dry_run_fits_80_columns(recipe: str, gpus: str) -> None:
+    """The resolved recipe, the summary, the notes and any refusal (distillation on GPUs)."""
+    res = runner.invoke(app, ["train", recipe, "--gpus", gpus, "--dry-run"], env={"COLUMNS": "80"})
+    assert res.exit_code in (0, 2), res.output
+    lines = [*res.stdout.splitlines(), *res.stderr.splitlines()]
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
