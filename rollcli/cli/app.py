@@ -13,14 +13,14 @@ from rollcli.cli.doctor_cmd import doctor
 from rollcli.cli.errors import RollGroup, set_global_debug
 from rollcli.cli.eval_cmd import eval_cmd
 from rollcli.cli.export_cmd import export
-from rollcli.cli.help_format import drop_flag_types
+from rollcli.cli.help_format import format_help
 from rollcli.cli.logs_cmd import logs
 from rollcli.cli.plan_cmd import plan
 from rollcli.cli.plot_cmd import plot
 from rollcli.cli.reward_cmd import reward
 from rollcli.cli.train_cmd import resume, train
 
-drop_flag_types()  # `--dry-run`, not `--dry-run <bool>`
+format_help()  # paragraphs wrapped by words; `--dry-run`, not `--dry-run <bool>`
 app = typer.Typer(
     name="roll",
     cls=RollGroup,

@@ -1,4 +1,5 @@
-"""`roll doctor [RECIPE] [key=value ...]`: what this machine can run, and what a recipe lacks.
+"""`roll doctor [RECIPE] [key=value ...] [--model M] [--gpus N]`: what this machine can run, and
+what a recipe lacks.
 
 Quick and never crashing on a missing package: backends are found (not imported) and their
 versions read from package metadata; GPUs come from `nvidia-smi -L`; the sandbox's
@@ -72,6 +73,13 @@ def orphaned_ray(procs: list[Proc], *, subreapers: set[int] | None = None) -> li
 def doctor(
     recipe: str = typer.Argument(None, help="A recipe to check (name, prefix or YAML file)."),
     overrides: list[str] = typer.Argument(None, help="Overrides as key.path=value."),
+    model: str = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="The model the run would train (registry name, HF folder or run id), as in "
+        "roll train.",
+    ),
     gpus: int = typer.Option(None, "--gpus", help="GPUs the run would use (default: recipe's)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
@@ -85,7 +93,14 @@ def doctor(
         from rollcli.config.loader import load_recipe
 
         with user_errors(debug):
-            cfg, _ = load_recipe(recipe, overrides or [], {"resources.gpus": gpus})
+            cfg, _ = load_recipe(recipe, overrides or [], {"model": model, "resources.gpus": gpus})
+    elif model is not None:
+        from rollcli.cli.errors import fail
+
+        fail(
+            "--model names the model of a recipe's run",
+            "give the recipe: roll doctor RECIPE --model M",
+        )
     table = Table(title="backends", title_justify="left")
     for col in ("backend", "version", "install (missing) or note"):
         table.add_column(col)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from rollcli.cli.errors import err_console, fail
+from rollcli.cli.errors import err_console, fail, screen_width
 from rollcli.cli.run_arg import RUNS_DIR, find_run
+from rollcli.config.errors import wrap
 
 
 def _size(num_bytes: float) -> str:
@@ -53,17 +53,23 @@ def export(
         written = export_policy(checkpoint, out_dir, force=force, adapter=adapter)
     except ExportError as exc:
         fail(str(exc), exc.hint)
-    err_console.print(f"exported step {number} of run {folder.name} to {out_dir}:", markup=False)
+    # the folder once, then each file by its name: a long OUT_DIR repeated on every line
+    # ran the list to 154 columns
+    say(f"exported step {number} of run {folder.name} to {out_dir}:")
     total = 0
     for path in written:
         size = path.stat().st_size
         total += size
-        typer.echo(f"{path}\t{_size(size)}")
-    load = (
-        f"PeftModel.from_pretrained(base_model, {str(out_dir)!r})"
-        if adapter
-        else f"AutoModelForCausalLM.from_pretrained({str(out_dir)!r})"
-    )
-    err_console.print(
-        f"[dim]{len(written)} files, {_size(total)}; load with {escape(load)}[/]", soft_wrap=True
-    )
+        typer.echo(f"{path.relative_to(out_dir)}\t{_size(size)}")
+    call = "PeftModel." if adapter else "AutoModelForCausalLM."
+    args = f"base_model, {str(out_dir)!r}" if adapter else repr(str(out_dir))
+    load = f"{call}from_pretrained({args})"
+    if len(load) + 2 > screen_width():  # a line of its own would not hold it: break after (
+        load = load.replace("(", "( ", 1)
+    say(f"{len(written)} files, {_size(total)}; load with {load}", style="dim")
+
+
+def say(text: str, style: str = "") -> None:
+    """A line on stderr, wrapped by words to 80 columns (a path is never split)."""
+    body = wrap(text, "", screen_width())
+    err_console.print(body, style=style, markup=False, highlight=False, soft_wrap=True)

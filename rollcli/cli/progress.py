@@ -64,6 +64,8 @@ class _Task:
     tenth: int = 0  # the last tenth of the total a line was written for
     notes: Sequence[str] = ()
     seconds_each: bool = False  # the rate as seconds per item, however fast
+    eta_s: float | None = None  # the caller's estimate of the time left (at `eta_t`)
+    eta_t: float = 0.0
 
 
 class ProgressLines:
@@ -109,7 +111,10 @@ class ProgressLines:
         tenths: bool = True,
         notes: Sequence[str] = (),
         seconds_each: bool = False,
+        eta_s: float | None = None,
     ) -> None:
+        """`eta_s`: the time left as the caller estimates it (a run's: runs/step_eta.py),
+        instead of the rate since the task's first report."""
         with self._lock:
             now = self.clock()
             state = self._tasks.get(task)
@@ -117,6 +122,7 @@ class ProgressLines:
                 state = self._tasks[task] = _Task(now, done, tenth=_tenth(done, total))
             state.done, state.total, state.notes = done, total, notes
             state.seconds_each = seconds_each
+            state.eta_s, state.eta_t = eta_s, now
             self._latest = task
             tenth = _tenth(done, total)
             due = (tenths and tenth > state.tenth) or now - self._last_line >= self.every_s
@@ -150,8 +156,11 @@ class ProgressLines:
             if moved > 0 and spent > 0:
                 per_s = moved / spent
                 text += f", {rate_text(per_s, state.seconds_each)}"
+                left = (state.total - state.done) / per_s
+                if state.eta_s is not None:  # the caller's, counted down since it came
+                    left = max(0.0, state.eta_s - (now - state.eta_t))
                 if state.done < state.total:
-                    text += f", eta {duration((state.total - state.done) / per_s)}"
+                    text += f", eta {duration(left)}"
         for note in state.notes:
             if len(text) + 3 + len(note) > self.width:
                 break

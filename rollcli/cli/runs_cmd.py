@@ -152,11 +152,13 @@ def _row(folder: Path, run: Any) -> list[str]:
 
 
 def short_model(model: str) -> str:
-    """A model as `roll runs ls` shows it: a registry name as it is, a run's checkpoint as
-    `step-N of RUN-ID` (so a cut end still shows the step), another folder by its last part.
+    """A model as `roll runs ls` shows it: as it was given (a registry name, a hub id
+    `ORG/NAME`, a relative folder: `me/tiny` was shown as `tiny`), but a run's checkpoint
+    as `step-N of RUN-ID` (so a cut end still shows the step) and an absolute folder by its
+    last part (`roll runs show` has the whole path).
 
-    >>> short_model("smollm2-135m")
-    'smollm2-135m'
+    >>> short_model("smollm2-135m"), short_model("me/tiny"), short_model("Qwen/Qwen2.5-7B@main")
+    ('smollm2-135m', 'me/tiny', 'Qwen/Qwen2.5-7B@main')
     >>> short_model("/work/runs/rlvr-math-20261127-091830/checkpoints/step-30")
     'step-30 of rlvr-math-20261127-091830'
     >>> short_model("/home/me/models/Qwen2.5-0.5B-Instruct/")
@@ -165,7 +167,9 @@ def short_model(model: str) -> str:
     parts = [p for p in model.split("/") if p]
     if len(parts) >= 3 and parts[-2] == "checkpoints":
         return f"{parts[-1]} of {parts[-3]}"
-    return parts[-1] if parts else model
+    if model.startswith(("/", "~")) and parts:
+        return parts[-1]
+    return model
 
 
 @app.command("show")

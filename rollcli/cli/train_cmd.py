@@ -49,6 +49,9 @@ def train(
     ),
     seed: int = typer.Option(None, "--seed", help="Random seed."),
     gpus: int = typer.Option(None, "--gpus", help="GPUs to use (0 = CPU)."),
+    nodes: int = typer.Option(
+        None, "--nodes", help="Nodes the GPUs are spread over (devices.nodes), as in roll plan."
+    ),
     ray_address: str = typer.Option(
         None, "--ray-address", help="Join this Ray cluster instead of starting one."
     ),
@@ -61,7 +64,8 @@ def train(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
 ) -> None:
     """Train with a recipe: validate it, start Ray and the workers, run the loop."""
-    from rollcli.config.loader import dump_recipe, load_recipe
+    from rollcli.config.applicable import applicable_yaml
+    from rollcli.config.loader import load_recipe
     from rollcli.config.recipe_scale import scale_note
 
     flags = {
@@ -74,6 +78,7 @@ def train(
         "run.run_id": run_id,
         "seed": seed,
         "resources.gpus": gpus,
+        "devices.nodes": nodes,
         "resources.ray_address": ray_address,
     }
     with user_errors(debug):
@@ -88,13 +93,15 @@ def train(
             raise ConfigError(
                 "--resume auto looks for a run by its id: give --run-id ID (or run.run_id)"
             )
+    # which scale of the recipe runs: an alias picked one, or a recipe named in full runs
+    # as written on GPUs where an at-scale form exists
+    scaled = scale_note(recipe, overrides or [], flags)
     if dry_run:  # every check `roll train` makes before it starts; this machine's as notes
         from rollcli.launch.prelaunch import dry_run
 
         with user_errors(debug):
             choice, notes, downloads = dry_run(cfg, print_warning)
         typer.echo(f"# recipe {source}, resolved", err=True)
-        scaled = scale_note(recipe, overrides or [], flags)
         if scaled:
             print_note(scaled)
         from rollcli.cli.recipe_summary import summary_lines
@@ -103,16 +110,19 @@ def train(
 
         lines = render_lines([*summary_lines(choice.cfg), *choice.lines, *auto_lines(choice.cfg)])
         err_console.print(lines, width=screen_width())
-        typer.echo(dump_recipe(choice.cfg), nl=False)
+        # what the run reads (the run folder saves every key: dump_recipe)
+        typer.echo(applicable_yaml(choice.cfg, screen_width()), nl=False)
         for note in notes:
             print_note(f"{note} (on the machine that trains, `roll train` checks this at launch)")
         for note in downloads:
             print_note(note)
         return
+    if scaled:
+        print_note(scaled)
     from rollcli.launch.launch import launch_training, resume_training, run_exists
 
     if resume == "auto" and cfg.run.run_id and run_exists(cfg.run.runs_dir, cfg.run.run_id):
-        err_console.print(f"resuming run {cfg.run.run_id} (--resume auto)", markup=False)
+        err_console.print(f"run {cfg.run.run_id} exists: --resume auto continues it", markup=False)
         repeat = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if _resumable(k, v))]
         _run(debug, lambda d: resume_training(cfg.run.runs_dir, cfg.run.run_id, repeat, d))
         return

@@ -8,6 +8,7 @@ The formulas behind each knob are in `docs/algorithms.md`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -41,6 +42,9 @@ LOW_PRECISION = ("bf16", "int8", "fp8")
 SAMPLER_RATIO_LOSSES = ("pg", "topr")
 # policy losses with a dual clip (`algorithm.dual_clip`); algorithms.policy_loss keeps the same
 DUAL_CLIP_LOSSES = ("ppo", "raftpp")
+# policy losses that clip their ratio to [1 - clip_low, 1 + clip_high] (topr truncates its
+# own at 1, pg has none): algorithms.loss_inputs
+CLIPPED_LOSSES = ("ppo", "raftpp", "gspo")
 # the adaptive KL controller's target is a mean KL per response token; above this it is a
 # per-sequence figure (Ziegler et al. 2019 and TRL sum a response: 6 nats) and is refused
 KL_TARGET_PER_TOKEN_MAX = 1.0
@@ -88,6 +92,14 @@ class OffPolicyConfig(BaseModel):
                 f"{self.correction!r}; remove level"
             )
         return self
+
+    def unread_knobs(self) -> set[str]:
+        """`cap` and `level` tune tis and mis (which `auto` may pick); `band` is always read.
+
+        >>> sorted(OffPolicyConfig(correction="icepop").unread_knobs())
+        ['cap', 'level']
+        """
+        return set() if self.correction in ("auto", "tis", "mis") else {"cap", "level"}
 
 
 class AlgorithmConfig(BaseModel):
@@ -235,10 +247,41 @@ class AlgorithmConfig(BaseModel):
         """A value model is trained only for GAE."""
         return self.advantage == "gae"
 
+    def unread_knobs(self) -> set[str]:
+        """The knobs this algorithm does not read (`READ_WHEN`): left out of the recipe
+        `roll train --dry-run` prints.
+
+        >>> sorted(AlgorithmConfig(policy_loss="pg", kl_coef=0.0).unread_knobs())[:4]
+        ['clip_high', 'clip_low', 'dual_clip', 'kl_controller']
+        """
+        return {knob for knob, reads in READ_WHEN.items() if not reads(self)}
+
     @property
     def needs_reference(self) -> bool:
         """A reference model forward pass is needed only for a KL penalty."""
         return self.kl_coef > 0
+
+
+# The knobs a run reads only where another knob chose what they tune (every other knob is
+# always read): `unread_knobs`. `_check_combinations` refuses most of them set away from
+# their default where unread (lam, value_clip, dual_clip, kl_target, kl_horizon,
+# max_resample_rounds, overlong_penalty); a preset's KL settings stay when a recipe sets
+# kl_coef: 0.
+READ_WHEN: dict[str, Callable[[AlgorithmConfig], bool]] = {
+    "lam": lambda a: a.advantage == "gae",
+    "value_clip": lambda a: a.advantage == "gae",
+    "clip_low": lambda a: a.policy_loss in CLIPPED_LOSSES,
+    "clip_high": lambda a: a.policy_loss in CLIPPED_LOSSES,
+    "dual_clip": lambda a: a.policy_loss in DUAL_CLIP_LOSSES,
+    "loss_norm_len": lambda a: a.loss_agg == "seq-mean-token-sum-norm",
+    "kl_estimator": lambda a: a.kl_coef > 0,
+    "kl_in": lambda a: a.kl_coef > 0,
+    "kl_controller": lambda a: a.kl_coef > 0,
+    "kl_target": lambda a: a.kl_controller == "adaptive",
+    "kl_horizon": lambda a: a.kl_controller == "adaptive",
+    "max_resample_rounds": lambda a: a.dynamic_sampling,
+    "overlong_penalty": lambda a: a.overlong_buffer > 0,
+}
 
 
 def _default(key: str) -> object:

@@ -20,6 +20,16 @@ COLUMN_KEYS = {
 }
 DATASET_KEYS = ("name", "split", "val_split", "val_path", "sample", *COLUMN_KEYS)
 GENERATOR_KEYS = ("task", "task_args")
+# the keys only some data sources read, by source (every other key is read by all): a dataset's
+# location and columns, a generator's task, a mix's domains. `roll train --dry-run` prints
+# only the chosen source's (`unread_keys`, config/applicable.py)
+SOURCE_KEYS: dict[str, tuple[str, ...]] = {
+    "file": ("path", *DATASET_KEYS),
+    "reasoning_gym": GENERATOR_KEYS,
+    "humaneval": (),
+    "ifeval": (),
+    "mix": ("mix",),
+}
 _TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -194,6 +204,27 @@ class DataConfig(_Dataset):
             )
         return None
 
+    def unread_keys(self, items: str | None) -> set[str]:
+        """The keys that neither this section's `source` nor a pipeline whose rows become
+        `items` reads (left out of the recipe `roll train --dry-run` prints).
+
+        >>> sorted(DataConfig(path="a.jsonl").unread_keys("prompts"))[:5]
+        ['chosen_key', 'messages_key', 'mix', 'rejected_key', 'response_key']
+        >>> {"task", "path", "answer_key"} <= DataConfig(source="mix", mix={"m": {"ratio": 1}}).unread_keys("prompts")
+        True
+        """
+        unread = unread_by_source(self, self.source)
+        unread |= {key for key, readers in ITEM_KEYS.items() if items not in readers}
+        if items == "chats":
+            unread.add("max_prompt_tokens")
+        return unread
+
+
+def unread_by_source(section: Any, source: str) -> set[str]:
+    """The keys of `section` (`data` or a `data.mix` domain) that only other sources read."""
+    others = {key for keys in SOURCE_KEYS.values() for key in keys}
+    return (others - set(SOURCE_KEYS[source])) & set(type(section).model_fields)
+
 
 # the data keys that only some pipelines read, by what their rows become (`data_items`)
 ITEM_KEYS = {
@@ -232,6 +263,10 @@ class MixDomainConfig(_Dataset):
     def _file_needs_path(self) -> MixDomainConfig:
         return _checked_source(self, "")
 
+    def unread_keys(self) -> set[str]:
+        """The keys only other sources read (`SOURCE_KEYS`)."""
+        return unread_by_source(self, self.source)
+
 
 def _path_selects_file(data: Any) -> Any:
     """Setting `path` (or `train_path`) selects the dataset reader (`source: file`)."""
@@ -264,13 +299,15 @@ def _checked_source(section: Any, at: str) -> Any:
 
 def _generator_keys_need_generator(section: Section, source: str, at: str) -> None:
     """`task` / `task_args` set for a source that generates nothing from them would be
-    silently unused: refused."""
-    if source == "reasoning_gym" or source == "mix":
+    silently unused (and left out of the dry run's recipe): refused. A mix's domains take
+    their own."""
+    if source == "reasoning_gym":
         return
     fields = type(section).model_fields
     for key in GENERATOR_KEYS:
         if getattr(section, key) != fields[key].get_default(call_default_factory=True):
+            own = f" (each domain takes its own: {at}mix.NAME.{key})" if source == "mix" else ""
             raise ValueError(
                 f"{at}{key} applies to {at}source = 'reasoning_gym' (it is {source!r}), so it "
-                f"would not be used; remove {at}{key}"
+                f"would not be used; remove {at}{key}{own}"
             )

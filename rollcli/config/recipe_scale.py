@@ -68,12 +68,33 @@ def scale_choice(ref: str, name: str, text: str, gpus: int) -> ScaleChoice | Non
     return ScaleChoice(ref=ref, written=name, at_scale=str(raw["at_scale"]), gpus=gpus)
 
 
-def scale_note(ref: str, overrides: list[str], flags: dict[str, Any]) -> str | None:
-    """The line `roll plan` and `--dry-run` print where an alias chose between scales."""
-    from rollcli.config.catalogue import find_recipe, is_recipe_file
+def as_written_line(name: str, text: str, gpus: int) -> str | None:
+    """Where a recipe named in full (or by a prefix, or a file copied from one) runs on GPUs
+    as written, the line naming its at-scale form (`roll train webshop --gpus 8` trained
+    the 12-step CPU recipe without a word about webshop-paper); None on a CPU or without one.
 
-    if is_recipe_file(ref):
+    >>> as_written_line("webshop", "at_scale: webshop-paper", 8)
+    "recipe webshop on 8 GPUs runs as written (its CPU settings); the paper's settings at scale are webshop-paper: `roll train webshop-paper --gpus 8`"
+    """
+    raw = yaml.safe_load(text) or {}
+    at_scale = raw.get("at_scale") if isinstance(raw, dict) else None
+    if gpus <= 0 or not at_scale:
         return None
+    many = "s" if gpus > 1 else ""
+    return (
+        f"recipe {name} on {gpus} GPU{many} runs as written (its CPU settings); the paper's "
+        f"settings at scale are {at_scale}: `roll train {at_scale} --gpus {gpus}`"
+    )
+
+
+def scale_note(ref: str, overrides: list[str], flags: dict[str, Any]) -> str | None:
+    """The line `roll plan`, `roll train` and `--dry-run` print where an alias chose between
+    scales, or where a recipe with an at-scale form runs as written on GPUs."""
+    from rollcli.config.catalogue import find_recipe
+
     name, text = find_recipe(ref)
-    choice = scale_choice(ref, name, text, requested_gpus(overrides, flags))
-    return choice.line() if choice is not None else None
+    gpus = requested_gpus(overrides, flags)
+    choice = scale_choice(ref, name, text, gpus)
+    if choice is not None:
+        return choice.line()
+    return as_written_line(name, text, gpus)

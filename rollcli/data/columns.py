@@ -97,8 +97,12 @@ class Columns:
         return found
 
     def names_of(self, row: dict[str, Any]) -> list[str]:
-        """The dataset's columns (the row's, where they are not known)."""
-        return sorted(self.available if self.available is not None else row)
+        """The dataset's columns (the row's, where they are not known), a struct column's
+        fields by their dotted keys (`reward_model.ground_truth`)."""
+        if self.available is not None:
+            return sorted(self.available)
+        fields = [f"{c}.{f}" for c, v in row.items() if isinstance(v, dict) for f in v]
+        return sorted([*row, *fields])
 
     def missing(self, where: str, row: dict[str, Any], what: str) -> DataError:
         """The error for a row that lacks what a key names, with the dataset's columns."""
@@ -125,7 +129,7 @@ class Columns:
                     "instruction row's); set data.answer_key"
                 )
             )
-            raise self.missing(where, row, hint)
+            raise self.missing(where, row, hint + _answer_example(self.names_of(row), key))
         text = as_text(row[key])
         if self.answer_pattern is None:
             return text
@@ -197,6 +201,29 @@ def fill_template(
 
 def missing(where: str, row: dict[str, Any], what: str) -> DataError:
     return Columns().missing(where, row, what)
+
+
+# names datasets give their reference answer, in the order one is suggested
+ANSWER_NAMES = ("answer", "ground_truth", "final_answer", "solution", "label", "target")
+
+
+def _answer_example(names: list[str], key: str) -> str:
+    """A `data.answer_key` to suggest: a column named like an answer, else a field of a
+    struct column named so (`reward_model.ground_truth`, verl's layout): a dotted key
+    reads it.
+
+    >>> _answer_example(["prompt", "reward_model", "reward_model.ground_truth"], "answer")
+    ' (e.g. data.answer_key=reward_model.ground_truth, a field of the struct column reward_model)'
+    >>> _answer_example(["q", "solution"], "answer"), _answer_example(["q"], "answer")
+    (' (e.g. data.answer_key=solution)', '')
+    """
+    for wanted in ANSWER_NAMES:
+        found = [n for n in names if n.rsplit(".", 1)[-1] == wanted and n != key]
+        if found:
+            column = found[0].split(".")[0]
+            inside = f", a field of the struct column {column}" if "." in found[0] else ""
+            return f" (e.g. data.answer_key={found[0]}{inside})"
+    return ""
 
 
 # column names datasets give their prompt text, in the order one is suggested

@@ -99,7 +99,7 @@ def read_table(
 ) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
     """(`read_rows`, every column name of the dataset); `sample` picks its rows first."""
     dataset = load_split(source)
-    names = tuple(dataset.column_names)
+    names = column_names(dataset)
     if sample is not None:
         dataset = dataset.select(sampled_indices(dataset, sample, source))
     if columns is not None:
@@ -131,6 +131,19 @@ def sampled_indices(dataset: Any, sample: RowSample, source: Source) -> list[int
         )
     values = dataset[sample.by] if sample.by is not None else [None] * len(dataset)
     return stratified_sample(values, sample.n, sample.seed)
+
+
+def column_names(dataset: Any) -> tuple[str, ...]:
+    """Every column of `dataset`, and each field of a struct column by the dotted key that
+    reads it (`reward_model.ground_truth`, verl's layout), for the messages that list
+    them: a struct listed by its name alone gave no way to read inside it."""
+    names: list[str] = []
+    for name in dataset.column_names:
+        names.append(name)
+        feature = dataset.features.get(name)
+        if isinstance(feature, dict):  # a struct (a list of structs, e.g. messages: not)
+            names += [f"{name}.{field}" for field in feature]
+    return tuple(names)
 
 
 def load_split(source: Source) -> Any:

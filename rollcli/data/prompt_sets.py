@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,18 +58,41 @@ def load_prompt_data(
         return PromptSets(*_mix_sets(data, seed, reward_columns))
     if data.source in EXTRA_SOURCES:
         return PromptSets(*EXTRA_SOURCES[data.source](data, seed))
+    val = _reasoning_gym_val(data, seed)
     kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
-    val_size = data.val_size or GENERATED_VAL_SIZE
-    val = unique_draws(
-        lambda size: reasoning_gym_prompts(
-            data.task, data.task_args, size, seed + VAL_SEED_OFFSET, **kwargs
-        ),
-        val_size,
-        f"data.task = {data.task!r} with these data.task_args",
-    )
     size = data.train_size or GENERATED_TRAIN_SIZE
     train = reasoning_gym_prompts(data.task, data.task_args, size, seed, **kwargs)
     return PromptSets(_without(train, val, "raise data.train_size or widen data.task_args"), val)
+
+
+def check_generated(data: DataConfig, seed: int) -> None:
+    """Raise what drawing the validation problems of a generated source (or of each
+    generated `data.mix` domain) would, before anything starts: a generator with fewer
+    distinct problems than `data.val_size` asks (rlvr-math's two-digit sums have ~8,100)
+    was refused only once the workers ran, where a dataset's size is refused when it is
+    read (`_file_sets`). The same draws as the run's, so the two agree."""
+    if data.source == "mix":
+        for domain, sub, _ in _mix_domains(data):
+            if sub.source != "file":
+                with _in_domain(domain):
+                    check_generated(sub, seed)
+    elif data.source == "reasoning_gym":
+        _reasoning_gym_val(data, seed)
+    elif data.source == "ifeval":
+        _ifeval_val(data, seed)
+    elif data.source == "humaneval":
+        _humaneval_val_size(data, len(humaneval_prompts()))
+
+
+def _reasoning_gym_val(data: DataConfig, seed: int) -> list[Prompt]:
+    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    return unique_draws(
+        lambda size: reasoning_gym_prompts(
+            data.task, data.task_args, size, seed + VAL_SEED_OFFSET, **kwargs
+        ),
+        data.val_size or GENERATED_VAL_SIZE,
+        f"data.task = {data.task!r} with these data.task_args",
+    )
 
 
 def unique_draws(draw: Callable[[int], list[Prompt]], size: int, what: str) -> list[Prompt]:
@@ -229,26 +253,36 @@ def fit_prompts(
 
 def _humaneval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
     problems = humaneval_prompts(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
-    val_size = data.val_size or GENERATED_VAL_SIZE
-    if val_size >= len(problems):
-        raise DataError(
-            f"data.val_size = {val_size} leaves no HumanEval problem for training "
-            f"(there are {len(problems)})"
-        )
+    val_size = _humaneval_val_size(data, len(problems))
     random.Random(HUMANEVAL_SPLIT_SEED).shuffle(problems)
     val, train = problems[:val_size], problems[val_size:]
     return train[: data.train_size or GENERATED_TRAIN_SIZE], val
 
 
+def _humaneval_val_size(data: DataConfig, problems: int) -> int:
+    val_size = data.val_size or GENERATED_VAL_SIZE
+    if val_size >= problems:
+        raise DataError(
+            f"data.val_size = {val_size} leaves no HumanEval problem for training "
+            f"(there are {problems})"
+        )
+    return val_size
+
+
 def _ifeval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
     kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
-    val = unique_draws(
+    val = _ifeval_val(data, seed)
+    train = ifeval_prompts(data.train_size or GENERATED_TRAIN_SIZE, seed, **kwargs)
+    return _without(train, val, "raise data.train_size"), val
+
+
+def _ifeval_val(data: DataConfig, seed: int) -> list[Prompt]:
+    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    return unique_draws(
         lambda size: ifeval_prompts(size, seed + VAL_SEED_OFFSET, **kwargs),
         data.val_size or GENERATED_VAL_SIZE,
         "the ifeval generator",
     )
-    train = ifeval_prompts(data.train_size or GENERATED_TRAIN_SIZE, seed, **kwargs)
-    return _without(train, val, "raise data.train_size"), val
 
 
 def _mix_sets(
@@ -257,16 +291,35 @@ def _mix_sets(
     """Each domain's sets, sized by ratio and tagged with the domain's name. A domain with
     fewer training prompts than its share repeats them, so the pool keeps the ratios (the
     sampler draws uniformly from the pool)."""
-    total = sum(d.ratio for d in data.mix.values())
     train: list[Prompt] = []
     val: list[Prompt] = []
+    for domain, sub, n_train in _mix_domains(data):
+        with _in_domain(domain):
+            d_train, d_val = (
+                _mix_file(sub, seed, reward_columns, domain)
+                if sub.source == "file"
+                else load_prompt_sets(sub, seed)
+            )
+        for i in range(n_train):
+            p = d_train[i % len(d_train)]
+            repeat = f"#{i // len(d_train)}" if i >= len(d_train) else ""
+            train.append(replace(p, id=f"{domain}/{p.id}{repeat}", tag=domain))
+        val += [replace(p, id=f"{domain}/{p.id}", tag=domain) for p in d_val]
+    return train, val
+
+
+def _mix_domains(data: DataConfig) -> list[tuple[str, DataConfig, int]]:
+    """Each `data.mix` domain as a `data` section of its own, sized by its ratio (at least
+    one prompt each), with its share of the training prompts."""
+    total = sum(d.ratio for d in data.mix.values())
     train_size = data.train_size or GENERATED_TRAIN_SIZE
     val_size = data.val_size or GENERATED_VAL_SIZE
+    domains = []
     for domain, d in data.mix.items():
         n_train = max(1, round(train_size * d.ratio / total))
         n_val = max(1, round(val_size * d.ratio / total))
         dataset = {k: getattr(d, k) for k in DATASET_FIELDS} if d.source == "file" else {}
-        try:
+        with _in_domain(domain):
             sub = DataConfig(
                 source=d.source,
                 task=d.task,
@@ -278,20 +331,18 @@ def _mix_sets(
                 max_prompt_tokens=data.max_prompt_tokens,
                 **dataset,
             )
-            d_train, d_val = (
-                _mix_file(sub, seed, reward_columns, domain)
-                if dataset
-                else load_prompt_sets(sub, seed)
-            )
-        except DataError as exc:
-            named = str(exc).startswith(f"data.mix.{domain}.")  # a dataset's own key
-            raise DataError(str(exc) if named else f"data.mix.{domain}: {exc}") from None
-        for i in range(n_train):
-            p = d_train[i % len(d_train)]
-            repeat = f"#{i // len(d_train)}" if i >= len(d_train) else ""
-            train.append(replace(p, id=f"{domain}/{p.id}{repeat}", tag=domain))
-        val += [replace(p, id=f"{domain}/{p.id}", tag=domain) for p in d_val]
-    return train, val
+        domains.append((domain, sub, n_train))
+    return domains
+
+
+@contextmanager
+def _in_domain(domain: str) -> Iterator[None]:
+    """A data error of a mix domain names it (`data.mix.NAME: ...`), once."""
+    try:
+        yield
+    except DataError as exc:
+        named = str(exc).startswith((f"data.mix.{domain}.", f"data.mix.{domain}:"))
+        raise DataError(str(exc) if named else f"data.mix.{domain}: {exc}") from None
 
 
 def _mix_file(

@@ -11,6 +11,8 @@ in the local cache cannot be read here: it is named in a note ("will be download
 error`): the whole data read and tokenized as the pipeline will train on it
 (`rollcli.data.prepared`; the pipeline gets the same objects back), so an overlong prompt
 under `data.overlong=error`, or a data set the overlong rule empties, stops the run there.
+A generated source's validation problems are drawn there too (`check_generated_data`), so
+a `data.val_size` the generator cannot give is refused as a dataset's is.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ def prepare_data(cfg: RecipeConfig, model_path: str) -> None:
     items = spec_of(cfg).data_items
     if data is None or items is None:
         return
+    check_generated_data(cfg)
     reads_files = data.source == "file" or any(m.source == "file" for m in data.mix.values())
     if not reads_files and data.overlong != "error":
         return
@@ -137,6 +140,18 @@ def prepare_data(cfg: RecipeConfig, model_path: str) -> None:
     else:  # chats: sft's or distill's max_tokens
         max_tokens = getattr(cfg, cfg.pipeline).max_tokens
         prepared.chat_data(data, cfg.seed, tokenizer, max_tokens, f"{cfg.pipeline}.max_tokens")
+
+
+def check_generated_data(cfg: RecipeConfig) -> None:
+    """Raise what drawing a generated source's validation problems would (too few distinct
+    ones for data.val_size); it needs no model, so a dry run checks it even where
+    `roll train` downloads the model first."""
+    data = getattr(cfg, "data", None)
+    if data is None or spec_of(cfg).data_items != "prompts":
+        return
+    from rollcli.data.prompt_sets import check_generated
+
+    check_generated(data, cfg.seed)
 
 
 def _tokenizer_path(cfg: RecipeConfig, model_path: str) -> str:

@@ -137,6 +137,11 @@ def resume_training(
         )
     if checkpoint is not None and not resumable(checkpoint):
         raise ConfigError(not_resumable_message(checkpoint, run_id))
+    where = f"checkpoint {checkpoint.name}" if checkpoint else "the start (no checkpoint yet)"
+    # on screen, first: which step the run goes on from (events.log records it too)
+    display.message(
+        f"resuming run {run_id} from {where}: step {done + 1} of {cfg.train.steps} next"
+    )
     start = time.perf_counter()
     name_cpu_accelerator(on_gpu=cfg.resources.gpus > 0)  # before transformers imports deepspeed
     model_path = _prepare_model(cfg, display)
@@ -145,7 +150,6 @@ def resume_training(
     if changes:
         (root / "recipe.yaml").write_text(dump_recipe(cfg), encoding="utf-8")
         display.message(f"resuming {run_id} with recipe changes: {'; '.join(changes)}")
-    where = f"checkpoint {checkpoint.name}" if checkpoint else "the start (no checkpoint yet)"
     previous = run.effective_status()
     resumes = run.read_status().get("resumes", [])
     resumes.append({"from_step": done, "changes": changes, "time": time.time()})

@@ -126,6 +126,9 @@ def check_prompt_lengths(cfg: RecipeConfig, downloading: bool) -> list[str]:
     if getattr(cfg, "data", None) is None:
         return []
     if downloading:
+        from rollcli.launch.data_check import check_generated_data
+
+        check_generated_data(cfg)  # needs no model
         return [
             "prompt lengths (data.max_prompt_tokens) are checked once `roll train` has the "
             "model and data"

@@ -50,5 +50,6 @@ def plan_run(cfg: RecipeConfig) -> RunPlan:
     if plan.advice:
         lines.append("what to change: " + " | ".join(plan.advice))
     flags = f" --model {cfg.model}" + (f" --gpus {gpus}" if gpus else "")
+    flags += f" --nodes {cfg.devices.nodes}" if cfg.devices.nodes > 1 else ""
     lines.append(f"`roll plan {cfg.name}{flags}` shows the whole plan")
     raise ConfigError(". ".join(lines))

@@ -70,6 +70,8 @@ def format_step(row: dict[str, Any], total_steps: int | None = None, width: int 
     'step  0/10  val acc 0.297  (before training)'
     >>> format_step({"step": 2, "val/accuracy": 0.5, "val/sokoban/accuracy": 0.125})
     'step 2  val acc 0.500  val sokoban 0.125'
+    >>> format_step({"step": 2, "val/accuracy": 0.75, "val/rewards/accuracy": 0.5})
+    'step 2  val pref acc 0.750  reward acc 0.500'
     >>> format_step({"step": 4, "agentic/informative_groups": 0.5,
     ...     "agentic/action_frac/Left": 0.75, "agentic/action_frac/Up": 0.25})
     'step 4  informative 0.50  top Left 0.75'
@@ -113,10 +115,14 @@ def _parts(row: dict[str, Any]) -> list[tuple[int, str]]:
         ("env/tool_calls_per_episode", "calls/ep", "{:.2f}"),
         ("env/tool_call_valid", "call valid", "{:.2f}"),
     )
+    dpo = row.get("val/rewards/accuracy")  # DPO: its two accuracies, each by its name
     for key, label, fmt in fields:
         value = row.get(key)
         if isinstance(value, (int, float)):
-            parts.append((RANKS[label], f"{label} {fmt.format(value)}"))
+            named = "val pref acc" if key == "val/accuracy" and dpo is not None else label
+            parts.append((RANKS[label], f"{named} {fmt.format(value)}"))
+        if key == "val/accuracy" and isinstance(dpo, (int, float)):
+            parts.append((RANKS[label], f"reward acc {dpo:.3f}"))
         if key == "val/accuracy":  # agentic.val_env: the second env's success, by its name
             for name, other in cross_env_accuracy(row).items():
                 parts.append((RANKS["val acc"], f"val {name} {other:.3f}"))
@@ -169,6 +175,8 @@ def cross_env_accuracy(row: dict[str, Any]) -> dict[str, float]:
 
     >>> cross_env_accuracy({"val/accuracy": 0.5, "val/sokoban/accuracy": 0.25})
     {'sokoban': 0.25}
+    >>> cross_env_accuracy({"val/accuracy": 0.5, "val/rewards/accuracy": 0.25})  # DPO's
+    {}
     """
     return {
         key.split("/")[1]: value
@@ -176,6 +184,7 @@ def cross_env_accuracy(row: dict[str, Any]) -> dict[str, float]:
         if key.startswith("val/")
         and key.endswith("/accuracy")
         and key.count("/") == 2
+        and key != "val/rewards/accuracy"  # DPO's implicit-reward accuracy, no env
         and isinstance(value, (int, float))
     }
 

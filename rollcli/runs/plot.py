@@ -175,6 +175,12 @@ def _draw_validation(ax: Any, rows: list[Row], key: str) -> str:
     if names:
         ax.lines[0].set_label("training env")
         ax.legend(fontsize=9, loc="best")
+    reward_steps, reward = series(rows, "val/rewards/accuracy")
+    if reward:  # DPO: the implicit-reward accuracy beside the log-prob preference accuracy
+        ax.plot(reward_steps, reward, ls="--", marker="s", markersize=4, label="implicit reward")
+        ax.lines[0].set_label("preference (log-probs)")
+        ax.legend(fontsize=9, loc="best")
+        label += f", implicit reward {reward[-1]:.3f}"
     return label
 
 

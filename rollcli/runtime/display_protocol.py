@@ -7,7 +7,14 @@ from typing import Any, Protocol
 
 class Display(Protocol):
     def start(
-        self, *, run_id: str, run_dir: str, total_steps: int, start_step: int, engine: str
+        self,
+        *,
+        run_id: str,
+        run_dir: str,
+        total_steps: int,
+        start_step: int,
+        engine: str,
+        eval_every: int = 0,  # run.eval_every: the validations to come, for the eta
     ) -> None: ...
     def phase(self, text: str) -> None: ...
     def generation(self, done: int, total: int) -> None: ...

@@ -146,6 +146,7 @@ class RunControl:
             total_steps=self.cfg.train.steps,
             start_step=start_step,
             engine=engine,
+            eval_every=self.cfg.run.eval_every,
         )
         limit_s = self.cfg.run.time_limit_min * 60
         return time.perf_counter() + limit_s if limit_s else float("inf")

@@ -197,3 +197,16 @@ def test_runs_ls_shows_model_names_unfolded_in_80_columns(tmp_path) -> None:
     assert "smollm2-135m" in lines[3] and "30/30" in lines[3] and "0.250" in lines[3]
     assert "step-30 of rlv…" in lines[4]  # a checkpoint's step, its run id cut to fit
     assert lines[1].split() == ["run", "id", "model", "status", "step", "reward", "val", "took"]
+
+
+def test_runs_ls_shows_the_model_as_given(tmp_path) -> None:
+    """A hub id or a relative folder (`--model me/tiny`) was shown by its last part, `tiny`:
+    another model of the same name read the same."""
+    from rollcli.runs.run_dir import RunDir
+
+    for run_id, model in {"sft-1": "me/tiny", "sft-2": "Qwen/Qwen2.5-0.5B@main"}.items():
+        run = RunDir.create(tmp_path, run_id, "name: x\n")
+        run.write_status("finished", recipe="sft", model=model, total_steps=3, step=3)
+    result = runner.invoke(app, ["runs", "ls", "--runs-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    rows = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[3:]}
+    assert rows == {"sft-1": "me/tiny", "sft-2": "Qwen/Qwen2.5-0.5B@main"}

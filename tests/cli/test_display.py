@@ -107,3 +107,94 @@ def test_in_a_file_a_run_shows_plain_progress_lines_and_wrapped_messages() -> No
     summary = lines[lines.index(step) + 1 :]
     assert summary[0].startswith("  step 1: a summary of many words") and len(summary) == 2
     assert summary[1].startswith("    ") and all(len(x) <= 80 for x in summary)
+
+
+def test_the_last_steps_validation_is_labelled_with_its_step() -> None:
+    """A one-step run's final validation read `step 0/1: validating` (the baseline's label)
+    in a log: it is step 1's."""
+    display, out = _display()
+    display.start(run_id="r", run_dir="runs/r", total_steps=1, start_step=0, engine="hf")
+    display.phase("validating")  # the baseline
+    assert display._phase_task() == "step 0/1: validating"
+    display.step_done(0, {"step": 0, "val/accuracy": 0.25})
+    for phase in ("generating", "training", "validating"):
+        display.phase(phase)
+        assert display._phase_task() == f"step 1/1: {phase}"
+    display.close()
+
+
+def test_dpos_headline_names_its_metric_and_shows_the_implicit_reward_accuracy() -> None:
+    """DPO's "val accuracy" was the summed-log-prob preference accuracy, unnamed, while TRL
+    users read the implicit-reward accuracy: both now, each by its name."""
+    display, out = _display()
+    display.start(run_id="d", run_dir="runs/d", total_steps=2, start_step=0, engine="hf")
+    base = {"step": 0, "val/accuracy": 0.625, "val/rewards/accuracy": 0.0}
+    display.step_done(0, base)
+    end = {"step": 2, "val/accuracy": 0.75, "val/rewards/accuracy": 0.6875, "time/step_s": 3.0}
+    display.step_done(2, end)
+    display.close()
+    text = " ".join(out.getvalue().split())
+    assert (
+        "step 2: preference accuracy 0.750 (summed log-probs), implicit-reward accuracy 0.688"
+    ) in text
+    assert "val pref acc 0.750 · reward acc 0.688" in display.status.plain
+    console = Console(file=io.StringIO(), width=80)
+    console.print(summary_table("d", "runs/d", end, base, 60.0))
+    table = console.file.getvalue()
+    assert max(len(line) for line in table.splitlines()) <= 80
+    for row in (
+        "val preference accuracy (log-probs) at step 0",
+        "val implicit-reward accuracy at step 0",
+        "val preference accuracy (log-probs) at the end",
+        "val implicit-reward accuracy at the end",
+    ):
+        assert row in table
+
+
+def _seconds(text: str) -> float:
+    """`1h05m`, `2m18s`, `45s` as seconds."""
+    h, m, s = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text).groups()
+    return 3600 * int(h or 0) + 60 * int(m or 0) + int(s or 0)
+
+
+def test_the_eta_holds_steady_through_slow_validations() -> None:
+    """A 40-step run: 10-s steps (the first 60 s, warming up) and a 300-s validation at
+    step 0 and every 10 steps. The eta came from the rate since the start (plain lines) or
+    from the last 30 s (rich's bar), and the validations swung it; past the first tenth
+    each eta is now within 2x of what the one before it promised for then, on the lines
+    and on the bar alike, and the first says about when the run ends."""
+    clock = [0.0]
+    out = io.StringIO()
+    display = RichDisplay(Console(file=out, width=80), clock=lambda: clock[0], heartbeat=False)
+    display.start(
+        run_id="r", run_dir="runs/r", total_steps=40, start_step=0, engine="hf", eval_every=10
+    )
+    clock[0] += 300.0
+    display.step_done(0, {"step": 0, "val/accuracy": 0.2, "time/validate_s": 300.0})
+    when: dict[int, float] = {}
+    bar: list[tuple[float, float]] = []
+    for step in range(1, 41):
+        train = 60.0 if step == 1 else 10.0
+        validate = 300.0 if step % 10 == 0 else 0.0
+        clock[0] += train + validate
+        metrics = {"step": step, "time/step_s": train + validate}
+        if validate:
+            metrics |= {"val/accuracy": 0.3, "time/validate_s": validate}
+        display.step_done(step, metrics)
+        when[step] = clock[0]
+        if 4 <= step < 40:  # past the first tenth
+            bar.append((clock[0], _seconds(display.steps.tasks[0].fields["eta"])))
+    display.close()
+    pattern = r"step (\d+)/40 \(\d+%\), [\d.]+ s each, eta (\w+)"
+    lines = [
+        (when[int(step)], _seconds(eta))
+        for step, eta in re.findall(pattern, out.getvalue())
+        if int(step) >= 4
+    ]
+    assert len(lines) >= 8  # a line at each tenth at least
+    for etas in (bar, lines):
+        for (t0, eta0), (t1, eta1) in zip(etas, etas[1:], strict=False):
+            promised = max(eta0 - (t1 - t0), 10.0)
+            assert 0.5 <= max(eta1, 10.0) / promised <= 2.0, (t1, eta0, eta1)
+        t, eta = etas[0]
+        assert 0.5 <= (t + eta) / clock[0] <= 2.0

@@ -84,3 +84,18 @@ def test_doctor_lists_trackers_and_where_they_log(monkeypatch) -> None:
         env={"COLUMNS": "200", "WANDB_MODE": "online", "WANDB_API_KEY": "secret"},
     )
     assert "online: project 'mine'" in res.output
+
+
+def test_doctor_takes_the_model_of_the_run_it_checks() -> None:
+    """`roll doctor rlvr-math --model tiny-random` was refused (no such option), so the
+    check could not be of the run one meant to start."""
+    res = runner.invoke(app, ["doctor", "rlvr-math", "--model", "tiny-random"])
+    assert res.exit_code == 0, res.output
+    assert "recipe rlvr-math: everything it needs is here" in res.output
+    # the model is the run's: a name roll cannot plan is refused as `roll train` refuses it
+    res = runner.invoke(app, ["doctor", "rlvr-math", "--model", "qwen-7b"])
+    assert res.exit_code == 2
+    assert "cannot plan model 'qwen-7b': unknown model" in " ".join(res.stderr.split())
+    alone = runner.invoke(app, ["doctor", "--model", "tiny-random"])
+    assert alone.exit_code == 2
+    assert "roll doctor RECIPE --model M" in " ".join(alone.stderr.split())

@@ -1,7 +1,9 @@
-"""Every command's `--help` at 80 columns: flags carry no `<bool>` type label."""
+"""Every command's `--help` at 80 columns: lines within 80 characters, paragraphs wrapped by
+words (never ragged, never a word cut), flags carry no `<bool>` type label."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -31,6 +33,39 @@ def test_no_help_page_labels_a_flag_bool() -> None:
         assert "--help" in result.output
     train = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).output
     assert "<int>" in train  # options that take a value keep their type
+
+
+def _commands(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    found = [(prefix, group)]
+    if isinstance(getattr(group, "commands", None), dict):
+        for name, sub in group.commands.items():
+            found += _commands(sub, (*prefix, name))
+    return found
+
+
+def test_every_help_fits_80_columns_wrapped_by_words() -> None:
+    """`roll logs --help` (and export, plot, plan, eval, doctor, resume) kept the docstring's
+    line breaks, written at ~90 columns: at 80 each came out as a full line and then a word
+    or two alone. Now every line is at most 80 characters (characters, not bytes: the box
+    is drawn in 3-byte characters), no line of a paragraph is left short where the next
+    word would have fitted, and every word of every help text is shown whole."""
+    commands = _commands(typer.main.get_command(app))
+    for path, command in commands:
+        text = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}).output
+        lines = text.splitlines()
+        assert all(len(line) <= 80 for line in lines), (path, max(lines, key=len))
+        # the description: between the usage line and the first panel
+        prose = text.split("╭")[0].splitlines()[2:]
+        for line, after in zip(prose, prose[1:], strict=False):
+            if line.strip() and after.strip():
+                next_word = after.split()[0]
+                assert len(line.rstrip()) + 1 + len(next_word) > 78, (path, line, after)
+        shown = set(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+        helps = [command.help or ""] + [
+            p.help or "" for p in command.params if not getattr(p, "hidden", False)
+        ]
+        cut = [w for h in helps for w in h.replace("\b", " ").split() if w not in shown]
+        assert not cut, (path, cut)
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(monkeypatch, capsys) -> None:

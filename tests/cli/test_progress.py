@@ -139,3 +139,16 @@ def test_roll_train_writes_progress_lines_to_a_file_while_it_runs(tiny_model, tm
     # that they peaked over the plan (they did, 1.2x to 1.5x, and every tiny run said so)
     (events,) = (tmp_path / "runs").glob("*/events.log")
     assert "the plan's" not in events.read_text()
+
+
+def test_a_callers_eta_is_shown_and_counted_down() -> None:
+    """A run gives its own estimate (runs/step_eta.py): the line shows it, and a later line
+    of the same state counts it down, rather than the rate since the first report."""
+    lines, written, clock = _lines()
+    lines.update("step", 0, 10, seconds_each=True)
+    clock.now = 100.0
+    lines.update("step", 1, 10, seconds_each=True, eta_s=90.0)  # the rate would say 900 s
+    assert written == ["  step 1/10 (10%), 100.0 s each, eta 1m30s"]
+    clock.now = 130.0
+    lines.beat()
+    assert written[1:] == ["  step 1/10 (10%), 130.0 s each, eta 1m00s"]

@@ -101,3 +101,57 @@ def test_dry_run_with_gpus_resolves_the_paper_recipe() -> None:
     assert shares == {
         "math_rule": 0.4, "code_sandbox": 0.3, "llm_judge": 0.1, "crossthinkqa": 0.1, "ifeval": 0.1
     }  # fmt: skip
+
+
+def test_the_7b_dry_run_prints_what_applies_within_80_columns() -> None:
+    """The paper's mix is five datasets: the printed recipe names no generator `task:`
+    (the flat data section printed `task: chain_sum`, so the 7B run seemed to train
+    two-digit sums), and every line fits 80 columns (its description reached 84)."""
+    args = ["train", "rlvr", "--model", "qwen2.5-7b", "--gpus", "8", "--dry-run"]
+    res = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "task:" not in res.stdout and "chain_sum" not in res.stdout
+    resolved = yaml.safe_load(res.stdout)
+    assert "critic" not in resolved and "reference" not in resolved["devices"]
+    lines = [*res.stdout.splitlines(), *res.stderr.splitlines()]
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+
+
+def test_a_dataset_replacing_the_generator_prints_no_task(tmp_path) -> None:
+    data = tmp_path / "sums.jsonl"
+    rows = [{"prompt": f"{n}+{n}?", "answer": str(2 * n)} for n in range(8)]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    args = ["train", "rlvr-math", f"data.path={data}", "data.val_size=2", "--model", "tiny-random"]
+    res = runner.invoke(app, [*args, "--dry-run"])
+    assert res.exit_code == 0, res.output
+    shown = yaml.safe_load(res.stdout)["data"]
+    assert shown["path"] == str(data) and "task" not in shown and "task_args" not in shown
+
+
+def test_a_recipe_named_in_full_on_gpus_names_its_at_scale_form() -> None:
+    """`roll train webshop --gpus 8` runs the 12-step CPU recipe as written: a note says so
+    and names webshop-paper, with the command that runs it (which `roll train` accepts)."""
+    res = runner.invoke(app, ["train", "webshop", "--gpus", "8", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    err = flat(res.stderr)
+    assert (
+        "note: recipe webshop on 8 GPUs runs as written (its CPU settings); the paper's "
+        "settings at scale are webshop-paper: `roll train webshop-paper --gpus 8`"
+    ) in err
+    advised = runner.invoke(app, ["train", "webshop-paper", "--gpus", "8", "--dry-run"])
+    assert advised.exit_code == 0, advised.output
+    assert "runs as written" not in advised.stderr  # the at-scale recipe itself: no note
+    cpu = runner.invoke(app, ["train", "webshop", "--dry-run"])  # on a CPU: as it should
+    assert cpu.exit_code == 0 and "webshop-paper" not in cpu.stderr
+
+
+@pytest.mark.parametrize(
+    "recipe", ["rlvr-gsm8k", "agentic-sokoban", "webshop", "dpo", "sft", "distill-on-policy"]
+)
+@pytest.mark.parametrize("gpus", ["0", "8"])
+def test_every_pipelines_dry_run_fits_80_columns(recipe: str, gpus: str) -> None:
+    """The resolved recipe, the summary, the notes and any refusal (distillation on GPUs)."""
+    res = runner.invoke(app, ["train", recipe, "--gpus", gpus, "--dry-run"], env={"COLUMNS": "80"})
+    assert res.exit_code in (0, 2), res.output
+    lines = [*res.stdout.splitlines(), *res.stderr.splitlines()]
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)

@@ -158,6 +158,29 @@ def test_a_file_training_would_refuse_names_the_row_and_the_key(formats, keys, m
     assert "(its columns: answer, question)" in str(err.value) or "answer_pattern" in keys
 
 
+@pytest.mark.parametrize("answer_key", [None, "ground_truth"])
+def test_an_answer_inside_a_struct_column_is_suggested_by_its_dotted_key(
+    tmp_path, answer_key
+) -> None:
+    """verl-style rows keep the answer in a struct (`reward_model: {ground_truth: ...}`):
+    the refusal listed the column `reward_model` and no way to read inside it; it now
+    names the dotted key, which reads it."""
+    rows = [{"prompt": f"{i}+1?", "reward_model": {"ground_truth": str(i + 1), "style": "rule"}}
+            for i in range(6)]  # fmt: skip
+    (tmp_path / "v.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = DataConfig(path=str(tmp_path / "v.jsonl"), answer_key=answer_key, val_size=2)
+    with pytest.raises(DataError) as err:
+        load_prompt_sets(data, seed=0)
+    assert (
+        "(e.g. data.answer_key=reward_model.ground_truth, a field of the struct column "
+        "reward_model) (its columns: prompt, reward_model, reward_model.ground_truth, "
+        "reward_model.style)"
+    ) in str(err.value)
+    suggested = data.model_copy(update={"answer_key": "reward_model.ground_truth"})
+    train, val = load_prompt_sets(suggested, seed=0)
+    assert sorted(p.answer for p in train + val) == [str(i + 1) for i in range(6)]
+
+
 def test_overlong_prompts_are_left_out_or_refused(tiny_model) -> None:
     from rollcli.data.prompts import Prompt
     from rollcli.strategies.hf_model import load_tokenizer

@@ -65,6 +65,46 @@ def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ray_session, "start_ray", refuse)
 
 
+ONE_DIGIT_SUMS = "{min_terms: 2, max_terms: 2, min_digits: 1, max_digits: 1}"
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["rlvr-math", f"data.task_args={ONE_DIGIT_SUMS}", "data.val_size=300"], ""),
+        (  # a generated domain of a mix, by its name (its share of data.val_size)
+            [
+                "rlvr-math",
+                "data.source=mix",
+                "data.task_args={}",
+                f"data.mix.sums={{ratio: 1, task: chain_sum, task_args: {ONE_DIGIT_SUMS}}}",
+                "data.val_size=300",
+                "reward.fn=mix",
+                "reward.routes={sums: math}",
+            ],
+            "data.mix.sums: ",
+        ),
+    ],
+)
+def test_a_validation_size_a_generator_cannot_give_is_refused_before_anything_starts(
+    no_ray: None, tmp_path: Path, args: list[str], named: str
+) -> None:
+    """data.val_size=100000 on rlvr-math's two-digit sums (~16,000 distinct problems) passed
+    the dry run and was refused only once the workers drew it; now the dry run and train
+    draw the generator's validation problems before anything starts, as a dataset's size is
+    refused when it is read. (One-digit sums here: a few hundred, drawn in a moment.)"""
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    dry = runner.invoke(app, ["train", *args, "--dry-run", *runs])
+    train = runner.invoke(app, ["train", *args, *runs])
+    assert (dry.exit_code, train.exit_code) == (2, 2), dry.output
+    assert _line(dry).startswith(
+        f"error: {named}data.task = 'chain_sum' with these data.task_args has only "
+    )
+    assert _line(dry).endswith("lower data.val_size or widen the task")
+    assert _line(dry) == _line(train)
+    assert not (tmp_path / "runs").exists()  # no run folder: nothing started
+
+
 @pytest.mark.parametrize(("args", "expected"), LATE_ONLY)
 def test_plan_dry_run_and_train_refuse_with_the_same_line_before_anything_starts(
     no_ray: None, tmp_path: Path, args: list[str], expected: str

@@ -61,3 +61,23 @@ def test_roll_resume_refuses_before_anything_starts(tmp_path, monkeypatch) -> No
     assert "data.train_size cannot change when a run resumes (it was 2000, now 10)" in " ".join(
         result.stderr.split()
     )
+
+
+def test_roll_resume_says_which_step_it_continues_from(tmp_path, monkeypatch) -> None:
+    """`roll resume` said nothing on screen of where it went on (events.log did): its first
+    line names the checkpoint and the next step."""
+    import rollcli.launch.launch as launch
+    from rollcli.runs.checkpoint import write_checkpoint
+
+    def started(*args: object) -> str:
+        raise ConfigError("the run starts here")
+
+    monkeypatch.setattr(launch, "_prepare_model", started)
+    cfg, _ = load_recipe("rlvr-math", ["train.steps=10"])
+    run = RunDir.create(tmp_path, "r2", dump_recipe(cfg))
+    for step in (2, 4):
+        write_checkpoint(run.checkpoints, step, lambda folder: None, {"step": step}, keep_last=2)
+    result = CliRunner().invoke(app, ["resume", "r2", "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    lines = [" ".join(line.split()) for line in result.stderr.splitlines()]
+    assert lines[0] == "resuming run r2 from checkpoint step-4: step 5 of 10 next"

@@ -81,8 +81,10 @@ def test_export_writes_the_newest_complete_checkpoint_as_a_loadable_hf_folder(
         "model.safetensors",
         "tokenizer.json",
     } <= copied
+    # each file by its name (the folder is the first line on stderr): with the folder on
+    # every line the list reached 154 columns
     printed = [line.split("\t")[0] for line in result.stdout.splitlines()]
-    assert printed == [str(out / name) for name in sorted(copied)]
+    assert printed == sorted(copied)
     assert [p.name for p in tmp_path.iterdir()] == ["policy"]  # no temporary folder left
 
     exported, source = _weights(out), _weights(step4)
@@ -95,6 +97,23 @@ def test_export_writes_the_newest_complete_checkpoint_as_a_loadable_hf_folder(
 
     tokenizer, original = AutoTokenizer.from_pretrained(str(out)), load_tokenizer(step4)
     assert tokenizer("What is 2+3?")["input_ids"] == original("What is 2+3?")["input_ids"]
+
+
+def test_every_line_fits_80_columns_whatever_the_folder(run: RunDir, tmp_path: Path) -> None:
+    out = tmp_path / "policy"  # ~65 characters: with a file name, past 80
+    assert len(str(out / "tokenizer_config.json\t297 B")) > 80
+    result = runner.invoke(
+        app,
+        ["export", "run-e", str(out), "--runs-dir", str(run.root.parent)],
+        env={"COLUMNS": "80"},
+    )
+    assert result.exit_code == 0, result.stderr
+    lines = [*result.stdout.splitlines(), *result.stderr.splitlines()]
+    assert max(len(line) for line in lines) <= 80, lines  # characters, not bytes
+    flat = " ".join(result.stderr.split())
+    assert f"exported step 4 of run run-e to {out}:" in flat
+    # the call breaks after its parenthesis, where Python allows it when pasted
+    assert f"load with AutoModelForCausalLM.from_pretrained( '{out}')" in flat
 
 
 def test_step_picks_that_checkpoint(run: RunDir, tmp_path: Path) -> None:

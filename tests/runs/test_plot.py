@@ -190,3 +190,14 @@ def test_the_sampler_vs_trainer_mismatch_joins_the_kl_panel() -> None:
     assert draw_run(rows, title="run m").axes[2].get_title() == (
         "KL to reference  (last mismatch 0.003)"
     )
+
+
+def test_dpos_two_validation_accuracies_are_drawn_by_their_names() -> None:
+    """DPO's implicit-reward accuracy (`val/rewards/accuracy`) was drawn as a second
+    environment named `rewards` (val_env): it is its own curve, named."""
+    rows = [{"step": k, "val/accuracy": 0.5 + 0.1 * k, "val/rewards/accuracy": 0.2 * k} for k in range(3)]  # fmt: skip
+    fig = draw_run(rows, title="run run-dpo")
+    val = next(ax for ax in fig.axes if ax.get_title().startswith("validation accuracy"))
+    assert val.get_title() == "validation accuracy  (0.500 → 0.700, implicit reward 0.400)"
+    labels = [line.get_label() for line in val.get_lines()]
+    assert labels == ["preference (log-probs)", "implicit reward"]
