@@ -36,7 +36,10 @@ def test_train_with_gpus_on_a_machine_without_them_is_one_line_and_starts_nothin
         env={**os.environ, "COLUMNS": "300"},
     )  # fmt: skip
     assert res.returncode == 2, res.stderr
-    message = error_message(res.stderr)  # wrapped at 80 columns on a 300-column terminal
+    # the at-scale note comes first (rlvr-math on GPUs runs as written), then the refusal,
+    # wrapped at 80 columns on a 300-column terminal
+    assert res.stderr.startswith("note: recipe rlvr-math on 2 GPUs runs as written")
+    message = error_message(res.stderr[res.stderr.index("error: ") :])
     assert "Traceback" not in res.stderr
     assert "--gpus 2: no CUDA GPU is visible on this machine" in message
     assert "--gpus 0" in message
