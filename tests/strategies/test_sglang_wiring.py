@@ -59,7 +59,10 @@ def test_roll_train_refuses_sglang_in_one_line_before_launching(tmp_path) -> Non
         cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 2  # here first for want of a GPU: the machine checks stop there
-    assert error_message(res.stderr) and "Traceback" not in res.stderr
+    # the note on which scale `rlvr` picked comes first, then the one-line refusal
+    assert res.stderr.startswith("note: recipe rlvr-paper: `rlvr` on 1 GPU")
+    assert error_message(res.stderr[res.stderr.index("error: ") :])
+    assert "Traceback" not in res.stderr
     assert not any(tmp_path.iterdir())  # nothing was launched
     dry = roll("train", "rlvr", "rollout.engine=sglang", "--gpus", "1", "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0  # every machine check a note, the sglang one among them
