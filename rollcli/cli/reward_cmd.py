@@ -21,7 +21,7 @@ from rollcli.cli.errors import fail, user_errors
 
 out = Console(highlight=False)
 # Options that are fields of the recipe's `reward` section, not keyword options.
-SECTION_KEYS = ("format_weight", "routes", "route_options", "convention")
+SECTION_KEYS = ("format_weight", "format_when_cut", "routes", "route_options", "convention")
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:

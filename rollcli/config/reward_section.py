@@ -25,6 +25,9 @@ class RewardConfig(Section):
     fn: str = "math"
     convention: Literal["auto", "roll", "verl", "trl", "openrlhf"] = "auto"
     format_weight: Annotated[float, Field(ge=0, le=1)] = 0.1
+    # the math reward's format credit also for a reply cut at the token limit (it reaches a
+    # reward that names it, like format_weight; off: only finished replies earn it)
+    format_when_cut: bool = False
     num_workers: PositiveInt = 1
     timeout_s: PositiveFloat = 10.0
     options: dict[str, Any] = Field(default_factory=dict)
@@ -56,7 +59,11 @@ class RewardConfig(Section):
     def worker_options(self) -> dict[str, Any]:
         """The keyword options the reward workers pass to the function (each reaches a
         function that names it: rollcli/rewards/conventions.py)."""
-        out: dict[str, Any] = {"format_weight": self.format_weight, **self.options}
+        out: dict[str, Any] = {
+            "format_weight": self.format_weight,
+            "format_when_cut": self.format_when_cut,
+            **self.options,
+        }
         if self.routes:
             out.update(routes=dict(self.routes), route_options=dict(self.route_options))
         return out

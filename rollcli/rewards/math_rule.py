@@ -65,21 +65,21 @@ def verify_answer(response: str, answer: str) -> bool:
     return bool(verify(gold, pred, timeout_seconds=None))
 
 
-@reward_options("format_weight", "truncated_format")
+@reward_options("format_weight", "format_when_cut")
 def math_reward(
     response: str,
     answer: str,
     *,
     format_weight: float = 0.1,
-    truncated_format: bool = False,
+    format_when_cut: bool = False,
     finished: bool = True,
     **_: object,
 ) -> dict[str, float]:
     """Score = (1 - format_weight) * correct + format_weight * format, where `format` is a
     well-formatted reply that finished: a reply cut off at the token limit (`finished`
     False) ends wherever the cut fell, so ending on a number there earns no format credit.
-    `truncated_format: true` pays it there too, as before issue #81: rlvr-math keeps it,
-    since its 9 seeds learned less without it (docs/evaluation.md).
+    `format_when_cut` (`reward.format_when_cut`) pays it there too, as before issue #81:
+    rlvr-math keeps it, since its seeds learned less without it (docs/evaluation.md).
 
     >>> math_reward("37 + 48 = 85", "85")
     {'score': 1.0, 'correct': 1.0, 'format': 1.0}
@@ -89,10 +89,10 @@ def math_reward(
     0.1
     >>> math_reward("37 + 48 = 86", "85", format_weight=0.1, finished=False)["score"]
     0.0
-    >>> math_reward("37 + 48 = 86", "85", finished=False, truncated_format=True)["score"]
+    >>> math_reward("37 + 48 = 86", "85", finished=False, format_when_cut=True)["score"]
     0.1
     """
     correct = float(verify_answer(response, answer))
-    fmt = float((finished or truncated_format) and is_well_formatted(response))
+    fmt = float((finished or format_when_cut) and is_well_formatted(response))
     score = round((1.0 - format_weight) * correct + format_weight * fmt, 6)
     return {"score": score, "correct": correct, "format": fmt}
