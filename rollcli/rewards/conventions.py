@@ -21,15 +21,19 @@ as a list, one entry per sample, as TRL passes dataset columns.
 from __future__ import annotations
 
 import inspect
-import math
-import numbers
-import reprlib
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rollcli.rewards.registry import BUILTIN_REWARDS, RewardFn, load_reward_fn
+from rollcli.rewards.reward_returns import (
+    RewardReturnError,
+    as_list,
+    one_result,
+    openrlhf_results,
+    short,
+)
 
 if TYPE_CHECKING:
     from rollcli.config.reward_section import RewardConfig
@@ -166,10 +170,6 @@ def recognise(fn: Callable[..., Any]) -> Convention:
     return CONVENTIONS["roll"]
 
 
-class RewardReturnError(ValueError):
-    """A reward returned something its convention does not (the message says what)."""
-
-
 @dataclass(frozen=True)
 class BoundReward:
     """A reward function with its convention: the call roll makes for some samples, and
@@ -224,12 +224,12 @@ class BoundReward:
         [{'score': 1.0, 'error': None}, {'score': 0.0, 'error': None, 'skipped': 'returned None'}]
         """
         if not self.convention.batched:
-            return [_one(out, self.convention)]
+            return [one_result(out, self.convention.name, self.convention.returns)]
         if self.convention.name == "openrlhf" and isinstance(out, dict):
-            return _openrlhf_dict(out, n)
-        values = _as_list(out)
+            return openrlhf_results(out, n, self.convention.returns)
+        values = as_list(out)
         if values is None or len(values) != n:
-            got = f"{len(values)} values" if values is not None else _short(out)
+            got = f"{len(values)} values" if values is not None else short(out)
             raise RewardReturnError(
                 f"returned {got} for {n} samples; a {self.convention.name} reward returns "
                 f"{self.convention.returns}"
@@ -238,7 +238,7 @@ class BoundReward:
         return [
             {"score": 0.0, "error": None, "skipped": "returned None"}
             if v is None and skip
-            else _one(v, self.convention)
+            else one_result(v, self.convention.name, self.convention.returns)
             for v in values
         ]
 
@@ -248,7 +248,7 @@ class BoundReward:
         >>> bind(lambda response, answer: 0).describe(("x" * 50, "4"), {})
         "<lambda>('xxxxxxxxxxxx...xxxxxxxxxxxxx', '4')"
         """
-        parts = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
+        parts = [short(a) for a in args] + [f"{k}={short(v)}" for k, v in kwargs.items()]
         return f"{self.name}({', '.join(parts)})"
 
 
@@ -334,72 +334,3 @@ def user_rewards(reward: RewardConfig) -> list[tuple[str, str]]:
         return [] if reward.fn in BUILTIN_REWARDS else [(reward.fn, reward.convention)]
     refs = dict.fromkeys(r for r in reward.routes.values() if r not in BUILTIN_REWARDS)
     return [(ref, "auto") for ref in refs]
-
-
-_REPR = reprlib.Repr()
-_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 30, 30, 2, 2, 3
-
-
-def _short(value: Any) -> str:
-    return _REPR.repr(value)
-
-
-def _as_list(out: Any) -> list[Any] | None:
-    """A list, tuple, numpy array or tensor as a list; anything else None."""
-    if hasattr(out, "tolist") and not isinstance(out, numbers.Number):
-        out = out.tolist()
-    return list(out) if isinstance(out, (list, tuple)) else None
-
-
-def _number(value: Any) -> float | None:
-    """A finite float from a number (bool, numpy and 0-d tensor included), else None."""
-    if hasattr(value, "item") and not isinstance(value, numbers.Number):
-        try:
-            value = value.item()
-        except (TypeError, ValueError):
-            return None
-    if not isinstance(value, numbers.Real):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
-def _one(out: Any, convention: Convention) -> dict[str, Any]:
-    """One sample's value as a result: a number, or a dict with a numeric `score` (its
-    other numbers metrics, text kept); an `error` key in a dict fails the sample."""
-    result = dict(out) if isinstance(out, dict) else {"score": out}
-    score = _number(result.get("score"))
-    if score is None and isinstance(result.get("score"), numbers.Real):
-        raise RewardReturnError(f"returned a non-finite score {_short(out)}")
-    if score is None:
-        raise RewardReturnError(
-            f"returned {_short(out)}; a {convention.name} reward returns {convention.returns}"
-        )
-    error = result.get("error")
-    return {**result, "score": score, "error": str(error) if error else None}
-
-
-def _openrlhf_dict(out: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """OpenRLHF's `{"rewards", "scores", "extra_logs"}`: `rewards` train; `scores` and each
-    `extra_logs` entry (a value a sample, or one for all) become metrics."""
-    if "rewards" not in out:
-        raise RewardReturnError(
-            f"returned a dict with keys {sorted(out)}; an openrlhf reward's dict has 'rewards'"
-        )
-    rewards = _as_list(out["rewards"])
-    if rewards is None or len(rewards) != n:
-        raise RewardReturnError(f"returned 'rewards' {_short(out['rewards'])} for {n} samples")
-    metrics: dict[str, Any] = {}
-    if "scores" in out:
-        metrics["scores"] = out["scores"]
-    metrics.update(out.get("extra_logs") or {})
-    results = []
-    for i, r in enumerate(rewards):
-        one = {"score": r}
-        for key, value in metrics.items():
-            values = _as_list(value)
-            picked = values[i] if values is not None and len(values) == n else value
-            if _number(picked) is not None:
-                one[key] = _number(picked)
-        results.append(_one(one, CONVENTIONS["openrlhf"]))
-    return results

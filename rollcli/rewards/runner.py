@@ -29,8 +29,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rollcli.rewards.conventions import BoundReward, RewardReturnError, bind
+from rollcli.rewards.conventions import BoundReward, bind
 from rollcli.rewards.registry import RewardFn
+from rollcli.rewards.reward_returns import RewardReturnError
 
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
