@@ -254,11 +254,18 @@ def judge_files(path: Path, against: Path | None) -> bool:
     """`--judge FILE [--against FILE]`: print the table and the verdicts again, no training."""
     data = json.loads(path.read_text())
     if "arms" in data:
+        if against:
+            raise SystemExit("--against applies to an outcomes file; each arm names its own")
         print(judge_arms(data, path.parent))
         return True
-    print(render(data["seeds"]))
+    return report(data, against)
+
+
+def report(outcomes: dict[str, Any], against: Path | None) -> bool:
+    """Print an outcomes file's table and the verdicts under it; whether the bar is met."""
+    print(render(outcomes["seeds"]))
     ref = json.loads(against.read_text()) if against else None
-    text, met = verdicts(data, ref, str(against) if against else None)
+    text, met = verdicts(outcomes, ref, str(against) if against else None)
     print(text)
     return met
 
@@ -319,10 +326,7 @@ def train_and_judge(args: argparse.Namespace) -> bool:
             file=sys.stderr,
             flush=True,
         )
-    print(render(outcomes["seeds"]))
-    ref = json.loads(args.against.read_text()) if args.against else None
-    text, met = verdicts(outcomes, ref, str(args.against) if args.against else None)
-    print(text)
+    met = report(outcomes, args.against)
     print(f"outcomes: {out} (bench/learning.py --judge {out} prints this again)", file=sys.stderr)
     return met
 
