@@ -28,12 +28,9 @@ from rollcli.algorithms.kl import kl_loss
 from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.loss_metrics import Metric, metric_weights
 from rollcli.algorithms.off_policy import correction_weights, kept_tokens, mismatch_metrics
-from rollcli.algorithms.policy_loss import (
-    SAMPLER_RATIO_LOSSES,
-    aggregation_mask,
-    compute_policy_loss,
-)
+from rollcli.algorithms.policy_loss import aggregation_mask, compute_policy_loss
 from rollcli.algorithms.update_args import PolicyUpdateArgs
+from rollcli.config.loss_spec import LOSSES
 from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import (
     ACTION_MASK,
@@ -97,9 +94,10 @@ def off_policy_weights(
 
     The ratio the correction reads: `pi_old / mu` for ppo, gspo and raftpp, whose own ratio
     covers `pi_old -> pi_theta`; `pi_theta / mu` (`logprobs`, detached: the policy's, needed
-    then) for pg and topr, whose ratio is to the sampler (`SAMPLER_RATIO_LOSSES`). topr
-    weighs its tokens itself (its taper), so it takes only the correction's drops: weight 1
-    where the correction keeps a token, 0 where it drops it (`off_policy.kept_tokens`).
+    then) for pg and topr, whose ratio is to the sampler (`LossSpec.sampler_ratio`). topr
+    weighs its tokens itself (its taper, `LossSpec.tapers`), so it takes only the
+    correction's drops: weight 1 where the correction keeps a token, 0 where it drops it
+    (`off_policy.kept_tokens`).
     """
     if BEHAVIOUR_LOGPROBS not in micro:
         return None, {}
@@ -107,15 +105,15 @@ def off_policy_weights(
     metrics = mismatch_metrics(old, behaviour, mask, args.correction_band)
     if args.correction == "none":
         return None, metrics
-    numerator = old
-    if args.policy_loss in SAMPLER_RATIO_LOSSES:
+    numerator, loss = old, LOSSES[args.policy_loss]
+    if loss.sampler_ratio:
         if logprobs is None:
             raise ValueError(
                 f"the {args.policy_loss} loss's correction needs the policy's logprobs"
             )
         numerator = logprobs.detach()
     level, cap, band = args.correction_level, args.correction_cap, args.correction_band
-    if args.policy_loss == "topr":
+    if loss.tapers:
         kept = kept_tokens(
             args.correction, numerator, behaviour, mask, level=level, cap=cap, band=band
         )

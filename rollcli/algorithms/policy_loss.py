@@ -24,18 +24,14 @@ from torch import Tensor
 from rollcli.algorithms.aggregation import aggregate_loss
 from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.masked import masked_mean
+from rollcli.config.loss_spec import LOSSES, losses_where
 
 LOG_RATIO_LIMIT = 20.0
-# the losses whose importance ratio is to the sampler `mu` (the engine's log-probs), not to
-# `pi_old`: `pg` has none of its own, so its correction weighs `pi_theta / mu`, and `topr`
-# tapers `pi_theta / mu` (`objective.rl_loss`; config.algorithm keeps the same tuple)
-SAMPLER_RATIO_LOSSES = ("pg", "topr")
-# the losses with a dual clip (config.algorithm keeps the same tuple and refuses the others)
-DUAL_CLIP_LOSSES = ("ppo", "raftpp")
 # GSPO's sequence log-ratio is clamped above at this value (verl's GSPO loss uses 10 too)
 SEQ_LOG_RATIO_LIMIT = 10.0
 
-# every policy loss's one signature
+# every policy loss's one signature; each loss's traits (clipped, dual clip, ratio to the
+# sampler, ...) are its row of `config.loss_spec.LOSSES`, whose `objective` names it here
 PolicyLoss = Callable[[PolicyLossInputs], tuple[Tensor, dict[str, float]]]
 
 
@@ -94,7 +90,7 @@ def raftpp_loss(x: PolicyLossInputs) -> tuple[Tensor, dict[str, float]]:
     `keep_frac`, the share of real tokens kept.
     """
     m = x.mask.to(x.logprobs.dtype)
-    kept = aggregation_mask("raftpp", m, x.advantages)
+    kept = positive_tokens(m, x.advantages)
     loss, metrics = ppo_clip_loss(dataclasses.replace(x, mask=kept))
     metrics["keep_frac"] = float(masked_mean(kept, m))
     return loss, metrics
@@ -188,32 +184,34 @@ def pg_loss(x: PolicyLossInputs) -> tuple[Tensor, dict[str, float]]:
     return loss, {"pg_loss": float(loss.detach()), "clipfrac": 0.0, **_ratio_metrics(log_ratio, m)}
 
 
+# each row of `LOSSES` with the function its `objective` names (a row naming none fails here)
+_OBJECTIVES = {f.__name__: f for f in (ppo_clip_loss, gspo_loss, topr_loss, pg_loss, raftpp_loss)}
 POLICY_LOSSES: dict[str, PolicyLoss] = {
-    "ppo": ppo_clip_loss,
-    "gspo": gspo_loss,
-    "topr": topr_loss,
-    "pg": pg_loss,
-    "raftpp": raftpp_loss,
+    name: _OBJECTIVES[spec.objective] for name, spec in LOSSES.items()
 }
 
 
+def positive_tokens(mask: Tensor, advantages: Tensor) -> Tensor:
+    """`mask` where the advantage is positive (raftpp's tokens)."""
+    return mask * (advantages.detach() > 0).to(mask.dtype)
+
+
 def aggregation_mask(name: str, mask: Tensor, advantages: Tensor) -> Tensor:
-    """The tokens the loss `name` aggregates over: `mask`, or for `raftpp` the ones with a
-    positive advantage (what micro-batches must be normalised by, see
-    `aggregation.micro_batch_share`)."""
-    if name == "raftpp":
-        return mask * (advantages.detach() > 0).to(mask.dtype)
-    return mask
+    """The tokens the loss `name` aggregates over: `mask`, or for a loss whose row is
+    `positive_only` (raftpp) the ones with a positive advantage (what micro-batches must be
+    normalised by, see `aggregation.micro_batch_share`)."""
+    return positive_tokens(mask, advantages) if LOSSES[name].positive_only else mask
 
 
 def compute_policy_loss(name: str, inputs: PolicyLossInputs) -> tuple[Tensor, dict[str, float]]:
     """Call the loss named `name` (a key of `POLICY_LOSSES`) with `inputs`.
 
     Every loss takes the same `PolicyLossInputs` and reads what it needs (pg and topr no
-    clip range); a `dual_clip` for a loss without one (`DUAL_CLIP_LOSSES`) is refused.
+    clip range); a `dual_clip` for a loss without one (`LossSpec.dual_clip`) is refused.
     """
     if name not in POLICY_LOSSES:
         raise ValueError(f"unknown policy loss {name!r}; choose one of {sorted(POLICY_LOSSES)}")
-    if inputs.dual_clip is not None and name not in DUAL_CLIP_LOSSES:
-        raise ValueError(f"dual_clip applies to the ppo and raftpp losses, not {name!r}")
+    if inputs.dual_clip is not None and not LOSSES[name].dual_clip:
+        with_one = " and ".join(losses_where(dual_clip=True))
+        raise ValueError(f"dual_clip applies to the {with_one} losses, not {name!r}")
     return POLICY_LOSSES[name](inputs)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollcli.config.algorithm import CLIPPED_LOSSES
+from rollcli.config.loss_spec import LOSSES
 from rollcli.config.pipeline_spec import spec_of
 
 
@@ -69,7 +69,7 @@ def _agentic_lines(cfg: Any) -> list[str]:
 
 def _loss_line(algorithm: Any) -> str:
     loss = f"loss: {algorithm.policy_loss} on {algorithm.advantage} advantages"
-    if algorithm.policy_loss in CLIPPED_LOSSES:
+    if LOSSES[algorithm.policy_loss].clipped:
         loss += f" (clip {algorithm.clip_low:g}/{algorithm.clip_high:g}"
         loss += f", dual clip {algorithm.dual_clip:g})" if algorithm.dual_clip else ")"
     clips = [

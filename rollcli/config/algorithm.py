@@ -2,7 +2,7 @@
 
 The recipe names a preset (`algorithm.name`, see `rollcli.config.presets`) and may
 override any knob; `resolve_algorithm` merges the two and validates them here. This
-module imports only pydantic, so the CLI can validate a recipe without torch.
+module imports only pydantic and the loss table (`loss_spec.py`), so the CLI can validate a recipe without torch.
 The formulas behind each knob are in `docs/algorithms.md`.
 """
 
@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rollcli.config.loss_spec import LOSSES, PolicyLossName, losses_where
 
 PresetName = Literal[
     "ppo",
@@ -27,7 +29,6 @@ PresetName = Literal[
     "reinforce",
 ]
 AdvantageName = Literal["gae", "reinforce", "grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"]
-PolicyLossName = Literal["ppo", "gspo", "topr", "pg", "raftpp"]
 LossAggMode = Literal[
     "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
 ]
@@ -36,15 +37,6 @@ KLEstimator = Literal["k1", "k2", "k3", "abs"]
 CorrectionName = Literal["auto", "none", "tis", "mis", "icepop"]
 # rollout precisions whose sampler differs from the fp32 trainer by more than rounding
 LOW_PRECISION = ("bf16", "int8", "fp8")
-# policy losses whose importance ratio is to the sampler `mu` itself, not to `pi_old`: pg
-# (off-policy REINFORCE: its correction weighs pi_theta / mu) and topr (it tapers pi_theta / mu);
-# `auto` names no correction for them (`resolved_correction`)
-SAMPLER_RATIO_LOSSES = ("pg", "topr")
-# policy losses with a dual clip (`algorithm.dual_clip`); algorithms.policy_loss keeps the same
-DUAL_CLIP_LOSSES = ("ppo", "raftpp")
-# policy losses that clip their ratio to [1 - clip_low, 1 + clip_high] (topr truncates its
-# own at 1, pg has none): algorithms.loss_inputs
-CLIPPED_LOSSES = ("ppo", "raftpp", "gspo")
 # the adaptive KL controller's target is a mean KL per response token; above this it is a
 # per-sequence figure (Ziegler et al. 2019 and TRL sum a response: 6 nats) and is refused
 KL_TARGET_PER_TOKEN_MAX = 1.0
@@ -184,9 +176,11 @@ class AlgorithmConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_combinations(self) -> AlgorithmConfig:
-        if self.dual_clip is not None and self.policy_loss not in DUAL_CLIP_LOSSES:
+        loss = LOSSES[self.policy_loss]
+        if self.dual_clip is not None and not loss.dual_clip:
             raise ValueError(
-                f"dual_clip applies to policy_loss ppo or raftpp, not {self.policy_loss!r}"
+                f"dual_clip applies to policy_loss {' or '.join(losses_where(dual_clip=True))}, "
+                f"not {self.policy_loss!r}"
             )
         if self.value_clip is not None and self.advantage != "gae":
             raise ValueError("value_clip needs a critic: set advantage: gae or drop value_clip")
@@ -195,12 +189,8 @@ class AlgorithmConfig(BaseModel):
                 f"algorithm.lam = {self.lam} is GAE's lambda, and advantage "
                 f"{self.advantage!r} has none; set advantage: gae or remove algorithm.lam"
             )
-        if self.off_policy.correction == "tis" and self.policy_loss == "topr":
-            raise ValueError(
-                "off_policy.correction tis cannot apply to policy_loss topr: TOPR truncates "
-                "its own ratio to the sampler (negatives at 1, positives by design not); "
-                "use mis or icepop to drop outlier tokens, or none"
-            )
+        if self.off_policy.correction in loss.refused:
+            raise ValueError(loss.refused[self.off_policy.correction])
         if self.kl_in == "loss" and self.kl_estimator == "k1" and self.kl_coef > 0:
             raise ValueError(
                 "algorithm.kl_estimator k1 with kl_in: loss has zero expected gradient "
@@ -270,9 +260,9 @@ class AlgorithmConfig(BaseModel):
 READ_WHEN: dict[str, Callable[[AlgorithmConfig], bool]] = {
     "lam": lambda a: a.advantage == "gae",
     "value_clip": lambda a: a.advantage == "gae",
-    "clip_low": lambda a: a.policy_loss in CLIPPED_LOSSES,
-    "clip_high": lambda a: a.policy_loss in CLIPPED_LOSSES,
-    "dual_clip": lambda a: a.policy_loss in DUAL_CLIP_LOSSES,
+    "clip_low": lambda a: LOSSES[a.policy_loss].clipped,
+    "clip_high": lambda a: LOSSES[a.policy_loss].clipped,
+    "dual_clip": lambda a: LOSSES[a.policy_loss].dual_clip,
     "loss_norm_len": lambda a: a.loss_agg == "seq-mean-token-sum-norm",
     "kl_estimator": lambda a: a.kl_coef > 0,
     "kl_in": lambda a: a.kl_coef > 0,
@@ -293,7 +283,7 @@ def resolved_correction(algorithm: AlgorithmConfig, rollout_precision: str) -> s
     """The off-policy correction a run applies: `algorithm.off_policy.correction`, with
     `auto` resolved: `tis` for a bf16 / int8 / fp8 rollout (on rlvr-math's learning suite,
     int8 rollout without a correction collapsed or damaged 2 seeds of 9, with `tis` none,
-    docs/performance.md), else `none`. Not for pg and topr (`SAMPLER_RATIO_LOSSES`): beside
+    docs/performance.md), else `none`. Not for pg and topr (`LossSpec.sampler_ratio`): beside
     ppo's clipped ratio to `pi_old` the weight `pi_old / mu` only covers the engine's small
     gap, while pg's weight is its whole ratio `pi_theta / mu` (another algorithm, off-policy
     REINFORCE: named, not picked) and topr already tapers `pi_theta / mu`.
@@ -305,6 +295,6 @@ def resolved_correction(algorithm: AlgorithmConfig, rollout_precision: str) -> s
     chosen = algorithm.off_policy.correction
     if chosen != "auto":
         return chosen
-    if rollout_precision in LOW_PRECISION and algorithm.policy_loss not in SAMPLER_RATIO_LOSSES:
+    if rollout_precision in LOW_PRECISION and not LOSSES[algorithm.policy_loss].sampler_ratio:
         return "tis"
     return "none"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from rollcli.config.algorithm import resolved_correction
 from rollcli.config.errors import ConfigError
+from rollcli.config.loss_spec import LOSSES
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, ENGINES, FALLBACK_ENGINE
 from rollcli.models.registry import ModelSpec
@@ -116,7 +117,7 @@ def auto_lines(cfg: RecipeConfig) -> list[str]:
 def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     """`algorithm.off_policy.correction` weighs tokens by `pi_old / mu`, with `pi_old` the trainer's
     temperature-only log-prob, and `policy_loss: topr` tapers `pi_theta / mu` whatever the
-    correction. The hf engine reports `mu` under that same distribution;
+    correction (`LossSpec.tapers`). The hf engine reports `mu` under that same distribution;
     vllm (`processed_logprobs`) and sglang report it under the top-k / top-p truncated one
     (vLLM has no temperature-only mode: `raw_logprobs` leave the temperature out), which
     biases every weight below 1 (mean 0.906 at top_p 0.9): refused."""
@@ -125,10 +126,10 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     truncated = rollout.top_p < 1.0 or rollout.top_k > 0
     if ENGINES[engine].exact_logprobs or not truncated or alg is None:
         return
-    if alg.policy_loss == "topr":
+    if LOSSES[alg.policy_loss].tapers:
         raise ConfigError(
-            f"algorithm.policy_loss topr with rollout.top_p = {rollout.top_p} / top_k = "
-            f"{rollout.top_k}: TOPR's ratio is to the {engine} engine's log-probs, which are "
+            f"algorithm.policy_loss {alg.policy_loss} with rollout.top_p = {rollout.top_p} / "
+            f"top_k = {rollout.top_k}: its ratio is to the {engine} engine's log-probs, which are "
             "of the truncated distribution; set rollout.top_p: 1 and rollout.top_k: 0, or "
             "use rollout.engine: hf"
         )

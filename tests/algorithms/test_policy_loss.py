@@ -9,7 +9,7 @@ import typing
 import pytest
 import torch
 
-from rollcli.algorithms import loss_inputs, policy_loss
+from rollcli.algorithms import loss_inputs
 from rollcli.algorithms.loss_inputs import PolicyLossInputs
 from rollcli.algorithms.policy_loss import (
     POLICY_LOSSES,
@@ -20,8 +20,8 @@ from rollcli.algorithms.policy_loss import (
     raftpp_loss,
     topr_loss,
 )
-from rollcli.config import algorithm as algorithm_config
 from rollcli.config.algorithm import PolicyLossName
+from rollcli.config.loss_spec import losses_where
 
 # ratios r = [1.5, 0.5, 1.1] (old logp = 0), advantages [1, -1, 2], clip 0.2
 RATIOS = torch.tensor([[1.5, 0.5, 1.1]])
@@ -39,9 +39,6 @@ def _x(logprobs, old, advantages, mask, **knobs) -> PolicyLossInputs:
 
 def test_table_matches_config_choices():
     assert set(POLICY_LOSSES) == set(typing.get_args(PolicyLossName))
-    # the losses whose ratio is to the sampler: one fact, kept in both layers
-    assert policy_loss.SAMPLER_RATIO_LOSSES == algorithm_config.SAMPLER_RATIO_LOSSES
-    assert policy_loss.DUAL_CLIP_LOSSES == algorithm_config.DUAL_CLIP_LOSSES
 
 
 def test_ppo_clip_by_hand():
@@ -168,7 +165,7 @@ def test_compute_policy_loss_uniform_call():
             ValueError, match=f"dual_clip applies to the ppo and raftpp losses, not '{name}'"
         ):
             compute_policy_loss(name, dual)
-    for name in policy_loss.DUAL_CLIP_LOSSES:
+    for name in losses_where(dual_clip=True):
         compute_policy_loss(name, dual)
     with pytest.raises(TypeError):
         PolicyLossInputs(x.logprobs, ADV, MASK, clip_ratio=0.2)
