@@ -169,7 +169,7 @@ def episodes(
         if policy not in POLICIES:  # checked before the seconds of imports that playing takes
             raise ConfigError(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
         cfg, source = load_recipe(ENV_RECIPES.get(target, target), overrides or [])
-        if spec_of(cfg).rollout != "episodes":
+        if not spec_of(cfg).plays_episodes:
             raise ConfigError(
                 f"{source} is a {cfg.pipeline} recipe; roll data episodes plays environments: "
                 "give frozenlake, sokoban or an agentic recipe"

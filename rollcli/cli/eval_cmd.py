@@ -92,7 +92,7 @@ def eval_cmd(
             raise ConfigError(f"--temperature {temperature}: must be 0 (greedy) or more")
         cfg, source = resolve_eval_target(target, overrides or [])
         models = [model] if compare is None else [model, compare]
-        if spec_of(cfg).rollout == "prompts":
+        if spec_of(cfg).samples_prompts:
             payload, texts = _eval_rlvr(cfg, source, models, n, seed, k, temperature, runs_dir)
         else:
             if k != 1:

@@ -13,12 +13,12 @@ from rollcli.config.pipeline_spec import spec_of
 
 def summary_lines(cfg: Any) -> list[str]:
     """The recipe's training settings for an RL recipe (rlvr or agentic); none otherwise."""
-    rollout = spec_of(cfg).rollout  # prompts (rlvr), episodes (agentic) or a fixed data set
-    if rollout not in ("prompts", "episodes"):
+    spec = spec_of(cfg)  # prompts (rlvr), episodes (agentic) or a fixed data set
+    if not spec.algorithm:
         return []
     train = cfg.train
     lines = [f"trains {cfg.model} for {train.steps} steps at lr {train.lr:g} ({cfg.name})"]
-    if rollout == "prompts":
+    if spec.samples_prompts:
         lines += _data_lines(cfg.data)
         sampling = cfg.rollout
         prompts = sampling.batch_size // sampling.group_size

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rollcli.config.loss_spec import LOSSES, PolicyLossName, losses_where
+from rollcli.config.precision_spec import PRECISIONS
 
 PresetName = Literal[
     "ppo",
@@ -35,8 +36,6 @@ LossAggMode = Literal[
 NormMode = Literal["group", "batch", "running", "none"]
 KLEstimator = Literal["k1", "k2", "k3", "abs"]
 CorrectionName = Literal["auto", "none", "tis", "mis", "icepop"]
-# rollout precisions whose sampler differs from the fp32 trainer by more than rounding
-LOW_PRECISION = ("bf16", "int8", "fp8")
 # the adaptive KL controller's target is a mean KL per response token; above this it is a
 # per-sequence figure (Ziegler et al. 2019 and TRL sum a response: 6 nats) and is refused
 KL_TARGET_PER_TOKEN_MAX = 1.0
@@ -247,6 +246,11 @@ class AlgorithmConfig(BaseModel):
         return {knob for knob, reads in READ_WHEN.items() if not reads(self)}
 
     @property
+    def kl_in_reward(self) -> bool:
+        """The KL penalty is taken from the reward (`kl_in: reward`), not added to the loss."""
+        return self.kl_in == "reward"
+
+    @property
     def needs_reference(self) -> bool:
         """A reference model forward pass is needed only for a KL penalty."""
         return self.kl_coef > 0
@@ -295,6 +299,8 @@ def resolved_correction(algorithm: AlgorithmConfig, rollout_precision: str) -> s
     chosen = algorithm.off_policy.correction
     if chosen != "auto":
         return chosen
-    if rollout_precision in LOW_PRECISION and not LOSSES[algorithm.policy_loss].sampler_ratio:
+    row = PRECISIONS.get(rollout_precision)  # None: auto
+    low = row is not None and row.low
+    if low and not LOSSES[algorithm.policy_loss].sampler_ratio:
         return "tis"
     return "none"

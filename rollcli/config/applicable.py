@@ -28,6 +28,7 @@ import yaml
 
 from rollcli.config.devices_section import RolePlacement
 from rollcli.config.pipeline_spec import devices_key, roles_run, spec_of
+from rollcli.config.roles import CRITIC
 from rollcli.config.sections import RolloutConfig
 
 WIDTH = 80
@@ -51,7 +52,7 @@ def applicable(cfg: Any) -> dict[str, Any]:
         out["devices"],
         {k for k, f in placements if f.annotation is RolePlacement and k not in run},
     )
-    if "critic" not in run:
+    if CRITIC not in run:
         out.pop("critic", None)
     distill = getattr(cfg, "distill", None)
     if distill is not None and distill.mode == "on_policy":

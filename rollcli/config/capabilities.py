@@ -181,7 +181,7 @@ def _data_parallel(cfg: RecipeConfig) -> str | None:
             "trains with train.num_workers=1"
         )
     where, batch = "rollout.batch_size", cfg.rollout.batch_size
-    if spec_of(cfg).rollout == "episodes":
+    if spec_of(cfg).plays_episodes:
         where, batch = "agentic.group_size x agentic.groups_per_step", cfg.agentic.episodes_per_step
     for key, value in (
         (where, batch),

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import devices_key, roles_run
+from rollcli.config.roles import ACTOR_INFER, ACTOR_TRAIN, CRITIC, FORWARD_ROLES
 from rollcli.config.strategy_spec import ENGINES, FALLBACK_ENGINE, STRATEGIES, strategy_spec
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def parallel_error(cfg: RecipeConfig) -> str | None:
                 )
                 fix = _instead(cfg, role, key)
                 return f"{at}: {named} runs no {KINDS[key]} parallelism ({why}); {fix}"
-            if role == "actor_infer" and cfg.resources.gpus == 0:
+            if role == ACTOR_INFER and cfg.resources.gpus == 0:
                 return (
                     f"{at}: tensor-parallel inference splits the engine over GPUs, and this "
                     f"is a CPU run (--gpus 0); set devices.{role}.{key}=1"
@@ -85,13 +86,13 @@ def _strategies(cfg: RecipeConfig) -> dict[str, tuple[str | None, str]]:
     out: dict[str, tuple[str | None, str]] = {}
     for name in roles_run(cfg):
         key = devices_key(name)
-        if name == "actor_train":
+        if name == ACTOR_TRAIN:
             out[key] = (cfg.train.strategy, f"train.strategy {cfg.train.strategy}")
-        elif name == "actor_infer":
+        elif name == ACTOR_INFER:
             out[key] = _engine(cfg)
-        elif name == "critic":
+        elif name == CRITIC:
             out[key] = ("hf", "the critic (trained with hf)")
-        elif name in ("reference", "teacher"):
+        elif name in FORWARD_ROLES:
             out[key] = ("hf", f"the {name} (hf forwards)")
         else:
             out.setdefault(key, (None, f"the {key} workers"))
@@ -122,7 +123,7 @@ def _instead(cfg: RecipeConfig, role: str, key: str) -> str:
     """What to do instead of an unrunnable `devices.<role>.<key>`."""
     place = getattr(cfg.devices, role)
     reset = f"set devices.{role}.{key}=1"
-    if role == "actor_infer":
+    if role == ACTOR_INFER:
         engine, _ = _engine(cfg)
         if key == "pp":
             if runs_parallel(engine, "tp"):
@@ -133,7 +134,7 @@ def _instead(cfg: RecipeConfig, role: str, key: str) -> str:
                 f"install vllm (pip install vllm), or set rollout.engine=vllm or sglang, or {reset}"
             )
         return f"use rollout.engine=vllm or sglang (they split the engine over tp GPUs), or {reset}"
-    if role == "actor_train" and cfg.train.lora is None:  # LoRA trains with hf only
+    if role == ACTOR_TRAIN and cfg.train.lora is None:  # LoRA trains with hf only
         shard = "to spread the model's states over the GPUs use"
         row = strategy_spec(cfg.train.strategy)
         if not row.shards_states:  # hf (auto too)

@@ -5,8 +5,13 @@ Config (`capabilities.py`, the recipe types), the planner (`planning/role_table.
 from here (`spec_of(cfg)`) instead of comparing its name; the sections each pipeline accepts
 are its recipe type's fields (`recipe.RECIPE_TYPES`, the same names).
 
+A pipeline's rollout source (`prompts`, `episodes`, `data`) is named here only: the
+others ask the row (`spec.samples_prompts`, `spec.plays_episodes`, `spec.engine`) or
+compare with `PROMPTS` / `EPISODES` / `DATA`, never with a string literal
+(tests/config/test_name_literals.py).
+
 Imports only the strategy and engine table (`strategy_spec.py`; the recipe types import
-both).
+both) and the role names (`roles.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rollcli.config import roles as R
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, STRATEGY_CHOICES, strategies_where
 
 W = "rollcli.workers."
+# where a pipeline's training samples come from (`PipelineSpec.rollout`); PROMPTS is also
+# what a row of an rlvr data section becomes (`PipelineSpec.data_items`)
+PROMPTS: Literal["prompts"] = "prompts"
+EPISODES: Literal["episodes"] = "episodes"
+DATA: Literal["data"] = "data"
+RolloutSource = Literal["prompts", "episodes", "data"]
 
 ALL_STRATEGIES = STRATEGY_CHOICES
 
@@ -40,7 +52,7 @@ class PipelineSpec:
     name: str
     runner: str  # "module:Class" of the pipeline (imported lazily: launch/registry.py)
     trainer: str  # actor_train's worker class
-    rollout: Literal["prompts", "episodes", "data"]
+    rollout: RolloutSource
     strategies: tuple[str, ...] = (AUTO, AUTO_STRATEGY)
     gpus: bool = False
     data_parallel: bool = False
@@ -56,12 +68,27 @@ class PipelineSpec:
     def engine(self) -> bool:
         """Its rollouts come from `rollout.engine` (the offline pipelines sample held-out
         answers with the hf engine only)."""
-        return self.rollout != "data"
+        return self.rollout != DATA
 
     @property
     def algorithm(self) -> bool:
         """It has an RL `algorithm` section."""
-        return self.rollout != "data"
+        return self.rollout != DATA
+
+    @property
+    def samples_prompts(self) -> bool:
+        """Its rollouts are samples of prompts, scored by reward workers (rlvr)."""
+        return self.rollout == PROMPTS
+
+    @property
+    def plays_episodes(self) -> bool:
+        """Its rollouts are episodes played turn by turn against env workers (agentic)."""
+        return self.rollout == EPISODES
+
+    @property
+    def reads_prompts(self) -> bool:
+        """A row of its data section is a prompt with its answer (rlvr)."""
+        return self.data_items == PROMPTS
 
 
 _RL = dict(
@@ -76,14 +103,14 @@ SPECS: dict[str, PipelineSpec] = {
     s.name: s
     for s in (
         PipelineSpec(
-            "rlvr", rollout="prompts", perf=True, shared_prefix=True, data_items="prompts", **_RL
+            "rlvr", rollout=PROMPTS, perf=True, shared_prefix=True, data_items=PROMPTS, **_RL
         ),
-        PipelineSpec("agentic", rollout="episodes", **_RL),
+        PipelineSpec("agentic", rollout=EPISODES, **_RL),
         PipelineSpec(
             "dpo",
             runner="rollcli.pipelines.dpo:DPOPipeline",
             trainer=W + "dpo_train:DPOTrainWorker",
-            rollout="data",
+            rollout=DATA,
             rows_per_example=2,
             data_items="pairs",
         ),
@@ -91,7 +118,7 @@ SPECS: dict[str, PipelineSpec] = {
             "sft",
             runner="rollcli.pipelines.sft:SFTPipeline",
             trainer=W + "sft_train:SFTTrainWorker",
-            rollout="data",
+            rollout=DATA,
             perf=True,
             data_items="chats",
         ),
@@ -99,7 +126,7 @@ SPECS: dict[str, PipelineSpec] = {
             "distill",
             runner="rollcli.pipelines.distill:DistillPipeline",
             trainer=W + "distill:StudentWorker",
-            rollout="data",
+            rollout=DATA,
             full_logits=True,
             teacher=True,
             data_items="chats",
@@ -132,25 +159,25 @@ def roles_run(cfg: Any) -> tuple[str, ...]:
     """The roles a recipe runs, in the role table's order (`planning/role_table.py` gives
     each its worker and resources)."""
     spec = spec_of(cfg)
-    roles = ["actor_train"]
+    roles = [R.ACTOR_TRAIN]
     if spec.engine:
-        roles.append("actor_infer")
-    if cfg.reference_role == "reference":  # with train.lora: actor_train, adapters off
-        roles.append("reference")
+        roles.append(R.ACTOR_INFER)
+    if cfg.reference_role == R.REFERENCE:  # with train.lora: actor_train, adapters off
+        roles.append(R.REFERENCE)
     if cfg.needs_critic:
-        roles.append("critic")
+        roles.append(R.CRITIC)
     if spec.teacher:
-        roles.append("teacher")
-    if spec.rollout == "prompts":
-        roles.append("reward")
-    if spec.rollout == "episodes":
-        roles += ["env", "env_val"]
+        roles.append(R.TEACHER)
+    if spec.samples_prompts:
+        roles.append(R.REWARD)
+    if spec.plays_episodes:
+        roles += [R.ENV, R.ENV_VAL]
         if cfg.agentic.val_env is not None:  # a second env validation also plays
-            roles.append("env_cross")
+            roles.append(R.ENV_CROSS)
     return tuple(roles)
 
 
 def devices_key(role: str) -> str:
     """The `devices.<key>` that places `role`: its own name, but validation environments
     (`env_val`, `env_cross`) are placed with the training ones (`env`)."""
-    return "env" if role in ("env_val", "env_cross") else role
+    return R.ENV if role in R.VALIDATION_ENVS else role

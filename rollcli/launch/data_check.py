@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.pipeline_spec import PROMPTS, spec_of
 
 if TYPE_CHECKING:
     from rollcli.config.data_section import DataConfig
@@ -130,7 +130,7 @@ def prepare_data(cfg: RecipeConfig, model_path: str) -> None:
     from rollcli.strategies.hf_model import load_tokenizer
 
     tokenizer = load_tokenizer(_tokenizer_path(cfg, model_path))
-    if items == "prompts":
+    if items == PROMPTS:
         from rollcli.rewards.conventions import reward_columns
 
         columns = reward_columns(cfg.reward)
@@ -147,7 +147,7 @@ def check_generated_data(cfg: RecipeConfig) -> None:
     ones for data.val_size); it needs no model, so a dry run checks it even where
     `roll train` downloads the model first."""
     data = getattr(cfg, "data", None)
-    if data is None or spec_of(cfg).data_items != "prompts":
+    if data is None or not spec_of(cfg).reads_prompts:
         return
     from rollcli.data.prompt_sets import check_generated
 

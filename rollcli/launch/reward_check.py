@@ -31,7 +31,7 @@ def check_reward_calls(cfg: RecipeConfig) -> list[str]:
     """Raise `ConfigError` for a user reward of `cfg` that cannot score its first prompts'
     reference answers; return the warnings (a raise on a wrong reply), one line each."""
     reward = getattr(cfg, "reward", None)
-    if reward is None or spec_of(cfg).data_items != "prompts":
+    if reward is None or not spec_of(cfg).reads_prompts:
         return []
     from rollcli.rewards.conventions import reward_columns, user_rewards
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rollcli.config.parallel import runs_parallel
+from rollcli.config.roles import ACTOR_TRAIN, REFERENCE
 from rollcli.config.strategy_spec import ENGINES, STRATEGIES
 from rollcli.planning.devices import PlanError, format_indices
 from rollcli.planning.lora_params import lora_param_count
@@ -92,7 +93,7 @@ def _fsdp2(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
         where = plan.placements[req.role]
         dp = 1 if where == "cpu" else len(where) // (req.tp * req.pp)
         replicated = not STRATEGIES[req.resolved_strategy].shards_states  # hf
-        if req.role == "actor_train" and dp > 1 and replicated:
+        if req.role == ACTOR_TRAIN and dp > 1 and replicated:
             text = f"shard model states over {dp} GPUs with FSDP2: " + _key(
                 "strategy", req.role, "fsdp2"
             )
@@ -125,14 +126,14 @@ def _lora(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
     that is a copy of the policy becomes the policy with its adapters off."""
     for req in _trainers(inp, plan):
         replicated = not STRATEGIES[req.resolved_strategy].shards_states  # hf
-        if req.role != "actor_train" or req.lora_params or not replicated:
+        if req.role != ACTOR_TRAIN or req.lora_params or not replicated:
             continue
         params = lora_param_count(inp.model, r=LORA_RANK, target_modules=LORA_TARGETS)
-        drop = any(r.role == "reference" for r in inp.roles)  # a copy of the policy
+        drop = any(r.role == REFERENCE for r in inp.roles)  # a copy of the policy
         roles = [
             replace(r, lora_params=params) if r.role == req.role else r
             for r in inp.roles
-            if not (drop and r.role == "reference")
+            if not (drop and r.role == REFERENCE)
         ]
         text = (
             f"train LoRA adapters ({params / 1e6:.1f}M parameters), not every weight: "
@@ -154,7 +155,7 @@ def _offload(inp: PlanInput, plan: Plan, assess: Assess) -> Iterator[Step]:
                 )
                 yield text, _with(inp, req.role, offload_params=True)
             continue
-        if req.role == "actor_train" and not row.shards_states and not req.lora_params:
+        if req.role == ACTOR_TRAIN and not row.shards_states and not req.lora_params:
             text = "offload weights, gradients and Adam states to host memory with FSDP2: "
             text += _key("strategy", req.role, "fsdp2") + " and "
             text += _key("offload_params", req.role, True)

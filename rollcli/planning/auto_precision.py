@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.precision_spec import BF16, BF16_MIXED, FP32
 from rollcli.config.strategy_spec import strategy_spec
 
 if TYPE_CHECKING:
@@ -33,9 +34,9 @@ CPU_AUTO_BF16 = True
 def auto_precision(cfg: RecipeConfig) -> tuple[str, str]:
     """The precision `train.precision: auto` resolves to for `cfg`, and why (one line)."""
     if cfg.resources.gpus > 0:
-        return "bf16-mixed", "GPUs compute in bf16"
+        return BF16_MIXED, "GPUs compute in bf16"
     if strategy_spec(cfg.train.strategy).owns_bf16:  # its own bf16 mode: GPUs only here
-        return "fp32", f"bf16 on a CPU is the hf strategy's, not {cfg.train.strategy}'s"
+        return FP32, f"bf16 on a CPU is the hf strategy's, not {cfg.train.strategy}'s"
     from rollcli.planning.cpu_bf16 import BF16_MIN_SPEEDUP, bf16_flags, bf16_probe
     from rollcli.planning.model_spec import model_spec
 
@@ -45,13 +46,13 @@ def auto_precision(cfg: RecipeConfig) -> tuple[str, str]:
     flags = "/".join(bf16_flags()) or "no bf16 flag"
     measured = f"bf16 matmuls run {ratio:.1f}x fp32's on this CPU ({flags})"
     if ratio < BF16_MIN_SPEEDUP:
-        return "fp32", f"{measured}, under the {BF16_MIN_SPEEDUP}x that pays for bf16"
+        return FP32, f"{measured}, under the {BF16_MIN_SPEEDUP}x that pays for bf16"
     if not CPU_AUTO_BF16:
-        return "fp32", (
+        return FP32, (
             f"{measured}, but bf16-mixed awaits its learning check on the CPU "
             "(docs/performance.md); train.precision: bf16-mixed uses it"
         )
-    return "bf16-mixed", measured
+    return BF16_MIXED, measured
 
 
 # The recipes whose learning check held with a bf16 rollout on a CPU (the hf engine's bf16
@@ -75,15 +76,15 @@ def auto_rollout_precision(cfg: RecipeConfig) -> tuple[str, str]:
     from rollcli.config.engines import FALLBACK_ENGINE, resolve_engine
 
     if resolve_engine(cfg.rollout.engine, check=False) != FALLBACK_ENGINE:
-        return "fp32", "bf16 copies of the linears are the hf engine's"
-    if cfg.train.precision != "bf16-mixed":
-        return "fp32", "training is fp32 here"
+        return FP32, "bf16 copies of the linears are the hf engine's"
+    if cfg.train.precision != BF16_MIXED:
+        return FP32, "training is fp32 here"
     if cfg.name not in ROLLOUT_BF16_RECIPES:
-        return "fp32", (
+        return FP32, (
             f"a bf16 rollout has not held {cfg.name}'s learning check, docs/evaluation.md; "
             "rollout.precision: bf16 uses it"
         )
-    return "bf16", (
+    return BF16, (
         f"the hf engine's bf16 linears over fp32 weights; {cfg.name}'s learning suite held "
         "with it, docs/evaluation.md"
     )
@@ -104,7 +105,7 @@ def resolve_precision(cfg: RecipeConfig) -> tuple[RecipeConfig, list[str]]:
         rollout = cfg.rollout.model_copy(update={"precision": chosen})
         cfg = cfg.model_copy(update={"rollout": rollout})
         lines.append(f"rollout.precision auto → {chosen} ({why})")
-        warmup = ROLLOUT_BF16_RECIPES.get(cfg.name, 0) if chosen == "bf16" else 0
+        warmup = ROLLOUT_BF16_RECIPES.get(cfg.name, 0) if chosen == BF16 else 0
         if warmup and "warmup_steps" not in cfg.train.model_fields_set:
             train = cfg.train.model_copy(update={"warmup_steps": warmup})
             cfg = cfg.model_copy(update={"train": train})

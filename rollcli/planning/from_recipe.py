@@ -16,13 +16,15 @@ from rollcli.config.algorithm import resolved_correction
 from rollcli.config.errors import ConfigError
 from rollcli.config.loss_spec import LOSSES
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.precision_spec import PRECISIONS
+from rollcli.config.roles import ACTOR_INFER, ACTOR_TRAIN, CRITIC, SEQUENCE_ROLES
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, ENGINES, FALLBACK_ENGINE
 from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.inference_memory import hf_decode_seqs
 from rollcli.planning.model_spec import model_spec
 from rollcli.planning.request import PlanInput, RoleRequest
-from rollcli.planning.role_precision import bf16_copies, check_precision, param_bytes
+from rollcli.planning.role_precision import bf16_copies, check_rollout_precision, param_bytes
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
 from rollcli.planning.sharing import MAX_GPUS
 
@@ -62,7 +64,7 @@ def _default_mapping(role: Role, gpus: int, async_mode: bool) -> str:
         return "cpu"
     if async_mode and gpus > 1:  # rollout beside training: split the GPUs
         half = gpus // 2
-        return f"0-{half - 1}" if role.name != "actor_infer" else f"{half}-{gpus - 1}"
+        return f"0-{half - 1}" if role.name != ACTOR_INFER else f"{half}-{gpus - 1}"
     return f"0-{gpus - 1}"
 
 
@@ -152,8 +154,8 @@ def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: b
     others); true where nothing can leave the GPU is refused in a GPU run."""
     value = getattr(cfg.devices, role.devices).offload_when_idle
     if value is None:
-        return role.name == "actor_infer"
-    if value and not on_cpu and (role.name != "actor_infer" or not ENGINES[strategy].sleeps):
+        return role.name == ACTOR_INFER
+    if value and not on_cpu and (role.name != ACTOR_INFER or not ENGINES[strategy].sleeps):
         raise ConfigError(
             f"devices.{role.devices}.offload_when_idle: only actor_infer's vllm or sglang engine "
             "leaves its GPU when idle in this build; remove the key (the plan counts this "
@@ -197,17 +199,17 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
     micro_batch *= spec_of(cfg).rows_per_example  # dpo: it counts pairs, two rows each
     grad_ckpt = cfg.train.gradient_checkpointing
     max_num_seqs = place.max_num_seqs
-    if role.name == "actor_train":  # auto unresolved (auto_strategy.py): planned as hf
+    if role.name == ACTOR_TRAIN:  # auto unresolved (auto_strategy.py): planned as hf
         strategy = AUTO_STRATEGY if cfg.train.strategy == AUTO else cfg.train.strategy
-    elif role.name == "critic":
+    elif role.name == CRITIC:
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
-    elif role.name == "actor_infer":
+    elif role.name == ACTOR_INFER:
         strategy = _infer_strategy(cfg.rollout.engine, gpus)
         _check_behaviour_logprobs(cfg, strategy)
-        check_precision(cfg, strategy, on_cpu)
+        check_rollout_precision(cfg, strategy, on_cpu)
         if on_cpu:  # the hf engine decodes a worker's share 64 samples at a time
             share = -(-cfg.rollout.batch_size // cfg.rollout.num_workers)
-            per_prompt = cfg.group_samples if spec_of(cfg).rollout == "prompts" else 1
+            per_prompt = cfg.group_samples if spec_of(cfg).samples_prompts else 1
             max_num_seqs = hf_decode_seqs(share, per_prompt)
     return RoleRequest(
         role=role.name,
@@ -229,20 +231,26 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         max_num_seqs=max_num_seqs,
         param_bytes=param_bytes(cfg, role.name, strategy, on_cpu),
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
-        lora_params=lora_params if role.name == "actor_train" else 0,
+        lora_params=lora_params if role.name == ACTOR_TRAIN else 0,
         chunked_head=not spec_of(cfg).full_logits,
         shared_prefix=_shared_prefix(cfg, role) if on_cpu else 1,
         session_bytes=_session_bytes(cfg, role, strategy),
-        int8_copies=role.name == "actor_infer" and cfg.rollout.precision == "int8",
+        int8_copies=role.name == ACTOR_INFER and _int8(cfg),
         bf16_copies=bf16_copies(cfg, role.name, strategy, on_cpu),
     )
+
+
+def _int8(cfg: RecipeConfig) -> bool:
+    """The engine holds int8 copies of its linears (`rollout.precision: int8`)."""
+    row = PRECISIONS.get(cfg.rollout.precision)  # None: auto
+    return row is not None and row.int8
 
 
 def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | None:
     """distill's actor_train trains the student: `distill.student`, or the teacher cut to
     `distill.student_layers` (default a third of its layers, `models.student`); None: the
     recipe's model."""
-    if not spec_of(cfg).teacher or role.name != "actor_train":
+    if not spec_of(cfg).teacher or role.name != ACTOR_TRAIN:
         return None
     if cfg.distill.student is not None:
         return model_spec(cfg.distill.student)
@@ -255,7 +263,7 @@ def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | 
 def _session_bytes(cfg: RecipeConfig, role: Role, strategy: str | None) -> int:
     """agentic's hf engine keeps episodes' KV between turns, up to `agentic.turn_cache_mib`
     (`agentic_setup.turn_cache_mib`; vllm and sglang cache prefixes inside their own pool)."""
-    agentic_engine = spec_of(cfg).rollout == "episodes" and role.name == "actor_infer"
+    agentic_engine = spec_of(cfg).plays_episodes and role.name == ACTOR_INFER
     if not agentic_engine or not ENGINES[strategy].turn_cache:
         return 0
     return round(cfg.agentic.turn_cache_mib * 2**20)
@@ -265,7 +273,7 @@ def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
     """Samples packed in one row by the shared-prefix layout (rlvr's default, agentic's
     `train.shared_prefix`): a group's,
     in the forwards and the update of actor_train, reference and critic; 1 elsewhere."""
-    if role.name not in ("actor_train", "reference", "critic") or not cfg.shared_prefix:
+    if role.name not in SEQUENCE_ROLES or not cfg.shared_prefix:
         return 1
     return cfg.group_samples
 

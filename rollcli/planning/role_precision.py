@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollcli.config.errors import ConfigError
-from rollcli.config.strategy_spec import ENGINES
+from rollcli.config.precision_spec import BF16, FP32, PRECISIONS
+from rollcli.config.roles import ACTOR_INFER, ACTOR_TRAIN, CRITIC, REFERENCE
+from rollcli.config.strategy_spec import AUTO, ENGINES
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -19,9 +21,9 @@ def bf16_copies(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
     """A bf16 rollout on a CPU in the engine that holds copies of its linears (hf): fp32
     weights and a bf16 copy of each linear (strategies/bf16_linears.py), not a bf16 model."""
     return (
-        role == "actor_infer"
+        role == ACTOR_INFER
         and on_cpu
-        and cfg.rollout.precision == "bf16"
+        and cfg.rollout.precision == BF16
         and strategy is not None
         and ENGINES[strategy].int8
     )
@@ -33,27 +35,27 @@ def param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
     fp32 weights the sync writes, beside their int8 / bf16 copies), else fp32 on CPU and bf16 on GPUs; actor_train and the
     reference `train.precision` (bf16-mixed: bf16 compute, fp32 master weights; auto,
     before planning/auto_precision.py resolved it: bf16 on GPUs, fp32 on a CPU); the critic
-    fp32 (in this build)."""
-    if role in ("actor_train", "reference") and cfg.train.precision != "auto":
-        return 2 if cfg.train.precision == "bf16-mixed" else 4
-    precision = cfg.rollout.precision if role == "actor_infer" else "auto"
-    if precision != "auto":
-        return 2 if precision == "bf16" and not bf16_copies(cfg, role, strategy, on_cpu) else 4
-    return 4 if on_cpu or role == "critic" else 2
+    fp32 (in this build). The bytes of a precision are its row's `weight_bytes`."""
+    if role in (ACTOR_TRAIN, REFERENCE) and cfg.train.precision != AUTO:
+        return PRECISIONS[cfg.train.precision].weight_bytes
+    precision = cfg.rollout.precision if role == ACTOR_INFER else AUTO
+    if bf16_copies(cfg, role, strategy, on_cpu):
+        precision = FP32  # the fp32 weights, beside the bf16 copies of the linears
+    if precision != AUTO:
+        return PRECISIONS[precision].weight_bytes
+    fp32, bf16 = PRECISIONS[FP32].weight_bytes, PRECISIONS[BF16].weight_bytes
+    return fp32 if on_cpu or role == CRITIC else bf16
 
 
-def check_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
-    """`rollout.precision` an engine of this run can honour, or one line saying why not."""
-    precision = cfg.rollout.precision
-    if precision == "int8" and (not ENGINES[engine].int8 or not on_cpu):
+def check_rollout_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
+    """`rollout.precision` an engine of this run can honour, or one line saying why not
+    (the row's `refusal`, or int8 elsewhere than in an int8 engine on a CPU)."""
+    row = PRECISIONS.get(cfg.rollout.precision)
+    if row is not None and row.int8 and (not ENGINES[engine].int8 or not on_cpu):
         where = "on GPUs" if not on_cpu else f"with rollout.engine {engine}"
         raise ConfigError(
             f"rollout.precision int8 {where}: int8 rollout is the hf engine's on the CPU "
             "(torch._int_mm); set rollout.engine: hf on a CPU run, or rollout.precision: bf16"
         )
-    if precision == "fp8":
-        raise ConfigError(
-            "rollout.precision fp8: no engine of this build honours it yet (vLLM's fp8 "
-            "would have to re-quantize after every weight sync, not built or measured); "
-            "use rollout.precision: bf16"
-        )
+    if row is not None and row.refusal:
+        raise ConfigError(row.refusal)

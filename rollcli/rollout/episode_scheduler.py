@@ -32,6 +32,9 @@ from rollcli.rollout.episode import Episode, EpisodeSpec, Limits, user_turn
 from rollcli.rollout.worker_api import EnvHost, InferenceWorker
 from rollcli.strategies.sampling import SamplingParams
 
+# what a pending call of `play` awaits: an env host's resets or steps, or a generation
+ENV_CALL, GEN_CALL = "env_call", "gen_call"
+
 ProgressFn = Callable[[int, int], None]
 
 
@@ -185,18 +188,19 @@ def play_episodes(
     episodes = [Episode(spec) for spec in specs]
     host_of = {ep.spec.index: i % len(hosts) for i, ep in enumerate(episodes)}
     by_index = {ep.spec.index: ep for ep in episodes}
-    pending: dict[Any, tuple[str, Any]] = {}  # handle -> ("env", None) | ("gen", (rank, batch))
+    # handle -> (ENV_CALL, None) | (GEN_CALL, (rank, batch))
+    pending: dict[Any, tuple[str, Any]] = {}
     for h, host in enumerate(hosts):
         items = [(ep.spec.index, ep.spec.seed) for ep in episodes if host_of[ep.spec.index] == h]
         if items:
-            pending[call(host, EnvHost.reset, items)] = ("env", None)
+            pending[call(host, EnvHost.reset, items)] = (ENV_CALL, None)
     ready: list[int] = []
     counts = {"finished": 0, "gen_calls": 0, "gen_rows": 0, "prefill": 0, "hit": 0, "miss": 0}
     held: dict[int, int] = {}  # per episode: the prompt tokens its session should hold
 
     def finish(handle: Any) -> None:
         kind, what = pending.pop(handle)
-        if kind == "env":  # results of resets or steps: episodes end or become ready
+        if kind == ENV_CALL:  # results of resets or steps: episodes end or become ready
             for index, result in get(handle).items():
                 ep = by_index[index]
                 if not ep.prompt_ids and not ep.done:
@@ -224,11 +228,11 @@ def play_episodes(
             by_index[index].add_reply(reply)
             per_host.setdefault(host_of[index], {})[index] = reply["text"]
         for h, texts in per_host.items():
-            pending[call(hosts[h], EnvHost.step, texts)] = ("env", None)
+            pending[call(hosts[h], EnvHost.step, texts)] = (ENV_CALL, None)
 
     def submit(batch: list[int]) -> None:
         rank, handle = policy.submit([by_index[i] for i in batch])
-        pending[handle] = ("gen", (rank, batch))
+        pending[handle] = (GEN_CALL, (rank, batch))
         counts["gen_calls"] += 1
         counts["gen_rows"] += len(batch)
 
@@ -240,7 +244,7 @@ def play_episodes(
                 batch, ready[:] = ready[:size], ready[size:]
                 submit(batch)
         elif not lockstep and ready and policy.free:  # every episode that is ready now
-            env_calls = [h for h, (kind, _) in pending.items() if kind == "env"]
+            env_calls = [h for h, (kind, _) in pending.items() if kind == ENV_CALL]
             if env_calls and gather_s > 0:  # env steps take milliseconds: let them join
                 for handle in wait_any(env_calls, timeout=gather_s):
                     finish(handle)

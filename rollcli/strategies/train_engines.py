@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rollcli.config.precision_spec import BF16_MIXED, FP32
 from rollcli.config.strategy_spec import STRATEGIES, STRATEGY_NAMES
 
 if TYPE_CHECKING:
@@ -65,9 +66,9 @@ def make_trainer(
         raise ValueError(
             f"unknown training strategy {strategy.name!r}; choose one of {TRAIN_STRATEGIES}"
         )
-    if row.fp32_only and precision != "fp32":
+    if row.fp32_only and precision != FP32:
         raise ValueError(f"train.strategy {row.name} runs fp32 only here, not {precision}")
-    place = {"rank": rank, "world_size": world_size, "bf16": precision == "bf16-mixed"}
+    place = {"rank": rank, "world_size": world_size, "bf16": precision == BF16_MIXED}
     kwargs = {**{k: place[k] for k in row.trainer_takes}, **strategy.options()}
     # the row's `trainer`, imported only when chosen; written as calls (not `importlib` of
     # the row's string) so that a reader, and `farm-studio walk`, follow `train.lr` from

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from rollcli.config.precision_spec import PRECISIONS
 from rollcli.config.strategy_spec import STRATEGIES, strategies_where
 from rollcli.data.batch import Batch
 from rollcli.distributed import data_parallel, stores
@@ -92,7 +93,7 @@ class TrainedModelWorker(PolicyLogprobs):
         # LoRA in bf16-mixed: the frozen base is loaded in bf16 (no fp32 master copy, as
         # planned; loading it in fp32 first peaked at 4 bytes/param: 29.5 GiB for a 7B
         # model on an H200 where the plan says 16.2); peft keeps the adapters in fp32
-        frozen_bf16 = lora is not None and self.precision == "bf16-mixed"
+        frozen_bf16 = lora is not None and PRECISIONS[self.precision].bf16_compute
         dtype = torch.bfloat16 if frozen_bf16 else torch.float32
         self.model = load_causal_lm(model_path, dtype=dtype, train=True, device=self.device)
         if gradient_checkpointing:
@@ -184,7 +185,7 @@ class TrainedModelWorker(PolicyLogprobs):
         """This rank's matmul FLOP/s on its device in its compute dtype, measured once per
         machine (`tracking/peak.py`): `{"flops", "device", "dtype", "measured_at",
         "cache_file", "cached"}` (`cached`: an earlier run's figure was reused)."""
-        dtype = torch.bfloat16 if self.precision == "bf16-mixed" else torch.float32
+        dtype = torch.bfloat16 if PRECISIONS[self.precision].bf16_compute else torch.float32
         return machine_peak(self.device, dtype, seconds=seconds)
 
     # ---- weight sync -------------------------------------------------------------------

@@ -89,7 +89,7 @@ def add_advantages(
     scores = shape_scores(alg, batch[SCORES], lengths, max_new_tokens, group_size, running)
     metrics: dict[str, float] = {}
     kl = None
-    if REF_LOGPROBS in batch and alg.kl_in == "reward":
+    if REF_LOGPROBS in batch and alg.kl_in_reward:
         kl = kl_estimate(batch[OLD_LOGPROBS], batch[REF_LOGPROBS], alg.kl_estimator)
         # the mean per response token: the unit of `algorithm.kl_target`
         current = float(masked_mean(kl, mask)) if mask.sum() > 0 else 0.0

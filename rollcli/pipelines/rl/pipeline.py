@@ -23,6 +23,7 @@ from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.engines import resolve_engine
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import RecipeConfig
+from rollcli.config.roles import ACTOR_TRAIN
 from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import OLD_LOGPROBS, REF_LOGPROBS, VALUES
 from rollcli.distributed import data_parallel, weight_sync
@@ -44,7 +45,7 @@ from rollcli.workers.reference import ReferenceWorker
 
 
 def make_source(cfg: RecipeConfig, ctl: RunControl, model_path: str, engine: str) -> RolloutSource:
-    if spec_of(cfg).rollout == "episodes":
+    if spec_of(cfg).plays_episodes:
         from rollcli.pipelines.rl.episodes import EpisodeSource
 
         return EpisodeSource(cfg, ctl, model_path, engine)
@@ -79,7 +80,7 @@ class RLPipeline:
             self.source.batch_size,
         )
         # KL in the reward compares the sampling policy with the reference
-        self.needs_old_logprobs = not on_policy or (cfg.needs_reference and alg.kl_in == "reward")
+        self.needs_old_logprobs = not on_policy or (cfg.needs_reference and alg.kl_in_reward)
         threads = max(w.threads or 1 for w in self.placement.plan.workers)
         self.perf = None
         if self.source.flop_account:
@@ -98,7 +99,7 @@ class RLPipeline:
                     "train": train_gpus,
                 }
             self.work = RLStepWork(
-                reference=cfg.reference_role in ("reference", "actor_train"),
+                reference=cfg.reference_role is not None,
                 old_logprobs=self.needs_old_logprobs,
                 critic=cfg.needs_critic,
                 epochs=alg.ppo_epochs,
@@ -259,7 +260,7 @@ class RLPipeline:
                 REF_LOGPROBS,
                 c.reference.dispatch(ReferenceWorker.compute_logprobs, batch, **sizes),
             )
-        elif self.cfg.reference_role == "actor_train":  # LoRA: the policy, adapters off
+        elif self.cfg.reference_role == ACTOR_TRAIN:  # LoRA: the policy, adapters off
             batch.set(
                 REF_LOGPROBS,
                 c.actor_train.dispatch(ActorTrainWorker.compute_ref_logprobs, batch, **sizes),

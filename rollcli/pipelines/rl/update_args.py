@@ -28,7 +28,7 @@ def update_args(cfg: RecipeConfig) -> PolicyUpdateArgs:
         # Dr. GRPO's constant: the generation budget (an agentic response spans turns:
         # there the batch's padded response width, see ActorTrainWorker.train_step)
         norm_len=alg.loss_norm_len
-        or (cfg.rollout.max_new_tokens if spec_of(cfg).rollout == "prompts" else None),
+        or (cfg.rollout.max_new_tokens if spec_of(cfg).samples_prompts else None),
         temperature=cfg.rollout.temperature or 1.0,
         shared_prefix=cfg.shared_prefix,
         correction=resolved_correction(alg, cfg.rollout.precision),  # type: ignore[arg-type]
