@@ -1,0 +1,74 @@
+"""A role, a rollout source, a policy loss or a precision is named in the module holding
+its table (config/roles.py, config/pipeline_spec.py, config/loss_spec.py,
+config/precision_spec.py) and read from there: elsewhere rollcli/ compares none with a
+string literal (`tests/name_literals.py` is the scan; run it to print what it finds)."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+from name_literals import PACKAGE, TABLES, modules, name_comparisons
+
+from rollcli.config import roles
+from rollcli.config.pipeline_spec import SPECS, RolloutSource
+from rollcli.config.precision_spec import PRECISIONS, ROLLOUT_PRECISIONS, TRAIN_PRECISIONS
+from rollcli.config.sections import RolloutConfig, TrainConfig
+
+# being rewritten on another branch (typed worker arguments): their comparisons are reported
+# apart, not held to the bound, until that branch lands
+ALLOWED_ELSEWHERE = ("runtime/workers_setup.py", "runtime/role_args.py", "planning/role_table.py")
+# the comparisons left: words that are also a name, where they mean something else (a step
+# result's `reward` key, an eval summary's `episodes` key, `algorithm.kl_in: reward`)
+BOUND = 8
+
+
+def _found() -> tuple[list[str], list[str]]:
+    found = [line for path in modules() for line in name_comparisons(path)]
+    apart = [line for line in found if line.split(":")[0] in ALLOWED_ELSEWHERE]
+    return [line for line in found if line not in apart], apart
+
+
+def test_names_are_compared_only_in_their_tables() -> None:
+    held, apart = _found()
+    print(f"{len(held)} comparisons held to the bound, {len(apart)} in ALLOWED_ELSEWHERE:")
+    print("\n".join(held + apart))
+    assert len(held) <= BOUND, "read the name's table instead:\n" + "\n".join(held)
+
+
+def test_the_files_allowed_elsewhere_exist() -> None:
+    """Each exemption names a module that exists (a moved one must be named anew)."""
+    for module in ALLOWED_ELSEWHERE:
+        assert (PACKAGE / module).is_file(), module
+
+
+def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
+    """Each form it forbids, each kind of name, and a table's own names left alone."""
+    (tmp_path / "config").mkdir()
+    source = tmp_path / "branches.py"
+    source.write_text(
+        'if role == "actor_train": pass\n'
+        'if spec.rollout in ("prompts", "episodes"): pass\n'
+        'if "raftpp" != name: pass\n'
+        'match precision:\n    case "bf16" | "fp8": pass\n'
+        'if x not in ["teacher"]: pass\n'
+        'if precision == "auto": pass\n',
+        encoding="utf-8",
+    )
+    table = tmp_path / "config" / "loss_spec.py"
+    table.write_text('if name == "raftpp": pass\nif role == "critic": pass\n', encoding="utf-8")
+    lines = sorted(int(o.split(":")[1]) for o in name_comparisons(source, root=tmp_path))
+    assert lines == [1, 2, 3, 5, 6]
+    assert [o.split(": ")[1] for o in name_comparisons(table, root=tmp_path)] == ["role"]
+
+
+def test_the_tables_hold_the_names_the_scan_looks_for() -> None:
+    """The scan's names are the tables' rows: a new row is scanned for too."""
+    assert TABLES["role"][1] == set(roles.ROLE_NAMES) == set(typing.get_args(roles.RoleName))
+    assert TABLES["rollout source"][1] == set(typing.get_args(RolloutSource))
+    assert {s.rollout for s in SPECS.values()} == set(typing.get_args(RolloutSource))
+    assert TABLES["precision"][1] == set(PRECISIONS)
+    rollout = typing.get_args(RolloutConfig.model_fields["precision"].annotation)
+    train = typing.get_args(TrainConfig.model_fields["precision"].annotation)
+    assert rollout == ("auto", *ROLLOUT_PRECISIONS)
+    assert train == ("auto", *TRAIN_PRECISIONS)
