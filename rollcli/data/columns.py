@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from rollcli.config.data_section import template_fields
+from rollcli.config.data_section import DataConfig, MixDomainConfig, template_fields
 from rollcli.data.prompts import DataError, answer_spec
 
 Messages = tuple[dict[str, str], ...]
@@ -34,10 +34,29 @@ class Columns:
     available: tuple[str, ...] | None = None
 
     @classmethod
-    def of(cls, section: Any) -> Columns:
-        """The column keys of a `data` section (or a `data.mix` domain)."""
-        keys = [k for k in cls.__dataclass_fields__ if k != "available"]
-        return cls(**{k: getattr(section, k, None) for k in keys})
+    def of(cls, section: DataConfig | MixDomainConfig) -> Columns:
+        """The column keys of a `data` section, or of a `data.mix` domain (which maps the
+        prompt and the answer only: its rows are rlvr's). Each key is read by its name, so
+        a renamed one fails here instead of reading as unset.
+
+        >>> Columns.of(DataConfig(source="file", path="t.jsonl", chosen_key="good")).chosen_key
+        'good'
+        """
+        columns = cls(
+            prompt_key=section.prompt_key,
+            prompt_template=section.prompt_template,
+            answer_key=section.answer_key,
+            answer_pattern=section.answer_pattern,
+        )
+        if isinstance(section, DataConfig):
+            columns = replace(
+                columns,
+                chosen_key=section.chosen_key,
+                rejected_key=section.rejected_key,
+                messages_key=section.messages_key,
+                response_key=section.response_key,
+            )
+        return columns
 
     @property
     def mapped(self) -> bool:
