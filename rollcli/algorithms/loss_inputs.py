@@ -4,7 +4,9 @@ signature `loss(inputs) -> (loss, metrics)` and the registry calls each the same
 
 A loss reads the fields it needs and leaves the others: `pg` and `topr` have no clip,
 only `ppo` and `raftpp` a dual clip (`policy_loss.compute_policy_loss` refuses one for the
-others), and only `topr` reads the sampler's log-probs (its ratio is to them).
+others), and only `topr` reads the sampler's log-probs (its ratio is to them): each loss's
+row of `config.loss_spec.LOSSES` says which. A knob left out takes the recipe's default,
+read from the config layer, not a second default written here.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torch import Tensor
+
+from rollcli.config.algorithm import AlgorithmConfig
+
+_ALG = AlgorithmConfig()  # the recipe's defaults: an algorithm section that sets nothing
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,8 @@ class PolicyLossInputs:
     * `clip_low`, `clip_high`: the ratio's clip range `[1 - clip_low, 1 + clip_high]` (ppo,
       raftpp, gspo; the `gspo` preset sets the paper's 3e-4, 4e-4);
     * `dual_clip`: ppo's and raftpp's bound `c > 1` on negative-advantage tokens, or None;
-    * `agg`, `norm_len`: the aggregation, see `rollcli.algorithms.aggregation`.
+    * `agg`, `norm_len`: the aggregation, see `rollcli.algorithms.aggregation`; left out,
+      the recipe's `algorithm.loss_agg` default (`seq-mean-token-mean`).
 
     >>> import torch
     >>> PolicyLossInputs(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 2))
@@ -45,11 +52,11 @@ class PolicyLossInputs:
     old_logprobs: Tensor | None = None
     behaviour_logprobs: Tensor | None = None
     is_weights: Tensor | None = None
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    dual_clip: float | None = None
-    agg: str = "token-mean"
-    norm_len: float | None = None
+    clip_low: float = _ALG.clip_low
+    clip_high: float = _ALG.clip_high
+    dual_clip: float | None = _ALG.dual_clip
+    agg: str = _ALG.loss_agg
+    norm_len: float | None = _ALG.loss_norm_len
 
     def __post_init__(self) -> None:
         shape = self.logprobs.shape

@@ -13,10 +13,8 @@ import contextlib
 
 import torch
 
-from rollcli.config.precision_spec import PRECISIONS as ROWS
-from rollcli.config.precision_spec import TRAIN_PRECISIONS
+from rollcli.config.precision_spec import PRECISIONS, TRAIN_PRECISIONS
 
-PRECISIONS = TRAIN_PRECISIONS  # fp32, bf16-mixed: a worker's train.precision (the plan's)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # autocast's cast cache keeps a bf16 copy of every weight it casts until the region ends (2
 # bytes/param at the update's peak, memory.AUTOCAST_WEIGHT_COPY_BYTES); the GPU proof kit's
@@ -25,13 +23,14 @@ AUTOCAST_CACHE = True
 
 
 def check_precision(precision: str) -> str:
-    """`precision` where it is a training precision, else a ValueError naming those.
+    """`precision` where it is a training precision (fp32, bf16-mixed: a worker's
+    `train.precision`, the plan's), else a ValueError naming those.
 
     >>> check_precision("bf16-mixed")
     'bf16-mixed'
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if precision not in TRAIN_PRECISIONS:
+        raise ValueError(f"precision {precision!r}: choose one of {', '.join(TRAIN_PRECISIONS)}")
     return precision
 
 
@@ -56,6 +55,6 @@ def kept_casts(device: torch.device) -> contextlib.AbstractContextManager:
 
 def compute_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
     """Where an `hf` worker runs forward and backward: bf16 autocast for `bf16-mixed`."""
-    if ROWS[check_precision(precision)].bf16_compute:
+    if PRECISIONS[check_precision(precision)].bf16_compute:
         return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=AUTOCAST_CACHE)
     return contextlib.nullcontext()

@@ -72,3 +72,14 @@ def test_the_tables_hold_the_names_the_scan_looks_for() -> None:
     train = typing.get_args(TrainConfig.model_fields["precision"].annotation)
     assert rollout == ("auto", *ROLLOUT_PRECISIONS)
     assert train == ("auto", *TRAIN_PRECISIONS)
+
+
+def test_the_role_groups_are_the_role_tables() -> None:
+    """config can not import the planner's role table (a layer above): the groups
+    config/roles.py names are checked against it here."""
+    from rollcli.planning import request
+    from rollcli.planning.role_table import TABLE
+
+    assert tuple(r.name for r in TABLE) == roles.ROLE_NAMES
+    assert set(roles.FORWARD_ROLES) == set(request.FORWARD_ROLES)
+    assert {r.name for r in TABLE if r.devices != r.name} == set(roles.VALIDATION_ENVS)
