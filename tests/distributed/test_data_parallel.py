@@ -21,7 +21,13 @@ ADVANTAGES = [1.0, -1.0, 1.0, -0.5, 0.25, -2.0]
 # two optimizer steps of 4 and 2 rows, token-mean over the whole mini-batch: the one worker
 # groups rows 0-3 into two micro-batches by length, each rank its own two rows into one,
 # and every split must give the same gradient (each share divides by all ranks' tokens)
-ARGS = PolicyUpdateArgs(mini_batch_size=4, micro_batch_size=2, entropy_coef=0.01)
+ARGS = PolicyUpdateArgs(
+    mini_batch_size=4,
+    micro_batch_size=2,
+    micro_batch_tokens=None,
+    entropy_coef=0.01,
+    loss_agg="token-mean",
+)
 
 
 pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
