@@ -1,10 +1,10 @@
 """One row per numeric precision (`train.precision`, `rollout.precision`): what the code
 asks of each.
 
-Config (the recipe's `Literal`s, `algorithm.resolved_correction`), the planner
-(`planning/role_precision.py`'s bytes per weight and refusals, `auto_precision.py`), the
-strategies and the workers read a precision's facts from its row, or compare with its
-constant (`precision == BF16_MIXED`), never with a string literal
+Config (`algorithm.resolved_correction`; the recipe's `Literal`s, which a test ties to the
+rows), the planner (`planning/role_precision.py`'s bytes per weight and refusals,
+`auto_precision.py`), the strategies and the workers read a precision's facts from its
+row, or compare with its constant (`precision == BF16_MIXED`), never with a string literal
 (tests/config/test_name_literals.py). `auto` is a choice, not a row
 (`strategy_spec.AUTO`): the planner resolves it (`planning/auto_precision.py`).
 

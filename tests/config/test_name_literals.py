@@ -12,7 +12,12 @@ from name_literals import PACKAGE, TABLES, modules, name_comparisons
 
 from rollcli.config import roles
 from rollcli.config.pipeline_spec import SPECS, RolloutSource
-from rollcli.config.precision_spec import PRECISIONS, ROLLOUT_PRECISIONS, TRAIN_PRECISIONS
+from rollcli.config.precision_spec import (
+    LOW_PRECISIONS,
+    PRECISIONS,
+    ROLLOUT_PRECISIONS,
+    TRAIN_PRECISIONS,
+)
 from rollcli.config.sections import RolloutConfig, TrainConfig
 
 # being rewritten on another branch (typed worker arguments): their comparisons are reported
@@ -72,6 +77,20 @@ def test_the_tables_hold_the_names_the_scan_looks_for() -> None:
     train = typing.get_args(TrainConfig.model_fields["precision"].annotation)
     assert rollout == ("auto", *ROLLOUT_PRECISIONS)
     assert train == ("auto", *TRAIN_PRECISIONS)
+
+
+def test_what_the_precision_rows_say() -> None:
+    """The facts the code used to branch on by name (hand-listed)."""
+    assert LOW_PRECISIONS == ("bf16", "int8", "fp8")  # `auto` corrects these rollouts (tis)
+    assert {n: p.weight_bytes for n, p in PRECISIONS.items() if n != "fp8"} == {
+        "fp32": 4,
+        "bf16": 2,
+        "bf16-mixed": 2,
+        "int8": 4,  # the fp32 weights the sync writes, beside the int8 copies
+    }
+    assert [n for n, p in PRECISIONS.items() if p.bf16_compute] == ["bf16-mixed"]
+    assert [n for n, p in PRECISIONS.items() if p.int8] == ["int8"]
+    assert [n for n, p in PRECISIONS.items() if p.refusal] == ["fp8"]
 
 
 def test_the_role_groups_are_the_role_tables() -> None:
