@@ -152,6 +152,7 @@ def update_args(shapes: Shapes, kl_coef: float = 0.0):
     return PolicyUpdateArgs(
         loss_agg="seq-mean-token-mean",
         micro_batch_size=shapes.micro_batch,
+        micro_batch_tokens=None,  # the micro-batch as sized, no token budget
         kl_loss_coef=kl_coef,
         norm_len=shapes.new_tokens,
     )

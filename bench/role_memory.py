@@ -100,6 +100,7 @@ def main() -> None:
             batch.set("advantages", batch["response_mask"].float())
             batch.set("old_logprobs", torch.zeros(batch["response_mask"].shape))
             update = PolicyUpdateArgs(
+                loss_agg="token-mean",  # as measured before it took the recipe's default
                 micro_batch_size=args.rows,
                 micro_batch_tokens=args.tokens,
                 shared_prefix=args.group > 1,
