@@ -3,7 +3,8 @@
 Config (`capabilities.py`, the recipe types), the planner (`planning/role_table.py`,
 `planning/from_recipe.py`), the launcher and the cluster builder read a recipe's pipeline
 from here (`spec_of(cfg)`) instead of comparing its name; the sections each pipeline accepts
-are its recipe type's fields (`recipe.RECIPE_TYPES`, the same names).
+are its recipe type's fields (`recipe.RECIPE_TYPES`, the same names). actor_train's worker
+class in each pipeline is the runtime's (`runtime/worker_table.TRAINERS`, which imports it).
 
 Imports only the strategy and engine table (`strategy_spec.py`; the recipe types import
 both).
@@ -15,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, STRATEGY_CHOICES, strategies_where
-
-W = "rollcli.workers."
 
 ALL_STRATEGIES = STRATEGY_CHOICES
 
@@ -39,7 +38,6 @@ class PipelineSpec:
 
     name: str
     runner: str  # "module:Class" of the pipeline (imported lazily: launch/registry.py)
-    trainer: str  # actor_train's worker class
     rollout: Literal["prompts", "episodes", "data"]
     strategies: tuple[str, ...] = (AUTO, AUTO_STRATEGY)
     gpus: bool = False
@@ -66,7 +64,6 @@ class PipelineSpec:
 
 _RL = dict(
     runner="rollcli.pipelines.rl.pipeline:RLPipeline",
-    trainer=W + "actor_train:ActorTrainWorker",
     strategies=(AUTO, *strategies_where(refusal=None)),  # auto, hf, fsdp2, deepspeed
     gpus=True,
     data_parallel=True,
@@ -82,7 +79,6 @@ SPECS: dict[str, PipelineSpec] = {
         PipelineSpec(
             "dpo",
             runner="rollcli.pipelines.dpo:DPOPipeline",
-            trainer=W + "dpo_train:DPOTrainWorker",
             rollout="data",
             rows_per_example=2,
             data_items="pairs",
@@ -90,7 +86,6 @@ SPECS: dict[str, PipelineSpec] = {
         PipelineSpec(
             "sft",
             runner="rollcli.pipelines.sft:SFTPipeline",
-            trainer=W + "sft_train:SFTTrainWorker",
             rollout="data",
             perf=True,
             data_items="chats",
@@ -98,7 +93,6 @@ SPECS: dict[str, PipelineSpec] = {
         PipelineSpec(
             "distill",
             runner="rollcli.pipelines.distill:DistillPipeline",
-            trainer=W + "distill:StudentWorker",
             rollout="data",
             full_logits=True,
             teacher=True,
