@@ -30,8 +30,8 @@ from rollcli.rollout.agentic_setup import env_kwargs, limits, model_context, tra
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
 from rollcli.strategies.sampling import SamplingParams
-from rollcli.workers.actor_infer import ActorInferWorker
-from rollcli.workers.env_worker import EnvWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
+from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 RECIPES = {"frozenlake": "agentic-frozenlake", "sokoban": "agentic-sokoban"}
 
@@ -41,7 +41,7 @@ def play(worker: ActorInferWorker, path: str, recipe: str, sessions: bool, group
     counts and the wall time."""
     cfg, _ = load_recipe(recipe, [f"agentic.groups_per_step={groups}"] if groups else [])
     ag, r = cfg.agentic, cfg.rollout
-    hosts = [EnvWorker(ag.env, env_kwargs(ag)) for _ in range(ag.num_env_workers)]
+    hosts = [EnvWorker(EnvArgs(ag.env, env_kwargs(ag))) for _ in range(ag.num_env_workers)]
     fmt = TurnFormat(worker.tokenizer, hosts[0].instructions(), ag.reply_prefix, ag.user_suffix)
     params = SamplingParams(
         n=1, max_new_tokens=r.max_new_tokens, temperature=r.temperature, seed=cfg.seed
@@ -72,7 +72,7 @@ def main() -> None:
     args = ap.parse_args()
 
     path = str(resolve_model(args.model))
-    worker = ActorInferWorker(path, num_threads=args.threads, session_mib=1024)
+    worker = ActorInferWorker(ActorInferArgs(path, num_threads=args.threads, session_mib=1024))
     worker.generate([[1] * 64], SamplingParams(max_new_tokens=4))  # warm up
     table = Table(title=f"multi-turn rollout, {args.model}, best of {args.rounds} rounds")
     for col in ("env", "sessions", "episodes", "turns", "system prompt", "prefilled", "reused"):

@@ -27,6 +27,7 @@ from rollcli.runs.checkpoint import write_checkpoint
 from rollcli.runs.rng import capture_rng
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 
 def _one_step(worker: ActorTrainWorker) -> None:
@@ -51,9 +52,13 @@ def main() -> None:
     console = Console()
     model_path = str(resolve_model(args.model))
     threads = torch.get_num_threads()
-    worker = ActorTrainWorker(model_path, trainer_args=TrainerArgs(lr=1e-5), num_threads=threads)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(model_path, trainer=TrainerArgs(lr=1e-5), num_threads=threads)
+    )
     _one_step(worker)
-    fresh = ActorTrainWorker(model_path, trainer_args=TrainerArgs(lr=1e-5), num_threads=threads)
+    fresh = ActorTrainWorker(
+        TrainedModelArgs(model_path, trainer=TrainerArgs(lr=1e-5), num_threads=threads)
+    )
     _one_step(fresh)  # same tensor shapes in the optimizer before loading
 
     root = Path(args.dir or tempfile.mkdtemp(prefix="roll-ckpt-bench-"))

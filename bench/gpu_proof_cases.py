@@ -204,22 +204,25 @@ def train_case(
     from rollcli.strategies.train_engines import TrainStrategy
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     extra, fields = TRAIN_CASES[case]
     fields = dict(fields)
     lora = LoraSpec() if fields.pop("lora", False) else None
     precision.AUTOCAST_CACHE = fields.pop("autocast_cache", True)
-    strategy = TrainStrategy(**fields).worker_kwargs()
+    strategy = TrainStrategy(**fields)
     planned = planned_bytes(model, device, shapes, extra)["actor_train"]
     before = device.reset_peak()
     worker = ActorTrainWorker(
-        str(folder),
-        trainer_args=TrainerArgs(lr=1e-6),
-        gradient_checkpointing=shapes.grad_checkpointing,
-        num_gpus=device.num_gpus,
-        precision=device.train_precision,
-        lora=lora,
-        **strategy,
+        TrainedModelArgs(
+            str(folder),
+            trainer=TrainerArgs(lr=1e-6),
+            gradient_checkpointing=shapes.grad_checkpointing,
+            num_gpus=device.num_gpus,
+            precision=device.train_precision,
+            lora=lora,
+            strategy=strategy,
+        )
     )
     breakdown: dict[str, Any] = {}
     try:
@@ -345,13 +348,13 @@ def generate_case(
     from rollcli.models.spec import param_count
     from rollcli.strategies.hf_infer import HFInferEngine
     from rollcli.strategies.sampling import SamplingParams
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
     spec = get_model_spec(model)
     planned = planned_bytes(model, device, shapes, [f"devices.actor_infer.max_num_seqs={batch}"])
     before = device.reset_peak()
     worker = ActorInferWorker(
-        str(folder), engine="hf", num_gpus=device.num_gpus, dtype=device.infer_dtype
+        ActorInferArgs(str(folder), engine="hf", num_gpus=device.num_gpus, dtype=device.infer_dtype)
     )
     engine, pad = worker.engine, worker.tokenizer.pad_token_id
     if device.kind == "cpu":  # the kit's CPU run exercises the static decode too (no graphs)
@@ -412,9 +415,10 @@ def grpo_case(
     from rollcli.models.spec import param_count
     from rollcli.strategies.sampling import SamplingParams
     from rollcli.strategies.trainer import TrainerArgs
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
     from rollcli.workers.actor_train import ActorTrainWorker
-    from rollcli.workers.reference import ReferenceWorker
+    from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     spec = get_model_spec(model)
     n_params = param_count(spec)
@@ -423,14 +427,18 @@ def grpo_case(
     before = device.reset_peak()
     kwargs = {"num_gpus": device.num_gpus}
     train = ActorTrainWorker(
-        str(folder),
-        trainer_args=TrainerArgs(lr=1e-6),
-        gradient_checkpointing=shapes.grad_checkpointing,
-        precision=device.train_precision,
-        **kwargs,
+        TrainedModelArgs(
+            str(folder),
+            trainer=TrainerArgs(lr=1e-6),
+            gradient_checkpointing=shapes.grad_checkpointing,
+            precision=device.train_precision,
+            **kwargs,
+        )
     )
-    infer = ActorInferWorker(str(folder), engine="hf", dtype=device.infer_dtype, **kwargs)
-    ref = ReferenceWorker(str(folder), dtype=device.infer_dtype, **kwargs)
+    infer = ActorInferWorker(
+        ActorInferArgs(str(folder), engine="hf", dtype=device.infer_dtype, **kwargs)
+    )
+    ref = ReferenceWorker(ReferenceArgs(str(folder), dtype=device.infer_dtype, **kwargs))
     host, port = train.open_weight_sync(2, "gloo", infer.weight_dtype())
     joined = threading.Thread(target=train.connect_weight_sync)
     joined.start()

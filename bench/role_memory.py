@@ -64,9 +64,9 @@ def main() -> None:
     t0 = time.perf_counter()
     if args.role == "generate":
         from rollcli.strategies.sampling import SamplingParams
-        from rollcli.workers.actor_infer import ActorInferWorker
+        from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
-        worker = ActorInferWorker(path, num_threads=args.threads)
+        worker = ActorInferWorker(ActorInferArgs(path, num_threads=args.threads))
         loaded = pss_bytes(pid)
         params = SamplingParams(n=1, max_new_tokens=args.response, temperature=1.0, seed=1)
         out = worker.generate(prompts, params)
@@ -76,15 +76,16 @@ def main() -> None:
         from rollcli.data.padding import rollout_tensors
 
         if args.role == "forward":
-            from rollcli.workers.reference import ReferenceWorker
+            from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
 
-            worker = ReferenceWorker(path, num_threads=args.threads)
+            worker = ReferenceWorker(ReferenceArgs(path, num_threads=args.threads))
         else:
             from rollcli.strategies.trainer import TrainerArgs
             from rollcli.workers.actor_train import ActorTrainWorker
+            from rollcli.workers.trained_model import TrainedModelArgs
 
             worker = ActorTrainWorker(
-                path, trainer_args=TrainerArgs(lr=1e-6), num_threads=args.threads
+                TrainedModelArgs(path, trainer=TrainerArgs(lr=1e-6), num_threads=args.threads)
             )
         loaded = pss_bytes(pid)
         batch = Batch(rollout_tensors(prompts, responses, 0))

@@ -61,9 +61,9 @@ def humaneval_samples(n: int) -> list[dict]:
 
 
 def score_humaneval(samples: list[dict], workers: int) -> float:
-    from rollcli.workers.reward import RewardWorker
+    from rollcli.workers.reward import RewardArgs, RewardWorker
 
-    worker = RewardWorker("code", options={"max_workers": workers})
+    worker = RewardWorker(RewardArgs("code", options={"max_workers": workers}))
     start = time.perf_counter()
     results = worker.score(samples)
     elapsed = time.perf_counter() - start

@@ -45,9 +45,11 @@ def tensor_digests(model: torch.nn.Module, dtype: torch.dtype | None = None) -> 
 def engine_process(conn: Any, folder: str, num_gpus: float, dtype: str) -> None:
     """The engine's process: an ActorInferWorker answering the kit's messages."""
     try:
-        from rollcli.workers.actor_infer import ActorInferWorker
+        from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
-        infer = ActorInferWorker(folder, engine="hf", dtype=dtype, num_gpus=num_gpus)
+        infer = ActorInferWorker(
+            ActorInferArgs(folder, engine="hf", dtype=dtype, num_gpus=num_gpus)
+        )
         conn.send(("ok", infer.device_slot()))
         while True:
             msg = conn.recv()
@@ -91,6 +93,7 @@ def sync_case(folder: Path, device: Any, repeats: int = 3) -> dict[str, Any]:
     from rollcli.strategies.precision import torch_dtype
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     ctx = mp.get_context("spawn")
     conn, child_conn = ctx.Pipe()
@@ -102,10 +105,12 @@ def sync_case(folder: Path, device: Any, repeats: int = 3) -> dict[str, Any]:
     engine.start()
     try:
         train = ActorTrainWorker(
-            str(folder),
-            trainer_args=TrainerArgs(lr=1e-6),
-            precision=device.train_precision,
-            num_gpus=device.num_gpus,
+            TrainedModelArgs(
+                str(folder),
+                trainer=TrainerArgs(lr=1e-6),
+                precision=device.train_precision,
+                num_gpus=device.num_gpus,
+            )
         )
         slots = [train.device_slot(), _reply(conn, engine)]
         expected = tensor_digests(train.model, torch_dtype(device.infer_dtype))

@@ -57,9 +57,9 @@ def synced_gaps(model_path: str, **low_precision: bool) -> tuple[float, float]:
     from weight_sync_pair import sync_into_worker
 
     from rollcli.strategies.hf_model import load_causal_lm
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
-    infer = ActorInferWorker(model_path, num_threads=1, **low_precision)
+    infer = ActorInferWorker(ActorInferArgs(model_path, num_threads=1, **low_precision))
     old = load_causal_lm(model_path, train=False)
     trained = load_causal_lm(model_path, train=False)
     torch.manual_seed(1)

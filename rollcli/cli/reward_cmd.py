@@ -139,7 +139,7 @@ def reward(
 
         from rollcli.config.reward_section import RewardConfig
         from rollcli.rewards.registry import load_reward_fn, required_fields
-        from rollcli.workers.reward import RewardWorker
+        from rollcli.workers.reward import RewardArgs, RewardWorker
 
         if not timeout_s > 0:
             fail(f"--timeout {timeout_s:g}: give a positive number of seconds", "e.g. --timeout 10")
@@ -160,7 +160,12 @@ def reward(
         needs = required_fields(name, load_reward_fn(name))
         samples = read_samples(input_path, needs, name)
         worker = RewardWorker(
-            cfg.fn, options=cfg.worker_options, timeout_s=cfg.timeout_s, convention=cfg.convention
+            RewardArgs(
+                cfg.fn,
+                options=cfg.worker_options,
+                timeout_s=cfg.timeout_s,
+                convention=cfg.convention,
+            )
         )
         results = worker.score(samples)
         summary = summarise(results)

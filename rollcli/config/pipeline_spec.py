@@ -3,7 +3,8 @@
 Config (`capabilities.py`, the recipe types), the planner (`planning/role_table.py`,
 `planning/from_recipe.py`), the launcher and the cluster builder read a recipe's pipeline
 from here (`spec_of(cfg)`) instead of comparing its name; the sections each pipeline accepts
-are its recipe type's fields (`recipe.RECIPE_TYPES`, the same names).
+are its recipe type's fields (`recipe.RECIPE_TYPES`, the same names). actor_train's worker
+class in each pipeline is the runtime's (`runtime/worker_table.TRAINERS`, which imports it).
 
 A pipeline's rollout source (`prompts`, `episodes`, `data`) is named here only: the
 others ask the row (`spec.samples_prompts`, `spec.plays_episodes`, `spec.engine`) or
@@ -22,7 +23,6 @@ from typing import Any, Literal
 from rollcli.config import roles as R
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, STRATEGY_CHOICES, strategies_where
 
-W = "rollcli.workers."
 # where a pipeline's training samples come from (`PipelineSpec.rollout`); PROMPTS is also
 # what a row of an rlvr data section becomes (`PipelineSpec.data_items`)
 PROMPTS: Literal["prompts"] = "prompts"
@@ -51,7 +51,6 @@ class PipelineSpec:
 
     name: str
     runner: str  # "module:Class" of the pipeline (imported lazily: launch/registry.py)
-    trainer: str  # actor_train's worker class
     rollout: RolloutSource
     strategies: tuple[str, ...] = (AUTO, AUTO_STRATEGY)
     gpus: bool = False
@@ -93,7 +92,6 @@ class PipelineSpec:
 
 _RL = dict(
     runner="rollcli.pipelines.rl.pipeline:RLPipeline",
-    trainer=W + "actor_train:ActorTrainWorker",
     strategies=(AUTO, *strategies_where(refusal=None)),  # auto, hf, fsdp2, deepspeed
     gpus=True,
     data_parallel=True,
@@ -109,7 +107,6 @@ SPECS: dict[str, PipelineSpec] = {
         PipelineSpec(
             "dpo",
             runner="rollcli.pipelines.dpo:DPOPipeline",
-            trainer=W + "dpo_train:DPOTrainWorker",
             rollout=DATA,
             rows_per_example=2,
             data_items="pairs",
@@ -117,7 +114,6 @@ SPECS: dict[str, PipelineSpec] = {
         PipelineSpec(
             "sft",
             runner="rollcli.pipelines.sft:SFTPipeline",
-            trainer=W + "sft_train:SFTTrainWorker",
             rollout=DATA,
             perf=True,
             data_items="chats",
@@ -125,7 +121,6 @@ SPECS: dict[str, PipelineSpec] = {
         PipelineSpec(
             "distill",
             runner="rollcli.pipelines.distill:DistillPipeline",
-            trainer=W + "distill:StudentWorker",
             rollout=DATA,
             full_logits=True,
             teacher=True,

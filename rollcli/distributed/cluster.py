@@ -37,9 +37,11 @@ class Cluster:
         worker_cls: type,
         world_size: int,
         resources: WorkerResources,
-        init_kwargs: Callable[[int], dict[str, Any]] | dict[str, Any],
+        init_args: Callable[[int], Any],
         placement: list[WorkerPlacement] | None = None,
     ) -> None:
+        """`init_args(rank)`: the one args object rank `rank`'s worker is built from (its
+        class's frozen `...Args`: runtime/worker_table.py)."""
         import ray
 
         if placement is not None and len(placement) != world_size:
@@ -53,7 +55,6 @@ class Cluster:
         )
         self.workers = []
         for rank in range(world_size):
-            kwargs = init_kwargs(rank) if callable(init_kwargs) else dict(init_kwargs)
             where = (
                 placement[rank].actor_options()
                 if placement is not None
@@ -64,7 +65,7 @@ class Cluster:
                 max_concurrency=resources.max_concurrency,
                 max_restarts=0,
                 **where,
-            ).remote(**kwargs)
+            ).remote(init_args(rank))
             self.workers.append(actor)
 
     def call_async(self, method: Method, *args: Any, **kwargs: Any) -> list:

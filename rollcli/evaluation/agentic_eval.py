@@ -31,7 +31,7 @@ from rollcli.rollout.episode_scheduler import (
     random_policy,
 )
 from rollcli.strategies.sampling import SamplingParams
-from rollcli.workers.env_worker import EnvWorker
+from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 RANDOM = "random"
 
@@ -123,20 +123,22 @@ def evaluate(
         )
     kwargs = env_kwargs(agentic, validation=True)
     kwargs.pop("no_effect_penalty", None)  # a training term: report the env's own reward
-    hosts = [EnvWorker(agentic.env, kwargs)]
+    hosts = [EnvWorker(EnvArgs(agentic.env, kwargs))]
     if model == RANDOM:
         policy: ModelPolicy | ScriptedPolicy = random_policy(seed, agentic.reply_prefix)
         tokenizer = load_tokenizer(tokenizer_path or model_path)
     else:
-        from rollcli.workers.actor_infer import ActorInferWorker
+        from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
         assert model_path is not None
         worker = ActorInferWorker(
-            model_path,
-            num_threads=num_threads,
-            seed=seed,
-            engine="hf",
-            session_mib=turn_cache_mib(agentic, "hf"),
+            ActorInferArgs(
+                model_path,
+                num_threads=num_threads,
+                seed=seed,
+                engine="hf",
+                session_mib=turn_cache_mib(agentic, "hf"),
+            )
         )
         tokenizer = worker.tokenizer
         params = SamplingParams(

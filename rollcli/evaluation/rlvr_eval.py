@@ -141,19 +141,23 @@ def evaluate_rlvr(
     the model in `model_path`, and `k` samples each at `temperature` when `k > 1`. A reward
     that fails on every answer raises `RewardFailedError` with its first error (an accuracy
     of zeros would read as a model that answers nothing); the summary counts the failures."""
-    from rollcli.workers.actor_infer import ActorInferWorker
-    from rollcli.workers.reward import RewardWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
+    from rollcli.workers.reward import RewardArgs, RewardWorker
 
     prompts = held_out_problems(cfg, n, seed)
-    worker = ActorInferWorker(model_path, num_threads=num_threads, seed=seed, engine="hf")
+    worker = ActorInferWorker(
+        ActorInferArgs(model_path, num_threads=num_threads, seed=seed, engine="hf")
+    )
     prompts, ids, _ = fit_prompts(
         worker.tokenizer, prompts, cfg.data.max_prompt_tokens, what="held-out prompts"
     )
     reward = RewardWorker(
-        cfg.reward.fn,
-        options=cfg.reward.worker_options,
-        timeout_s=cfg.reward.timeout_s,
-        convention=cfg.reward.convention,
+        RewardArgs(
+            cfg.reward.fn,
+            options=cfg.reward.worker_options,
+            timeout_s=cfg.reward.timeout_s,
+            convention=cfg.reward.convention,
+        )
     )
     r = cfg.rollout
     budget = r.val_max_new_tokens or r.max_new_tokens

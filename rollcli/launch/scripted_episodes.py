@@ -42,7 +42,7 @@ from rollcli.rollout.episode_scheduler import (
     play_episodes,
     random_policy,
 )
-from rollcli.workers.env_worker import EnvWorker
+from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import AgenticRecipe
@@ -89,7 +89,7 @@ def scripted_episodes(
             f"--seed {seed} --n {n}: seeds must stay below agentic.val_seed = "
             f"{agentic.val_seed} (those are validation seeds)"
         )
-    hosts = [EnvWorker(agentic.env, env_kwargs(agentic))]
+    hosts = [EnvWorker(EnvArgs(agentic.env, env_kwargs(agentic)))]
     if policy == "expert":
         if not has_expert(hosts[0].probe):
             raise ConfigError(

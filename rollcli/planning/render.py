@@ -145,13 +145,12 @@ def _titled(title: str) -> Table:
 def _workers_table(plan: Plan) -> Table:
     """The workers each role starts: the clusters `roll train` builds (role_table.py)."""
     table = _titled("workers (Ray CPUs and torch threads each)")
-    for name in ("role", "class", "workers", "cpus", "threads"):
-        table.add_column(name, justify="left" if name in ("role", "class") else "right")
+    for name in ("role", "workers", "cpus", "threads"):
+        table.add_column(name, justify="left" if name == "role" else "right")
     for w in plan.workers:
         cpus = sorted(set(w.num_cpus))
         table.add_row(
             w.role,
-            w.worker.rpartition(":")[2],
             str(w.ranks),
             "/".join(f"{c:g}" for c in cpus),
             "-" if w.threads is None else str(w.threads),

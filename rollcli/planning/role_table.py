@@ -1,22 +1,25 @@
 """The role table: which worker roles each pipeline runs, read by the planner (`roll plan`),
 the launcher's pre-check (`roll train`), the cluster builder and fault injection.
 
-A `Role` says what a role's workers are: their worker class, what they hold (a model to
+A `Role` says what a role's workers are: what they hold (a model to
 train, a model behind an inference engine, a frozen model for forwards, or no model), the
 `devices.<key>` that places them, how many there are and which fault points kill them.
 `roles_for(cfg)` is the list a recipe runs:
 
-| role        | pipelines                  | when                                   | worker class           |
-| ----------- | -------------------------- | -------------------------------------- | ---------------------- |
-| actor_train | all                        | always                                 | the pipeline's trainer |
-| actor_infer | rlvr, agentic              | always                                 | ActorInferWorker       |
-| reference   | rlvr, agentic, dpo         | KL on (dpo: always), without train.lora | ReferenceWorker       |
-| critic      | rlvr, agentic              | a GAE estimator                        | CriticWorker           |
-| teacher     | distill                    | always (the recipe's model)            | TeacherWorker          |
-| reward      | rlvr                       | always                                 | RewardWorker           |
-| env         | agentic                    | always                                 | EnvWorker              |
-| env_val     | agentic                    | always (validation environments)       | EnvWorker              |
-| env_cross   | agentic                    | agentic.val_env (the second val env)   | EnvWorker              |
+| role        | pipelines                  | when                                    |
+| ----------- | -------------------------- | --------------------------------------- |
+| actor_train | all                        | always                                  |
+| actor_infer | rlvr, agentic              | always                                  |
+| reference   | rlvr, agentic, dpo         | KL on (dpo: always), without train.lora |
+| critic      | rlvr, agentic              | a GAE estimator                         |
+| teacher     | distill                    | always (the recipe's model)             |
+| reward      | rlvr                       | always                                  |
+| env         | agentic                    | always                                  |
+| env_val     | agentic                    | always (validation environments)        |
+| env_cross   | agentic                    | agentic.val_env (the second val env)    |
+
+Planning holds placement facts only: each role's worker class, and the args object it is
+built from, are the runtime's (`runtime/worker_table.py`, above the workers it imports).
 
 `size_workers` gives each role's workers their Ray CPUs and torch threads: the light roles
 (no model) take a fixed sliver per worker; the model roles run in alternating phases of the
@@ -32,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from rollcli.config.pipeline_spec import W, roles_run, spec_of
+from rollcli.config.pipeline_spec import roles_run
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -53,7 +56,6 @@ class Role:
     CPU run (a GPU plan's mapping decides the model roles' there)."""
 
     name: str
-    worker: str  # "module:Class", imported where the clusters are built
     holds: Holds
     devices: str
     faults: tuple[str, ...] = ()
@@ -66,21 +68,15 @@ class Role:
         return self.holds == "none"
 
 
-ACTOR_TRAIN = Role(
-    "actor_train", W + "actor_train:ActorTrainWorker", "train", "actor_train",
-    faults=("train", "sync", "checkpoint"),
-)  # fmt: skip
-ACTOR_INFER = Role(
-    "actor_infer", W + "actor_infer:ActorInferWorker", "infer", "actor_infer",
-    faults=("generate", "validate"),
-)  # fmt: skip
-REFERENCE = Role("reference", W + "reference:ReferenceWorker", "forward", "reference", ("forward",))
-CRITIC = Role("critic", W + "critic:CriticWorker", "train", "critic", single=True)
-TEACHER = Role("teacher", W + "distill:TeacherWorker", "forward", "teacher", ("forward",))
-REWARD = Role("reward", W + "reward:RewardWorker", "none", "reward", ("reward",), cpus=0.1)
-ENV = Role("env", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
-ENV_VAL = Role("env_val", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
-ENV_CROSS = Role("env_cross", W + "env_worker:EnvWorker", "none", "env", cpus=0.05)
+ACTOR_TRAIN = Role("actor_train", "train", "actor_train", faults=("train", "sync", "checkpoint"))
+ACTOR_INFER = Role("actor_infer", "infer", "actor_infer", faults=("generate", "validate"))
+REFERENCE = Role("reference", "forward", "reference", ("forward",))
+CRITIC = Role("critic", "train", "critic", single=True)
+TEACHER = Role("teacher", "forward", "teacher", ("forward",))
+REWARD = Role("reward", "none", "reward", ("reward",), cpus=0.1)
+ENV = Role("env", "none", "env", cpus=0.05)
+ENV_VAL = Role("env_val", "none", "env", cpus=0.05)
+ENV_CROSS = Role("env_cross", "none", "env", cpus=0.05)
 TABLE = (ACTOR_TRAIN, ACTOR_INFER, REFERENCE, CRITIC, TEACHER, REWARD, ENV, ENV_VAL, ENV_CROSS)
 
 
@@ -98,6 +94,7 @@ def roles_for(cfg: RecipeConfig) -> list[Role]:
     by_name = {r.name: r for r in TABLE}
     roles = [by_name[name] for name in roles_run(cfg)]
     ranks = {
+        "actor_train": lambda: cfg.train.num_workers,
         "actor_infer": lambda: cfg.rollout.num_workers,
         "reward": lambda: cfg.reward.num_workers,
         "env": lambda: cfg.agentic.num_env_workers,
@@ -106,9 +103,7 @@ def roles_for(cfg: RecipeConfig) -> list[Role]:
     }
     out = []
     for role in roles:
-        if role.name == "actor_train":
-            role = replace(role, worker=spec_of(cfg).trainer, ranks=cfg.train.num_workers)
-        elif role.name in ranks:
+        if role.name in ranks:
             role = replace(role, ranks=ranks[role.name]())
         out.append(role)
     return out
@@ -120,7 +115,6 @@ class Workers:
     and GPU share (0: the CPU) of each rank."""
 
     role: str
-    worker: str
     num_cpus: tuple[float, ...]
     threads: int | None
     gpus: tuple[float, ...]
@@ -132,7 +126,6 @@ class Workers:
     def to_json(self) -> dict:
         return {
             "role": self.role,
-            "worker": self.worker,
             "ranks": self.ranks,
             "num_cpus": list(self.num_cpus),
             "threads": self.threads,
@@ -170,5 +163,5 @@ def size_workers(
             cpus_of = {g: round(CPUS_PER_GPU * g, 4) for g in set(placed)}
             cpus = tuple(map(cpus_of.__getitem__, placed)) or (share,) * n
             each = max(1, threads // n)
-        out.append(Workers(role.name, role.worker, cpus, each, tuple(placed) or (0.0,) * n))
+        out.append(Workers(role.name, cpus, each, tuple(placed) or (0.0,) * n))
     return out

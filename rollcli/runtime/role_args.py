@@ -4,9 +4,10 @@
 master weights on GPUs, fp32 on the CPU), its strategy and ZeRO/offload layout, the
 inference engine and its KV-cache reservation, and which idle roles leave their GPU.
 `role_args` turns that same request (`recipe_plan_input`) and plan (the run's `RunPlan`,
-planning/run_plan.py) into the keyword arguments of each role's workers, so what runs is
-what the plan judged; the test in tests/planning/test_plan_reaches_workers.py checks every
-decision against them.
+planning/run_plan.py) into `PlannedArgs`, the typed decisions that the worker table
+(`worker_table.py`) puts into each role's args object, so what runs is what the plan
+judged; the test in tests/planning/test_plan_reaches_workers.py checks every decision
+against them.
 
 What each decision becomes:
 - training dtype: `precision="bf16-mixed"` (2 bytes/param in the plan) or `"fp32"` (4).
@@ -34,10 +35,13 @@ What each decision becomes:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from rollcli.config.roles import ACTOR_INFER
 from rollcli.config.strategy_spec import ENGINES
 from rollcli.planning.role_memory import infer_sleeps_while_training
+from rollcli.strategies.engine_options import EngineOptions, SglangOptions, VllmOptions
 from rollcli.strategies.train_engines import TrainStrategy
 
 if TYPE_CHECKING:
@@ -56,11 +60,43 @@ def dtype_name(param_bytes: int) -> str:
     return DTYPES[param_bytes]
 
 
-def role_args(cfg: RecipeConfig, inp: PlanInput, plan: Plan) -> dict[str, dict[str, Any]]:
-    """Per model role of the plan, the keyword arguments its workers get from the plan (on
-    top of the recipe's learning rate, seeds, ...): see the module docstring."""
+@dataclass(frozen=True)
+class PlannedInfer:
+    """actor_infer as planned: its engine, the vllm / sglang engine's options (None: the hf
+    engine), the weights' dtype, the CPU hf engine's int8 or bf16 copies and, on GPUs, the
+    hf engine's decode batch (None: its own)."""
+
+    engine: str
+    options: EngineOptions | None
+    dtype: str
+    int8: bool = False
+    bf16_linears: bool = False
+    decode_batch: int | None = None
+
+    @property
+    def sleeps(self) -> bool:
+        """The engine sleeps while training runs on the GPU it shares."""
+        return bool(self.options is not None and self.options.sleep_mode)
+
+
+@dataclass(frozen=True)
+class PlannedArgs:
+    """The plan's decisions for each model role (None: the recipe runs no such role):
+    actor_train's strategy and precision, actor_infer's engine, the reference's dtype, the
+    critic's micro-batch."""
+
+    strategy: TrainStrategy
+    precision: str
+    infer: PlannedInfer | None = None
+    reference_dtype: str | None = None
+    critic_micro_batch: int | None = None
+
+
+def role_args(cfg: RecipeConfig, inp: PlanInput, plan: Plan) -> PlannedArgs:
+    """The plan's decisions for the model roles of `inp` (the rest of each worker's
+    arguments, the recipe's learning rate, seeds, ..., come from the recipe): see the
+    module docstring."""
     reqs = {req.role: req for req in inp.roles}
-    out: dict[str, dict[str, Any]] = {}
     train = reqs["actor_train"]
     strategy = TrainStrategy(
         name=train.resolved_strategy,
@@ -70,48 +106,48 @@ def role_args(cfg: RecipeConfig, inp: PlanInput, plan: Plan) -> dict[str, dict[s
         tp=train.tp,
         pp=train.pp,
     )
-    out["actor_train"] = {
-        **strategy.worker_kwargs(),
-        "precision": "bf16-mixed" if train.param_bytes == 2 else "fp32",
-    }
-    if "actor_infer" in reqs:
-        out["actor_infer"] = _infer_args(cfg, reqs["actor_infer"], plan)
-    if "reference" in reqs:
-        out["reference"] = {"dtype": dtype_name(reqs["reference"].param_bytes)}
-    if "critic" in reqs:  # its own micro-batches (`critic.micro_batch_size`), as planned
-        out["critic"] = {"micro_batch_size": reqs["critic"].micro_batch}
-    return out
+    reference, critic = reqs.get("reference"), reqs.get("critic")
+    return PlannedArgs(
+        strategy=strategy,
+        precision="bf16-mixed" if train.param_bytes == 2 else "fp32",
+        infer=_infer_args(cfg, reqs["actor_infer"], plan) if ACTOR_INFER in reqs else None,
+        reference_dtype=dtype_name(reference.param_bytes) if reference else None,
+        # its own micro-batches (`critic.micro_batch_size`), as planned
+        critic_micro_batch=critic.micro_batch if critic else None,
+    )
 
 
-def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> dict[str, Any]:
+def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> PlannedInfer:
     engine = req.resolved_strategy
     row = ENGINES[engine]
     dtype = dtype_name(req.param_bytes)
     sleeps = row.sleeps and infer_sleeps_while_training(plan.placements, req.offload_when_idle)
-    kwargs: dict[str, Any] | None = None
+    options: EngineOptions | None = None
     if row.kv_pool == "gib":  # vllm: the plan's KV bytes
-        kwargs = {"dtype": dtype, "kv_cache_gib": cfg.rollout.vllm_kv_cache_gib}
+        options = VllmOptions(dtype=dtype, kv_cache_gib=cfg.rollout.vllm_kv_cache_gib)
         if plan.mode != "cpu":  # the reservation the plan judged, for the plan's sequences
             kv = plan.role_memory["actor_infer"].active.kv_cache
-            kwargs.update(
-                tp=req.tp,  # one engine per tp GPUs (planning/ranks.py), its tensor_parallel_size
+            options = VllmOptions(
+                dtype=dtype,
                 kv_cache_gib=round(kv / GiB, 3),
+                tp=req.tp,  # one engine per tp GPUs (planning/ranks.py), its tensor_parallel_size
                 max_num_seqs=req.max_num_seqs,
                 max_model_len=req.seq_len,
                 sleep_mode=sleeps,
             )
     elif row.kv_pool == "fraction":  # sglang: a share of the GPU
-        kwargs = {
-            "dtype": dtype,
-            "tp": req.tp,
-            "gpu_memory_utilization": req.gpu_memory_utilization,
-            "sleep_mode": sleeps,
-        }
-    out: dict[str, Any] = {"engine": engine, "engine_kwargs": kwargs, "dtype": dtype}
-    if req.int8_copies:  # int8 on the CPU hf engine (planning refuses the rest)
-        out["int8"] = True
-    if req.bf16_copies:  # bf16 on the CPU hf engine: bf16 copies over fp32 weights
-        out["bf16_linears"] = True
-    if row.decode_batch and plan.mode != "cpu":  # the samples it holds at once, as planned
-        out["decode_batch"] = req.max_num_seqs
-    return out
+        options = SglangOptions(
+            dtype=dtype,
+            tp=req.tp,
+            gpu_memory_utilization=req.gpu_memory_utilization,
+            sleep_mode=sleeps,
+        )
+    return PlannedInfer(
+        engine=engine,
+        options=options,
+        dtype=dtype,
+        int8=bool(req.int8_copies),  # int8 on the CPU hf engine (planning refuses the rest)
+        bf16_linears=bool(req.bf16_copies),  # bf16 copies over fp32 weights, CPU hf engine
+        # the samples it holds at once, as planned
+        decode_batch=req.max_num_seqs if row.decode_batch and plan.mode != "cpu" else None,
+    )

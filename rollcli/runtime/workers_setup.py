@@ -10,7 +10,8 @@ What each worker gets:
   with its share of that GPU (`DevicePlacement`; a tensor-parallel engine's rank sees and
   holds the `tp` GPUs of its group); a CPU run on a Ray cluster of several nodes pins the
   model roles' ranks to nodes (`NodeSpread`).
-- the plan's decisions (training strategy and precision, engine, dtypes:
+- its args object, from the worker table (`worker_table.WORKERS`: each role's class and
+  builder): the plan's decisions (training strategy and precision, engine, dtypes:
   `role_args.role_args`), and the recipe's trainer settings (`train.*`, `critic.*`),
   reward function and environments.
 actor_train with more than one rank joins a data-parallel process group here.
@@ -18,17 +19,15 @@ actor_train with more than one rank joins a data-parallel process group here.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for
-from rollcli.runtime.role_args import role_args
-from rollcli.strategies.lora import LoraSpec
-from rollcli.strategies.trainer import TrainerArgs
+from rollcli.runtime.role_args import PlannedArgs, role_args
+from rollcli.runtime.worker_table import WORKERS, BuildContext
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -41,11 +40,11 @@ if TYPE_CHECKING:
 @dataclass
 class Placement:
     """Where a run's workers go: its plan (the one `roll plan` prints and `roll train`
-    checked) with the plan's decisions as worker arguments (`args`), a GPU plan's placement
+    checked) with the plan's decisions for the workers (`planned`), a GPU plan's placement
     groups (`devices`), or a CPU run's nodes on a Ray cluster of several (`spread`)."""
 
     plan: Plan
-    args: dict[str, dict[str, Any]]
+    planned: PlannedArgs
     devices: DevicePlacement | None = None
     spread: NodeSpread | None = None
 
@@ -56,10 +55,10 @@ class Placement:
         from rollcli.distributed.placement import DevicePlacement, NodeSpread
 
         plan = run_plan.plan
-        args = role_args(cfg, run_plan.request, plan)
+        planned = role_args(cfg, run_plan.request, plan)
         if cfg.resources.gpus > 0:  # a CPU run's plan is the CPU plan: nothing to place
-            return cls(plan, args, devices=DevicePlacement.build(plan))
-        return cls(plan, args, spread=NodeSpread.build())
+            return cls(plan, planned, devices=DevicePlacement.build(plan))
+        return cls(plan, planned, spread=NodeSpread.build())
 
     def remove(self) -> None:
         if self.devices is not None:
@@ -88,18 +87,6 @@ class Clusters(dict[str, Cluster]):
 ROLE_NAMES = {role.name for role in TABLE}
 
 
-@dataclass(frozen=True)
-class BuildContext:
-    """What `worker_args` reads: the recipe, the plan's worker arguments (`role_args`), the
-    models (distill: the teacher and the student) and each role's workers (`plan.workers`)."""
-
-    cfg: RecipeConfig
-    args: dict[str, dict[str, Any]]
-    model_path: str
-    student_path: str | None
-    sizes: dict[str, Workers]
-
-
 def start_clusters(
     cfg: RecipeConfig, ctl: RunControl, *, model_path: str, student_path: str | None = None
 ) -> Clusters:
@@ -126,17 +113,18 @@ def build_clusters(
     `model_path`: the recipe's model; `student_path`: distill's student, which actor_train
     trains (the recipe's model is then the teacher)."""
     sizes = {w.role: w for w in placement.plan.workers}
-    ctx = BuildContext(cfg, placement.args, model_path, student_path, sizes)
+    ctx = BuildContext(cfg, placement.planned, model_path, student_path, sizes)
     heavy = [r.name for r in roles if not r.light]
+    pipeline = spec_of(cfg).name
     clusters = Clusters()
     for role in roles:
-        size = sizes[role.name]
+        size, row = sizes[role.name], WORKERS[role.name]
         clusters[role.name] = Cluster(
             role.name,
-            worker_class(role.worker),
+            row.worker(pipeline),
             size.ranks,
-            WorkerResources(num_cpus=size.num_cpus[0], monitor=role.name == "actor_infer"),
-            lambda rank, role=role: worker_args(ctx, role, rank),
+            WorkerResources(num_cpus=size.num_cpus[0], monitor=row.monitor),
+            lambda rank, row=row: row.build(ctx, rank),
             placement=_where(placement, role, size, heavy),
         )
     if clusters["actor_train"].world_size > 1:
@@ -153,81 +141,3 @@ def _where(placement: Placement, role: Role, size: Workers, heavy: list[str]) ->
     if placement.spread is not None and not role.light:
         return placement.spread.ranks(heavy.index(role.name), size.ranks, size.num_cpus[0])
     return None
-
-
-def worker_class(path: str) -> type:
-    """`"module:Class"` → the class."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def worker_args(ctx: BuildContext, role: Role, rank: int) -> dict[str, Any]:
-    """The constructor arguments of `role`'s worker `rank`."""
-    cfg, size = ctx.cfg, ctx.sizes[role.name]
-    if role.name == "reward":
-        reward = cfg.reward
-        return {
-            "fn": reward.fn,
-            "options": reward.worker_options,
-            "timeout_s": reward.timeout_s,
-            "convention": reward.convention,
-        }
-    if role.name in ("env", "env_val"):
-        from rollcli.rollout.agentic_setup import env_kwargs
-
-        validation = role.name == "env_val"
-        return {"env": cfg.agentic.env, "env_kwargs": env_kwargs(cfg.agentic, validation)}
-    if role.name == "env_cross" and cfg.agentic.val_env is not None:
-        from rollcli.rollout.agentic_setup import cross_env_kwargs
-
-        return {"env": cfg.agentic.val_env.env, "env_kwargs": cross_env_kwargs(cfg.agentic)}
-    model = {"model_path": ctx.model_path, "num_threads": size.threads}
-    if role.name == "teacher":  # the recipe's model, forward only, on the CPU
-        return model
-    model["num_gpus"] = size.gpus[rank]
-    if role.name == "actor_train":
-        return {
-            **model,
-            "trainer_args": trainer_args(cfg),
-            "gradient_checkpointing": cfg.train.gradient_checkpointing,
-            "lora": LoraSpec.from_section(cfg.train.lora),
-            "model_path": ctx.student_path or ctx.model_path,
-            "seed": cfg.seed,  # the same initial weights on every rank
-            "rank": rank,
-            "world_size": size.ranks,
-            **ctx.args["actor_train"],  # strategy, ZeRO stage, precision
-        }
-    if role.name == "actor_infer":
-        args = {**model, "seed": cfg.seed + rank, "rank": rank, **ctx.args["actor_infer"]}
-        if spec_of(cfg).rollout == "episodes":  # their KV stays between turns (hf engine)
-            from rollcli.rollout.agentic_setup import turn_cache_mib
-
-            args["session_mib"] = turn_cache_mib(cfg.agentic, args["engine"])
-        return args
-    if role.name == "critic":
-        critic = cfg.critic
-        return {
-            **model,
-            "seed": cfg.seed,
-            "lr": critic.lr,
-            "grad_clip": critic.grad_clip,
-            **ctx.args["critic"],  # its micro-batch size
-        }
-    return {**model, **ctx.args.get(role.name, {})}  # reference: its dtype
-
-
-def trainer_args(cfg: RecipeConfig) -> TrainerArgs:
-    """The recipe's optimizer settings of actor_train (any pipeline's trainer), as the
-    strategy's trainer takes them."""
-    train = cfg.train
-    return TrainerArgs(
-        lr=train.lr,
-        betas=train.betas,
-        weight_decay=train.weight_decay,
-        grad_clip=train.grad_clip,
-        warmup_steps=train.warmup_steps,
-        total_steps=train.steps,
-        lr_schedule=train.lr_schedule,
-        lr_decay_steps=train.lr_decay_steps,
-        min_lr_ratio=train.min_lr_ratio,
-    )

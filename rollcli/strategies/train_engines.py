@@ -33,9 +33,6 @@ class TrainStrategy:
     tp: int = 1
     pp: int = 1
 
-    def worker_kwargs(self) -> dict[str, Any]:
-        return {"strategy": self.name, "strategy_options": self.options()}
-
     def options(self) -> dict[str, Any]:
         """The fields the strategy's trainer takes (its row's `options`: deepspeed's ZeRO
         stage and offloads, fsdp2's offload, which moves every state, megatron's tp and pp;

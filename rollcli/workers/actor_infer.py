@@ -12,6 +12,7 @@ import importlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -21,6 +22,7 @@ from rollcli.distributed.calls import submit
 from rollcli.distributed.node_files import node_model_folder
 from rollcli.distributed.weight_sync import WeightReceiver
 from rollcli.strategies.device import device_slot, pick_device
+from rollcli.strategies.engine_options import EngineOptions
 from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
 from rollcli.strategies.precision import torch_dtype
@@ -30,64 +32,69 @@ from rollcli.workers.generation import eos_token_ids, generation_row
 from rollcli.workers.reward import RewardWorker
 
 
+@dataclass(frozen=True)
+class ActorInferArgs:
+    """What an actor_infer worker is built from. `engine`: hf, vllm or sglang (`auto`
+    resolved: config/engines.py); `engine_options`: what a vllm or sglang engine is started
+    with (the plan's dtype, KV cache, tensor parallelism, sleep mode: engine_options.py;
+    None: their defaults); `num_gpus`: this rank's share of a GPU in the plan's placement
+    (0: the CPU). The hf engine's model goes on that device; vllm and sglang place
+    themselves on the GPU Ray made visible, and the layout model here stays on the meta
+    device. `dtype`: of the weights (the plan's: bfloat16 on GPUs), the hf engine's model
+    and the layout. `session_mib`: the hf engine's memory for multi-turn sessions
+    (`generate`'s `sessions`; 0: none); vllm and sglang cache prefixes themselves. `int8`:
+    the hf engine computes its linears with int8 copies of the weights (`rollout.precision:
+    int8`), re-packed after every weight sync; `bf16_linears`: with bf16 copies instead
+    (`rollout.precision: bf16` on a CPU), re-cast after every sync. `decode_batch`: the
+    samples the hf engine decodes at a time (the plan's `max_num_seqs` on GPUs; None: the
+    engine's default)."""
+
+    model_path: str
+    engine: str = "hf"
+    engine_options: EngineOptions | None = None
+    seed: int = 0
+    rank: int = 0
+    num_threads: int = 1
+    num_gpus: float = 0.0
+    dtype: str = "float32"
+    session_mib: float = 0.0
+    int8: bool = False
+    decode_batch: int | None = None
+    bf16_linears: bool = False
+
+
 class ActorInferWorker:
-    def __init__(
-        self,
-        model_path: str,
-        *,
-        num_threads: int = 1,
-        seed: int = 0,
-        rank: int = 0,
-        engine: str = "hf",
-        engine_kwargs: dict | None = None,
-        num_gpus: float = 0.0,
-        dtype: str = "float32",
-        session_mib: float = 0.0,
-        int8: bool = False,
-        decode_batch: int | None = None,
-        bf16_linears: bool = False,
-    ) -> None:
-        """`engine_kwargs` go to the vllm engine (dtype, kv_cache_gib, enforce_eager, ...);
-        `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU). The hf
-        engine's model goes on that device; vllm and sglang place themselves on the GPU Ray
-        made visible, and the layout model here stays on the meta device. `dtype`: of the
-        weights (the plan's: bfloat16 on GPUs), the hf engine's model and the layout.
-        `session_mib`: the hf engine's memory for multi-turn sessions (`generate`'s
-        `sessions`; 0: none); vllm and sglang cache prefixes themselves. `int8`: the hf
-        engine computes its linears with int8 copies of the weights (`rollout.precision:
-        int8`), re-packed after every weight sync; `bf16_linears`: with bf16 copies instead
-        (`rollout.precision: bf16` on a CPU), re-cast after every sync. `decode_batch`: the samples the hf engine
-        decodes at a time (the plan's `max_num_seqs` on GPUs; None: the engine's default).
-        On a CUDA device the hf engine decodes with a static KV cache and CUDA graphs
+    def __init__(self, args: ActorInferArgs) -> None:
+        """On a CUDA device the hf engine decodes with a static KV cache and CUDA graphs
         (`strategies/hf_static_decode.py`)."""
-        model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
-        self.engine_name = resolve_engine(engine)
-        set_threads(num_threads)  # before a vllm engine, which then pins torch's threads
-        torch.manual_seed(seed)
-        self.device = pick_device(num_gpus)
-        self.rank = rank
+        model_path = str(node_model_folder(args.model_path))  # on this node (a cluster: see docs)
+        self.engine_name = resolve_engine(args.engine)
+        set_threads(args.num_threads)  # before a vllm engine, which then pins torch's threads
+        torch.manual_seed(args.seed)
+        self.device = pick_device(args.num_gpus)
+        self.rank = args.rank
         self.tokenizer = load_tokenizer(model_path)
         # what the worker asks of its engine: its row (config/strategy_spec.py)
         self.engine_spec = ENGINES[self.engine_name]
+        dtype = torch_dtype(args.dtype)
         if self.engine_spec.engine_class:  # vllm, sglang: own weights, imported when chosen
             module, name = self.engine_spec.engine_class.split(":")
             engine_cls = getattr(importlib.import_module(module), name)
-            self.model = causal_lm_layout(model_path, dtype=torch_dtype(dtype))
+            self.model = causal_lm_layout(model_path, dtype=dtype)
             eos = eos_token_ids(self.model, self.tokenizer)
-            self.engine = engine_cls(model_path, eos, seed=seed, **(engine_kwargs or {}))
+            options = args.engine_options.kwargs() if args.engine_options else {}
+            self.engine = engine_cls(model_path, eos, seed=args.seed, **options)
         else:
-            self.model = load_causal_lm(
-                model_path, train=False, device=self.device, dtype=torch_dtype(dtype)
-            )
+            self.model = load_causal_lm(model_path, train=False, device=self.device, dtype=dtype)
             eos = eos_token_ids(self.model, self.tokenizer)
-            batch = {"decode_batch": decode_batch} if decode_batch else {}
+            batch = {"decode_batch": args.decode_batch} if args.decode_batch else {}
             self.engine = HFInferEngine(
                 self.model,
                 eos,
                 self.tokenizer.pad_token_id,
-                session_mib=session_mib,
-                int8=int8,
-                bf16=bf16_linears,
+                session_mib=args.session_mib,
+                int8=args.int8,
+                bf16=args.bf16_linears,
                 **batch,
             )
         self.receiver: WeightReceiver | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -57,27 +58,30 @@ def _value_forward(shared_prefix: bool):  # noqa: ANN202
     return length_sorted_micro_batches, _values
 
 
+@dataclass(frozen=True)
+class CriticArgs:
+    """`lr` and `grad_clip`: the recipe's `critic.*`; `micro_batch_size`: rows per value
+    forward and per forward/backward of an update (`critic.micro_batch_size`, the plan's),
+    unless a call gives its own; `num_gpus`: this rank's share of a GPU (0: the CPU)."""
+
+    model_path: str
+    lr: float
+    grad_clip: float | None = 1.0
+    micro_batch_size: int = 8
+    seed: int = 0
+    num_threads: int = 1
+    num_gpus: float = 0.0
+
+
 class CriticWorker:
-    def __init__(
-        self,
-        model_path: str,
-        *,
-        lr: float,
-        grad_clip: float | None = 1.0,
-        num_threads: int = 1,
-        seed: int = 0,
-        num_gpus: float = 0.0,
-        micro_batch_size: int = 8,
-    ) -> None:
-        """`micro_batch_size`: rows per value forward and per forward/backward of an
-        update (`critic.micro_batch_size`, the plan's), unless a call gives its own."""
-        self.micro_batch_size = micro_batch_size
-        model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
-        set_threads(num_threads)
-        torch.manual_seed(seed)
-        self.device = pick_device(num_gpus)
+    def __init__(self, args: CriticArgs) -> None:
+        self.micro_batch_size = args.micro_batch_size
+        model_path = str(node_model_folder(args.model_path))  # on this node (a cluster: see docs)
+        set_threads(args.num_threads)
+        torch.manual_seed(args.seed)
+        self.device = pick_device(args.num_gpus)
         self.model = _load_value_model(model_path, self.device)
-        self.trainer = HFTrainer(self.model, TrainerArgs(lr=lr, grad_clip=grad_clip))
+        self.trainer = HFTrainer(self.model, TrainerArgs(lr=args.lr, grad_clip=args.grad_clip))
 
     @torch.no_grad()
     def compute_values(

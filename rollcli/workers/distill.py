@@ -35,11 +35,19 @@ class DistillArgs:
     micro_batch_tokens: int | None = None
 
 
+@dataclass(frozen=True)
+class TeacherArgs:
+    """The teacher's model (the recipe's; forward only, on the CPU) and its torch threads."""
+
+    model_path: str
+    num_threads: int = 1
+
+
 class TeacherWorker:
-    def __init__(self, model_path: str, *, num_threads: int = 1) -> None:
-        set_threads(num_threads)
-        self.model = load_causal_lm(model_path, train=False)
-        self.tokenizer = load_tokenizer(model_path)
+    def __init__(self, args: TeacherArgs) -> None:
+        set_threads(args.num_threads)
+        self.model = load_causal_lm(args.model_path, train=False)
+        self.tokenizer = load_tokenizer(args.model_path)
 
     @torch.no_grad()
     def teacher_logits(

@@ -12,6 +12,7 @@ with the error kept; it never takes the worker, or the run, down.
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass, field
 from typing import Any
 
 from rollcli.envs.registry import build_env
@@ -32,12 +33,22 @@ def env_tools(env: Any) -> list[dict[str, Any]]:
     return list(getattr(env, "tool_schemas", None) or [])
 
 
+@dataclass(frozen=True)
+class EnvArgs:
+    """`env`: a registered name or `"package.module:factory"`; `env_kwargs`: the env's own
+    keyword arguments (the recipe's `agentic.env_kwargs`, validation's variant of them:
+    `rollout/agentic_setup.py`)."""
+
+    env: str
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
 class EnvWorker:
-    def __init__(self, env: str, env_kwargs: dict[str, Any] | None = None) -> None:
-        self.env_name = env
-        self.env_kwargs = dict(env_kwargs or {})
+    def __init__(self, args: EnvArgs) -> None:
+        self.env_name = args.env
+        self.env_kwargs = dict(args.env_kwargs)
         self.envs: dict[int, Any] = {}
-        self.probe = build_env(env, self.env_kwargs)  # fails here on bad kwargs, not mid-run
+        self.probe = build_env(args.env, self.env_kwargs)  # fails here on bad kwargs, not mid-run
 
     def instructions(self) -> str:
         return system_prompt(self.probe)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rollcli.distributed.node_files import node_model_folder
 from rollcli.strategies.device import pick_device
 from rollcli.strategies.hf_model import load_causal_lm
@@ -11,19 +13,22 @@ from rollcli.strategies.threads import set_threads
 from rollcli.workers.policy_logprobs import PolicyLogprobs
 
 
+@dataclass(frozen=True)
+class ReferenceArgs:
+    """`dtype`: of the weights, the plan's (bfloat16 on GPUs, float32 on the CPU);
+    `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU)."""
+
+    model_path: str
+    dtype: str = "float32"
+    num_threads: int = 1
+    num_gpus: float = 0.0
+
+
 class ReferenceWorker(PolicyLogprobs):
-    def __init__(
-        self,
-        model_path: str,
-        *,
-        num_threads: int = 1,
-        num_gpus: float = 0.0,
-        dtype: str = "float32",
-    ) -> None:
-        """`dtype`: of the weights, the plan's (bfloat16 on GPUs, float32 on the CPU)."""
-        model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
-        set_threads(num_threads)
-        self.device = pick_device(num_gpus)
+    def __init__(self, args: ReferenceArgs) -> None:
+        model_path = str(node_model_folder(args.model_path))  # on this node (a cluster: see docs)
+        set_threads(args.num_threads)
+        self.device = pick_device(args.num_gpus)
         self.model = load_causal_lm(
-            model_path, train=False, device=self.device, dtype=torch_dtype(dtype)
+            model_path, train=False, device=self.device, dtype=torch_dtype(args.dtype)
         )

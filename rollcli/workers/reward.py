@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from rollcli.rewards.registry import load_reward_fn
 from rollcli.rewards.runner import score_samples
 
 
+@dataclass(frozen=True)
+class RewardArgs:
+    """`fn`: a registered reward name or `"package.module:function"` (the recipe's
+    `reward.fn`); `options`: the reward function's own keyword arguments, as the user wrote
+    them (`reward.options`); `convention`: how the function is called (`reward.convention`;
+    `auto`: from its parameters, rollcli/rewards/conventions.py)."""
+
+    fn: str
+    options: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    convention: str = "auto"
+
+
 class RewardWorker:
-    def __init__(
-        self,
-        fn: str,
-        *,
-        options: dict[str, Any] | None = None,
-        timeout_s: float = 10.0,
-        convention: str = "auto",
-    ) -> None:
-        """`convention`: how the function is called (`reward.convention`; `auto`: from its
-        parameters, rollcli/rewards/conventions.py)."""
-        self.fn = load_reward_fn(fn)
-        self.options = dict(options or {})
-        self.timeout_s = timeout_s
-        self.convention = convention
+    def __init__(self, args: RewardArgs) -> None:
+        self.fn = load_reward_fn(args.fn)
+        self.options = dict(args.options)
+        self.timeout_s = args.timeout_s
+        self.convention = args.convention
 
     def score_sample(self, sample: dict[str, Any]) -> dict:
         """Score one finished sample (`{"response", "answer", ...fields}`), sent by

@@ -22,6 +22,7 @@ own checkpoint (`fsdp2/`) holds the adapters and their Adam states, which resumi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,30 @@ from rollcli.workers.policy_logprobs import PolicyLogprobs
 LORA_STRATEGIES = strategies_where(lora=True)  # hf, fsdp2
 
 
+@dataclass(frozen=True)
+class TrainedModelArgs:
+    """What actor_train's worker is built from, in every pipeline (`runtime/worker_table.py`
+    builds it from the recipe and the plan). `trainer`: the recipe's AdamW settings and
+    schedule, handed to the strategy's trainer as they are (`train_engines.make_trainer`);
+    `strategy`: the plan's training strategy (`role_args.py`); `precision`: `fp32` or
+    `bf16-mixed`, the plan's training dtype (strategies/precision.py); `lora`: train
+    low-rank adapters on the frozen model (strategy hf or fsdp2); `seed`: the same initial
+    weights on every rank; `num_gpus`: this rank's share of a GPU in the plan's placement
+    (0: the CPU)."""
+
+    model_path: str
+    trainer: TrainerArgs
+    strategy: TrainStrategy = TrainStrategy()
+    precision: str = "fp32"
+    lora: lora_adapters.LoraSpec | None = None
+    gradient_checkpointing: bool = False
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+    num_threads: int = 1
+    num_gpus: float = 0.0
+
+
 class TrainedModelWorker(PolicyLogprobs):
     """The trained model of actor_train, in every pipeline: the model (and its LoRA
     adapters), its trainer, its data-parallel group, its log-probs (`compute_logprobs`,
@@ -58,34 +83,14 @@ class TrainedModelWorker(PolicyLogprobs):
     checkpoints. The pipelines' workers add their updates: `ActorTrainWorker.train_step`
     (RL), `SFTTrainWorker.sft_step`, `DPOTrainWorker.dpo_step`, `StudentWorker`'s."""
 
-    def __init__(
-        self,
-        model_path: str,
-        *,
-        trainer_args: TrainerArgs,
-        gradient_checkpointing: bool = False,
-        num_threads: int = 1,
-        seed: int = 0,
-        strategy: str = "hf",
-        strategy_options: dict[str, Any] | None = None,
-        rank: int = 0,
-        world_size: int = 1,
-        num_gpus: float = 0.0,
-        precision: str = "fp32",
-        lora: lora_adapters.LoraSpec | None = None,
-    ) -> None:
-        """`trainer_args`: the recipe's AdamW settings and schedule, handed to the strategy's
-        trainer as they are (`train_engines.make_trainer`); `strategy` and
-        `strategy_options`: the plan's `TrainStrategy` (`role_args.py`), typed here again;
-        `num_gpus`: this rank's share of a GPU in the plan's placement (0: the CPU);
-        `precision`: `fp32` or `bf16-mixed`, the plan's training dtype (strategies/precision.py);
-        `lora`: train low-rank adapters on the frozen model (`strategy` hf or fsdp2)."""
-        model_path = str(node_model_folder(model_path))  # on this node (a cluster: see docs)
-        set_threads(num_threads)
-        torch.manual_seed(seed)
-        self.device = pick_device(num_gpus)
+    def __init__(self, args: TrainedModelArgs) -> None:
+        model_path = str(node_model_folder(args.model_path))  # on this node (a cluster: see docs)
+        strategy, lora = args.strategy.name, args.lora
+        set_threads(args.num_threads)
+        torch.manual_seed(args.seed)
+        self.device = pick_device(args.num_gpus)
         self.model_path = model_path
-        self.precision = check_precision(precision)
+        self.precision = check_precision(args.precision)
         if lora is not None and strategy not in LORA_STRATEGIES:
             raise ValueError(
                 f"LoRA trains with the {' or '.join(LORA_STRATEGIES)} strategy, not {strategy!r}"
@@ -96,7 +101,7 @@ class TrainedModelWorker(PolicyLogprobs):
         frozen_bf16 = lora is not None and PRECISIONS[self.precision].bf16_compute
         dtype = torch.bfloat16 if frozen_bf16 else torch.float32
         self.model = load_causal_lm(model_path, dtype=dtype, train=True, device=self.device)
-        if gradient_checkpointing:
+        if args.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.lora = lora is not None
         if lora is not None:
@@ -105,12 +110,12 @@ class TrainedModelWorker(PolicyLogprobs):
         self.strategy = strategy
         # what the worker asks of its strategy: its row (config/strategy_spec.py)
         self.strategy_spec = STRATEGIES[strategy]
-        self.rank, self.world_size = rank, world_size
-        self._strategy = TrainStrategy(name=strategy, **(strategy_options or {}))
-        self._trainer_args = trainer_args
+        self.rank, self.world_size = args.rank, args.world_size
+        self._strategy = args.strategy
+        self._trainer_args = args.trainer
         self._trainer: Trainer | None = None
         self._store: Any = None
-        if world_size == 1:
+        if self.world_size == 1:
             self._build_trainer()
         self.sender: WeightSender | None = None
 

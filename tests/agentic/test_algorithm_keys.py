@@ -317,13 +317,16 @@ def test_loss_agg_changes_the_agentic_loss(tiny_model, batch, loss_agg, pg_loss)
     """One real on-policy update (ratio 1): the pg loss is -agg(A), A = [.5, -.5, 1, -1]."""
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     alg = {"norm_std": False, "kl_coef": 0.0, "loss_agg": loss_agg}
     _advantages(batch, alg)
     for key in DRIVER_FIELDS:
         batch.fields.pop(key)
     args = update_args(_recipe(alg))
-    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-6), seed=0)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-6), seed=0)
+    )
     out = worker.train_step(batch, args)
     assert out["pg_loss"] == pytest.approx(pg_loss, abs=1e-5)
 

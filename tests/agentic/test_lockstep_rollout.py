@@ -14,8 +14,8 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes
 from rollcli.strategies.sampling import SamplingParams
-from rollcli.workers.actor_infer import ActorInferWorker
-from rollcli.workers.env_worker import EnvWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
+from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 ENV_KWARGS = {"size": 3, "max_steps": 3}
 BACKLOG = 200  # resets: milliseconds each, together well past the scheduler's gather_s
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (test
 
 @pytest.fixture(scope="module")
 def worker(tiny_model) -> ActorInferWorker:
-    return ActorInferWorker(str(tiny_model), session_mib=64)
+    return ActorInferWorker(ActorInferArgs(str(tiny_model), session_mib=64))
 
 
 def test_a_rows_logits_depend_on_its_batch(worker) -> None:
@@ -50,7 +50,7 @@ def test_a_rows_logits_depend_on_its_batch(worker) -> None:
 @pytest.fixture(scope="module")
 def hosts() -> list:
     actor = ray.remote(EnvWorker).options(num_cpus=0.1)
-    hosts = [actor.remote("frozenlake", ENV_KWARGS) for _ in range(2)]
+    hosts = [actor.remote(EnvArgs("frozenlake", ENV_KWARGS)) for _ in range(2)]
     yield hosts
     for host in hosts:
         ray.kill(host)

@@ -11,7 +11,7 @@ from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.rollout.episode_metrics import episode_metrics
 from rollcli.rollout.episode_scheduler import ModelPolicy, play_episodes, random_policy
 from rollcli.strategies.sampling import SamplingParams
-from rollcli.workers.env_worker import EnvWorker
+from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 
 class CrashyLake(FrozenLakeEnv):
@@ -38,7 +38,7 @@ def tokenizer(tiny_model):
 
 
 def test_random_policy_plays_whole_episodes_across_env_workers(tokenizer) -> None:
-    hosts = [EnvWorker("frozenlake", {"size": 3, "max_steps": 4}) for _ in range(2)]
+    hosts = [EnvWorker(EnvArgs("frozenlake", {"size": 3, "max_steps": 4})) for _ in range(2)]
     fmt = TurnFormat(tokenizer, hosts[0].instructions(), "<answer>")
     specs = [EpisodeSpec(i, i // 2, 100 + i // 2) for i in range(6)]
     episodes, stats = play_episodes(
@@ -56,7 +56,7 @@ def test_random_policy_plays_whole_episodes_across_env_workers(tokenizer) -> Non
 
 
 def test_an_env_crash_ends_only_its_episode(tokenizer) -> None:
-    hosts = [EnvWorker(CRASHY, {"size": 3, "max_steps": 4, "p": 1.0})]
+    hosts = [EnvWorker(EnvArgs(CRASHY, {"size": 3, "max_steps": 4, "p": 1.0}))]
     fmt = TurnFormat(tokenizer, hosts[0].instructions())
     specs = [EpisodeSpec(i, i, 10 + i) for i in range(4)]  # seeds 11 and 13 crash
     episodes, _ = play_episodes(hosts, random_policy(1), specs, fmt, Limits(4, 4096, 8))
@@ -75,7 +75,7 @@ def test_an_env_crash_ends_only_its_episode(tokenizer) -> None:
 
 
 def test_bad_reset_is_contained_too() -> None:
-    worker = EnvWorker("frozenlake", {"size": 3})
+    worker = EnvWorker(EnvArgs("frozenlake", {"size": 3}))
     worker.env_kwargs["size"] = 1  # the next env built for a slot fails
     out = worker.reset([(0, 1)])
     assert out[0]["error"].startswith("ValueError: size must be at least 2")
@@ -83,10 +83,10 @@ def test_bad_reset_is_contained_too() -> None:
 
 
 def test_model_policy_replies_are_model_tokens(tokenizer, tiny_model) -> None:
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
-    worker = ActorInferWorker(str(tiny_model))
-    hosts = [EnvWorker("sokoban", {"max_steps": 2})]
+    worker = ActorInferWorker(ActorInferArgs(str(tiny_model)))
+    hosts = [EnvWorker(EnvArgs("sokoban", {"max_steps": 2}))]
     fmt = TurnFormat(tokenizer, hosts[0].instructions())
     specs = [EpisodeSpec(i, 0, 5) for i in range(2)]
     policy = ModelPolicy([worker], SamplingParams(max_new_tokens=4, seed=3))
@@ -102,10 +102,10 @@ def test_turns_reuse_the_episode_kv_and_play_the_same_episodes(tokenizer, tiny_m
     """The agentic chat builds each turn as an exact extension of the last, so with sessions
     every later turn prefills only its new tokens (no cache misses) and the greedy episodes
     are those of full re-prefills; the sessions are freed when the episodes end."""
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
-    worker = ActorInferWorker(str(tiny_model), session_mib=64)
-    hosts = [EnvWorker("frozenlake", {"max_steps": 3, "size": 3})]
+    worker = ActorInferWorker(ActorInferArgs(str(tiny_model), session_mib=64))
+    hosts = [EnvWorker(EnvArgs("frozenlake", {"max_steps": 3, "size": 3}))]
     fmt = TurnFormat(tokenizer, hosts[0].instructions(), "<answer>")
     specs = [EpisodeSpec(i, 0, 7 + i) for i in range(3)]
     params = SamplingParams(max_new_tokens=6, temperature=0.0)

@@ -23,7 +23,7 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec
 from rollcli.rollout.episode_scheduler import play_episodes
 from rollcli.strategies.hf_model import load_tokenizer
-from rollcli.workers.env_worker import EnvWorker
+from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 runner = CliRunner()
 N = 24
@@ -83,7 +83,7 @@ def test_expert_tool_episodes_solve_training_tasks_in_the_rl_token_format(
         assert call_tokens + 1 <= cfg.rollout.max_new_tokens  # the call and its end of turn
 
     # the RL side: the recipe's own env worker, turn format and limits, the same seeds
-    host = EnvWorker(cfg.agentic.env, env_kwargs(cfg.agentic))
+    host = EnvWorker(EnvArgs(cfg.agentic.env, env_kwargs(cfg.agentic)))
     fmt = TurnFormat(
         tokenizer, host.instructions(), cfg.agentic.reply_prefix, cfg.agentic.user_suffix,
         tools=host.tools(),

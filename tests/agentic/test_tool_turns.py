@@ -14,7 +14,7 @@ from rollcli.envs.tools.call_format import declare_tools
 from rollcli.rollout.chat_turns import TurnFormat, renders_tools
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import play_episodes
-from rollcli.workers.env_worker import EnvWorker
+from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 # Qwen2.5-Instruct's tool handling, written out for the test: a "# Tools" section in the
 # system turn, assistant tool calls as <tool_call> blocks, tool results as <tool_response>
@@ -109,7 +109,7 @@ class TokenScript:
 
 
 def _play(tokenizer):
-    host = EnvWorker("tool", {"tools": ["calculator"], "max_steps": 4})
+    host = EnvWorker(EnvArgs("tool", {"tools": ["calculator"], "max_steps": 4}))
     fmt = TurnFormat(tokenizer, host.instructions(), tools=host.tools())
     policy = TokenScript(tokenizer, SCRIPT)
     limits = Limits(max_turns=4, max_context_tokens=4096, max_new_tokens=64)

@@ -20,7 +20,8 @@ from rollcli.strategies.hf_model import response_logprobs
 from rollcli.strategies.logprob_forward import model_inputs
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.reference import ReferenceWorker
+from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 
 def _episode(fmt: TurnFormat, group_seed: int, replies: list[list[int]], reward: float) -> Episode:
@@ -56,7 +57,7 @@ def batch(tiny_model):
 
 
 def test_logprobs_cover_every_turn_like_one_untrimmed_forward(tiny_model, batch) -> None:
-    ref = ReferenceWorker(str(tiny_model))
+    ref = ReferenceWorker(ReferenceArgs(str(tiny_model)))
     got = ref.compute_logprobs(batch, micro_batch_size=1)
     full, _ = response_logprobs(ref.model, model_inputs(batch))
     mask = batch["response_mask"].bool()
@@ -66,7 +67,9 @@ def test_logprobs_cover_every_turn_like_one_untrimmed_forward(tiny_model, batch)
 
 
 def test_train_step_moves_the_policy(tiny_model, batch) -> None:
-    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), seed=0)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), seed=0)
+    )
     before = worker.compute_logprobs(batch, micro_batch_size=2)
     out = worker.train_step(batch, PolicyUpdateArgs(policy_loss="pg", micro_batch_size=1))
     after = worker.compute_logprobs(batch, micro_batch_size=2)
@@ -109,7 +112,9 @@ def test_sampler_logprobs_reweight_episodes_played_ahead(tiny_model) -> None:
     )
     for key in DRIVER_FIELDS:
         b.fields.pop(key)
-    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), seed=0)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), seed=0)
+    )
     old = worker.compute_logprobs(b, micro_batch_size=2)
     ratio = (old - behaviour).exp()[mask]  # the update's own forward gives `old` (on-policy)
     out = worker.train_step(

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from rollcli.config.engines import EngineUnavailableError, resolve_engine, vllm_available
-from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
 
 def test_auto_picks_vllm_exactly_when_installed() -> None:
@@ -24,11 +24,11 @@ def test_an_unknown_engine_lists_the_choices() -> None:
 @pytest.mark.skipif(vllm_available(), reason="vllm is installed here")
 def test_vllm_without_the_package_says_make_vllm(tiny_model) -> None:
     with pytest.raises(EngineUnavailableError, match="make vllm"):
-        ActorInferWorker(str(tiny_model), engine="vllm")
+        ActorInferWorker(ActorInferArgs(str(tiny_model), engine="vllm"))
 
 
 def test_the_hf_worker_is_named_hf(tiny_model) -> None:
-    assert ActorInferWorker(str(tiny_model), engine="hf").engine_name == "hf"
+    assert ActorInferWorker(ActorInferArgs(str(tiny_model), engine="hf")).engine_name == "hf"
 
 
 def test_engine_modules_import_vllm_only_when_an_engine_is_built() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import typing
 from pathlib import Path
 
-from name_literals import PACKAGE, TABLES, modules, name_comparisons
+from name_literals import TABLES, modules, name_comparisons
 
 from rollcli.config import roles
 from rollcli.config.pipeline_spec import SPECS, RolloutSource
@@ -20,31 +20,20 @@ from rollcli.config.precision_spec import (
 )
 from rollcli.config.sections import RolloutConfig, TrainConfig
 
-# being rewritten on another branch (typed worker arguments): their comparisons are reported
-# apart, not held to the bound, until that branch lands
-ALLOWED_ELSEWHERE = ("runtime/workers_setup.py", "runtime/role_args.py", "planning/role_table.py")
 # the comparisons left: words that are also a name, where they mean something else (a step
 # result's `reward` key, an eval summary's `episodes` key, `algorithm.kl_in: reward`)
 BOUND = 8
 
 
-def _found() -> tuple[list[str], list[str]]:
-    found = [line for path in modules() for line in name_comparisons(path)]
-    apart = [line for line in found if line.split(":")[0] in ALLOWED_ELSEWHERE]
-    return [line for line in found if line not in apart], apart
+def _found() -> list[str]:
+    return [line for path in modules() for line in name_comparisons(path)]
 
 
 def test_names_are_compared_only_in_their_tables() -> None:
-    held, apart = _found()
-    print(f"{len(held)} comparisons held to the bound, {len(apart)} in ALLOWED_ELSEWHERE:")
-    print("\n".join(held + apart))
+    held = _found()
+    print(f"{len(held)} comparisons:")
+    print("\n".join(held))
     assert len(held) <= BOUND, "read the name's table instead:\n" + "\n".join(held)
-
-
-def test_the_files_allowed_elsewhere_exist() -> None:
-    """Each exemption names a module that exists (a moved one must be named anew)."""
-    for module in ALLOWED_ELSEWHERE:
-        assert (PACKAGE / module).is_file(), module
 
 
 def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:

@@ -191,7 +191,7 @@ def test_megatron_runs_tp_and_pp_and_no_other_strategy_does() -> None:
         "vllm": ("tp",),
         "sglang": ("tp",),
     }
-    assert TrainStrategy("megatron", tp=2, pp=4).worker_kwargs()["strategy_options"] == {
+    assert TrainStrategy("megatron", tp=2, pp=4).options() == {
         "tp": 2,
         "pp": 4,
     }

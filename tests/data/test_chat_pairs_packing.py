@@ -123,10 +123,11 @@ def test_packing_keeps_samples_apart_and_masks_first_tokens() -> None:
 def test_packed_rows_score_like_separate_rows(tiny_model, tokenizer) -> None:
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.sft_train import SFTTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     chat2 = ({"role": "user", "content": "Name a colour"}, {"role": "assistant", "content": "Red"})
     samples = [tokenize_chat(tokenizer, c, 512)[:2] for c in (CHAT, chat2, CHAT)]
-    worker = SFTTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3))
+    worker = SFTTrainWorker(TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3)))
     packed = worker.eval_loss(sequence_batch(samples, tokenizer.pad_token_id, 512, True))
     alone = worker.eval_loss(sequence_batch(samples, tokenizer.pad_token_id, 512, False))
     assert packed["tokens"] == alone["tokens"] > 0

@@ -12,8 +12,10 @@ from rollcli.data.padding import rollout_tensors
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.strategies.hf_model import load_tokenizer
+from rollcli.strategies.train_engines import TrainStrategy
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4], [6]]
 RESPONSES = [[10, 11, 12], [13], [14, 15], [16, 17, 18], [19, 20], [21, 22, 23]]
@@ -39,14 +41,15 @@ def _batch(pad_id: int) -> Batch:
     return batch
 
 
-def _kwargs(tiny_model, strategy: str = "hf", **options) -> dict:
-    return dict(
-        model_path=str(tiny_model),
-        trainer_args=TrainerArgs(lr=1e-2, grad_clip=1.0),
+def _args(tiny_model, strategy: str = "hf", rank: int = 0, world_size: int = 1, **options):
+    return TrainedModelArgs(
+        str(tiny_model),
+        trainer=TrainerArgs(lr=1e-2, grad_clip=1.0),
+        strategy=TrainStrategy(strategy, **options),
         seed=0,
+        rank=rank,
+        world_size=world_size,
         num_threads=1,
-        strategy=strategy,
-        strategy_options=options,
     )
 
 
@@ -56,7 +59,7 @@ def _two_ranks(tiny_model, strategy: str = "hf", **options) -> Cluster:
         ActorTrainWorker,
         2,
         WorkerResources(num_cpus=0.5),
-        lambda rank: {**_kwargs(tiny_model, strategy, **options), "rank": rank, "world_size": 2},
+        lambda rank: _args(tiny_model, strategy, rank, 2, **options),
     )
     import ray
 
@@ -80,7 +83,7 @@ def _saved_weights(folder) -> dict[str, torch.Tensor]:
 
 def test_two_hf_ranks_make_the_one_worker_update(tiny_model, tmp_path) -> None:
     pad = load_tokenizer(str(tiny_model)).pad_token_id
-    one = ActorTrainWorker(**_kwargs(tiny_model))
+    one = ActorTrainWorker(_args(tiny_model))
     before = {k: v.clone() for k, v in one.model.state_dict().items()}
     m_one = one.train_step(_batch(pad), ARGS)
 
@@ -118,7 +121,7 @@ def test_two_hf_ranks_make_the_one_worker_update(tiny_model, tmp_path) -> None:
 
 
 def test_rank_one_does_not_write_the_checkpoint(tiny_model, tmp_path) -> None:
-    worker = ActorTrainWorker(**_kwargs(tiny_model))
+    worker = ActorTrainWorker(_args(tiny_model))
     worker.rank = 1  # what a second data-parallel rank is, without its group
     worker.save_pretrained(str(tmp_path))
     worker.save_state(str(tmp_path))
@@ -131,7 +134,7 @@ def test_rank_one_does_not_write_the_checkpoint(tiny_model, tmp_path) -> None:
 def test_two_deepspeed_ranks_make_the_one_worker_update(tiny_model, tmp_path, stage) -> None:
     pytest.importorskip("deepspeed")
     pad = load_tokenizer(str(tiny_model)).pad_token_id
-    one = ActorTrainWorker(**_kwargs(tiny_model))
+    one = ActorTrainWorker(_args(tiny_model))
     before = {k: v.clone() for k, v in one.model.state_dict().items()}
     one.train_step(_batch(pad), ARGS)
 
@@ -157,7 +160,7 @@ def test_two_fsdp2_ranks_make_the_one_worker_update(tiny_model, tmp_path) -> Non
     """The worker wiring under Ray (the trainer itself: tests/distributed/test_fsdp2_ranks.py):
     both ranks gather for the saved folder, each writes its DCP shards."""
     pad = load_tokenizer(str(tiny_model)).pad_token_id
-    one = ActorTrainWorker(**_kwargs(tiny_model))
+    one = ActorTrainWorker(_args(tiny_model))
     before = {k: v.clone() for k, v in one.model.state_dict().items()}
     m_one = one.train_step(_batch(pad), ARGS)
 

@@ -44,6 +44,9 @@ def _probe_class():
     """Defined in a function so Ray ships the class by value to its workers."""
 
     class Probe:
+        def __init__(self, args: None) -> None:
+            pass
+
         def where(self) -> dict:
             import os
 
@@ -63,7 +66,9 @@ def _probe_class():
 def _cluster(role: str, placement: DevicePlacement) -> list[dict]:
     where = placement.for_role(role)
     probe = _probe_class()
-    cluster = Cluster(role, probe, len(where), WorkerResources(), {}, placement=where)
+    cluster = Cluster(
+        role, probe, len(where), WorkerResources(), lambda rank: None, placement=where
+    )
     try:
         return cluster.call(probe.where)
     finally:

@@ -64,7 +64,7 @@ def test_preset_trains_two_steps_with_finite_metrics(
     def build_and_check(*args, **kwargs):
         clusters = build_clusters(*args, **kwargs)  # the real one
         try:
-            assert_clusters_are_planned(clusters, planned)
+            assert_clusters_are_planned(clusters, planned, args[0].pipeline)
             checked.append(None)
         except AssertionError as e:  # raised below, after the run has stopped its workers
             checked.append(e)

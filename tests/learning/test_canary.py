@@ -68,9 +68,10 @@ from rollcli.pipelines.rl.update_args import update_args
 from rollcli.rollout.result import build_batch
 from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.trainer import TrainerArgs
-from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.reference import ReferenceWorker
+from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 SEEDS = (0, 1, 2)
 STEPS = 10
@@ -148,9 +149,11 @@ def learn(model: Path, seed: int, steps: int = STEPS) -> Run:
     """`steps` GRPO steps of the RL pipeline's step on the task, from `model`."""
     cfg, _ = load_recipe("rlvr-math", [o.format(seed=seed) for o in TASK])
     args = update_args(cfg)
-    train = ActorTrainWorker(str(model), trainer_args=TrainerArgs(lr=cfg.train.lr), seed=seed)
-    infer = ActorInferWorker(str(model), seed=seed)
-    reference = ReferenceWorker(str(model))
+    train = ActorTrainWorker(
+        TrainedModelArgs(str(model), trainer=TrainerArgs(lr=cfg.train.lr), seed=seed)
+    )
+    infer = ActorInferWorker(ActorInferArgs(str(model), seed=seed))
+    reference = ReferenceWorker(ReferenceArgs(str(model)))
     host, port = train.open_weight_sync(world_size=2)
     joined = threading.Thread(target=infer.init_weight_sync, args=(host, port, 1, 2))
     joined.start()

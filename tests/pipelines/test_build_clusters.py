@@ -1,5 +1,5 @@
 """The clusters `build_clusters` starts for real (Ray, tiny-random) are the workers `roll plan`
-prints: the same roles in the same order, worker classes, ranks, the Ray CPUs each actor
+prints: the same roles in the same order (each of the worker table's class), ranks, the Ray CPUs each actor
 holds and the torch threads each process runs with."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_built_clusters_are_the_planned_workers(case: str, tiny_model) -> None:
         cfg, roles_for(cfg), placement, model_path=str(tiny_model), student_path=student
     )
     try:
-        assert_clusters_are_planned(clusters, planned)
+        assert_clusters_are_planned(clusters, planned, cfg.pipeline)
     finally:
         clusters.kill()
     # the roles as planned by hand: model roles share 2 cores (less the light roles' slivers)

@@ -51,9 +51,9 @@ def test_auto_on_a_cpu_follows_the_probe(monkeypatch, speedup, chosen) -> None:
     assert f"auto → {chosen}" in line and f"{speedup:.1f}x" in line
     request = recipe_plan_input(choice.cfg)
     args = role_args(choice.cfg, request, plan_run(choice.cfg).plan)
-    assert args["actor_train"]["precision"] == chosen
-    assert args["reference"]["dtype"] == ("bfloat16" if chosen == "bf16-mixed" else "float32")
-    assert args["actor_infer"]["dtype"] == "float32"  # the engine keeps rollout.precision's
+    assert args.precision == chosen
+    assert args.reference_dtype == ("bfloat16" if chosen == "bf16-mixed" else "float32")
+    assert args.infer.dtype == "float32"  # the engine keeps rollout.precision's
 
 
 def test_with_the_cpu_switch_off_a_cpu_keeps_fp32_and_says_how(monkeypatch) -> None:
@@ -117,7 +117,7 @@ def test_a_cpu_rollout_takes_bf16_only_where_its_recipe_was_checked(monkeypatch)
     assert any(x.startswith("train.warmup_steps → 3") for x in math.lines)
     assert resolve_auto(_cfg("train.warmup_steps=0")).cfg.train.warmup_steps == 0  # set: kept
     args = role_args(math.cfg, recipe_plan_input(math.cfg), plan_run(math.cfg).plan)
-    assert args["actor_infer"]["dtype"] == "float32" and args["actor_infer"]["bf16_linears"]
+    assert args.infer.dtype == "float32" and args.infer.bf16_linears
     from rollcli.planning.from_recipe import auto_lines
 
     assert any(

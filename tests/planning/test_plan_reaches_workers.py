@@ -1,5 +1,6 @@
 """Every decision of the run's plan reaches the workers' arguments, and the workers act on
-them: what a GPU run does is what `roll plan` judged (runtime/role_args.py).
+them: what a GPU run does is what `roll plan` judged (runtime/role_args.py), and the args
+objects the worker table builds from a real plan carry them (runtime/worker_table.py).
 
 No GPU here: the plans are GPU plans (qwen2.5-7b on 8 H100s) built by the same code
 `roll plan` and `roll train` run; the workers are built on the CPU with the arguments a GPU
@@ -20,8 +21,11 @@ from rollcli.data.batch import Batch
 from rollcli.data.padding import rollout_tensors
 from rollcli.planning.devices import GiB
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
-from rollcli.runtime.role_args import dtype_name, role_args
+from rollcli.runtime.role_args import PlannedInfer, dtype_name, role_args
+from rollcli.runtime.worker_table import BuildContext, worker_args
+from rollcli.strategies.engine_options import VllmOptions
 from rollcli.strategies.precision import torch_dtype
+from rollcli.strategies.train_engines import TrainStrategy
 
 # The 7B-on-8-GPUs run of docs/gpu.md and docs/planning.md
 SEVEN_B = [
@@ -49,33 +53,32 @@ def test_every_gpu_plan_decision_is_in_the_workers_arguments() -> None:
     train, infer, ref = reqs["actor_train"], reqs["actor_infer"], reqs["reference"]
     # training: strategy, ZeRO layout, mixed precision with fp32 master weights
     assert train.param_bytes == 2
-    assert args["actor_train"] == {
-        "strategy": train.resolved_strategy,
-        "strategy_options": {
-            "zero_stage": train.zero_stage,
-            "offload_optimizer": train.offload_optimizer,
-            "offload_params": train.offload_params,
-        },
-        "precision": "bf16-mixed",
-    }
-    assert (args["actor_train"]["strategy"], train.zero_stage) == ("deepspeed", 3)
+    assert args.strategy == TrainStrategy(
+        train.resolved_strategy,
+        zero_stage=train.zero_stage,
+        offload_optimizer=train.offload_optimizer,
+        offload_params=train.offload_params,
+    )
+    assert args.precision == "bf16-mixed"
+    assert (args.strategy.name, train.zero_stage) == ("deepspeed", 3)
     # inference: engine, weight dtype, the KV cache the plan reserved, sleeping when idle
     kv = plan.role_memory["actor_infer"].active.kv_cache
     assert kv > 0 and plan.role_memory["actor_infer"].idle.total == 0
-    assert args["actor_infer"] == {
-        "engine": infer.resolved_strategy,
-        "dtype": dtype_name(infer.param_bytes),
-        "engine_kwargs": {
-            "dtype": "bfloat16",
-            "tp": infer.tp,  # its tensor_parallel_size (tests/strategies/test_tp_wiring.py)
-            "kv_cache_gib": pytest.approx(kv / GiB, abs=1e-3),
-            "max_num_seqs": infer.max_num_seqs,
-            "max_model_len": infer.seq_len,
-            "sleep_mode": True,
-        },
-    }
+    assert args.infer == PlannedInfer(
+        engine=infer.resolved_strategy,
+        dtype=dtype_name(infer.param_bytes),
+        options=VllmOptions(
+            dtype="bfloat16",
+            tp=infer.tp,  # its tensor_parallel_size (tests/strategies/test_tp_wiring.py)
+            kv_cache_gib=pytest.approx(kv / GiB, abs=1e-3),
+            max_num_seqs=infer.max_num_seqs,
+            max_model_len=infer.seq_len,
+            sleep_mode=True,
+        ),
+    )
+    assert args.infer.sleeps
     # the reference's weights, and what stays on the GPU while others compute
-    assert args["reference"] == {"dtype": dtype_name(ref.param_bytes)} == {"dtype": "bfloat16"}
+    assert args.reference_dtype == dtype_name(ref.param_bytes) == "bfloat16"
     assert plan.role_memory["actor_train"].idle.total > 0  # nothing offloads it: counted
     assert (
         plan.role_memory["reference"].idle.weights == plan.role_memory["reference"].active.weights
@@ -96,15 +99,15 @@ def test_the_readme_7b_run_fits_only_with_its_settings() -> None:
 
 def test_auto_engine_and_cpu_dtypes_are_what_runs() -> None:
     reqs, plan, args = _decisions(_cfg([], gpus=8, model="qwen2.5-7b"))
-    assert args["actor_infer"]["engine"] == reqs["actor_infer"].resolved_strategy
+    assert args.infer.engine == reqs["actor_infer"].resolved_strategy
     # the run's own choice: vllm on GPUs, installed here or not (the launch checks it)
-    assert args["actor_infer"]["engine"] == resolve_engine("auto", on_gpu=True, check=False)
-    assert args["actor_infer"]["engine"] == "vllm"
+    assert args.infer.engine == resolve_engine("auto", on_gpu=True, check=False)
+    assert args.infer.engine == "vllm"
     reqs, plan, args = _decisions(_cfg([], gpus=0, model="tiny-random"))
-    assert args["actor_infer"]["engine"] == resolve_engine("auto")  # a CPU: what is installed
+    assert args.infer.engine == resolve_engine("auto")  # a CPU: what is installed
     assert plan.mode == "cpu"
-    assert args["actor_train"]["precision"] == "fp32"
-    assert args["actor_infer"]["dtype"] == "float32"
+    assert args.precision == "fp32"
+    assert args.infer.dtype == "float32"
     assert all(r.param_bytes == 4 for r in reqs.values() if r.role != "env")
 
 
@@ -116,20 +119,27 @@ def test_offload_when_idle_on_a_role_that_cannot_leave_its_gpu_is_refused() -> N
 def test_a_bf16_mixed_hf_worker_computes_in_bf16_and_keeps_fp32_weights(tiny_model) -> None:
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     worker = ActorTrainWorker(
-        str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
+        TrainedModelArgs(
+            str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
+        )
     )
     ids = torch.tensor([[1, 2, 3, 4]])
     with worker._compute():
         logits = worker.model(input_ids=ids).logits
     assert logits.dtype == torch.bfloat16  # autocast: bf16 compute ...
     assert all(p.dtype == torch.float32 for p in worker.model.parameters())  # fp32 master
-    plain = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
+    plain = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
     assert plain.model(input_ids=ids).logits.dtype == torch.float32
     with pytest.raises(ValueError, match="precision 'fp16'"):
         ActorTrainWorker(
-            str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1, precision="fp16"
+            TrainedModelArgs(
+                str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1, precision="fp16"
+            )
         )
 
 
@@ -159,13 +169,16 @@ def test_deepspeed_gets_its_bf16_switch(monkeypatch) -> None:
 
 def test_an_fp32_trainer_syncs_into_a_bf16_engine(tiny_model) -> None:
     from rollcli.strategies.trainer import TrainerArgs
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
     from rollcli.workers.actor_train import ActorTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     train = ActorTrainWorker(
-        str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
+        TrainedModelArgs(
+            str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
+        )
     )
-    infer = ActorInferWorker(str(tiny_model), num_threads=1, dtype="bfloat16")
+    infer = ActorInferWorker(ActorInferArgs(str(tiny_model), num_threads=1, dtype="bfloat16"))
     assert infer.weight_dtype() == "bfloat16"
     with torch.no_grad():
         for p in train.model.parameters():
@@ -189,26 +202,24 @@ def test_a_saved_gpu_recipe_plans_again_on_resume() -> None:
     saved = validate_recipe(yaml.safe_load(dump_recipe(cfg)))
     assert saved.devices.actor_train.offload_when_idle is None
     _, plan, args = _decisions(saved)
-    assert plan.fits and args["actor_infer"]["engine_kwargs"]["sleep_mode"] is True
+    assert plan.fits and args.infer.options.sleep_mode is True
 
 
 def test_the_critic_worker_gets_the_critics_micro_batch_size(tiny_model) -> None:
     """`critic.micro_batch_size` is what the plan sized the critic's memory for and what its
     advice names; the critic's value forwards and updates run with it, not with
     `train.micro_batch_size`."""
-    from rollcli.planning.role_table import CRITIC
-    from rollcli.runtime.workers_setup import BuildContext, worker_args
     from rollcli.workers.critic import CriticWorker
 
     overrides = ["algorithm.advantage=gae", "critic.micro_batch_size=3", "train.micro_batch_size=8"]
     cfg = _cfg(overrides, gpus=0, model="tiny-random")
     reqs, plan, args = _decisions(cfg)
-    assert reqs["critic"].micro_batch == 3 and args["critic"] == {"micro_batch_size": 3}
+    assert reqs["critic"].micro_batch == 3 and args.critic_micro_batch == 3
     sizes = {w.role: w for w in plan.workers}
     ctx = BuildContext(cfg, args, str(tiny_model), None, sizes)
-    kwargs = worker_args(ctx, CRITIC, 0)
-    assert kwargs["micro_batch_size"] == 3
-    critic = CriticWorker(**kwargs)
+    critic_args = worker_args(ctx, "critic", 0)
+    assert critic_args.micro_batch_size == 3
+    critic = CriticWorker(critic_args)
     forwards = []
     critic.model.register_forward_hook(lambda m, inp, out: forwards.append(1))
     tensors = rollout_tensors([[1, 2]] * 7, [[3, 4]] * 7, pad_id=0)
@@ -219,14 +230,14 @@ def test_the_critic_worker_gets_the_critics_micro_batch_size(tiny_model) -> None
 def test_the_rollout_precision_reaches_the_engine(tiny_model) -> None:
     """`rollout.precision`: bf16 on a GPU plan is the engine's dtype; int8 on a CPU plan
     reaches the hf engine, which then holds int8 copies of its linears."""
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
     reqs, _, args = _decisions(_cfg(["rollout.engine=vllm", "rollout.precision=fp32"]))
-    assert reqs["actor_infer"].param_bytes == 4 and args["actor_infer"]["dtype"] == "float32"
-    assert "int8" not in args["actor_infer"]
+    assert reqs["actor_infer"].param_bytes == 4 and args.infer.dtype == "float32"
+    assert not args.infer.int8
     cpu = _cfg(["rollout.engine=hf", "rollout.precision=int8"], gpus=0, model="tiny-random")
     reqs, _, args = _decisions(cpu)
-    assert reqs["actor_infer"].param_bytes == 4 and args["actor_infer"]["int8"] is True
+    assert reqs["actor_infer"].param_bytes == 4 and args.infer.int8 is True
     assert reqs["actor_infer"].int8_copies and not reqs["actor_train"].int8_copies
     # the plan counts the copies beside the fp32 weights: 1.01 bytes per parameter
     from dataclasses import replace
@@ -241,21 +252,77 @@ def test_the_rollout_precision_reaches_the_engine(tiny_model) -> None:
     without = estimate_role(replace(infer, int8_copies=False), spec, **kw).active
     assert with_copies.weights - without.weights == math.ceil(1.01 * param_count(spec))
     assert with_copies.kv_cache == without.kv_cache
-    worker = ActorInferWorker(str(tiny_model), num_threads=1, dtype=args["actor_infer"]["dtype"],
-                              int8=args["actor_infer"]["int8"])  # fmt: skip
+    worker = ActorInferWorker(
+        ActorInferArgs(str(tiny_model), num_threads=1, dtype=args.infer.dtype, int8=args.infer.int8)
+    )
     assert worker.engine.int8 is not None and len(worker.engine.int8.linears) > 0
 
 
 def test_the_hf_engine_decodes_the_planned_samples_at_a_time(tiny_model) -> None:
     """On GPUs the hf engine's memory is planned for `max_num_seqs` samples at once: it
     decodes that many (not its CPU default of 64); a CPU plan leaves the engine's own."""
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
     gpu = _cfg(["rollout.engine=hf", "devices.actor_infer.max_num_seqs=128"], gpus=1,
                model="qwen2.5-0.5b")  # fmt: skip
     reqs, _, args = _decisions(gpu)
-    assert reqs["actor_infer"].max_num_seqs == 128 and args["actor_infer"]["decode_batch"] == 128
+    assert reqs["actor_infer"].max_num_seqs == 128 and args.infer.decode_batch == 128
     reqs, _, args = _decisions(_cfg(["rollout.engine=hf"], gpus=0, model="tiny-random"))
-    assert "decode_batch" not in args["actor_infer"]
-    worker = ActorInferWorker(str(tiny_model), num_threads=1, decode_batch=128)
+    assert args.infer.decode_batch is None
+    worker = ActorInferWorker(ActorInferArgs(str(tiny_model), num_threads=1, decode_batch=128))
     assert worker.engine.decode_batch == 128 and not worker.engine.static  # CPU: dynamic
+
+
+def test_the_args_objects_of_a_cpu_rlvr_math_plan(tiny_model) -> None:
+    """What `build_clusters` hands each role of `roll train rlvr-math --model tiny-random`:
+    the args objects the worker table builds from the run's real plan, field by field."""
+    from rollcli.planning.role_table import roles_for
+    from rollcli.strategies.lora import LoraSpec
+    from rollcli.strategies.trainer import TrainerArgs
+    from rollcli.workers.actor_infer import ActorInferArgs
+    from rollcli.workers.reward import RewardArgs
+    from rollcli.workers.trained_model import TrainedModelArgs
+
+    cfg = _cfg([], gpus=0, model="tiny-random")
+    reqs, plan, planned = _decisions(cfg)
+    sizes = {w.role: w for w in plan.workers}
+    ctx = BuildContext(cfg, planned, str(tiny_model), None, sizes)
+    built = {role.name: worker_args(ctx, role.name, 0) for role in roles_for(cfg)}
+    assert list(built) == [w.role for w in plan.workers]
+    train, infer, reward = built["actor_train"], built["actor_infer"], built["reward"]
+    assert isinstance(train, TrainedModelArgs)
+    assert train.model_path == str(tiny_model) and train.seed == cfg.seed
+    assert train.trainer == TrainerArgs(
+        lr=cfg.train.lr,
+        betas=cfg.train.betas,
+        weight_decay=cfg.train.weight_decay,
+        grad_clip=cfg.train.grad_clip,
+        warmup_steps=cfg.train.warmup_steps,
+        total_steps=cfg.train.steps,
+        lr_schedule=cfg.train.lr_schedule,
+        lr_decay_steps=cfg.train.lr_decay_steps,
+        min_lr_ratio=cfg.train.min_lr_ratio,
+    )
+    assert train.strategy == planned.strategy and train.strategy.name == "hf"
+    assert reqs["actor_train"].param_bytes == 4 and train.precision == planned.precision == "fp32"
+    assert train.lora == LoraSpec.from_section(cfg.train.lora)
+    assert (train.rank, train.world_size) == (0, sizes["actor_train"].ranks)
+    assert (train.num_threads, train.num_gpus) == (sizes["actor_train"].threads, 0.0)
+    assert infer == ActorInferArgs(
+        model_path=str(tiny_model),
+        engine=reqs["actor_infer"].resolved_strategy,
+        engine_options=planned.infer.options,
+        seed=cfg.seed,
+        rank=0,
+        num_threads=sizes["actor_infer"].threads,
+        dtype="float32",
+        bf16_linears=cfg.rollout.precision == "bf16",
+    )
+    assert reward == RewardArgs(
+        cfg.reward.fn,
+        options=cfg.reward.worker_options,
+        timeout_s=cfg.reward.timeout_s,
+        convention=cfg.reward.convention,
+    )
+    if "reference" in built:
+        assert built["reference"].dtype == "float32"

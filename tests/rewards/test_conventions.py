@@ -26,7 +26,7 @@ from rollcli.data.prompt_sets import load_prompt_data
 from rollcli.rewards.conventions import bind, reward_columns
 from rollcli.rewards.runner import score_samples
 from rollcli.rollout.prompt_scheduler import sample_fields
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 
 def _recipe(tmp_path: Path, reward: str, source: str, fn: str, *keys: str) -> RecipeConfig:
@@ -52,7 +52,9 @@ def _scored(cfg: RecipeConfig, replies: list[str], finished: bool = True) -> lis
         for p, r in zip(prompts, replies, strict=False)
     ]
     r = cfg.reward
-    worker = RewardWorker(r.fn, options=r.worker_options, timeout_s=5, convention=r.convention)
+    worker = RewardWorker(
+        RewardArgs(r.fn, options=r.worker_options, timeout_s=5, convention=r.convention)
+    )
     return worker.score(samples)
 
 

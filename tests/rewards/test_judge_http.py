@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 
 class Judge(BaseHTTPRequestHandler):
@@ -60,7 +60,7 @@ def server():
 
 def judge(base_url, samples, **options):
     opts = {"base_url": base_url, "model": "grader", "retries": 2, **options}
-    return RewardWorker("judge", options=opts, timeout_s=5).score(samples)
+    return RewardWorker(RewardArgs("judge", options=opts, timeout_s=5)).score(samples)
 
 
 def test_scores_parsed_and_scaled_and_the_request_is_chat_completions(server, monkeypatch):
@@ -107,5 +107,5 @@ def test_missing_settings_are_clear_errors(server, monkeypatch):
     monkeypatch.delenv("UNSET_KEY_VAR", raising=False)
     out = judge(server, [{"response": "x"}], api_key_env="UNSET_KEY_VAR")
     assert "UNSET_KEY_VAR" in out[0]["error"] and "not set" in out[0]["error"]
-    out = RewardWorker("judge", options={}).score([{"response": "x"}])
+    out = RewardWorker(RewardArgs("judge", options={})).score([{"response": "x"}])
     assert "base_url" in out[0]["error"]

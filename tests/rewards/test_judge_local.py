@@ -7,7 +7,7 @@ import torch
 
 from rollcli.rewards.judge.local import judge_prompt, load_judge, word_token_ids
 from rollcli.rewards.judge.rubric import DEFAULT_YES_NO_RUBRIC, fill_rubric
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 
 def test_score_is_the_yes_probability_computed_by_hand(tiny_model):
@@ -15,7 +15,9 @@ def test_score_is_the_yes_probability_computed_by_hand(tiny_model):
         {"response": "4", "prompt": "What is 2+2?", "answer": "4"},
         {"response": "a much longer answer that pads the batch differently", "prompt": "Hi?"},
     ]
-    worker = RewardWorker("judge_local", options={"model": str(tiny_model), "batch_size": 2})
+    worker = RewardWorker(
+        RewardArgs("judge_local", options={"model": str(tiny_model), "batch_size": 2})
+    )
     results = worker.score(samples)
     assert all(r["error"] is None and 0.0 < r["score"] < 1.0 for r in results)
 

@@ -9,7 +9,7 @@ import rollcli.rewards.math_rule
 from rollcli.rewards.math_rule import is_well_formatted, math_reward, verify_answer
 from rollcli.rewards.registry import RewardNotFoundError, load_reward_fn
 from rollcli.rewards.runner import score_samples
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 
 def test_doctests() -> None:
@@ -60,7 +60,7 @@ def test_a_reply_cut_at_the_token_limit_earns_no_format_credit() -> None:
 def test_the_reward_worker_reads_finished_from_the_sample() -> None:
     """Training's samples say whether the reply finished (actor_infer sets it at the token
     limit); the worker passes it on, so a cut reply ending on a number scores 0."""
-    worker = RewardWorker("math", options={"format_weight": 0.1})
+    worker = RewardWorker(RewardArgs("math", options={"format_weight": 0.1}))
     cut, done = (
         {"response": "12 + 30 = 42, and 42 + 8", "answer": "50", "finished": f}
         for f in (False, True)
@@ -104,7 +104,7 @@ def test_reward_by_name_or_module_path() -> None:
 
 
 def test_reward_worker_scores_a_list_of_samples() -> None:
-    worker = RewardWorker("math", options={"format_weight": 0.1})
+    worker = RewardWorker(RewardArgs("math", options={"format_weight": 0.1}))
     out = worker.score(
         [{"response": "7", "answer": "7", "tag": "math"}, {"response": "8", "answer": "7"}]
     )

@@ -8,7 +8,7 @@ import pytest
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 ROUTES = {"math": "math", "general": "ifeval"}
 LOWER = json.dumps({"constraints": [{"type": "lowercase"}, {"type": "no_commas"}]})
@@ -21,7 +21,7 @@ def test_each_tag_goes_to_its_reward_with_per_domain_metrics():
         {"response": "all small, here", "answer": LOWER, "tag": "general"},
         {"response": "x", "answer": "1", "tag": "poetry"},
     ]
-    worker = RewardWorker("mix", options={"routes": ROUTES, "format_weight": 0.0})
+    worker = RewardWorker(RewardArgs("mix", options={"routes": ROUTES, "format_weight": 0.0}))
     results = worker.score(samples)
     assert [r["score"] for r in results] == [1.0, 0.0, 0.5, 0.0]
     assert results[0]["math/mean"] == 1.0 and results[0]["math/correct"] == 1.0
@@ -43,7 +43,7 @@ def test_route_options_catch_all_and_inner_errors_named_by_domain():
         "routes": {"a": "math", "*": "ifeval"},
         "route_options": {"a": {"format_weight": 0.5}},
     }
-    results = RewardWorker("mix", options=opts).score(samples)
+    results = RewardWorker(RewardArgs("mix", options=opts)).score(samples)
     assert results[0]["score"] == 1.0 and results[0]["a/format"] == 1.0
     assert results[1]["error"].startswith(  # the domain, then the call the route made
         "b: ifeval_reward('hi', 'not json', tag='b') raised ValueError: 'answer' is not JSON"

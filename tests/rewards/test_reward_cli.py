@@ -43,7 +43,7 @@ def test_a_json_number_answer_scores_as_training_reads_it(tmp_path):
     agree, not score a correct reply 0."""
     from rollcli.data.dataset_prompts import file_prompts
     from rollcli.rollout.prompt_scheduler import sample_fields
-    from rollcli.workers.reward import RewardWorker
+    from rollcli.workers.reward import RewardArgs, RewardWorker
 
     rows = [
         {"prompt": "6 * 7?", "answer": 42, "response": "6 * 7 = 42"},
@@ -59,7 +59,7 @@ def test_a_json_number_answer_scores_as_training_reads_it(tmp_path):
         {**sample_fields(p), "response": row["response"]}
         for p, row in zip(file_prompts(path), rows, strict=True)
     ]
-    assert [r["score"] for r in RewardWorker("math").score(training)] == scores
+    assert [r["score"] for r in RewardWorker(RewardArgs("math")).score(training)] == scores
 
 
 def test_table_shows_scores_errors_and_per_domain_means(tmp_path):

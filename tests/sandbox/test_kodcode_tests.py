@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 TESTS = """from solution import is_palindrome
 import pytest
@@ -37,7 +37,7 @@ def test_kodcode_tests_score_real_programs():
         {"response": program("return True"), "answer": TESTS, "tag": "code"},  # half right
         {"response": program("return True"), "answer": "def helper(): pass", "tag": "code"},
     ]
-    worker = RewardWorker("code", options={"test_format": "pytest"}, timeout_s=5.0)
+    worker = RewardWorker(RewardArgs("code", options={"test_format": "pytest"}, timeout_s=5.0))
     results = worker.score(samples)
     assert [r["score"] for r in results[:5]] == [1.0, 0.0, 0.0, 0.0, 0.5]
     assert [r["total"] for r in results[:5]] == [4.0] * 5  # the table is one test

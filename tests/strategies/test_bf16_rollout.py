@@ -64,9 +64,9 @@ def test_the_plan_gives_a_cpu_engine_fp32_weights_and_bf16_copies(tiny_model) ->
     cfg, _ = load_recipe("rlvr-math", ["model=tiny-random", "rollout.precision=bf16"])
     inp = recipe_plan_input(cfg)
     infer = {r.role: r for r in inp.roles}["actor_infer"]
-    args = role_args(cfg, inp, plan_run(cfg).plan)["actor_infer"]
+    args = role_args(cfg, inp, plan_run(cfg).plan).infer
     assert infer.param_bytes == 4 and infer.bf16_copies and not infer.int8_copies
-    assert args["dtype"] == "float32" and args["bf16_linears"] is True
+    assert args.dtype == "float32" and args.bf16_linears is True
     spec = model_spec(str(tiny_model))
     kw = {"ranks": 1, "capacity_bytes": None, "on_cpu": True, "colocated": False}
     with_copies = estimate_role(infer, spec, **kw).active

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rollcli.strategies.train_engines import TrainStrategy
+
 pytest.importorskip("deepspeed")
 
 from rollcli.algorithms.update_args import PolicyUpdateArgs  # noqa: E402
@@ -14,6 +16,7 @@ from rollcli.data.padding import rollout_tensors  # noqa: E402
 from rollcli.strategies.deepspeed_train import deepspeed_config  # noqa: E402
 from rollcli.strategies.trainer import TrainerArgs  # noqa: E402
 from rollcli.workers.actor_train import ActorTrainWorker  # noqa: E402
+from rollcli.workers.trained_model import TrainedModelArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
 RESPONSES = [[10, 11, 12], [13], [14, 15], [16, 17, 18]]
@@ -28,12 +31,13 @@ def _batch(worker: ActorTrainWorker) -> Batch:
 
 def _worker(tiny_model, strategy: str, **options) -> ActorTrainWorker:
     return ActorTrainWorker(
-        str(tiny_model),
-        trainer_args=TrainerArgs(lr=1e-2, grad_clip=1.0),
-        num_threads=1,
-        seed=0,
-        strategy=strategy,
-        strategy_options=options,
+        TrainedModelArgs(
+            str(tiny_model),
+            trainer=TrainerArgs(lr=1e-2, grad_clip=1.0),
+            num_threads=1,
+            seed=0,
+            strategy=TrainStrategy(strategy, **options),
+        )
     )
 
 

@@ -14,8 +14,10 @@ from rollcli.data.padding import rollout_tensors
 from rollcli.strategies.fsdp2_train import CHECKPOINT_DIR, FSDP2Trainer, decoder_layers
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.lora import LoraSpec
+from rollcli.strategies.train_engines import TrainStrategy
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
 RESPONSES = [[10, 11, 12], [13], [14, 15], [16, 17, 18]]
@@ -60,7 +62,13 @@ def _worker(tiny_model, strategy: str, lora: LoraSpec | None = None) -> ActorTra
         lr=1e-2, grad_clip=1.0, warmup_steps=2, total_steps=3, lr_schedule="linear"
     )
     return ActorTrainWorker(
-        str(tiny_model), trainer_args=schedule, seed=0, strategy=strategy, lora=lora
+        TrainedModelArgs(
+            str(tiny_model),
+            trainer=schedule,
+            seed=0,
+            strategy=TrainStrategy(strategy),
+            lora=lora,
+        )
     )
 
 
@@ -110,7 +118,7 @@ def test_step_matches_hf_and_full_weights_save_a_transformers_folder(tiny_model,
     for name, tensor in loaded.state_dict().items():
         assert torch.equal(tensor, trained[name]), name
     plain = ActorTrainWorker(
-        str(tmp_path), trainer_args=TrainerArgs(lr=1e-2), seed=0
+        TrainedModelArgs(str(tmp_path), trainer=TrainerArgs(lr=1e-2), seed=0)
     )  # the folder as a policy
     torch.testing.assert_close(
         plain.compute_logprobs(_batch(plain)), fsdp.compute_logprobs(_batch(fsdp)), rtol=0, atol=0
@@ -134,7 +142,7 @@ def test_lora_trains_only_the_adapters_as_hf_lora_does(tiny_model, tmp_path) -> 
         else:  # the frozen base is the loaded model, bit for bit
             assert torch.equal(tensor, before[name]), name
     # the reference policy is the base: adapters off gives the untrained log-probs
-    base = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), seed=0)
+    base = ActorTrainWorker(TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), seed=0))
     torch.testing.assert_close(
         fsdp.compute_ref_logprobs(_batch(fsdp)), base.compute_logprobs(_batch(base))
     )

@@ -15,7 +15,7 @@ from weight_sync_pair import sync_into_worker
 from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer
 from rollcli.strategies.sampling import SamplingParams
-from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
 # every 7th token id ends a reply: tiny-random's replies end after a few to tens of tokens
 STOPS = tuple(range(0, 49152, 7))
@@ -236,7 +236,7 @@ def test_sessions_need_one_sample_per_prompt(engines) -> None:
 def test_a_weight_update_drops_every_session(tiny_model) -> None:
     """After a real weight sync the next turn prefills its whole prompt with the new
     weights: its tokens and log-probs equal a fresh engine's on those weights."""
-    infer = ActorInferWorker(str(tiny_model), num_threads=1, session_mib=64)
+    infer = ActorInferWorker(ActorInferArgs(str(tiny_model), num_threads=1, session_mib=64))
     prompt = FIRST[0]
     first = infer.generate([prompt], GREEDY, sessions=["ep"])[0]
     assert "ep" in infer.engine.sessions.sessions

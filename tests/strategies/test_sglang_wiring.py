@@ -14,7 +14,7 @@ from rollcli.config.engines import EngineUnavailableError, resolve_engine
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.config.strategy_spec import ENGINES
-from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sglang") is not None, reason="sglang is installed here"
@@ -30,7 +30,7 @@ def test_resolving_sglang_names_the_install() -> None:
 def test_the_worker_builds_the_sglang_engine_by_name(tiny_model) -> None:
     assert ENGINES["sglang"].engine_class == "rollcli.strategies.sglang_infer:SGLangInferEngine"
     with pytest.raises(EngineUnavailableError, match="pip install sglang"):
-        ActorInferWorker(str(tiny_model), engine="sglang")
+        ActorInferWorker(ActorInferArgs(str(tiny_model), engine="sglang"))
 
 
 def test_the_engine_refuses_a_machine_without_cuda() -> None:

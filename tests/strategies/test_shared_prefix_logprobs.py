@@ -128,11 +128,14 @@ def test_critic_values_equal_the_plain_rows(tiny_model):
 def test_workers_compute_the_same_logprobs(tiny_model, micro, tokens):
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
-    from rollcli.workers.reference import ReferenceWorker
+    from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     batch = Batch(_inputs())
-    actor = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=0.0), num_threads=1)
-    reference = ReferenceWorker(str(tiny_model), num_threads=1)
+    actor = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=0.0), num_threads=1)
+    )
+    reference = ReferenceWorker(ReferenceArgs(str(tiny_model), num_threads=1))
     for worker in (actor, reference):
         plain = worker.compute_logprobs(batch, micro, max_tokens=tokens)
         shared = worker.compute_logprobs(batch, micro, max_tokens=tokens, shared_prefix=True)
@@ -145,10 +148,11 @@ def test_lora_policy_and_reference_logprobs(tiny_model):
     from rollcli.strategies.lora import LoraSpec
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.actor_train import ActorTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     spec = LoraSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
     actor = ActorTrainWorker(
-        str(tiny_model), trainer_args=TrainerArgs(lr=0.0), num_threads=1, lora=spec
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=0.0), num_threads=1, lora=spec)
     )
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():

@@ -10,6 +10,7 @@ import importlib.machinery
 import pickle
 import sys
 import types
+from dataclasses import replace
 
 import pytest
 import torch
@@ -18,9 +19,9 @@ from rollcli.config import engines as infer_engines
 from rollcli.config.loader import load_recipe
 from rollcli.planning.from_recipe import plan_recipe, recipe_plan_input
 from rollcli.planning.ranks import rank_slots
-from rollcli.planning.role_table import ACTOR_INFER
 from rollcli.runtime.role_args import role_args
-from rollcli.runtime.workers_setup import BuildContext, worker_args
+from rollcli.runtime.worker_table import BuildContext, worker_args
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 
 
 class FakeLLM:
@@ -76,8 +77,8 @@ def fake_sglang(monkeypatch: pytest.MonkeyPatch) -> list[FakeEngine]:
     return FakeEngine.made
 
 
-def _actor_infer_args(overrides: list[str], tiny_model) -> tuple[dict, object]:
-    """The first actor_infer worker's constructor arguments in an 8-GPU run of qwen2.5-7b
+def _actor_infer_args(overrides: list[str], tiny_model) -> tuple[ActorInferArgs, object]:
+    """The first actor_infer worker's args object in an 8-GPU run of qwen2.5-7b
     (the plan's), with the tiny model's folder (what the worker loads here)."""
     cfg, _ = load_recipe(
         "rlvr-math",
@@ -88,7 +89,7 @@ def _actor_infer_args(overrides: list[str], tiny_model) -> tuple[dict, object]:
     args = role_args(cfg, recipe_plan_input(cfg), plan)
     sizes = {w.role: w for w in plan.workers}
     ctx = BuildContext(cfg, args, str(tiny_model), None, sizes)
-    return worker_args(ctx, ACTOR_INFER, 0), plan
+    return worker_args(ctx, "actor_infer", 0), plan
 
 
 def test_vllm_gets_its_tensor_parallel_size(fake_vllm) -> None:
@@ -124,36 +125,28 @@ def test_a_tp_engine_receives_weights_a_layer_at_a_time(fake_vllm) -> None:
 
 
 def test_the_recipes_tp_reaches_the_vllm_engine(fake_vllm, tiny_model) -> None:
-    kwargs, plan = _actor_infer_args(
-        ["rollout.engine=vllm", "devices.actor_infer.tp=2"], tiny_model
-    )
+    args, plan = _actor_infer_args(["rollout.engine=vllm", "devices.actor_infer.tp=2"], tiny_model)
     # one rank per tp group: four engines on GPUs (0, 1), (2, 3), ...
     assert [s.gpus for s in rank_slots(plan) if s.role == "actor_infer"] == [
         (0, 1), (2, 3), (4, 5), (6, 7)
     ]  # fmt: skip
-    assert kwargs["engine"] == "vllm" and kwargs["engine_kwargs"]["tp"] == 2
-    from rollcli.workers.actor_infer import ActorInferWorker
-
-    ActorInferWorker(**{**kwargs, "num_gpus": 0})  # the CPU here: its model stays on meta
+    assert args.engine == "vllm" and args.engine_options.tp == 2
+    ActorInferWorker(replace(args, num_gpus=0))  # the CPU here: its model stays on meta
     (llm,) = fake_vllm
     assert llm.kwargs["tensor_parallel_size"] == 2
     assert llm.kwargs["distributed_executor_backend"] == "mp"
     assert llm.kwargs["dtype"] == "bfloat16"
-    assert llm.kwargs["kv_cache_memory_bytes"] == int(
-        kwargs["engine_kwargs"]["kv_cache_gib"] * 2**30
-    )
+    assert llm.kwargs["kv_cache_memory_bytes"] == int(args.engine_options.kv_cache_gib * 2**30)
 
 
 def test_the_recipes_tp_reaches_the_sglang_engine(fake_sglang, tiny_model) -> None:
-    kwargs, plan = _actor_infer_args(
+    args, plan = _actor_infer_args(
         ["rollout.engine=sglang", "devices.actor_infer.tp=4"], tiny_model
     )
     assert [s.gpus for s in rank_slots(plan) if s.role == "actor_infer"] == [
         (0, 1, 2, 3), (4, 5, 6, 7)
     ]  # fmt: skip
-    from rollcli.workers.actor_infer import ActorInferWorker
-
-    ActorInferWorker(**{**kwargs, "num_gpus": 0})
+    ActorInferWorker(replace(args, num_gpus=0))
     (engine,) = fake_sglang
     assert engine.kwargs["tp_size"] == 4
     assert engine.kwargs["dtype"] == "bfloat16"

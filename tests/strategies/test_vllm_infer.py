@@ -12,6 +12,7 @@ from weight_sync_pair import sync_into_worker
 
 from rollcli.config.engines import vllm_available
 from rollcli.data.padding import rollout_tensors
+from rollcli.strategies.engine_options import VllmOptions
 from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import load_causal_lm, load_tokenizer, response_logprobs
 from rollcli.strategies.sampling import SamplingParams
@@ -150,11 +151,16 @@ def test_loaded_weights_drive_outputs_and_logprobs(tiny) -> None:
 
 def test_weight_sync_from_the_trainer_into_a_vllm_worker(tiny_model) -> None:
     from rollcli.strategies.trainer import TrainerArgs
-    from rollcli.workers.actor_infer import ActorInferWorker
+    from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
     from rollcli.workers.actor_train import ActorTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
-    train = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
-    infer = ActorInferWorker(str(tiny_model), engine="vllm", engine_kwargs=ENGINE_ARGS)
+    train = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
+    infer = ActorInferWorker(
+        ActorInferArgs(str(tiny_model), engine="vllm", engine_options=VllmOptions(**ENGINE_ARGS))
+    )
     assert infer.engine_name == "vllm"
     with torch.no_grad():
         for p in train.model.parameters():

@@ -17,6 +17,7 @@ from rollcli.strategies.hf_model import load_causal_lm, response_logprobs
 from rollcli.strategies.logprob_forward import model_inputs
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4]]
 RESPONSES = [[10, 11, 12], [13, 14], [14, 15, 16, 17, 18, 19], [20, 21]]
@@ -38,7 +39,9 @@ def test_entropy_bonus_and_metric_cover_the_action_tokens_only(tiny_model, captu
     torch.manual_seed(0)
     reference = load_causal_lm(str(tiny_model), train=True)
     worker = ActorTrainWorker(
-        str(tiny_model), trainer_args=TrainerArgs(lr=0.0, grad_clip=None), num_threads=1, seed=0
+        TrainedModelArgs(
+            str(tiny_model), trainer=TrainerArgs(lr=0.0, grad_clip=None), num_threads=1, seed=0
+        )
     )
     batch = _batch(worker.tokenizer.pad_token_id)
     mask, action = batch["response_mask"], batch["action_mask"]

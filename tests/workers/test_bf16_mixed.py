@@ -15,6 +15,7 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4, 8, 1], [6]]
 RESPONSES = [[10, 11, 12], [13], [14, 15, 16, 17, 18, 19], [20, 21], [22], [23, 24, 25, 26]]
@@ -23,11 +24,13 @@ ADVANTAGES = [1.0, -1.0, 0.5, -0.5, 2.0, -2.0]
 
 def _worker(tiny_model, lr: float = 0.0) -> ActorTrainWorker:
     return ActorTrainWorker(
-        str(tiny_model),
-        trainer_args=TrainerArgs(lr=lr, grad_clip=None),
-        num_threads=1,
-        seed=0,
-        precision="bf16-mixed",
+        TrainedModelArgs(
+            str(tiny_model),
+            trainer=TrainerArgs(lr=lr, grad_clip=None),
+            num_threads=1,
+            seed=0,
+            precision="bf16-mixed",
+        )
     )
 
 

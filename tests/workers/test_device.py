@@ -13,10 +13,11 @@ from rollcli.data.padding import rollout_tensors
 from rollcli.distributed.weight_sync import choose_backend
 from rollcli.strategies.device import DeviceUnavailableError, batch_to, pick_device, to_cpu
 from rollcli.strategies.trainer import TrainerArgs
-from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.critic import CriticWorker
-from rollcli.workers.reference import ReferenceWorker
+from rollcli.workers.critic import CriticArgs, CriticWorker
+from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 
 def test_no_gpu_given_means_the_cpu_even_where_cuda_exists() -> None:
@@ -80,10 +81,12 @@ def _rollout(pad_id: int) -> Batch:
 
 def test_workers_given_no_gpu_run_on_the_cpu_and_return_cpu_values(tiny_model) -> None:
     path = str(tiny_model)
-    train = ActorTrainWorker(path, trainer_args=TrainerArgs(lr=1e-3), num_threads=1, num_gpus=0)
-    ref = ReferenceWorker(path, num_threads=1, num_gpus=0)
-    critic = CriticWorker(path, lr=1e-3, num_threads=1, num_gpus=0)
-    infer = ActorInferWorker(path, num_threads=1, num_gpus=0)
+    train = ActorTrainWorker(
+        TrainedModelArgs(path, trainer=TrainerArgs(lr=1e-3), num_threads=1, num_gpus=0)
+    )
+    ref = ReferenceWorker(ReferenceArgs(path, num_threads=1, num_gpus=0))
+    critic = CriticWorker(CriticArgs(path, lr=1e-3, num_threads=1, num_gpus=0))
+    infer = ActorInferWorker(ActorInferArgs(path, num_threads=1, num_gpus=0))
     for w in (train, ref, critic, infer):
         assert w.device == torch.device("cpu")
         assert {p.device.type for p in w.model.parameters()} == {"cpu"}
@@ -102,4 +105,4 @@ def test_workers_given_no_gpu_run_on_the_cpu_and_return_cpu_values(tiny_model) -
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU-only machine")
 def test_a_worker_given_a_gpu_on_a_machine_without_cuda_refuses(tiny_model) -> None:
     with pytest.raises(DeviceUnavailableError, match="install the CUDA build of torch"):
-        ReferenceWorker(str(tiny_model), num_threads=1, num_gpus=1)
+        ReferenceWorker(ReferenceArgs(str(tiny_model), num_threads=1, num_gpus=1))

@@ -20,9 +20,10 @@ from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.lora import LoraSpec, apply_lora
 from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.trainer import TrainerArgs
-from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
-from rollcli.workers.reference import ReferenceWorker
+from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 SPEC = LoraSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9]]
@@ -40,7 +41,7 @@ def _batch(worker: ActorTrainWorker) -> Batch:
 
 def _worker(tiny_model: Path) -> ActorTrainWorker:
     return ActorTrainWorker(
-        str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1, lora=SPEC
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1, lora=SPEC)
     )
 
 
@@ -78,19 +79,21 @@ def test_only_the_adapters_train_and_hold_optimizer_state(tiny_model, trained) -
 def test_the_reference_is_the_base_model_with_adapters_off(tiny_model, trained) -> None:
     batch = _batch(trained)
     ref = trained.compute_ref_logprobs(batch, micro_batch_size=2)
-    base = ReferenceWorker(str(tiny_model)).compute_logprobs(batch, micro_batch_size=2)
+    base = ReferenceWorker(ReferenceArgs(str(tiny_model))).compute_logprobs(
+        batch, micro_batch_size=2
+    )
     torch.testing.assert_close(ref, base, rtol=0, atol=1e-6)
     policy = trained.compute_logprobs(batch, micro_batch_size=2)
     mask = batch["response_mask"].bool()
     assert (policy - base)[mask].abs().max() > 1e-4  # the adapters do change the policy
     with pytest.raises(RuntimeError, match="needs LoRA"):
-        ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2)).compute_ref_logprobs(
-            batch
-        )
+        ActorTrainWorker(
+            TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2))
+        ).compute_ref_logprobs(batch)
 
 
 def test_weight_sync_sends_the_merged_weights_under_the_base_names(tiny_model, trained) -> None:
-    infer = ActorInferWorker(str(tiny_model), num_threads=1)
+    infer = ActorInferWorker(ActorInferArgs(str(tiny_model), num_threads=1))
     host, port = trained.open_weight_sync(2)
     t = threading.Thread(target=infer.init_weight_sync, args=(host, port, 1, 2))
     t.start()
@@ -139,7 +142,9 @@ def test_merged_export_generates_the_adapted_models_greedy_text(trained, tmp_pat
 
 def test_adapter_export_of_a_full_run_is_refused(tiny_model, tmp_path) -> None:
     ckpt = tmp_path / "run" / "step-1"
-    ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2)).save_pretrained(str(ckpt))
+    ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2))
+    ).save_pretrained(str(ckpt))
     with pytest.raises(ExportError, match="holds no LoRA adapter") as err:
         export_policy(ckpt, tmp_path / "out", adapter=True)
     assert "export without --adapter" in err.value.hint
@@ -176,11 +181,13 @@ def test_gradient_checkpointing_with_lora_gives_the_same_update(tiny_model) -> N
     must still get theirs: the same step with and without checkpointing."""
     plain, ckpt = (
         ActorTrainWorker(
-            str(tiny_model),
-            trainer_args=TrainerArgs(lr=1e-2),
-            num_threads=1,
-            lora=SPEC,
-            gradient_checkpointing=flag,
+            TrainedModelArgs(
+                str(tiny_model),
+                trainer=TrainerArgs(lr=1e-2),
+                num_threads=1,
+                lora=SPEC,
+                gradient_checkpointing=flag,
+            )
         )
         for flag in (False, True)
     )
@@ -205,11 +212,13 @@ def test_lora_in_bf16_mixed_keeps_the_frozen_base_in_bf16_and_trains_fp32_adapte
     """The plan counts LoRA's frozen weights at 2 bytes on GPUs (no fp32 master copy): the
     worker holds them in bf16, the adapters (and their Adam states) in fp32, and trains."""
     worker = ActorTrainWorker(
-        str(tiny_model),
-        trainer_args=TrainerArgs(lr=1e-2),
-        num_threads=1,
-        lora=SPEC,
-        precision="bf16-mixed",
+        TrainedModelArgs(
+            str(tiny_model),
+            trainer=TrainerArgs(lr=1e-2),
+            num_threads=1,
+            lora=SPEC,
+            precision="bf16-mixed",
+        )
     )
     params = dict(worker.model.named_parameters())
     frozen = {n: p.dtype for n, p in params.items() if not p.requires_grad}
@@ -239,13 +248,17 @@ def test_lora_in_bf16_mixed_never_holds_the_base_in_fp32(tiny_model, monkeypatch
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(reading))
     ActorTrainWorker(
-        str(tiny_model),
-        trainer_args=TrainerArgs(lr=1e-2),
-        num_threads=1,
-        lora=SPEC,
-        precision="bf16-mixed",
+        TrainedModelArgs(
+            str(tiny_model),
+            trainer=TrainerArgs(lr=1e-2),
+            num_threads=1,
+            lora=SPEC,
+            precision="bf16-mixed",
+        )
     )
     ActorTrainWorker(
-        str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
+        TrainedModelArgs(
+            str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
+        )
     )
     assert asked == [torch.bfloat16, torch.float32]  # full training keeps fp32 masters

@@ -14,8 +14,10 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.strategies.train_engines import TrainStrategy
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4, 8, 1], [6]]
 RESPONSES = [[10, 11, 12], [13], [14, 15, 16, 17, 18, 19], [20, 21], [22], [23, 24, 25, 26]]
@@ -38,12 +40,13 @@ def reference(tiny_model):
 def _worker(tiny_model, strategy: str = "hf", **options) -> ActorTrainWorker:
     # lr 0: the weights never move, so one worker serves every split
     return ActorTrainWorker(
-        str(tiny_model),
-        trainer_args=TrainerArgs(lr=0.0, grad_clip=None),
-        num_threads=1,
-        seed=0,
-        strategy=strategy,
-        strategy_options=options,
+        TrainedModelArgs(
+            str(tiny_model),
+            trainer=TrainerArgs(lr=0.0, grad_clip=None),
+            num_threads=1,
+            seed=0,
+            strategy=TrainStrategy(strategy, **options),
+        )
     )
 
 
@@ -151,9 +154,9 @@ def test_critic_micro_batches_make_the_full_batch_step(tiny_model, captured_grad
     """The critic's token-mean value loss too: each split's gradients equal one full-batch
     backward (before, a micro-batch's token mean was weighted by its rows)."""
     from rollcli.algorithms.value_loss import value_loss
-    from rollcli.workers.critic import CriticWorker, _values
+    from rollcli.workers.critic import CriticArgs, CriticWorker, _values
 
-    critic = CriticWorker(str(tiny_model), lr=0.0, grad_clip=None, num_threads=1)
+    critic = CriticWorker(CriticArgs(str(tiny_model), lr=0.0, grad_clip=None, num_threads=1))
     with torch.no_grad():  # a value head that is not all zeros, so every weight has a gradient
         critic.model.score.weight.normal_(generator=torch.Generator().manual_seed(0))
     batch = _batch(critic.model.config.pad_token_id or 0)

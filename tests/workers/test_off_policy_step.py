@@ -18,6 +18,7 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 
 def _micro(behaviour: list[list[float]]) -> Batch:
@@ -53,7 +54,7 @@ def test_no_correction_updates_the_policy_bit_for_bit_as_before(tiny_model) -> N
     states, losses = [], []
     for with_behaviour in (False, True):
         worker = ActorTrainWorker(
-            str(tiny_model), trainer_args=TrainerArgs(lr=1e-2, grad_clip=None), seed=0
+            TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2, grad_clip=None), seed=0)
         )
         batch = policy_batch(prompts, responses, [1.0, -1.0], worker.tokenizer.pad_token_id)
         if with_behaviour:

@@ -31,8 +31,11 @@ def seq_batch(tokenizer) -> Batch:
 def test_sft_step_reports_the_exact_token_mean_and_lowers_it(tiny_model, seq_batch) -> None:
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.sft_train import SFTTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
-    worker = SFTTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
+    worker = SFTTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
     before = worker.eval_loss(seq_batch, micro_batch_size=1)
     out = worker.sft_step(seq_batch, micro_batch_size=1)
     assert out["loss"] == pytest.approx(before["loss"], rel=1e-5)  # same loss, any micro-batching
@@ -47,11 +50,16 @@ def test_sft_step_splits_by_tokens_with_the_same_update(tiny_model, seq_batch) -
     from rollcli.data.packing import sequence_micro_batches
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.sft_train import SFTTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     width = int(seq_batch["length"].max())
     assert len(seq_batch) >= 2 and len(sequence_micro_batches(seq_batch, 8, width)) >= 2
-    whole = SFTTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
-    split = SFTTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
+    whole = SFTTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
+    split = SFTTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
     a = whole.sft_step(seq_batch, micro_batch_size=8)
     b = split.sft_step(seq_batch, micro_batch_size=8, micro_batch_tokens=width)
     assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
@@ -70,9 +78,12 @@ def test_sft_step_runs_one_forward_per_token_budgeted_micro_batch(tiny_model, se
     from rollcli.data.packing import sequence_micro_batches
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.sft_train import SFTTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     width = int(seq_batch["length"].max())
-    worker = SFTTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
+    worker = SFTTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
     shapes: list[tuple[int, ...]] = []
     decoder = worker.model.get_decoder()
     decoder.register_forward_hook(
@@ -90,8 +101,11 @@ def test_sft_worker_answers_prompts(tiny_model, tokenizer) -> None:
     from rollcli.strategies.sampling import SamplingParams
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.sft_train import SFTTrainWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
-    worker = SFTTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
+    worker = SFTTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
     out = worker.generate([[1, 2, 3]], SamplingParams(max_new_tokens=4, temperature=0.0))
     assert len(out) == 1 and 0 < len(out[0]["token_ids"]) <= 4
     assert worker.model.training  # generation leaves the training mode as it was
@@ -100,7 +114,8 @@ def test_sft_worker_answers_prompts(tiny_model, tokenizer) -> None:
 def test_dpo_steps_open_a_margin_for_the_chosen_responses(tiny_model, tokenizer) -> None:
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker
-    from rollcli.workers.reference import ReferenceWorker
+    from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     rows = [
         {"prompt": "2+3?", "chosen": "2 + 3 = 5", "rejected": "2 + 3 = 6"},
@@ -108,8 +123,12 @@ def test_dpo_steps_open_a_margin_for_the_chosen_responses(tiny_model, tokenizer)
     ]
     tokenized = [tokenize_pair(tokenizer, pair_from_row(r, "x"), 256, 32) for r in rows]
     batch = pair_batch(tokenized, tokenizer.pad_token_id)
-    batch.set("ref_logprobs", ReferenceWorker(str(tiny_model)).compute_logprobs(batch))
-    worker = DPOTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
+    batch.set(
+        "ref_logprobs", ReferenceWorker(ReferenceArgs(str(tiny_model))).compute_logprobs(batch)
+    )
+    worker = DPOTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
     args = DPOArgs(beta=0.5, micro_batch_size=1)
     first = worker.dpo_step(batch, args)
     assert first["loss"] == pytest.approx(0.693147, abs=1e-4)  # policy == reference
@@ -126,7 +145,8 @@ def test_dpo_metrics_are_row_means_however_the_pairs_are_split(tiny_model, token
     from rollcli.data.pairs import pair_micro_batches
     from rollcli.strategies.trainer import TrainerArgs
     from rollcli.workers.dpo_train import DPOArgs, DPOTrainWorker
-    from rollcli.workers.reference import ReferenceWorker
+    from rollcli.workers.reference import ReferenceArgs, ReferenceWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     rows = [
         {"prompt": "2+3?", "chosen": "5", "rejected": "6"},
@@ -140,11 +160,13 @@ def test_dpo_metrics_are_row_means_however_the_pairs_are_split(tiny_model, token
     short = int(batch["attention_mask"].sum(dim=1)[:4].max())
     budget = 4 * short
     assert [len(m) for _, m in pair_micro_batches(batch, 8, budget)] in ([4, 2], [2, 4])
-    ref = ReferenceWorker(str(tiny_model)).compute_logprobs(batch)
+    ref = ReferenceWorker(ReferenceArgs(str(tiny_model))).compute_logprobs(batch)
     batch.set("ref_logprobs", ref + torch.linspace(-0.3, 0.3, ref.shape[1]))  # margins differ
     results = []
     for tokens in (None, budget):
-        worker = DPOTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
+        worker = DPOTrainWorker(
+            TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+        )
         results.append(worker.dpo_step(batch, DPOArgs(beta=0.5, micro_batch_size=8,
                                                       micro_batch_tokens=tokens)))  # fmt: skip
     whole, split = results
@@ -177,11 +199,14 @@ def test_distillation_lowers_the_students_kl_to_the_teacher(
 ) -> None:
     from rollcli.models.student import build_student
     from rollcli.strategies.trainer import TrainerArgs
-    from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
+    from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherArgs, TeacherWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
     student_path = build_student(tiny_model, 1, tmp_path / "student")
-    teacher = TeacherWorker(str(tiny_model))
-    student = StudentWorker(str(student_path), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
+    teacher = TeacherWorker(TeacherArgs(str(tiny_model)))
+    student = StudentWorker(
+        TrainedModelArgs(str(student_path), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
     full = teacher.teacher_logits(seq_batch, micro_batch_size=1, top_k=0)
     targets = [int(n) for n in seq_batch["loss_mask"][:, 1:].sum(dim=1)]
     assert [r["logits"].shape for r in full] == [(n, 49152) for n in targets]

@@ -69,10 +69,13 @@ def test_on_policy_step_is_the_reverse_kl_on_the_students_samples(
     tiny_model, student_path, prompts
 ) -> None:
     from rollcli.strategies.trainer import TrainerArgs
-    from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
+    from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherArgs, TeacherWorker
+    from rollcli.workers.trained_model import TrainedModelArgs
 
-    student = StudentWorker(str(student_path), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
-    teacher = TeacherWorker(str(tiny_model))
+    student = StudentWorker(
+        TrainedModelArgs(str(student_path), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
+    teacher = TeacherWorker(TeacherArgs(str(tiny_model)))
     pad_id = student.tokenizer.pad_token_id
     gens, samples, batch = _on_policy_batch(student, teacher, prompts, pad_id)
     n_answer = sum(len(g["token_ids"]) for g in gens)
@@ -92,11 +95,14 @@ def test_the_student_samples_with_its_current_weights(
     from transformers import AutoModelForCausalLM
 
     from rollcli.strategies.trainer import TrainerArgs
-    from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
+    from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherArgs, TeacherWorker
     from rollcli.workers.generation import generate_texts
+    from rollcli.workers.trained_model import TrainedModelArgs
 
-    student = StudentWorker(str(student_path), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
-    teacher = TeacherWorker(str(tiny_model))
+    student = StudentWorker(
+        TrainedModelArgs(str(student_path), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
+    teacher = TeacherWorker(TeacherArgs(str(tiny_model)))
     pad_id = student.tokenizer.pad_token_id
     before, _, batch = _on_policy_batch(student, teacher, prompts, pad_id)
     args = DistillArgs(loss="reverse_kl", micro_batch_size=4)

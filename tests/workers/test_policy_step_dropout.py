@@ -14,6 +14,7 @@ from policy_step_reference import policy_batch
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +32,13 @@ def test_two_identical_steps_give_the_same_loss(
     dropout_model, captured_grads, checkpointing: bool
 ) -> None:
     worker = ActorTrainWorker(
-        str(dropout_model),
-        # the weights stay: only dropout could change the loss
-        trainer_args=TrainerArgs(lr=0.0, grad_clip=None),
-        num_threads=1,
-        gradient_checkpointing=checkpointing,
+        TrainedModelArgs(
+            str(dropout_model),
+            # the weights stay: only dropout could change the loss
+            trainer=TrainerArgs(lr=0.0, grad_clip=None),
+            num_threads=1,
+            gradient_checkpointing=checkpointing,
+        )
     )
     assert worker.model.model.layers[0].self_attn.attention_dropout == 0.5
     pad = worker.tokenizer.pad_token_id

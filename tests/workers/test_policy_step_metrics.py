@@ -19,6 +19,7 @@ from rollcli.strategies.logprob_forward import model_inputs
 from rollcli.strategies.step_metrics import StepMetrics
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 # one 1-token row beside rows of 6 and 4 tokens: uneven micro-batches at every split
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9], [3, 4], [2, 9, 4, 8, 1], [6]]
@@ -68,7 +69,9 @@ def _full_batch_metrics(model, batch, args: PolicyUpdateArgs) -> dict[str, float
 @pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean"])
 def test_metrics_are_the_whole_batch_means(tiny_model, loss_agg: str) -> None:
     worker = ActorTrainWorker(
-        str(tiny_model), trainer_args=TrainerArgs(lr=0.0, grad_clip=None), num_threads=1, seed=0
+        TrainedModelArgs(
+            str(tiny_model), trainer=TrainerArgs(lr=0.0, grad_clip=None), num_threads=1, seed=0
+        )
     )
     torch.manual_seed(0)
     reference = load_causal_lm(str(tiny_model), train=False)

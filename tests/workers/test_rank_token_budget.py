@@ -12,6 +12,7 @@ from rollcli.data.padding import rollout_tensors
 from rollcli.distributed.data_parallel import token_budget
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 
 def test_no_token_budget_where_ranks_run_collectives_per_forward() -> None:
@@ -25,7 +26,9 @@ def test_no_token_budget_where_ranks_run_collectives_per_forward() -> None:
 def test_zero3_ranks_compute_old_logprobs_in_row_count_micro_batches(tiny_model) -> None:
     """A rank of a 2-rank DeepSpeed group: its old log-probs (and LoRA's reference ones) run
     `micro_batch_size` rows per forward whatever their lengths, as every other rank does."""
-    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=0.0), num_threads=1)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=0.0), num_threads=1)
+    )
     forwards: list[int] = []
     embeddings = worker.model.get_input_embeddings()  # one call per forward
     embeddings.register_forward_hook(lambda m, inp, out: forwards.append(1))

@@ -11,8 +11,8 @@ import ray
 
 from rollcli.distributed.cluster import Cluster, WorkerResources
 from rollcli.strategies.sampling import SamplingParams
-from rollcli.workers.actor_infer import ActorInferWorker
-from rollcli.workers.reward import RewardWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
+from rollcli.workers.reward import RewardArgs, RewardWorker
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 6], [3, 8, 200, 11], [9]]
 META = [{"answer": "7", "prompt": f"question {i}", "tag": ""} for i in range(len(PROMPTS))]
@@ -32,9 +32,11 @@ def clusters(tiny_model):
         ActorInferWorker,
         1,
         WorkerResources(num_cpus=0.5, monitor=True),
-        {"model_path": str(tiny_model), "num_threads": 1},
+        lambda rank: ActorInferArgs(str(tiny_model), num_threads=1),
     )
-    reward = Cluster("reward", RewardWorker, 2, WorkerResources(num_cpus=0.25), {"fn": "math"})
+    reward = Cluster(
+        "reward", RewardWorker, 2, WorkerResources(num_cpus=0.25), lambda rank: RewardArgs("math")
+    )
     yield infer, reward
     infer.kill()
     reward.kill()

@@ -14,8 +14,10 @@ from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.data.batch import Batch
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.logprob_forward import model_inputs
+from rollcli.strategies.train_engines import TrainStrategy
 from rollcli.strategies.trainer import TrainerArgs
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 # groups of 3, 1 and 2 with prompts of 4, 2 and 3 tokens (a group's rows not all adjacent)
 PROMPTS = [[1, 2, 3, 4], [1, 2, 3, 4], [5, 6], [7, 8, 9], [1, 2, 3, 4], [7, 8, 9]]
@@ -66,11 +68,12 @@ def _check(worker, reference, captured_grads, mode: str) -> None:
 def _worker(tiny_model, strategy: str = "hf", **options) -> ActorTrainWorker:
     # lr 0: the weights never move, so one worker serves every split
     return ActorTrainWorker(
-        str(tiny_model),
-        trainer_args=TrainerArgs(lr=0.0, grad_clip=None),
-        num_threads=1,
-        strategy=strategy,
-        strategy_options=options,
+        TrainedModelArgs(
+            str(tiny_model),
+            trainer=TrainerArgs(lr=0.0, grad_clip=None),
+            num_threads=1,
+            strategy=TrainStrategy(strategy, **options),
+        )
     )
 
 
@@ -100,9 +103,9 @@ def test_critic_shared_prefix_values_and_step_are_the_plain_ones(tiny_model, cap
     """The critic's values on every response token, and the gradients of its token-mean
     value loss, equal one plain full-batch forward/backward."""
     from rollcli.algorithms.value_loss import value_loss
-    from rollcli.workers.critic import CriticWorker, _values
+    from rollcli.workers.critic import CriticArgs, CriticWorker, _values
 
-    critic = CriticWorker(str(tiny_model), lr=0.0, grad_clip=None, num_threads=1)
+    critic = CriticWorker(CriticArgs(str(tiny_model), lr=0.0, grad_clip=None, num_threads=1))
     with torch.no_grad():  # a value head that is not all zeros, so every weight has a gradient
         critic.model.score.weight.normal_(generator=torch.Generator().manual_seed(0))
     batch = _batch()
@@ -140,13 +143,14 @@ def test_deepspeed_zero3_shared_prefix_step_is_the_plain_step(tiny_model):
     hf's by ~1e-3 relative on either layout, so the plain step here is ZeRO-3's too.)"""
     pytest.importorskip("deepspeed")
     worker = ActorTrainWorker(
-        str(tiny_model),
-        # the weights never move (one worker serves both steps); a norm is computed,
-        # nothing is clipped
-        trainer_args=TrainerArgs(lr=0.0, grad_clip=1e9),
-        num_threads=1,
-        strategy="deepspeed",
-        strategy_options={"zero_stage": 3},
+        TrainedModelArgs(
+            str(tiny_model),
+            # the weights never move (one worker serves both steps); a norm is computed,
+            # nothing is clipped
+            trainer=TrainerArgs(lr=0.0, grad_clip=1e9),
+            num_threads=1,
+            strategy=TrainStrategy("deepspeed", zero_stage=3),
+        )
     )
     steps = {}
     for shared_prefix in (False, True):

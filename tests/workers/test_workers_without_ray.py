@@ -13,14 +13,15 @@ from rollcli.data.padding import pad_left, rollout_tensors
 from rollcli.strategies.hf_model import response_logprobs
 from rollcli.strategies.sampling import SamplingParams
 from rollcli.strategies.trainer import TrainerArgs
-from rollcli.workers.actor_infer import ActorInferWorker
+from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
+from rollcli.workers.trained_model import TrainedModelArgs
 
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9]]
 
 
 def test_greedy_generation_equals_transformers_generate(tiny_model) -> None:
-    worker = ActorInferWorker(str(tiny_model), num_threads=1)
+    worker = ActorInferWorker(ActorInferArgs(str(tiny_model), num_threads=1))
     out = worker.generate(PROMPTS, SamplingParams(n=2, max_new_tokens=6, temperature=0.0))
     assert [o["prompt_index"] for o in out] == [0, 0, 1, 1, 2, 2]
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model)).eval()
@@ -41,7 +42,7 @@ def test_greedy_generation_equals_transformers_generate(tiny_model) -> None:
 
 
 def test_sampling_is_seeded(tiny_model) -> None:
-    worker = ActorInferWorker(str(tiny_model), num_threads=1)
+    worker = ActorInferWorker(ActorInferArgs(str(tiny_model), num_threads=1))
     params = SamplingParams(n=3, max_new_tokens=5, temperature=1.0, seed=11)
     a = [o["token_ids"] for o in worker.generate(PROMPTS, params)]
     b = [o["token_ids"] for o in worker.generate(PROMPTS, params)]
@@ -57,7 +58,9 @@ def _batch(worker: ActorTrainWorker) -> Batch:
 
 
 def test_logprobs_match_a_direct_forward_pass(tiny_model) -> None:
-    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
     batch = _batch(worker)
     got = worker.compute_logprobs(batch, micro_batch_size=2)
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model)).eval()
@@ -76,7 +79,9 @@ def test_logprobs_match_a_direct_forward_pass(tiny_model) -> None:
 
 
 def test_a_train_step_raises_the_logprob_of_positive_advantage_samples(tiny_model) -> None:
-    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
     batch = _batch(worker)
     adv = torch.tensor([[1.0] * 3, [-1.0] * 3, [1.0] * 3]) * batch["response_mask"]
     batch.set("advantages", adv)
@@ -90,8 +95,10 @@ def test_a_train_step_raises_the_logprob_of_positive_advantage_samples(tiny_mode
 
 
 def test_weight_sync_makes_the_engine_equal_to_the_trainer(tiny_model) -> None:
-    train = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-2), num_threads=1)
-    infer = ActorInferWorker(str(tiny_model), num_threads=1)
+    train = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    )
+    infer = ActorInferWorker(ActorInferArgs(str(tiny_model), num_threads=1))
     with torch.no_grad():
         for p in train.model.parameters():
             p.add_(0.01 * torch.randn_like(p))
@@ -111,7 +118,7 @@ def test_weight_sync_makes_the_engine_equal_to_the_trainer(tiny_model) -> None:
 
 
 def test_the_hf_engine_does_not_sleep(tiny_model) -> None:
-    worker = ActorInferWorker(str(tiny_model), num_threads=1)
+    worker = ActorInferWorker(ActorInferArgs(str(tiny_model), num_threads=1))
     assert worker.sleep() is False  # it keeps its model: nothing to free on a CPU
     worker.wake()
     out = worker.generate(PROMPTS, SamplingParams(max_new_tokens=2, temperature=0.0))
@@ -123,7 +130,9 @@ def test_resume_refuses_a_checkpoint_missing_a_policy_tensor(tiny_model, tmp_pat
     naming it (tied weights, absent by design, still load)."""
     from safetensors.torch import load_file, save_file
 
-    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
     worker.save_pretrained(str(tmp_path))
     worker.save_state(str(tmp_path))
     worker.load_state(str(tmp_path))  # the whole checkpoint (lm_head tied) loads
@@ -146,7 +155,9 @@ def test_resume_loads_optimizer_state_without_running_its_code(tiny_model, tmp_p
     """actor_optim.pt is read with `weights_only=True`: a pickled object is refused."""
     from rollcli.runs.checkpoint import UnsafeCheckpointError
 
-    worker = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
+    worker = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
     worker.save_pretrained(str(tmp_path))
     torch.save({"optimizer": _RunsCode()}, tmp_path / "actor_optim.pt")
     with pytest.raises(UnsafeCheckpointError, match="actor_optim.pt holds objects other"):
@@ -158,7 +169,9 @@ def test_resume_loads_a_checkpoint_saved_in_shards(tiny_model, tmp_path) -> None
     `save_pretrained` writes above `max_shard_size`) resumes with every weight, strictly."""
     from safetensors.torch import load_file, save_file
 
-    saved = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
+    saved = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
     with torch.no_grad():  # weights that differ from the starting ones
         for p in saved.model.parameters():
             p.add_(torch.randn_like(p) * 0.01)
@@ -169,7 +182,9 @@ def test_resume_loads_a_checkpoint_saved_in_shards(tiny_model, tmp_path) -> None
     assert len(shards) > 1 and (tmp_path / "model.safetensors.index.json").exists()
     assert not (tmp_path / "model.safetensors").exists()
 
-    resumed = ActorTrainWorker(str(tiny_model), trainer_args=TrainerArgs(lr=1e-3), num_threads=1)
+    resumed = ActorTrainWorker(
+        TrainedModelArgs(str(tiny_model), trainer=TrainerArgs(lr=1e-3), num_threads=1)
+    )
     resumed.load_state(str(tmp_path))
     expected = saved.model.state_dict()
     for name, tensor in resumed.model.state_dict().items():

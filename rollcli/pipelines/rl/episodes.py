@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.recipe import AgenticRecipe
@@ -57,6 +57,9 @@ from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.runtime.run_control import RunControl
 from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.env_worker import env_tools, system_prompt
+
+if TYPE_CHECKING:
+    from rollcli.runtime.workers_setup import Clusters
 
 AHEAD_FILE = "episodes_ahead.pt"  # async mode: played episodes of the steps after it
 
@@ -105,7 +108,7 @@ class EpisodeSource:
             f"{ag.val_episodes} validation episodes{cross}"
         )
 
-    def attach(self, clusters: Any, version: int) -> None:
+    def attach(self, clusters: Clusters, version: int) -> None:
         self.infer = clusters.actor_infer
         self.envs, self.val_envs = clusters["env"], clusters["env_val"]
         self.cross_envs = clusters.get("env_cross")  # agentic.val_env's workers, or None

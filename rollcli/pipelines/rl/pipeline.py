@@ -123,10 +123,10 @@ class RLPipeline:
         if self.placement is not None:
             self.placement.remove()
         self.placement = Placement.build(self.cfg, self.ctl.plan)
-        infer = self.placement.args["actor_infer"]
-        self.engine = infer["engine"]
-        # the engine sleeps while training runs on the GPU it shares
-        self.engine_sleeps = bool((infer["engine_kwargs"] or {}).get("sleep_mode"))
+        infer = self.placement.planned.infer
+        assert infer is not None, "an RL plan has actor_infer"
+        self.engine = infer.engine
+        self.engine_sleeps = infer.sleeps  # while training runs on the GPU it shares
 
     def start_workers(self) -> None:
         self.ui.phase("starting workers")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollcli.config.algorithm import resolved_correction
 from rollcli.config.recipe import RLVRRecipe
@@ -35,6 +35,9 @@ from rollcli.rollout.result import RolloutResult
 from rollcli.runs.checkpoint import load_tensors_file
 from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.strategies.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from rollcli.runtime.workers_setup import Clusters
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
 
@@ -69,7 +72,7 @@ class PromptSource:
     def describe(self) -> str:
         return f"{len(self.train_prompts):,} train / {len(self.val_prompts):,} validation prompts"
 
-    def attach(self, clusters: Any, version: int) -> None:
+    def attach(self, clusters: Clusters, version: int) -> None:
         self.infer, self.reward = clusters.actor_infer, clusters.reward
         self.scheduler = RolloutScheduler(self.infer, self.reward, self.pad_id, self.draw)
         self.scheduler.version = version

@@ -11,11 +11,14 @@ weight sync) is the pipeline's, the same for both.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rollcli.config.sections import RolloutConfig
 from rollcli.rollout.result import RolloutResult
 from rollcli.strategies.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from rollcli.runtime.workers_setup import Clusters
 
 
 class RolloutSource(Protocol):
@@ -26,7 +29,7 @@ class RolloutSource(Protocol):
     def load(self, tokenizer: Any) -> None:
         """Before workers start: data or environments (bad input fails here)."""
 
-    def attach(self, clusters: Any, version: int) -> None:
+    def attach(self, clusters: Clusters, version: int) -> None:
         """Workers (re)started: keep the clusters the source plays on; `version` is the
         weight version the engine holds."""
 

@@ -8,19 +8,22 @@ when verified) and `time/sync_check_s` (the slowest side's fingerprint time)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rollcli.distributed.calls import get, submit
 from rollcli.distributed.sync_check import first_difference
 from rollcli.workers.actor_infer import ActorInferWorker
 from rollcli.workers.actor_train import ActorTrainWorker
 
+if TYPE_CHECKING:
+    from rollcli.runtime.workers_setup import Clusters
+
 
 class WeightSyncError(RuntimeError):
     """A weight sync left an engine's weights unlike the trainer's."""
 
 
-def send_weights(clusters: Any, stale: bool = False) -> None:
+def send_weights(clusters: Clusters, stale: bool = False) -> None:
     """One weight sync: actor_train's rank 0 broadcasts, every actor_infer rank receives
     (`stale`: the first rank leaves a tensor as it was, a fault injected on purpose)."""
     refs = clusters.actor_train.call_async(ActorTrainWorker.broadcast_weights)
@@ -31,7 +34,7 @@ def send_weights(clusters: Any, stale: bool = False) -> None:
     get(refs)
 
 
-def sync_mismatch(clusters: Any) -> tuple[str | None, float]:
+def sync_mismatch(clusters: Clusters) -> tuple[str | None, float]:
     """(a line naming the first actor_infer rank and tensor that differ from what was sent,
     or None; the fingerprints' time, the slowest side's)."""
     sent = clusters.actor_train.call_rank(0, ActorTrainWorker.sent_prints)
@@ -45,7 +48,7 @@ def sync_mismatch(clusters: Any) -> tuple[str | None, float]:
 
 
 def verified_sync(
-    clusters: Any, version: int, retry: bool, log_event: Callable[[str], None], stale: bool
+    clusters: Clusters, version: int, retry: bool, log_event: Callable[[str], None], stale: bool
 ) -> dict[str, float]:
     """Sync the weights after step `version` and verify them (see the module docstring);
     returns the step's `sync/*` and `time/sync_check_s` metrics."""
