@@ -12,7 +12,7 @@ both).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, STRATEGY_CHOICES, strategies_where
 
@@ -64,7 +64,18 @@ class PipelineSpec:
         return self.rollout != "data"
 
 
-_RL = dict(
+class _RLShared(TypedDict):
+    """The rows' keys the rlvr and agentic pipelines share."""
+
+    runner: str
+    trainer: str
+    strategies: tuple[str, ...]
+    gpus: bool
+    data_parallel: bool
+    async_rollout: bool
+
+
+_RL = _RLShared(
     runner="rollcli.pipelines.rl.pipeline:RLPipeline",
     trainer=W + "actor_train:ActorTrainWorker",
     strategies=(AUTO, *strategies_where(refusal=None)),  # auto, hf, fsdp2, deepspeed
