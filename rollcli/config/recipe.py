@@ -309,6 +309,14 @@ RecipeConfig = Annotated[
 ]
 
 
+def rollout_of(cfg: RecipeConfig) -> RolloutConfig:
+    """`cfg.rollout`, typed: every pipeline but dpo has the section (read where the spec row
+    says the pipeline samples); a dpo recipe fails as `cfg.rollout` would."""
+    if isinstance(cfg, DPORecipe):
+        raise AttributeError("'DPORecipe' object has no attribute 'rollout'")
+    return cfg.rollout
+
+
 _WithData = TypeVar("_WithData", bound=RLVRRecipe | _OfflineRecipe)
 
 

@@ -15,6 +15,13 @@ from typing import TYPE_CHECKING
 from rollcli.config.algorithm import resolved_correction
 from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.recipe import (
+    AgenticRecipe,
+    DistillRecipe,
+    RLRecipe,
+    RLVRRecipe,
+    rollout_of,
+)
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, ENGINES, FALLBACK_ENGINE
 from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
@@ -79,7 +86,7 @@ def engine_line(cfg: RecipeConfig) -> str | None:
     `--dry-run`); None where the recipe names its engine or runs none."""
     from rollcli.config.engines import vllm_available
 
-    if not spec_of(cfg).engine or cfg.rollout.engine != "auto":
+    if not spec_of(cfg).engine or rollout_of(cfg).engine != "auto":
         return None
     engine = _infer_strategy("auto", cfg.resources.gpus)
     if engine == FALLBACK_ENGINE:
@@ -98,12 +105,12 @@ def correction_line(cfg: RecipeConfig) -> str | None:
     alg = getattr(cfg, "algorithm", None)
     if alg is None or not spec_of(cfg).engine or alg.off_policy.correction != "auto":
         return None
-    correction = resolved_correction(alg, cfg.rollout.precision)
+    correction = resolved_correction(alg, rollout_of(cfg).precision)
     if correction == "none":
         return None
     return (
         f"algorithm.off_policy.correction auto → {correction} (rollout.precision "
-        f"{cfg.rollout.precision}: the engine's weights are not the trainer's; none turns it off)"
+        f"{rollout_of(cfg).precision}: the engine's weights are not the trainer's; none turns it off)"
     )
 
 
@@ -121,7 +128,7 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     (vLLM has no temperature-only mode: `raw_logprobs` leave the temperature out), which
     biases every weight below 1 (mean 0.906 at top_p 0.9): refused."""
     alg = getattr(cfg, "algorithm", None)
-    rollout = cfg.rollout
+    rollout = rollout_of(cfg)
     truncated = rollout.top_p < 1.0 or rollout.top_k > 0
     if ENGINES[engine].exact_logprobs or not truncated or alg is None:
         return
@@ -149,10 +156,11 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
 def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: bool) -> bool:
     """`devices.<role>.offload_when_idle` (unset: true for actor_infer, false for the
     others); true where nothing can leave the GPU is refused in a GPU run."""
-    value = getattr(cfg.devices, role.devices).offload_when_idle
+    value: bool | None = getattr(cfg.devices, role.devices).offload_when_idle
     if value is None:
         return role.name == "actor_infer"
-    if value and not on_cpu and (role.name != "actor_infer" or not ENGINES[strategy].sleeps):
+    engine_sleeps = strategy is not None and ENGINES[strategy].sleeps  # actor_infer's engine
+    if value and not on_cpu and (role.name != "actor_infer" or not engine_sleeps):
         raise ConfigError(
             f"devices.{role.devices}.offload_when_idle: only actor_infer's vllm or sglang engine "
             "leaves its GPU when idle in this build; remove the key (the plan counts this "
@@ -164,7 +172,7 @@ def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: b
 def _async(cfg: RecipeConfig, gpus: int) -> bool:
     """Rollout beside training: `devices.async_mode`, or async rollout on GPUs (on a CPU the
     roles share the cores and take turns, so no placement changes)."""
-    staleness = cfg.rollout.max_staleness if spec_of(cfg).async_rollout else 0
+    staleness = rollout_of(cfg).max_staleness if spec_of(cfg).async_rollout else 0
     return cfg.devices.async_mode or (gpus > 0 and staleness > 0)
 
 
@@ -199,14 +207,18 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
     if role.name == "actor_train":  # auto unresolved (auto_strategy.py): planned as hf
         strategy = AUTO_STRATEGY if cfg.train.strategy == AUTO else cfg.train.strategy
     elif role.name == "critic":
+        assert isinstance(cfg, RLRecipe)  # the critic is an RL pipeline's role
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
     elif role.name == "actor_infer":
-        strategy = _infer_strategy(cfg.rollout.engine, gpus)
+        strategy = _infer_strategy(rollout_of(cfg).engine, gpus)
         _check_behaviour_logprobs(cfg, strategy)
         check_precision(cfg, strategy, on_cpu)
         if on_cpu:  # the hf engine decodes a worker's share 64 samples at a time
-            share = -(-cfg.rollout.batch_size // cfg.rollout.num_workers)
-            per_prompt = cfg.group_samples if spec_of(cfg).rollout == "prompts" else 1
+            share = -(-rollout_of(cfg).batch_size // rollout_of(cfg).num_workers)
+            per_prompt = 1
+            if spec_of(cfg).rollout == "prompts":
+                assert isinstance(cfg, RLVRRecipe)  # the spec's prompts pipeline
+                per_prompt = cfg.group_samples
             max_num_seqs = hf_decode_seqs(share, per_prompt)
     return RoleRequest(
         role=role.name,
@@ -232,7 +244,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         chunked_head=not spec_of(cfg).full_logits,
         shared_prefix=_shared_prefix(cfg, role) if on_cpu else 1,
         session_bytes=_session_bytes(cfg, role, strategy),
-        int8_copies=role.name == "actor_infer" and cfg.rollout.precision == "int8",
+        int8_copies=role.name == "actor_infer" and rollout_of(cfg).precision == "int8",
         bf16_copies=bf16_copies(cfg, role.name, strategy, on_cpu),
     )
 
@@ -243,6 +255,7 @@ def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | 
     recipe's model."""
     if not spec_of(cfg).teacher or role.name != "actor_train":
         return None
+    assert isinstance(cfg, DistillRecipe)  # the spec's pipeline with a teacher
     if cfg.distill.student is not None:
         return model_spec(cfg.distill.student)
     from rollcli.models.student import default_student_layers
@@ -255,8 +268,9 @@ def _session_bytes(cfg: RecipeConfig, role: Role, strategy: str | None) -> int:
     """agentic's hf engine keeps episodes' KV between turns, up to `agentic.turn_cache_mib`
     (`agentic_setup.turn_cache_mib`; vllm and sglang cache prefixes inside their own pool)."""
     agentic_engine = spec_of(cfg).rollout == "episodes" and role.name == "actor_infer"
-    if not agentic_engine or not ENGINES[strategy].turn_cache:
+    if not agentic_engine or strategy is None or not ENGINES[strategy].turn_cache:
         return 0
+    assert isinstance(cfg, AgenticRecipe)  # the spec's episodes pipeline
     return round(cfg.agentic.turn_cache_mib * 2**20)
 
 
@@ -266,6 +280,7 @@ def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
     in the forwards and the update of actor_train, reference and critic; 1 elsewhere."""
     if role.name not in ("actor_train", "reference", "critic") or not cfg.shared_prefix:
         return 1
+    assert isinstance(cfg, RLRecipe)  # the shared-prefix layout is the RL pipelines'
     return cfg.group_samples
 
 

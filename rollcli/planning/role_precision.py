@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollcli.config.errors import ConfigError
+from rollcli.config.recipe import rollout_of
 from rollcli.config.strategy_spec import ENGINES
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ def bf16_copies(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
     return (
         role == "actor_infer"
         and on_cpu
-        and cfg.rollout.precision == "bf16"
+        and rollout_of(cfg).precision == "bf16"
         and strategy is not None
         and ENGINES[strategy].int8
     )
@@ -36,7 +37,7 @@ def param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
     fp32 (in this build)."""
     if role in ("actor_train", "reference") and cfg.train.precision != "auto":
         return 2 if cfg.train.precision == "bf16-mixed" else 4
-    precision = cfg.rollout.precision if role == "actor_infer" else "auto"
+    precision = rollout_of(cfg).precision if role == "actor_infer" else "auto"
     if precision != "auto":
         return 2 if precision == "bf16" and not bf16_copies(cfg, role, strategy, on_cpu) else 4
     return 4 if on_cpu or role == "critic" else 2
@@ -44,7 +45,7 @@ def param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
 
 def check_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
     """`rollout.precision` an engine of this run can honour, or one line saying why not."""
-    precision = cfg.rollout.precision
+    precision = rollout_of(cfg).precision
     if precision == "int8" and (not ENGINES[engine].int8 or not on_cpu):
         where = "on GPUs" if not on_cpu else f"with rollout.engine {engine}"
         raise ConfigError(

@@ -30,7 +30,7 @@ Pure: imports neither torch nor Ray.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rollcli.config.pipeline_spec import W, roles_run, spec_of
 
@@ -129,7 +129,7 @@ class Workers:
     def ranks(self) -> int:
         return len(self.num_cpus)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "role": self.role,
             "worker": self.worker,
