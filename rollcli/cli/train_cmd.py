@@ -97,10 +97,10 @@ def train(
     # as written on GPUs where an at-scale form exists
     scaled = scale_note(recipe, overrides or [], flags)
     if dry_run:  # every check `roll train` makes before it starts; this machine's as notes
-        from rollcli.launch.prelaunch import dry_run
+        from rollcli.launch.prelaunch import dry_run as prelaunch_checks
 
         with user_errors(debug):
-            choice, notes, downloads = dry_run(cfg, print_warning)
+            choice, notes, downloads = prelaunch_checks(cfg, print_warning)
         typer.echo(f"# recipe {source}, resolved", err=True)
         if scaled:
             print_note(scaled)

@@ -36,7 +36,7 @@ WIDTH = 80
 
 def applicable(cfg: Any) -> dict[str, Any]:
     """`cfg` as plain data, less the keys no chosen variant of it reads."""
-    out = cfg.model_dump(mode="json")
+    out: dict[str, Any] = cfg.model_dump(mode="json")
     data = getattr(cfg, "data", None)
     if data is not None:
         _drop(out["data"], data.unread_keys(spec_of(cfg).data_items))
@@ -81,7 +81,8 @@ def fitted_yaml(data: dict[str, Any], width: int = WIDTH) -> str:
     """
     words = [len(w) for w in re.findall(r"\S+", _strings(data))] or [0]
     best = max(width - max(words) - 3, 20)
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=best)
+    text: str = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=best)
+    return text
 
 
 def _strings(value: Any) -> str:

@@ -24,7 +24,7 @@ from rollcli.config.pipeline_spec import (
     pipelines_where,
     spec_of,
 )
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import AgenticRecipe, RecipeConfig, RLRecipe
 from rollcli.config.strategy_spec import (
     ENGINE_NAMES,
     ENGINES,
@@ -180,8 +180,10 @@ def _data_parallel(cfg: RecipeConfig) -> str | None:
             f"{_the(pipelines_where(data_parallel=True))} only; the {cfg.pipeline} pipeline "
             "trains with train.num_workers=1"
         )
+    assert isinstance(cfg, RLRecipe)  # the data-parallel pipelines are the RL ones
     where, batch = "rollout.batch_size", cfg.rollout.batch_size
     if spec_of(cfg).plays_episodes:
+        assert isinstance(cfg, AgenticRecipe)
         where, batch = "agentic.group_size x agentic.groups_per_step", cfg.agentic.episodes_per_step
     for key, value in (
         (where, batch),

@@ -4,7 +4,7 @@ columns hold what, and the mixed-domain (`data.mix`) domains. docs/data.md is it
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -276,7 +276,10 @@ def _path_selects_file(data: Any) -> Any:
     return data
 
 
-def _checked_source(section: Any, at: str) -> Any:
+_Source = TypeVar("_Source", "DataConfig", "MixDomainConfig")
+
+
+def _checked_source(section: _Source, at: str) -> _Source:
     """`data` (or a `data.mix` domain, `at` ""): a dataset where the source reads one, the
     dataset keys right, no generator key beside a dataset."""
     if section.source == "file" and not section.path:

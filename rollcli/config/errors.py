@@ -6,6 +6,7 @@ import difflib
 import textwrap
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -107,7 +108,7 @@ def did_you_mean(word: str, choices: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _describe(err: dict[str, Any], model: type[BaseModel], prefix: tuple[str, ...]) -> str:
+def _describe(err: Mapping[str, Any], model: type[BaseModel], prefix: tuple[str, ...]) -> str:
     loc = tuple(str(p) for p in err["loc"])
     path = ".".join(prefix + loc)
     if err["type"] == "extra_forbidden":
@@ -120,7 +121,7 @@ def _describe(err: dict[str, Any], model: type[BaseModel], prefix: tuple[str, ..
         return f"unknown key {path!r}{hint}"
     value = err.get("input")
     shown = repr(value) if not isinstance(value, dict) else "{...}"
-    msg = err["msg"]
+    msg: str = err["msg"]
     if err["type"] == "model_type":
         msg = "this is a section; give it as a mapping of keys (e.g. {key: value})"
     if msg.startswith("Value error, "):

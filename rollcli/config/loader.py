@@ -153,7 +153,7 @@ def _resolve_algorithm(algorithm: Any, source: str) -> AlgorithmConfig:
 def _recipe_error(exc: ValidationError, pipeline: str, source: str) -> ConfigError:
     """pydantic's errors of the union start at the pipeline's tag: drop it, and say which
     pipeline a section of another pipeline belongs to."""
-    errors = [{**e, "loc": e["loc"][1:]} for e in exc.errors()]
+    errors: list[dict[str, Any]] = [{**e, "loc": e["loc"][1:]} for e in exc.errors()]
     first = errors[0]
     if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
         key = str(first["loc"][0])
@@ -275,7 +275,8 @@ def _saved_data_defaults(raw: dict[str, Any]) -> dict[str, Any]:
 
 def dump_recipe(cfg: RecipeConfig) -> str:
     """The resolved recipe as YAML (what a run saves as recipe.yaml)."""
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    text: str = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    return text
 
 
 __all__ = [

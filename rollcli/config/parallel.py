@@ -29,15 +29,23 @@ from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import devices_key, roles_run
 from rollcli.config.roles import ACTOR_INFER, ACTOR_TRAIN, CRITIC, FORWARD_ROLES
-from rollcli.config.strategy_spec import ENGINES, FALLBACK_ENGINE, STRATEGIES, strategy_spec
+from rollcli.config.strategy_spec import (
+    ENGINES,
+    FALLBACK_ENGINE,
+    STRATEGIES,
+    EngineSpec,
+    StrategySpec,
+    strategy_spec,
+)
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
 
+_ROWS: tuple[StrategySpec | EngineSpec, ...] = (*STRATEGIES.values(), *ENGINES.values())
 # strategy or engine -> the parallel keys it runs (`devices.<role>.tp` / `pp` above 1): the
 # rows' `parallel` (strategy_spec.py): megatron tp and pp, vllm and sglang tp
 PARALLEL_STRATEGIES: dict[str, tuple[str, ...]] = {
-    row.name: row.parallel for row in (*STRATEGIES.values(), *ENGINES.values()) if row.parallel
+    row.name: row.parallel for row in _ROWS if row.parallel
 }
 KINDS = {"tp": "tensor", "pp": "pipeline"}
 

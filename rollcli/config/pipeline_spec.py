@@ -18,7 +18,7 @@ both) and the role names (`roles.py`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from rollcli.config import roles as R
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, STRATEGY_CHOICES, strategies_where
@@ -90,7 +90,17 @@ class PipelineSpec:
         return self.data_items == PROMPTS
 
 
-_RL = dict(
+class _RLShared(TypedDict):
+    """The rows' keys the rlvr and agentic pipelines share."""
+
+    runner: str
+    strategies: tuple[str, ...]
+    gpus: bool
+    data_parallel: bool
+    async_rollout: bool
+
+
+_RL = _RLShared(
     runner="rollcli.pipelines.rl.pipeline:RLPipeline",
     strategies=(AUTO, *strategies_where(refusal=None)),  # auto, hf, fsdp2, deepspeed
     gpus=True,

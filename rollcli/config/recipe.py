@@ -7,9 +7,10 @@ can do (GPUs, strategies, engines) is `rollcli.config.capabilities`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
 from rollcli.config.agentic_algorithm import agentic_algorithm_refusal
 from rollcli.config.agentic_section import AgenticConfig
@@ -298,6 +299,9 @@ RECIPE_TYPES: dict[str, type[_Recipe]] = {
     "sft": SFTRecipe,
     "distill": DistillRecipe,
 }
+# The recipes of the RL pipelines (rollout, algorithm, critic): `isinstance(cfg, RLRecipe)`
+# narrows a recipe where the pipeline's spec row says it has them.
+RLRecipe = RLVRRecipe | AgenticRecipe
 # A recipe, typed by its `pipeline:`: the keys of another pipeline's sections are unknown.
 RecipeConfig = Annotated[
     RLVRRecipe | AgenticRecipe | DPORecipe | SFTRecipe | DistillRecipe,
@@ -305,7 +309,18 @@ RecipeConfig = Annotated[
 ]
 
 
-def _data_keys_read(cfg: Any) -> Any:
+def rollout_of(cfg: RecipeConfig) -> RolloutConfig:
+    """`cfg.rollout`, typed: every pipeline but dpo has the section (read where the spec row
+    says the pipeline samples); a dpo recipe fails as `cfg.rollout` would."""
+    if isinstance(cfg, DPORecipe):
+        raise AttributeError("'DPORecipe' object has no attribute 'rollout'")
+    return cfg.rollout
+
+
+_WithData = TypeVar("_WithData", bound=RLVRRecipe | _OfflineRecipe)
+
+
+def _data_keys_read(cfg: _WithData) -> _WithData:
     """A data key the recipe's pipeline does not read is refused (`pipeline_problem`)."""
     problem = cfg.data.pipeline_problem(cfg.pipeline)
     if problem:

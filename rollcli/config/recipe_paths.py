@@ -17,7 +17,7 @@ from typing import Any
 from rollcli.config.user_code import resolve_ref
 
 # key paths whose values are files or folders ("*": every key of a mapping)
-PATH_KEYS = (
+PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("model",),
     ("data", "path"),
     ("data", "train_path"),
@@ -29,7 +29,7 @@ PATH_KEYS = (
     ("warmup", "data"),
 )
 # key paths whose values are user code ("[]": every item of a list)
-CODE_KEYS = (
+CODE_KEYS: tuple[tuple[str, ...], ...] = (
     ("reward", "fn"),
     ("reward", "routes", "*"),
     ("agentic", "agent"),
@@ -44,7 +44,7 @@ CODE_KEYS = (
 
 def resolve_paths(raw: dict[str, Any], folders: Sequence[Path]) -> dict[str, Any]:
     """`raw` with its relative paths and user code resolved against `folders`, in order."""
-    out = _copy(raw)
+    out: dict[str, Any] = _copy(raw)
     for keys in PATH_KEYS:
         _rewrite(out, keys, lambda value, where: _local_path(value, folders))
     for keys in CODE_KEYS:
@@ -72,7 +72,7 @@ def _rewrite(tree: dict[str, Any], keys: tuple[str, ...], fix: Callable[[str, st
             parent[key] = [fix(v, where[:-2]) if isinstance(v, str) else v for v in value]
 
 
-def _places(node: Any, keys: tuple[str, ...], at: str) -> Iterator[tuple[dict, str, str]]:
+def _places(node: Any, keys: tuple[str, ...], at: str) -> Iterator[tuple[dict[str, Any], str, str]]:
     """(parent mapping, key, dotted path) of each place `keys` names in `node`."""
     if not isinstance(node, dict) or not keys:
         return

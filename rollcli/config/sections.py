@@ -10,11 +10,18 @@ pipeline setup reads these objects; workers, losses and envs take flat arguments
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollcli.config.strategy_spec import ENGINE_CHOICES, STRATEGY_CHOICES, strategy_spec
+
+if TYPE_CHECKING:  # the names come from the strategy table, at run time
+    EngineName = str
+    StrategyName = str
+else:
+    EngineName = Literal[ENGINE_CHOICES]
+    StrategyName = Literal[STRATEGY_CHOICES]
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -31,7 +38,7 @@ class RolloutConfig(Section):
     `engine: auto` is `vllm` when vLLM is installed (`make vllm`), else `hf`.
     """
 
-    engine: Literal[ENGINE_CHOICES] = "auto"  # sglang: GPU only
+    engine: EngineName = "auto"  # sglang: GPU only
     # the weights the engine generates with (the trainer keeps its own): auto is fp32 on CPU
     # (samples match the fp32 trainer) and bf16 on GPUs (the plan's); int8: the hf engine's
     # int8 linears on CPU, re-quantized after every weight sync (docs/performance.md)
@@ -119,7 +126,7 @@ class TrainConfig(Section):
     `lora`: train low-rank adapters instead of every weight (`hf` or `fsdp2`; docs/lora.md).
     """
 
-    strategy: Literal[STRATEGY_CHOICES] = "auto"
+    strategy: StrategyName = "auto"
     # bf16-mixed: bf16 compute, fp32 master weights, Adam states and log-prob / loss
     # reductions (the reference holds bf16 weights); auto: bf16-mixed on GPUs and on a CPU
     # whose bf16 matmul beats fp32 at the model's shapes, else fp32 (planning/auto_precision.py)

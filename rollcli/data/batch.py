@@ -29,12 +29,17 @@ class Batch:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        sizes = {k: len(v) for k, v in {**self.tensors, **self.fields}.items()}
+        entries: dict[str, torch.Tensor | list[Any]] = {**self.tensors, **self.fields}
+        sizes = {k: len(v) for k, v in entries.items()}
         if len(set(sizes.values())) > 1:
             raise ValueError(f"batch entries disagree on the batch size: {sizes}")
 
     def __len__(self) -> int:
-        for value in (*self.tensors.values(), *self.fields.values()):
+        values: tuple[torch.Tensor | list[Any], ...] = (
+            *self.tensors.values(),
+            *self.fields.values(),
+        )
+        for value in values:
             return len(value)
         return 0
 

@@ -127,7 +127,7 @@ def _message(m: Any, source: str, n: int) -> dict[str, str]:
     return {"role": str(m["role"]), "content": str(m["content"])}
 
 
-def chat_segments(tokenizer, messages: tuple[dict[str, str], ...]) -> list[tuple[str, bool]]:  # noqa: ANN001
+def chat_segments(tokenizer: Any, messages: tuple[dict[str, str], ...]) -> list[tuple[str, bool]]:
     """The rendered conversation as `(text, trained)` pieces; assistant turns are trained.
 
     Each assistant turn is the text between the template rendered up to it (with the
@@ -136,7 +136,10 @@ def chat_segments(tokenizer, messages: tuple[dict[str, str], ...]) -> list[tuple
     """
 
     def render(msgs: tuple[dict[str, str], ...], gen: bool) -> str:
-        return tokenizer.apply_chat_template(list(msgs), tokenize=False, add_generation_prompt=gen)
+        text: str = tokenizer.apply_chat_template(
+            list(msgs), tokenize=False, add_generation_prompt=gen
+        )
+        return text
 
     segments: list[tuple[str, bool]] = []
     done = ""
@@ -160,7 +163,7 @@ def chat_segments(tokenizer, messages: tuple[dict[str, str], ...]) -> list[tuple
 
 
 def tokenize_chat(
-    tokenizer,  # noqa: ANN001
+    tokenizer: Any,
     messages: tuple[dict[str, str], ...],
     max_tokens: int,
 ) -> tuple[list[int], list[int], bool]:

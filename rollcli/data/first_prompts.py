@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import replace
+from typing import Any
 
 from rollcli.config.data_section import DataConfig
 from rollcli.data.columns import Columns
@@ -46,7 +47,7 @@ def first_prompts(
 def _first(
     data: DataConfig, seed: int, n: int, reward_columns: Collection[str], at: str
 ) -> list[Prompt]:
-    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    kwargs: dict[str, Any] = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
     if data.source == "file":
         from rollcli.data.prompt_sets import train_source
 

@@ -73,9 +73,9 @@ def length_groups(
     for i in order.tolist():  # ascending: the item added is the longest of its group
         group = groups[-1] if groups else None
         fits = group is not None and len(group) < size
-        if fits and max_tokens is not None:
+        if fits and group is not None and max_tokens is not None:
             fits = (len(group) + 1) * rows_per_item * int(lengths[i]) <= max_tokens
-        if fits:
+        if fits and group is not None:
             group.append(i)
         else:
             groups.append([i])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rollcli.config.data_section import DataConfig
 from rollcli.data.chat import (
@@ -68,8 +68,8 @@ def load_pair_sets(
 
         train, val = _split(read, data, seed)
         return train, val, skipped
-    train, val = load_prompt_sets(data, seed)
-    return verifiable_pairs(train, seed), verifiable_pairs(val, seed + 1), 0
+    prompts, val_prompts = load_prompt_sets(data, seed)
+    return verifiable_pairs(prompts, seed), verifiable_pairs(val_prompts, seed + 1), 0
 
 
 T = TypeVar("T")
@@ -110,7 +110,7 @@ def _where(source: Source) -> str:
 
 
 def tokenize_chats(
-    tokenizer,  # noqa: ANN001
+    tokenizer: Any,
     examples: list[ChatExample],
     max_tokens: int,
 ) -> tuple[list[Sample], int]:
@@ -130,7 +130,7 @@ def tokenize_chats(
 
 
 def fit_chats(
-    tokenizer,  # noqa: ANN001
+    tokenizer: Any,
     examples: list[ChatExample],
     max_tokens: int,
     *,
@@ -162,7 +162,7 @@ def _first_trained(mask: list[int]) -> int:
 
 
 def tokenize_pairs(
-    tokenizer,  # noqa: ANN001
+    tokenizer: Any,
     pairs: list[PreferencePair],
     max_prompt_tokens: int,
     max_response_tokens: int,
@@ -183,7 +183,7 @@ def tokenize_pairs(
 
 
 def generation_prompts(
-    tokenizer,  # noqa: ANN001
+    tokenizer: Any,
     examples: list[ChatExample],
 ) -> tuple[list[ChatExample], list[list[int]]]:
     """The examples that carry a reference answer, and their prompts' token ids (with the
@@ -192,7 +192,7 @@ def generation_prompts(
     return with_answer, prompt_ids(tokenizer, with_answer)
 
 
-def prompt_ids(tokenizer, examples: list[ChatExample]) -> list[list[int]]:  # noqa: ANN001
+def prompt_ids(tokenizer: Any, examples: list[ChatExample]) -> list[list[int]]:
     """Each example's prompt (the turns before its last answer) as token ids, with the
     generation prompt: what a model is asked."""
     ids = []

@@ -153,7 +153,7 @@ def _wrong_answer(answer: str, answers: list[str], rng: random.Random) -> str | 
 
 
 def tokenize_pair(
-    tokenizer,  # noqa: ANN001
+    tokenizer: Any,
     pair: PreferencePair,
     max_prompt_tokens: int,
     max_response_tokens: int,
@@ -166,7 +166,7 @@ def tokenize_pair(
 
 
 def pair_ids(
-    tokenizer,  # noqa: ANN001
+    tokenizer: Any,
     pair: PreferencePair,
     max_response_tokens: int,
 ) -> tuple[list[int], list[int], list[int]]:

@@ -119,7 +119,8 @@ def _once(key: tuple[Any, ...], make: Callable[[], T]) -> T:
     if text not in _LAST:
         _LAST.clear()
         _LAST[text] = make()
-    return _LAST[text]
+    made: T = _LAST[text]
+    return made
 
 
 def _tokenizer_id(tokenizer: Any) -> tuple[Any, ...]:

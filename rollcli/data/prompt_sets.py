@@ -59,7 +59,7 @@ def load_prompt_data(
     if data.source in EXTRA_SOURCES:
         return PromptSets(*EXTRA_SOURCES[data.source](data, seed))
     val = _reasoning_gym_val(data, seed)
-    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    kwargs: dict[str, Any] = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
     size = data.train_size or GENERATED_TRAIN_SIZE
     train = reasoning_gym_prompts(data.task, data.task_args, size, seed, **kwargs)
     return PromptSets(_without(train, val, "raise data.train_size or widen data.task_args"), val)
@@ -85,7 +85,7 @@ def check_generated(data: DataConfig, seed: int) -> None:
 
 
 def _reasoning_gym_val(data: DataConfig, seed: int) -> list[Prompt]:
-    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    kwargs: dict[str, Any] = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
     return unique_draws(
         lambda size: reasoning_gym_prompts(
             data.task, data.task_args, size, seed + VAL_SEED_OFFSET, **kwargs
@@ -140,7 +140,7 @@ def _file_sets(
     sample of `train_size` of them when set)."""
     assert data.path is not None
     columns = Columns.of(data)
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         system_prompt=data.system_prompt, suffix=data.prompt_suffix, reward_columns=reward_columns
     )
     sample = row_sample(data, seed, at)
@@ -225,7 +225,7 @@ def _text(prompt: Prompt) -> tuple[str, ...]:
     return tuple(m["content"] for m in prompt.messages)
 
 
-def prompt_ids(tokenizer, prompt: Prompt) -> list[int]:  # noqa: ANN001
+def prompt_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
     """The chat-template token ids of a prompt, with the generation prompt."""
     ids = tokenizer.apply_chat_template(
         list(prompt.messages), add_generation_prompt=True, tokenize=True
@@ -234,7 +234,7 @@ def prompt_ids(tokenizer, prompt: Prompt) -> list[int]:  # noqa: ANN001
 
 
 def fit_prompts(
-    tokenizer,  # noqa: ANN001
+    tokenizer: Any,
     prompts: list[Prompt],
     limit: int,
     overlong: str = "drop",
@@ -270,14 +270,14 @@ def _humaneval_val_size(data: DataConfig, problems: int) -> int:
 
 
 def _ifeval_sets(data: DataConfig, seed: int) -> tuple[list[Prompt], list[Prompt]]:
-    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    kwargs: dict[str, Any] = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
     val = _ifeval_val(data, seed)
     train = ifeval_prompts(data.train_size or GENERATED_TRAIN_SIZE, seed, **kwargs)
     return _without(train, val, "raise data.train_size"), val
 
 
 def _ifeval_val(data: DataConfig, seed: int) -> list[Prompt]:
-    kwargs = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
+    kwargs: dict[str, Any] = dict(system_prompt=data.system_prompt, suffix=data.prompt_suffix)
     return unique_draws(
         lambda size: ifeval_prompts(size, seed + VAL_SEED_OFFSET, **kwargs),
         data.val_size or GENERATED_VAL_SIZE,

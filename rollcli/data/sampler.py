@@ -27,7 +27,7 @@ class PromptSampler:
         return order
 
     def next_indices(self, n: int) -> list[int]:
-        out = []
+        out: list[int] = []
         while len(out) < n:
             if self.position == self.size:
                 self.epoch, self.position = self.epoch + 1, 0

@@ -87,7 +87,13 @@ def take_positions(per_position: Tensor, where: Tensor) -> Tensor:
     return flat.index_select(0, where[:, 0] * per_position.shape[1] + where[:, 1])
 
 
-def prompt_keys(input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor, width: int):
+# a row's prompt: its real prompt tokens and their positions
+PromptKey = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def prompt_keys(
+    input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor, width: int
+) -> list[PromptKey]:
     """Per row, what its prompt is: its real prompt tokens and their positions."""
     real = attention_mask[:, :width].bool()
     return [
@@ -109,7 +115,7 @@ def shared_prefix_layout(
     real = attention[:, width:]
     _check_padding(attention[:, :width], real)
     keys = prompt_keys(input_ids, attention_mask, position_ids, width)
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[PromptKey, list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
     packed: list[tuple[list[int], list[int], list[int]]] = []
@@ -159,10 +165,10 @@ def _check_padding(prompt_real: Tensor, response_real: Tensor) -> None:
         )
 
 
-def packed_tokens(prompt_lengths: dict[tuple, int], rows: list[tuple[tuple, int]]) -> int:
+def packed_tokens(prompt_lengths: dict[PromptKey, int], rows: list[tuple[PromptKey, int]]) -> int:
     """Tokens of the packed rows of `rows` ((prompt key, response length) pairs), padded to
     the longest: what one forward over them computes."""
-    per_group: dict[tuple, int] = {}
+    per_group: dict[PromptKey, int] = {}
     for key, response in rows:
         per_group[key] = per_group.get(key, prompt_lengths[key]) + response
     return len(per_group) * max(per_group.values())
@@ -186,17 +192,17 @@ def shared_prefix_micro_batches(
     keys = prompt_keys(batch["input_ids"], mask, batch["position_ids"], width)
     prompt_lengths = {key: len(key[0]) for key in keys}
     responses = mask[:, width:].sum(dim=1).tolist()
-    order: dict[tuple, list[int]] = {}
+    order: dict[PromptKey, list[int]] = {}
     for i, key in enumerate(keys):
         order.setdefault(key, []).append(i)
     micros: list[list[int]] = []
     for i in (i for rows in order.values() for i in rows):
         micro = micros[-1] if micros else None
         fits = micro is not None and len(micro) < size
-        if fits and max_tokens is not None:
+        if fits and micro is not None and max_tokens is not None:
             rows = [(keys[j], responses[j]) for j in [*micro, i]]
             fits = packed_tokens(prompt_lengths, rows) <= max_tokens
-        if fits:
+        if fits and micro is not None:
             micro.append(i)
         else:
             micros.append([i])

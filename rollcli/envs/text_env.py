@@ -165,7 +165,7 @@ class TextEnv(gymnasium.Env):
         """A hashable rendering of the state: equal keys mean identical states (GiGPO)."""
         return self.render_text()
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         return self.render_text() if self.render_mode == "ansi" else None
 
     def reset(

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import RLVRRecipe
 from rollcli.data.batch_keys import RESPONSE_MASK
 from rollcli.data.prompt_sets import fit_prompts, load_prompt_data
 from rollcli.distributed.local_group import LocalGroup
@@ -125,7 +125,7 @@ def row_correct(row: dict[str, Any]) -> bool:
 
 
 def evaluate_rlvr(
-    cfg: RecipeConfig,
+    cfg: RLVRRecipe,
     recipe: str,
     model: str,
     model_path: str,
@@ -185,7 +185,7 @@ def evaluate_rlvr(
     return result
 
 
-def held_out_problems(cfg: RecipeConfig, n: int | None, seed: int) -> list:
+def held_out_problems(cfg: RLVRRecipe, n: int | None, seed: int) -> list:
     """The first `n` validation problems of `cfg`'s data drawn with seed `seed` (None: as
     many as the run validates: `data.val_size`, or its default)."""
     from rollcli.rewards.conventions import reward_columns

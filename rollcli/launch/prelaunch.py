@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.recipe import rollout_of
 from rollcli.launch.data_check import check_data
 from rollcli.launch.plugin_check import check_plugins
 from rollcli.launch.reward_check import check_reward_calls
@@ -38,7 +39,7 @@ def check_recipe(cfg: RecipeConfig, warn: Callable[[str], None] | None = None) -
     what it would download first (a hub dataset not in the cache), one note each. `warn`
     hears what starts but looks wrong (a user reward that raises on a wrong reply)."""
     from rollcli.config.recipe import AgenticRecipe
-    from rollcli.planning.from_recipe import model_spec
+    from rollcli.planning.model_spec import model_spec
 
     check_plugins(cfg)  # first: config checked the recipe's shape, these its plugins' names
     model_spec(cfg.model)  # an unknown name: "cannot plan model ...", with a did-you-mean
@@ -163,7 +164,7 @@ def _check_engine_installed(cfg: RecipeConfig) -> None:
     from rollcli.config.engines import engine_installed, vllm_available
     from rollcli.config.strategy_spec import ENGINES, FALLBACK_ENGINE
 
-    engine = cfg.rollout.engine if spec_of(cfg).engine else FALLBACK_ENGINE  # sft, distill
+    engine = rollout_of(cfg).engine if spec_of(cfg).engine else FALLBACK_ENGINE  # sft, distill
     missing = ENGINES[engine].missing_at_launch if engine in ENGINES else None
     if missing and not engine_installed(engine):
         raise ConfigError(missing)

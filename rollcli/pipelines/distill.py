@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from rollcli.config.errors import ConfigError
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import DistillRecipe
 from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import TEACHER
 from rollcli.data.offline_sets import (
@@ -49,7 +49,7 @@ from rollcli.workers.distill import DistillArgs, StudentWorker, TeacherWorker
 class DistillPipeline:
     engine = "hf"  # no inference engine: the student and the teacher generate themselves
 
-    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
+    def __init__(self, cfg: DistillRecipe, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
         self.ctl = ctl
         self.run = ctl.run
@@ -205,7 +205,7 @@ class DistillPipeline:
             "time/forward_s": forward_s,
             "time/train_s": time.perf_counter() - t0,
         }
-        samples = [
+        rows = [
             {
                 "id": self.train_examples[i].id,
                 "prompt": self.train_examples[i].prompt_messages[-1]["content"],
@@ -215,7 +215,7 @@ class DistillPipeline:
             }
             for i, g in zip(indices, gens, strict=True)
         ]
-        return StepResult(metrics, samples)
+        return StepResult(metrics, rows)
 
     def _sequence_step(self, step: int) -> StepResult:
         """1. the teacher answers `distill.batch_size` prompts → 2. SFT the student on the

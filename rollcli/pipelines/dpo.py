@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from rollcli.algorithms.dpo_loss import dpo_loss
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import DPORecipe
 from rollcli.data.batch_keys import REF_LOGPROBS, RESPONSE_MASK
 from rollcli.data.pairs import pair_batch
 from rollcli.data.prepared import pair_data
@@ -39,7 +39,7 @@ from rollcli.workers.reference import ReferenceWorker
 class DPOPipeline:
     engine = "hf"  # no inference engine
 
-    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
+    def __init__(self, cfg: DPORecipe, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
         self.ctl = ctl
         self.run = ctl.run

@@ -14,7 +14,7 @@ import math
 import time
 from pathlib import Path
 
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import SFTRecipe
 from rollcli.data.offline_sets import generation_prompts
 from rollcli.data.packing import sequence_batch
 from rollcli.data.prepared import chat_data
@@ -32,7 +32,7 @@ from rollcli.workers.sft_train import SFTTrainWorker
 class SFTPipeline:
     engine = "hf"  # no inference engine: greedy validation answers come from actor_train
 
-    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
+    def __init__(self, cfg: SFTRecipe, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
         self.ctl = ctl
         self.run = ctl.run
@@ -96,7 +96,7 @@ class SFTPipeline:
             [len(ids) for ids, _ in samples], head_tokens=batch.meta["targets"]
         )
         lora = cfg.train.lora is not None
-        flops = {"train": train_factor(frozen_weights=lora) * forward}
+        flops: dict[str, float] = {"train": train_factor(frozen_weights=lora) * forward}
         return StepResult({**metrics, **self.perf.step_metrics(flops, metrics)})
 
     def validate(self) -> dict[str, float]:

@@ -10,7 +10,8 @@ from rollcli.planning.devices import (
     parse_device_mapping,
 )
 from rollcli.planning.memory import MemoryBreakdown
-from rollcli.planning.planner import DevicePlan, Plan, PlanInput, RoleRequest, make_plan
+from rollcli.planning.planner import DevicePlan, Plan, make_plan
+from rollcli.planning.request import PlanInput, RoleRequest
 
 __all__ = [
     "GPU_KINDS",

@@ -117,6 +117,7 @@ def _outcome(plan: Plan) -> str:
     worst = plan.peak_device
     if worst is None or worst.fits:
         return f"still {len(plan.problems)} problem(s)"
+    assert worst.capacity_bytes is not None  # the peak is judged against a capacity
     return (
         f"peak {worst.memory_bytes['total'] / 1024**3:.1f} of "
         f"{worst.capacity_bytes / 1024**3:.1f} GiB"

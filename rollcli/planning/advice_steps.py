@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rollcli.config.parallel import runs_parallel
 from rollcli.config.roles import ACTOR_TRAIN, REFERENCE
@@ -76,7 +76,7 @@ def _key(field: str, role: str, value: object) -> str:
     return f"`{recipe_key(field, role)}={value}`"
 
 
-def _with(inp: PlanInput, role: str, **changes: object) -> PlanInput:
+def _with(inp: PlanInput, role: str, **changes: Any) -> PlanInput:
     roles = [replace(r, **changes) if r.role == role else r for r in inp.roles]
     return replace(inp, roles=roles)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.precision_spec import BF16, BF16_MIXED, FP32
+from rollcli.config.recipe import rollout_of
 from rollcli.config.strategy_spec import strategy_spec
 
 if TYPE_CHECKING:
@@ -73,9 +74,10 @@ def auto_rollout_precision(cfg: RecipeConfig) -> tuple[str, str]:
     """What `rollout.precision: auto` gives a CPU run's engine, and why (one line): bf16
     for a recipe of `ROLLOUT_BF16_RECIPES` in the hf engine where training is bf16-mixed
     (the CPU computes bf16 natively), else fp32."""
-    from rollcli.config.engines import FALLBACK_ENGINE, resolve_engine
+    from rollcli.config.engines import resolve_engine
+    from rollcli.config.strategy_spec import FALLBACK_ENGINE
 
-    if resolve_engine(cfg.rollout.engine, check=False) != FALLBACK_ENGINE:
+    if resolve_engine(rollout_of(cfg).engine, check=False) != FALLBACK_ENGINE:
         return FP32, "bf16 copies of the linears are the hf engine's"
     if cfg.train.precision != BF16_MIXED:
         return FP32, "training is fp32 here"
@@ -100,9 +102,9 @@ def resolve_precision(cfg: RecipeConfig) -> tuple[RecipeConfig, list[str]]:
         train = cfg.train.model_copy(update={"precision": chosen})
         cfg = cfg.model_copy(update={"train": train})
         lines.append(f"train.precision auto → {chosen} ({why})")
-    if spec_of(cfg).engine and cfg.rollout.precision == "auto" and not cfg.resources.gpus:
+    if spec_of(cfg).engine and rollout_of(cfg).precision == "auto" and not cfg.resources.gpus:
         chosen, why = auto_rollout_precision(cfg)
-        rollout = cfg.rollout.model_copy(update={"precision": chosen})
+        rollout = rollout_of(cfg).model_copy(update={"precision": chosen})
         cfg = cfg.model_copy(update={"rollout": rollout})
         lines.append(f"rollout.precision auto → {chosen} ({why})")
         warmup = ROLLOUT_BF16_RECIPES.get(cfg.name, 0) if chosen == BF16 else 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.recipe import rollout_of
 from rollcli.config.strategy_spec import ENGINES, FALLBACK_ENGINE, STRATEGIES, strategy_spec
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def recipe_backends(cfg: RecipeConfig) -> list[tuple[Backend, str]]:
     strategy = strategy_spec(cfg.train.strategy)
     if strategy.backend is not None:
         needs.append((BACKENDS[strategy.backend], f"train.strategy: {cfg.train.strategy}"))
-    engine = cfg.rollout.engine if spec_of(cfg).engine else FALLBACK_ENGINE  # sft, distill: hf
+    engine = rollout_of(cfg).engine if spec_of(cfg).engine else FALLBACK_ENGINE  # sft, distill: hf
     backend = ENGINES[engine].backend if engine in ENGINES else None  # auto: at launch
     if backend is not None:
         needs.append((BACKENDS[backend], f"rollout.engine: {engine}"))

@@ -68,7 +68,8 @@ def _measure_in_child(shapes: list[list[int]], threads: int) -> dict[str, float]
             f"train.precision auto: the bf16 probe of this CPU failed ({last}); "
             "set train.precision: fp32 or bf16-mixed"
         )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    speeds: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return speeds
 
 
 def measure(shapes: list[list[int]], threads: int) -> dict[str, float]:

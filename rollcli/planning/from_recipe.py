@@ -17,6 +17,13 @@ from rollcli.config.errors import ConfigError
 from rollcli.config.loss_spec import LOSSES
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.precision_spec import PRECISIONS
+from rollcli.config.recipe import (
+    AgenticRecipe,
+    DistillRecipe,
+    RLRecipe,
+    RLVRRecipe,
+    rollout_of,
+)
 from rollcli.config.roles import ACTOR_INFER, ACTOR_TRAIN, CRITIC, SEQUENCE_ROLES
 from rollcli.config.strategy_spec import AUTO, AUTO_STRATEGY, ENGINES, FALLBACK_ENGINE
 from rollcli.models.registry import ModelSpec
@@ -82,7 +89,7 @@ def engine_line(cfg: RecipeConfig) -> str | None:
     `--dry-run`); None where the recipe names its engine or runs none."""
     from rollcli.config.engines import vllm_available
 
-    if not spec_of(cfg).engine or cfg.rollout.engine != "auto":
+    if not spec_of(cfg).engine or rollout_of(cfg).engine != "auto":
         return None
     engine = _infer_strategy("auto", cfg.resources.gpus)
     if engine == FALLBACK_ENGINE:
@@ -101,12 +108,12 @@ def correction_line(cfg: RecipeConfig) -> str | None:
     alg = getattr(cfg, "algorithm", None)
     if alg is None or not spec_of(cfg).engine or alg.off_policy.correction != "auto":
         return None
-    correction = resolved_correction(alg, cfg.rollout.precision)
+    correction = resolved_correction(alg, rollout_of(cfg).precision)
     if correction == "none":
         return None
     return (
         f"algorithm.off_policy.correction auto → {correction} (rollout.precision "
-        f"{cfg.rollout.precision}: the engine's weights are not the trainer's; none turns it off)"
+        f"{rollout_of(cfg).precision}: the engine's weights are not the trainer's; none turns it off)"
     )
 
 
@@ -124,7 +131,7 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
     (vLLM has no temperature-only mode: `raw_logprobs` leave the temperature out), which
     biases every weight below 1 (mean 0.906 at top_p 0.9): refused."""
     alg = getattr(cfg, "algorithm", None)
-    rollout = cfg.rollout
+    rollout = rollout_of(cfg)
     truncated = rollout.top_p < 1.0 or rollout.top_k > 0
     if ENGINES[engine].exact_logprobs or not truncated or alg is None:
         return
@@ -152,10 +159,11 @@ def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
 def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: bool) -> bool:
     """`devices.<role>.offload_when_idle` (unset: true for actor_infer, false for the
     others); true where nothing can leave the GPU is refused in a GPU run."""
-    value = getattr(cfg.devices, role.devices).offload_when_idle
+    value: bool | None = getattr(cfg.devices, role.devices).offload_when_idle
     if value is None:
         return role.name == ACTOR_INFER
-    if value and not on_cpu and (role.name != ACTOR_INFER or not ENGINES[strategy].sleeps):
+    engine_sleeps = strategy is not None and ENGINES[strategy].sleeps  # actor_infer's engine
+    if value and not on_cpu and (role.name != ACTOR_INFER or not engine_sleeps):
         raise ConfigError(
             f"devices.{role.devices}.offload_when_idle: only actor_infer's vllm or sglang engine "
             "leaves its GPU when idle in this build; remove the key (the plan counts this "
@@ -167,7 +175,7 @@ def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: b
 def _async(cfg: RecipeConfig, gpus: int) -> bool:
     """Rollout beside training: `devices.async_mode`, or async rollout on GPUs (on a CPU the
     roles share the cores and take turns, so no placement changes)."""
-    staleness = cfg.rollout.max_staleness if spec_of(cfg).async_rollout else 0
+    staleness = rollout_of(cfg).max_staleness if spec_of(cfg).async_rollout else 0
     return cfg.devices.async_mode or (gpus > 0 and staleness > 0)
 
 
@@ -202,14 +210,18 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
     if role.name == ACTOR_TRAIN:  # auto unresolved (auto_strategy.py): planned as hf
         strategy = AUTO_STRATEGY if cfg.train.strategy == AUTO else cfg.train.strategy
     elif role.name == CRITIC:
+        assert isinstance(cfg, RLRecipe)  # the critic is an RL pipeline's role
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
     elif role.name == ACTOR_INFER:
-        strategy = _infer_strategy(cfg.rollout.engine, gpus)
+        strategy = _infer_strategy(rollout_of(cfg).engine, gpus)
         _check_behaviour_logprobs(cfg, strategy)
         check_rollout_precision(cfg, strategy, on_cpu)
         if on_cpu:  # the hf engine decodes a worker's share 64 samples at a time
-            share = -(-cfg.rollout.batch_size // cfg.rollout.num_workers)
-            per_prompt = cfg.group_samples if spec_of(cfg).samples_prompts else 1
+            share = -(-rollout_of(cfg).batch_size // rollout_of(cfg).num_workers)
+            per_prompt = 1
+            if spec_of(cfg).samples_prompts:
+                assert isinstance(cfg, RLVRRecipe)  # the spec's prompts pipeline
+                per_prompt = cfg.group_samples
             max_num_seqs = hf_decode_seqs(share, per_prompt)
     return RoleRequest(
         role=role.name,
@@ -242,7 +254,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
 
 def _int8(cfg: RecipeConfig) -> bool:
     """The engine holds int8 copies of its linears (`rollout.precision: int8`)."""
-    row = PRECISIONS.get(cfg.rollout.precision)  # None: auto
+    row = PRECISIONS.get(rollout_of(cfg).precision)  # None: auto
     return row is not None and row.int8
 
 
@@ -252,6 +264,7 @@ def _role_model(cfg: RecipeConfig, role: Role, model: ModelSpec) -> ModelSpec | 
     recipe's model."""
     if not spec_of(cfg).teacher or role.name != ACTOR_TRAIN:
         return None
+    assert isinstance(cfg, DistillRecipe)  # the spec's pipeline with a teacher
     if cfg.distill.student is not None:
         return model_spec(cfg.distill.student)
     from rollcli.models.student import default_student_layers
@@ -264,8 +277,9 @@ def _session_bytes(cfg: RecipeConfig, role: Role, strategy: str | None) -> int:
     """agentic's hf engine keeps episodes' KV between turns, up to `agentic.turn_cache_mib`
     (`agentic_setup.turn_cache_mib`; vllm and sglang cache prefixes inside their own pool)."""
     agentic_engine = spec_of(cfg).plays_episodes and role.name == ACTOR_INFER
-    if not agentic_engine or not ENGINES[strategy].turn_cache:
+    if not agentic_engine or strategy is None or not ENGINES[strategy].turn_cache:
         return 0
+    assert isinstance(cfg, AgenticRecipe)  # the spec's episodes pipeline
     return round(cfg.agentic.turn_cache_mib * 2**20)
 
 
@@ -275,6 +289,7 @@ def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
     in the forwards and the update of actor_train, reference and critic; 1 elsewhere."""
     if role.name not in SEQUENCE_ROLES or not cfg.shared_prefix:
         return 1
+    assert isinstance(cfg, RLRecipe)  # the shared-prefix layout is the RL pipelines'
     return cfg.group_samples
 
 

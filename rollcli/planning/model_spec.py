@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.models.registry import MODELS, ModelSpec, get_model_spec
@@ -50,7 +51,7 @@ def _hub_spec(ref: str, repo: str, revision: str | None) -> ModelSpec:
     return spec_from_config(json.loads(config.read_text(encoding="utf-8")), name=ref)
 
 
-def spec_from_config(c: dict, *, name: str) -> ModelSpec:
+def spec_from_config(c: dict[str, Any], *, name: str) -> ModelSpec:
     """The planning numbers of a Hugging Face `config.json` (llama/qwen-style decoders)."""
     heads = c["num_attention_heads"]
     return ModelSpec(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from rollcli.planning.devices import PlanError, format_indices, parse_device_mapping
 from rollcli.planning.memory import CPU_DRIVER_BYTES, GPU_PROCESS_HOST_BYTES, MemoryBreakdown
@@ -54,7 +54,7 @@ class DevicePlan:
     def fits(self) -> bool:
         return self.capacity_bytes is None or self.memory_bytes["total"] <= self.capacity_bytes
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "roles": list(self.roles),
@@ -110,9 +110,9 @@ class Plan:
         judged = [d for d in self.judged if d.capacity_bytes and d.roles]
         if not judged:
             return None
-        return max(judged, key=lambda d: d.memory_bytes["total"] / d.capacity_bytes)
+        return max(judged, key=lambda d: d.memory_bytes["total"] / (d.capacity_bytes or 1))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
             "fits": self.fits,
@@ -244,6 +244,8 @@ def _parse(mapping: object, total_gpus: int) -> tuple[int, ...] | Literal["cpu"]
 def _check_async(inp: PlanInput, placements: dict[str, Placement]) -> None:
     train, infer = placements.get("actor_train"), placements.get("actor_infer")
     if not inp.async_mode or inp.num_gpus == 0 or not train or not infer:
+        return
+    if not isinstance(train, list) or not isinstance(infer, list):  # "cpu": no GPU to share
         return
     shared = sorted(set(train) & set(infer))
     if shared:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -25,7 +25,7 @@ def render_plan(plan: Plan) -> Group:
     GPUs with the same roles and memory share one row ("GPU 0-7"); memory is GiB per
     device at its peak phase.
     """
-    parts: list = [_table(plan), _roles_table(plan)]
+    parts: list[RenderableType] = [_table(plan), _roles_table(plan)]
     parts += [_workers_table(plan)] if plan.workers else []
     parts += [_verdict(plan)]
     parts += _section("problems", merge_gpu_lines(plan.problems), "red")
@@ -187,11 +187,13 @@ def _verdict(plan: Plan) -> Text:
     return Text(f"does not fit{where}", style="bold red")
 
 
-def _section(title: str, lines: list[str], style: str, numbered: bool = False) -> list:
+def _section(
+    title: str, lines: list[str], style: str, numbered: bool = False
+) -> list[RenderableType]:
     if not lines:
         return []
     width = len(f"{len(lines)}.") if numbered else 1
-    out: list = [Text(f"{title}:", style="bold")]
+    out: list[RenderableType] = [Text(f"{title}:", style="bold")]
     for i, line in enumerate(lines, 1):
         bullet = f"{i}.".rjust(width) if numbered else "-"
         out.append(Hanging(f"  {bullet} ", line, style))

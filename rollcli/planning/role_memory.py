@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rollcli.config.strategy_spec import ENGINES, STRATEGIES
 from rollcli.models.registry import ModelSpec, param_count
@@ -73,6 +74,8 @@ def estimate_role(
     """Bytes one rank of `req` uses; `ranks` is how many devices the role spans."""
     model = req.model or model
     offloaded = 0
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
     if req.role in TRAIN_ROLES:
         active, problems, notes = _train(req, model, ranks, on_cpu), (), ()
         resident = MemoryBreakdown(active.weights, active.grads, active.optimizer)
@@ -167,7 +170,9 @@ def forward_shape(req: RoleRequest, *, budget_applies: bool = True) -> ForwardSh
     return ForwardShape(tokens, scored, masks)
 
 
-def _cpu_head(req: RoleRequest, model: ModelSpec, shape: ForwardShape, on_cpu: bool, train: bool):  # noqa: ANN202
+def _cpu_head(
+    req: RoleRequest, model: ModelSpec, shape: ForwardShape, on_cpu: bool, train: bool
+) -> int | None:
     """The chunked head's bytes on the CPU (its logits fp32 whatever the weights), else
     None (whole logits counted)."""
     if not (on_cpu and req.chunked_head):
@@ -351,7 +356,7 @@ def leaves_gpu_when_idle(req: RoleRequest) -> bool:
     )
 
 
-def infer_sleeps_while_training(placements: dict, offload_when_idle: bool) -> bool:
+def infer_sleeps_while_training(placements: dict[str, Any], offload_when_idle: bool) -> bool:
     """Whether actor_infer's engine should sleep while actor_train computes: a GPU plan puts
     them on a shared GPU and actor_infer may leave it when idle (the planner then counts no
     idle memory for it, see `role_memory`).

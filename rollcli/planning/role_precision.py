@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.precision_spec import BF16, FP32, PRECISIONS
+from rollcli.config.recipe import rollout_of
 from rollcli.config.roles import ACTOR_INFER, ACTOR_TRAIN, CRITIC, REFERENCE
 from rollcli.config.strategy_spec import AUTO, ENGINES
 
@@ -23,7 +24,7 @@ def bf16_copies(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
     return (
         role == ACTOR_INFER
         and on_cpu
-        and cfg.rollout.precision == BF16
+        and rollout_of(cfg).precision == BF16
         and strategy is not None
         and ENGINES[strategy].int8
     )
@@ -38,7 +39,7 @@ def param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
     fp32 (in this build). The bytes of a precision are its row's `weight_bytes`."""
     if role in (ACTOR_TRAIN, REFERENCE) and cfg.train.precision != AUTO:
         return PRECISIONS[cfg.train.precision].weight_bytes
-    precision = cfg.rollout.precision if role == ACTOR_INFER else AUTO
+    precision = rollout_of(cfg).precision if role == ACTOR_INFER else AUTO
     if bf16_copies(cfg, role, strategy, on_cpu):
         precision = FP32  # the fp32 weights, beside the bf16 copies of the linears
     if precision != AUTO:
@@ -50,7 +51,7 @@ def param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
 def check_rollout_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
     """`rollout.precision` an engine of this run can honour, or one line saying why not
     (the row's `refusal`, or int8 elsewhere than in an int8 engine on a CPU)."""
-    row = PRECISIONS.get(cfg.rollout.precision)
+    row = PRECISIONS.get(rollout_of(cfg).precision)
     if row is not None and row.int8 and (not ENGINES[engine].int8 or not on_cpu):
         where = "on GPUs" if not on_cpu else f"with rollout.engine {engine}"
         raise ConfigError(

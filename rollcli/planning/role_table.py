@@ -32,8 +32,9 @@ Pure: imports neither torch nor Ray.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rollcli.config.pipeline_spec import roles_run
 
@@ -93,7 +94,7 @@ def roles_for(cfg: RecipeConfig) -> list[Role]:
     """The roles `cfg` runs, in the table's order, with their workers of a CPU run."""
     by_name = {r.name: r for r in TABLE}
     roles = [by_name[name] for name in roles_run(cfg)]
-    ranks = {
+    ranks: dict[str, Callable[[], int]] = {
         "actor_train": lambda: cfg.train.num_workers,
         "actor_infer": lambda: cfg.rollout.num_workers,
         "reward": lambda: cfg.reward.num_workers,
@@ -123,7 +124,7 @@ class Workers:
     def ranks(self) -> int:
         return len(self.num_cpus)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "role": self.role,
             "ranks": self.ranks,

@@ -13,11 +13,12 @@ import difflib
 import inspect
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from rollcli.config.errors import did_you_mean
 
 RewardFn = Callable[..., float | dict[str, Any]]
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])  # a reward (or batch reward) a decorator keeps
 
 # name -> "module:function", imported lazily so listing rewards stays cheap.
 BUILTIN_REWARDS: dict[str, str] = {
@@ -46,7 +47,7 @@ class RewardNotFoundError(ValueError):
     pass
 
 
-def reward_options(*names: str) -> Callable[[RewardFn], RewardFn]:
+def reward_options(*names: str) -> Callable[[_Fn], _Fn]:
     """Declare which keyword parameters of a reward a recipe may set in `reward.options`;
     their types and defaults are the signature's. Any other option key is a config error.
 
@@ -57,7 +58,7 @@ def reward_options(*names: str) -> Callable[[RewardFn], RewardFn]:
     {'scale': <class 'float'>}
     """
 
-    def declare(fn: RewardFn) -> RewardFn:
+    def declare(fn: _Fn) -> _Fn:
         params = inspect.signature(fn).parameters
         missing = [n for n in names if n not in params]
         if missing:

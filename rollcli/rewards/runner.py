@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from rollcli.rewards.conventions import BoundReward, bind
 from rollcli.rewards.registry import RewardFn
@@ -111,7 +111,10 @@ def in_thread_with_deadline(
     return box["out"]
 
 
-def batch_reward(fn: RewardFn) -> RewardFn:
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def batch_reward(fn: _Fn) -> _Fn:
     """Mark `fn(samples: list[dict], *, timeout_s, **options) -> list` as a batch reward."""
     fn.batched = True  # type: ignore[attr-defined]
     return fn
@@ -170,7 +173,10 @@ def score_one(
 
 
 def score_batch(
-    fn: RewardFn, samples: list[dict[str, Any]], options: dict[str, Any], timeout_s: float
+    fn: Callable[..., Any],  # a batch reward (`batch_reward`): one result per sample
+    samples: list[dict[str, Any]],
+    options: dict[str, Any],
+    timeout_s: float,
 ) -> list[dict[str, Any]]:
     """Score `samples` with one call of a batch reward; errors stay with their samples."""
     if not samples:

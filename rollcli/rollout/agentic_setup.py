@@ -136,7 +136,7 @@ def train_specs(agentic: AgenticConfig, seed: int, step: int) -> list[EpisodeSpe
     """Step `step`'s episodes: `groups_per_step` groups of `group_size` sharing a seed.
     Seeds are drawn below `val_seed` (validation uses `val_seed` and up): never shared."""
     rng = random.Random(seed * 1_000_003 + step)
-    specs = []
+    specs: list[EpisodeSpec] = []
     for g in range(agentic.groups_per_step):
         env_seed = rng.randrange(agentic.val_seed)
         for _ in range(agentic.group_size):

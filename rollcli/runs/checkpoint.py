@@ -120,7 +120,7 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
 
 
 def complete_checkpoints(checkpoints: Path) -> list[tuple[int, Path]]:
-    found = []
+    found: list[tuple[int, Path]] = []
     if not checkpoints.exists():
         return found
     for path in checkpoints.iterdir():

@@ -93,7 +93,7 @@ class Checkpointer:
             for c in stateful:
                 refs += c.call_async(Stateful.save_state, str(folder))
             get(refs)
-            rng = {"driver": capture_rng()}
+            rng: dict[str, Any] = {"driver": capture_rng()}  # the workers': one state per rank
             rng.update({c.name: c.call(ProcessControl.rng_state) for c in clusters})
             torch.save(rng, folder / RNG_FILE)
             for name, obj in (driver_files or {}).items():

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rollcli.config.pipeline_spec import PIPELINES, spec_of
+from rollcli.config.recipe import AgenticRecipe, RLVRRecipe
 from rollcli.rollout.agentic_setup import cross_env_kwargs, env_kwargs, turn_cache_mib
 from rollcli.runtime.role_args import PlannedArgs
 from rollcli.strategies.lora import LoraSpec
@@ -37,6 +38,7 @@ from rollcli.workers.sft_train import SFTTrainWorker
 from rollcli.workers.trained_model import TrainedModelArgs
 
 if TYPE_CHECKING:
+    from rollcli.config.agentic_section import AgenticConfig
     from rollcli.config.recipe import RecipeConfig
     from rollcli.planning.role_table import Workers
 
@@ -124,7 +126,7 @@ def _actor_infer(ctx: BuildContext, rank: int) -> ActorInferArgs:
         num_threads=size.threads or 1,
         num_gpus=size.gpus[rank],
         dtype=infer.dtype,
-        session_mib=turn_cache_mib(cfg.agentic, infer.engine) if episodes else 0.0,
+        session_mib=turn_cache_mib(_agentic(cfg), infer.engine) if episodes else 0.0,
         int8=infer.int8,
         decode_batch=infer.decode_batch,
         bf16_linears=infer.bf16_linears,
@@ -140,7 +142,9 @@ def _reference(ctx: BuildContext, rank: int) -> ReferenceArgs:
 
 
 def _critic(ctx: BuildContext, rank: int) -> CriticArgs:
-    critic, size, micro = ctx.cfg.critic, ctx.sizes["critic"], ctx.planned.critic_micro_batch
+    cfg = ctx.cfg
+    assert isinstance(cfg, (RLVRRecipe, AgenticRecipe)), "the critic is an RL pipeline's"
+    critic, size, micro = cfg.critic, ctx.sizes["critic"], ctx.planned.critic_micro_batch
     assert micro is not None, "the plan has no critic"
     return CriticArgs(
         ctx.model_path,
@@ -159,6 +163,7 @@ def _teacher(ctx: BuildContext, rank: int) -> TeacherArgs:
 
 
 def _reward(ctx: BuildContext, rank: int) -> RewardArgs:
+    assert isinstance(ctx.cfg, RLVRRecipe), "reward workers are rlvr's"
     reward = ctx.cfg.reward
     return RewardArgs(
         reward.fn,
@@ -169,18 +174,24 @@ def _reward(ctx: BuildContext, rank: int) -> RewardArgs:
 
 
 def _env(ctx: BuildContext, rank: int) -> EnvArgs:
-    return EnvArgs(ctx.cfg.agentic.env, env_kwargs(ctx.cfg.agentic, validation=False))
+    return EnvArgs(_agentic(ctx.cfg).env, env_kwargs(_agentic(ctx.cfg), validation=False))
 
 
 def _env_val(ctx: BuildContext, rank: int) -> EnvArgs:
-    return EnvArgs(ctx.cfg.agentic.env, env_kwargs(ctx.cfg.agentic, validation=True))
+    return EnvArgs(_agentic(ctx.cfg).env, env_kwargs(_agentic(ctx.cfg), validation=True))
 
 
 def _env_cross(ctx: BuildContext, rank: int) -> EnvArgs:
     """The second validation env (`agentic.val_env`; the role runs only with one)."""
-    val_env = ctx.cfg.agentic.val_env
-    assert val_env is not None, "env_cross runs only with agentic.val_env"
-    return EnvArgs(val_env.env, cross_env_kwargs(ctx.cfg.agentic))
+    agentic = _agentic(ctx.cfg)
+    assert agentic.val_env is not None, "env_cross runs only with agentic.val_env"
+    return EnvArgs(agentic.val_env.env, cross_env_kwargs(agentic))
+
+
+def _agentic(cfg: RecipeConfig) -> AgenticConfig:
+    """The agentic section of the recipe whose env and engine roles are being built."""
+    assert isinstance(cfg, AgenticRecipe), "env workers are the agentic pipeline's"
+    return cfg.agentic
 
 
 def _everywhere(cls: type) -> dict[str, type]:

@@ -19,6 +19,8 @@ extremes): the update reports the smallest or largest over every micro-batch (an
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
 from rollcli.algorithms.loss_metrics import Extreme, Metric
@@ -44,7 +46,7 @@ class StepMetrics:
         self.weighted: set[str] = set()
         self.extremes: dict[str, Extreme] = {}
 
-    def add(self, metrics: dict[str, Metric]) -> None:
+    def add(self, metrics: Mapping[str, Metric]) -> None:
         for key, metric in metrics.items():
             if isinstance(metric, Extreme):
                 seen = self.extremes.get(key)

@@ -13,7 +13,7 @@ The update itself (epochs x mini-batches x micro-batches) is written once, in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,8 @@ from rollcli.algorithms.loss_metrics import Metric
 from rollcli.data.batch import Batch
 from rollcli.strategies.lr_schedule import LrFactor, Schedule
 
-LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, Metric]]]
+# micro-batch (with normalisers: and the mini-batch's summed denominators) -> (loss, metrics)
+LossFn = Callable[..., tuple[torch.Tensor, Mapping[str, Metric]]]
 # (mini-batch, micro-batch size) -> [(row indices, micro-batch)]
 MicroBatchFn = Callable[[Batch, int], list[tuple[torch.Tensor, Batch]]]
 # a mini-batch -> the denominators of its loss (`aggregation.loss_normalisers`)

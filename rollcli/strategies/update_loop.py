@@ -18,11 +18,12 @@ strategies average the gradients, so every rank makes the same step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
+from rollcli.algorithms.loss_metrics import Metric
 from rollcli.data.batch import Batch
 from rollcli.data.micro_batch import length_sorted_micro_batches
 from rollcli.strategies.lr_schedule import finish_update
@@ -32,7 +33,7 @@ from rollcli.strategies.trainer import LossFn, MicroBatchFn, NormalisersFn
 
 def micro_batch_losses(
     mini_batch: Batch,
-    loss_fn: Callable[..., tuple[torch.Tensor, dict[str, float]]],
+    loss_fn: LossFn,
     normalisers: NormalisersFn | None,
     world_size: int,
 ) -> LossFn:
@@ -48,7 +49,7 @@ def micro_batch_losses(
     full-batch computation whatever the split into micro-batches and ranks."""
     if normalisers is None:
 
-        def row_weighted(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        def row_weighted(micro: Batch) -> tuple[torch.Tensor, Mapping[str, Metric]]:
             loss, metrics = loss_fn(micro)
             return loss * (len(micro) / len(mini_batch)), metrics
 
@@ -63,7 +64,7 @@ def micro_batch_losses(
         dist.all_reduce(on_device)
         totals = on_device.cpu()
 
-    def share(micro: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    def share(micro: Batch) -> tuple[torch.Tensor, Mapping[str, Metric]]:
         loss, metrics = loss_fn(micro, totals)
         return loss * world_size, metrics
 

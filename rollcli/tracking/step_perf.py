@@ -121,7 +121,7 @@ class RunPerf:
         """The model's FLOP numbers (its config.json) and the run's peak: `configured`
         (run.peak_flops), the run folder's, or `measure_peak()` (actor_train's rank 0:
         its `matmul_peak`)."""
-        from rollcli.planning.from_recipe import model_spec
+        from rollcli.planning.model_spec import model_spec
 
         peak = run_peak(run.root, configured, measure_peak)
         where = f" ({peak['device']}, {peak['dtype']})" if "device" in peak else ""

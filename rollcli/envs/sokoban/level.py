@@ -138,7 +138,10 @@ class SokobanState:
         rows = [line for line in rows if line]
         if not rows or len({len(line) for line in rows}) != 1:
             raise ValueError("a Sokoban layout needs at least one row, all of the same length")
-        walls, targets, boxes, players = set(), set(), set(), []
+        walls: set[tuple[int, int]] = set()
+        targets: set[tuple[int, int]] = set()
+        boxes: set[tuple[int, int]] = set()
+        players: list[tuple[int, int]] = []
         kinds = {
             s.wall: (True, False, False, False),
             s.floor: (False, False, False, False),

@@ -159,7 +159,7 @@ class ToolEnv(gymnasium.Env):
     def render_text(self) -> str:
         return self._require_task().prompt
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         return self.render_text() if self.render_mode == "ansi" else None
 
     def get_state_key(self) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rollcli.envs.webshop.catalog import Goal, Product
 from rollcli.envs.webshop.pages import BUY_NOW, NEXT_PAGE, page_results
@@ -117,7 +117,8 @@ def run_episode(
     """Play one episode; returns reward, success, steps and the final info."""
     options = {"goal_index": goal_index} if goal_index is not None else None
     env.reset(seed=seed, options=options)
-    reward, info, steps = 0.0, {}, 0
+    info: dict[str, Any] = {}
+    reward, steps = 0.0, 0
     while True:
         _, reward, terminated, truncated, info = env.step(agent(env))
         steps += 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import torch
 
@@ -70,7 +71,7 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int, fmt: TurnFormat | No
         tensors[ACTION_MASK] = torch.zeros_like(loss_mask, dtype=torch.float32)
         for row, positions in enumerate(starts):
             tensors[ACTION_MASK][row, positions] = 1.0
-    fields = {
+    fields: dict[str, list[Any]] = {
         "group": [e.spec.group for e in rows],
         "turn_spans": [list(e.turn_spans) for e in rows],
         "step_rewards": [list(e.rewards) for e in rows],

@@ -22,7 +22,7 @@ from typing import Any
 from rollcli.algorithms.normalization import RunningMeanStd
 from rollcli.config.engines import resolve_engine
 from rollcli.config.pipeline_spec import spec_of
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import AgenticRecipe, RLRecipe, RLVRRecipe
 from rollcli.config.roles import ACTOR_TRAIN
 from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import OLD_LOGPROBS, REF_LOGPROBS, VALUES
@@ -35,7 +35,7 @@ from rollcli.pipelines.rl.sync_verify import verified_sync
 from rollcli.pipelines.rl.update_args import update_args
 from rollcli.planning.role_table import names, roles_for
 from rollcli.runtime.run_control import RunControl
-from rollcli.runtime.workers_setup import Placement, build_clusters
+from rollcli.runtime.workers_setup import Clusters, Placement, build_clusters
 from rollcli.strategies.hf_model import load_tokenizer
 from rollcli.tracking.step_perf import RLStepWork, RunPerf, rollout_groups
 from rollcli.workers.actor_infer import ActorInferWorker
@@ -44,24 +44,26 @@ from rollcli.workers.critic import CriticWorker
 from rollcli.workers.reference import ReferenceWorker
 
 
-def make_source(cfg: RecipeConfig, ctl: RunControl, model_path: str, engine: str) -> RolloutSource:
+def make_source(cfg: RLRecipe, ctl: RunControl, model_path: str, engine: str) -> RolloutSource:
     if spec_of(cfg).plays_episodes:
         from rollcli.pipelines.rl.episodes import EpisodeSource
 
+        assert isinstance(cfg, AgenticRecipe)  # the spec's episodes pipeline
         return EpisodeSource(cfg, ctl, model_path, engine)
     from rollcli.pipelines.rl.prompts import PromptSource
 
+    assert isinstance(cfg, RLVRRecipe)  # the spec's prompts pipeline
     return PromptSource(cfg, ctl)
 
 
 class RLPipeline:
-    def __init__(self, cfg: RecipeConfig, ctl: RunControl, model_path: str) -> None:
+    def __init__(self, cfg: RLRecipe, ctl: RunControl, model_path: str) -> None:
         self.cfg = cfg
         self.ctl = ctl
         self.run = ctl.run
         self.ui = ctl.ui
         self.model_path = model_path
-        self.clusters = None
+        self.clusters: Clusters | None = None  # start_workers (in setup) builds them
         self.placement: Placement | None = None  # the run's plan and where workers go
         # the engine sleeps while training runs on the GPU it shares (set by the plan)
         self.engine_sleeps = False

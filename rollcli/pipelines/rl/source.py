@@ -39,6 +39,9 @@ class RolloutSource(Protocol):
     def validate(self) -> dict[str, float]:
         """The held-out metrics (`val/*`), greedy."""
 
+    def describe(self) -> str:
+        """What the source plays, for the "workers ready" event."""
+
     def before_sync(self, version: int) -> None:
         """The engine is about to get the weights after step `version` (async episodes
         played ahead finish first)."""

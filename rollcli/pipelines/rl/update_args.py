@@ -5,10 +5,10 @@ from __future__ import annotations
 from rollcli.algorithms.update_args import PolicyUpdateArgs
 from rollcli.config.algorithm import resolved_correction
 from rollcli.config.pipeline_spec import spec_of
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import RLRecipe
 
 
-def update_args(cfg: RecipeConfig) -> PolicyUpdateArgs:
+def update_args(cfg: RLRecipe) -> PolicyUpdateArgs:
     """The update's arguments from the recipe's algorithm, train and rollout sections,
     with its off-policy correction against the sampler's log-probs."""
     alg, train, off = cfg.algorithm, cfg.train, cfg.algorithm.off_policy
