@@ -61,6 +61,16 @@ def _sequence_log_ratio(old_logprobs: Tensor, behaviour_logprobs: Tensor, mask: 
     return ((old_logprobs - behaviour_logprobs) * m).sum(dim=-1, keepdim=True)
 
 
+def _level_log_ratio(
+    old_logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor, level: Level
+) -> Tensor:
+    """`[B, T]`: `log r_t` at `token` level, `log R_i` on every token of response `i` at
+    `sequence` level."""
+    if level == "token":
+        return old_logprobs - behaviour_logprobs
+    return _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).expand_as(mask)
+
+
 @torch.no_grad()
 def truncated_is_weights(
     old_logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor, cap: float = 2.0
@@ -122,10 +132,7 @@ def mis_weights(
     if cap <= 0:
         raise ValueError(f"MIS cap must be > 0, got {cap}")
     m = mask.to(old_logprobs.dtype)
-    if level == "token":
-        log_r = old_logprobs - behaviour_logprobs
-    else:
-        log_r = _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).expand_as(m)
+    log_r = _level_log_ratio(old_logprobs, behaviour_logprobs, mask, level)
     return _ratio_within(log_r, -math.inf, math.log(cap), m)
 
 
@@ -224,10 +231,7 @@ def kept_tokens(
     if rule.kept_band is None:
         return m.clone()
     low, high = rule.kept_band(cap, band)
-    if level == "token":
-        log_r = old_logprobs - behaviour_logprobs
-    else:
-        log_r = _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).expand_as(m)
+    log_r = _level_log_ratio(old_logprobs, behaviour_logprobs, mask, level)
     return ((log_r >= low) & (log_r <= high)).to(m.dtype) * m
 
 
