@@ -33,6 +33,8 @@ corrections (`algorithm.off_policy.correction`):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -57,6 +59,16 @@ def _sequence_log_ratio(old_logprobs: Tensor, behaviour_logprobs: Tensor, mask: 
     """`log R_i = sum_t mask_t (logp_old_t - logp_mu_t)`, `[B, 1]`."""
     m = mask.to(old_logprobs.dtype)
     return ((old_logprobs - behaviour_logprobs) * m).sum(dim=-1, keepdim=True)
+
+
+def _level_log_ratio(
+    old_logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor, level: Level
+) -> Tensor:
+    """`[B, T]`: `log r_t` at `token` level, `log R_i` on every token of response `i` at
+    `sequence` level."""
+    if level == "token":
+        return old_logprobs - behaviour_logprobs
+    return _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).expand_as(mask)
 
 
 @torch.no_grad()
@@ -120,10 +132,7 @@ def mis_weights(
     if cap <= 0:
         raise ValueError(f"MIS cap must be > 0, got {cap}")
     m = mask.to(old_logprobs.dtype)
-    if level == "token":
-        log_r = old_logprobs - behaviour_logprobs
-    else:
-        log_r = _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).expand_as(m)
+    log_r = _level_log_ratio(old_logprobs, behaviour_logprobs, mask, level)
     return _ratio_within(log_r, -math.inf, math.log(cap), m)
 
 
@@ -156,6 +165,43 @@ def icepop_weights(
     return _ratio_within(old_logprobs - behaviour_logprobs, math.log(low), math.log(high), m)
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """What a correction does: its weights (None: it weighs nothing), the band of log-ratios
+    whose tokens it keeps (None: it drops no token), and whether it is defined per token only."""
+
+    weights: Callable[[Tensor, Tensor, Tensor, Level, float, tuple[float, float]], Tensor] | None
+    kept_band: Callable[[float, tuple[float, float]], tuple[float, float]] | None
+    token_only: bool = False
+
+
+# the corrections by name, read in one place (`_rule`); the weights take
+# (old_logprobs, behaviour_logprobs, mask, level, cap, band)
+_RULES: dict[str, _Rule] = {
+    "none": _Rule(weights=None, kept_band=None),
+    "tis": _Rule(lambda old, mu, m, level, cap, band: tis_weights(old, mu, m, cap, level), None),
+    "mis": _Rule(
+        lambda old, mu, m, level, cap, band: mis_weights(old, mu, m, cap, level),
+        lambda cap, band: (-math.inf, math.log(cap)),
+    ),
+    "icepop": _Rule(
+        lambda old, mu, m, level, cap, band: icepop_weights(old, mu, m, band),
+        lambda cap, band: (math.log(band[0]), math.log(band[1])),
+        token_only=True,
+    ),
+}
+
+
+def _rule(correction: str, level: Level) -> _Rule:
+    """The rule of the correction named `correction`, refused at a level it is not defined at."""
+    if correction not in _RULES:
+        raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
+    rule = _RULES[correction]
+    if rule.token_only and level != "token":
+        raise ValueError(f"{correction} is defined per token; level must be 'token'")
+    return rule
+
+
 @torch.no_grad()
 def kept_tokens(
     correction: Correction,
@@ -181,21 +227,12 @@ def kept_tokens(
     """
     _check(old_logprobs, behaviour_logprobs, mask)
     m = mask.to(old_logprobs.dtype)
-    if correction in ("none", "tis"):
+    rule = _rule(correction, level)
+    if rule.kept_band is None:
         return m.clone()
-    if correction == "mis":
-        if level == "token":
-            log_r = old_logprobs - behaviour_logprobs
-        else:
-            log_r = _sequence_log_ratio(old_logprobs, behaviour_logprobs, mask).expand_as(m)
-        return (log_r <= math.log(cap)).to(m.dtype) * m
-    if correction == "icepop":
-        if level != "token":
-            raise ValueError("icepop is defined per token; level must be 'token'")
-        low, high = band
-        log_r = old_logprobs - behaviour_logprobs
-        return ((log_r >= math.log(low)) & (log_r <= math.log(high))).to(m.dtype) * m
-    raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
+    low, high = rule.kept_band(cap, band)
+    log_r = _level_log_ratio(old_logprobs, behaviour_logprobs, mask, level)
+    return ((log_r >= low) & (log_r <= high)).to(m.dtype) * m
 
 
 def correction_weights(
@@ -212,19 +249,11 @@ def correction_weights(
     tokens: `off_policy_weight_mean` (mean weight) and `off_policy_corrected_frac` (share of
     tokens whose weight is not their plain ratio: truncated by `tis`, dropped by `mis` and
     `icepop`; at sequence level a response's tokens count together)."""
-    if correction == "none":
+    rule = _rule(correction, level)
+    if rule.weights is None:
         return None
     old = old_logprobs.detach()
-    if correction == "tis":
-        weights = tis_weights(old, behaviour_logprobs, mask, cap, level)
-    elif correction == "mis":
-        weights = mis_weights(old, behaviour_logprobs, mask, cap, level)
-    elif correction == "icepop":
-        if level != "token":
-            raise ValueError("icepop is defined per token; level must be 'token'")
-        weights = icepop_weights(old, behaviour_logprobs, mask, band)
-    else:
-        raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
+    weights = rule.weights(old, behaviour_logprobs, mask, level, cap, band)
     m = mask.to(weights.dtype)
     if level == "token":
         plain = (old - behaviour_logprobs).clamp(max=LOG_RATIO_LIMIT).exp()

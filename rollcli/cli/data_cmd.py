@@ -6,7 +6,9 @@ conversations played by a scripted policy in an agentic recipe's chat format."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -100,17 +102,11 @@ def sft_from_run(
     include_unfinished: bool = UNFINISHED,
 ) -> None:
     """Verified samples as SFT conversations: `roll train sft data.path=OUT`."""
-    from rollcli.data.from_run import sft_rows, write_jsonl
+    from rollcli.data.from_run import sft_rows
 
-    check_writable(out, makes_folders=True)
-    with user_errors():
-        rows = sft_rows(
-            find_run(run_id, runs_dir),
-            min_reward=min_reward,
-            per_prompt=per_prompt,
-            include_unfinished=include_unfinished,
-        )
-        write_jsonl(rows, out)
+    rows = _write_from_run(
+        sft_rows, run_id, out, runs_dir, min_reward, per_prompt, include_unfinished
+    )
     prompts = len({r["messages"][-2]["content"] for r in rows})
     err_console.print(f"wrote {len(rows)} conversations ({prompts} prompts) to {out}", markup=False)
 
@@ -125,18 +121,37 @@ def dpo_from_run(
     include_unfinished: bool = UNFINISHED,
 ) -> None:
     """Verified against failed samples of the same prompt as DPO pairs."""
-    from rollcli.data.from_run import dpo_rows, write_jsonl
+    from rollcli.data.from_run import dpo_rows
+
+    rows = _write_from_run(
+        dpo_rows, run_id, out, runs_dir, min_reward, per_prompt, include_unfinished
+    )
+    err_console.print(f"wrote {len(rows)} preference pairs to {out}", markup=False)
+
+
+def _write_from_run(
+    rows_of: Callable[..., list[dict[str, Any]]],
+    run_id: str,
+    out: Path,
+    runs_dir: Path,
+    min_reward: float,
+    per_prompt: int | None,
+    include_unfinished: bool,
+) -> list[dict[str, Any]]:
+    """`rows_of` (`data.from_run.sft_rows` or `dpo_rows`) over run `run_id`'s samples,
+    written to `out` (checked writable first); a user error is one red line."""
+    from rollcli.data.from_run import write_jsonl
 
     check_writable(out, makes_folders=True)
     with user_errors():
-        rows = dpo_rows(
+        rows = rows_of(
             find_run(run_id, runs_dir),
             min_reward=min_reward,
             per_prompt=per_prompt,
             include_unfinished=include_unfinished,
         )
         write_jsonl(rows, out)
-    err_console.print(f"wrote {len(rows)} preference pairs to {out}", markup=False)
+    return rows
 
 
 @app.command("episodes")

@@ -54,10 +54,9 @@ from typing import Any, ClassVar
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
-from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
 from rollcli.envs.registry import register_env
 from rollcli.envs.symbols import SymbolSet, grid_space, grid_text
-from rollcli.envs.text_env import TextEnv, Transition, text_env_options
+from rollcli.envs.text_env import TextEnv, Transition
 
 # Our action names in gymnasium's order: its action i is ACTION_NAMES[i].
 ACTION_NAMES = ["Left", "Down", "Right", "Up"]
@@ -123,16 +122,13 @@ class FrozenLakeEnv(TextEnv):
         size: side of the square map drawn at each reset.
         p: probability that a drawn tile is frozen (the rest are holes); in (0, 1].
         is_slippery: gymnasium's slippery ice (moves succeed one time in three).
-        max_steps: steps before the episode is truncated.
         desc: a fixed map in gymnasium's letters (``S`` start, ``F`` frozen, ``H`` hole,
             ``G`` goal), e.g. ``["SFF", "FHF", "FFG"]``; replaces the random maps.
         symbols: a `FrozenLakeSymbols` or a mapping of overrides.
-        format_penalty: reward added for a reply that does not parse to a move.
-        answer_pattern: regex locating the answer in a reply (see `parse_action`).
         compact_instructions: a shorter system prompt with the same rules.
         spaced_cells: a space between the cells of a row (one token per cell).
-        shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: see
-            `TextEnv` (progress shaping, feedback on moves without effect, split layouts).
+        options: `TextEnv`'s (max_steps, format_penalty, answer_pattern, render_mode,
+            shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts).
     """
 
     action_names = ACTION_NAMES
@@ -142,21 +138,13 @@ class FrozenLakeEnv(TextEnv):
         size: int = 4,
         p: float = 0.8,
         is_slippery: bool = False,
-        max_steps: int = 100,
         desc: list[str] | None = None,
         symbols: FrozenLakeSymbols | Mapping[str, str] | None = None,
-        format_penalty: float = -0.1,
-        answer_pattern: str | None = DEFAULT_ANSWER_PATTERN,
-        render_mode: str | None = "ansi",
-        shaping: str = "none",
-        shaping_gamma: float = 1.0,
-        no_effect_feedback: bool = False,
-        no_effect_penalty: float = 0.0,
-        layouts: str = "all",
         compact_instructions: bool = False,
         spaced_cells: bool = False,
+        **options: Any,
     ) -> None:
-        super().__init__(**text_env_options(locals()))
+        super().__init__(**options)
         if desc is None and size < 2:
             raise ValueError(f"size must be at least 2, got {size}")
         if not 0.0 < p <= 1.0:

@@ -76,8 +76,22 @@ class TextEnv(gymnasium.Env):
     Subclasses set `action_names`, implement `instructions`, `render_text`, `_start`
     (begin an episode) and `_apply` (perform one legal action), and may override
     `get_state_key`, `idle_reward`, `_extra_info`, `potential` (for shaping) and
-    `layout_key` (for split layouts). A subclass names every option below in its own
-    signature and forwards them with ``super().__init__(**text_env_options(locals()))``.
+    `layout_key` (for split layouts).
+
+    Args:
+        max_steps: steps before the episode is truncated.
+        format_penalty: reward added for a reply that does not parse to an action.
+        answer_pattern: regex locating the answer in a reply (see `parse_action`).
+        render_mode: ``"ansi"`` (`render` returns the text) or None.
+        shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: the
+            teaching options in this module's docstring.
+
+    These options, with their defaults, are written here only: a subclass's ``__init__``
+    names its own arguments, takes ``**options`` and forwards them with
+    ``super().__init__(**options)``; its published signature (what `inspect.signature`, and
+    so `rollcli.rollout.agentic_setup.env_parameters`, reads to know which `env_kwargs` an env
+    takes) then names every option (`with_text_env_options`). A subclass may instead name
+    each option itself and forward them with ``super().__init__(**text_env_options(locals()))``.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -86,7 +100,7 @@ class TextEnv(gymnasium.Env):
     def __init__(
         self,
         *,
-        max_steps: int,
+        max_steps: int = 100,
         format_penalty: float = -0.1,
         answer_pattern: str | None = DEFAULT_ANSWER_PATTERN,
         render_mode: str | None = "ansi",
@@ -123,6 +137,12 @@ class TextEnv(gymnasium.Env):
         self.action_space = spaces.Text(MAX_REPLY_CHARS, min_length=0)
         self._steps = 0
         self._active = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            init.__signature__ = with_text_env_options(inspect.signature(init))
 
     # ----- to be provided by subclasses -------------------------------------------------
     @property
@@ -235,6 +255,17 @@ class TextEnv(gymnasium.Env):
 
 # What every text env takes (the keyword arguments of `TextEnv.__init__`), in its order.
 TEXT_ENV_OPTIONS: tuple[str, ...] = tuple(inspect.signature(TextEnv.__init__).parameters)[1:]
+
+
+def with_text_env_options(signature: inspect.Signature) -> inspect.Signature:
+    """`signature` (a subclass's ``__init__``) with its ``**options`` replaced by `TextEnv`'s
+    options, keyword-only with their defaults; unchanged if it takes no ``**`` argument."""
+    params = list(signature.parameters.values())
+    if not params or params[-1].kind is not inspect.Parameter.VAR_KEYWORD:
+        return signature
+    named = {p.name for p in params}
+    options = inspect.signature(TextEnv.__init__).parameters.values()
+    return signature.replace(parameters=params[:-1] + [p for p in options if p.name not in named])
 
 
 def text_env_options(values: Mapping[str, Any]) -> dict[str, Any]:

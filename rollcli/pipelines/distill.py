@@ -39,6 +39,7 @@ from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.cluster import Cluster
 from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
+from rollcli.pipelines.sampler_checkpoint import restore_sampler, save_sampler
 from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
@@ -322,15 +323,11 @@ class DistillPipeline:
 
     # ---- checkpoints -----------------------------------------------------------------
     def checkpoint(self, step: int) -> None:
-        self.ctl.checkpoints.save(step, {"sampler": self.sampler.state_dict()})
+        save_sampler(self.ctl, step, self.sampler)
 
     def restore(self, checkpoint: Path | None) -> int:
-        self.sampler = PromptSampler(self.num_train, self.cfg.seed)
-        state = self.ctl.checkpoints.restore(checkpoint)
-        if state is None:
-            return 0
-        self.sampler.load_state_dict(state["sampler"])
-        return int(state["step"])
+        self.sampler, step = restore_sampler(self.ctl, checkpoint, self.num_train, self.cfg.seed)
+        return step
 
 
 MODE_NAMES = {

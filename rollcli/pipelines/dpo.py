@@ -29,6 +29,7 @@ from rollcli.data.sampler import PromptSampler
 from rollcli.distributed.calls import Method
 from rollcli.distributed.cluster import Cluster
 from rollcli.pipelines.protocol import StepResult
+from rollcli.pipelines.sampler_checkpoint import restore_sampler, save_sampler
 from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
@@ -162,12 +163,10 @@ class DPOPipeline:
 
     # ---- checkpoints -----------------------------------------------------------------
     def checkpoint(self, step: int) -> None:
-        self.ctl.checkpoints.save(step, {"sampler": self.sampler.state_dict()})
+        save_sampler(self.ctl, step, self.sampler)
 
     def restore(self, checkpoint: Path | None) -> int:
-        self.sampler = PromptSampler(len(self.train_pairs), self.cfg.seed)
-        state = self.ctl.checkpoints.restore(checkpoint)
-        if state is None:
-            return 0
-        self.sampler.load_state_dict(state["sampler"])
-        return int(state["step"])
+        self.sampler, step = restore_sampler(
+            self.ctl, checkpoint, len(self.train_pairs), self.cfg.seed
+        )
+        return step

@@ -21,6 +21,7 @@ from rollcli.data.prepared import chat_data
 from rollcli.data.sampler import PromptSampler
 from rollcli.evaluation.answer_check import recipe_accuracy
 from rollcli.pipelines.protocol import StepResult
+from rollcli.pipelines.sampler_checkpoint import restore_sampler, save_sampler
 from rollcli.runtime.run_control import RunControl, report_data_notes
 from rollcli.runtime.workers_setup import start_clusters
 from rollcli.strategies.hf_model import load_tokenizer
@@ -119,12 +120,10 @@ class SFTPipeline:
 
     # ---- checkpoints -----------------------------------------------------------------
     def checkpoint(self, step: int) -> None:
-        self.ctl.checkpoints.save(step, {"sampler": self.sampler.state_dict()})
+        save_sampler(self.ctl, step, self.sampler)
 
     def restore(self, checkpoint: Path | None) -> int:
-        self.sampler = PromptSampler(len(self.train_samples), self.cfg.seed)
-        state = self.ctl.checkpoints.restore(checkpoint)
-        if state is None:
-            return 0
-        self.sampler.load_state_dict(state["sampler"])
-        return int(state["step"])
+        self.sampler, step = restore_sampler(
+            self.ctl, checkpoint, len(self.train_samples), self.cfg.seed
+        )
+        return step

@@ -28,17 +28,7 @@ from typing import Any, Literal
 from rollcli.rewards.pytest_tests import PytestModuleError, pytest_snippets
 from rollcli.rewards.registry import reward_options
 from rollcli.rewards.runner import batch_reward
-from rollcli.rewards.sandbox import Job, SandboxLimits, extract_code, run_many
-
-FAILURES = (
-    "timeout",
-    "memory",
-    "syntax_error",
-    "assertion",
-    "runtime_error",
-    "output_limit",
-    "killed",
-)
+from rollcli.rewards.sandbox import FAILURES, Job, SandboxLimits, extract_code, run_many
 
 
 class CodeSpecError(ValueError):

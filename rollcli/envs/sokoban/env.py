@@ -31,13 +31,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rollcli.envs.action_parsing import DEFAULT_ANSWER_PATTERN
 from rollcli.envs.registry import register_env
 from rollcli.envs.sokoban.generator import generate_level
 from rollcli.envs.sokoban.level import DIRECTIONS, SokobanState, SokobanSymbols
 from rollcli.envs.sokoban.solver import solve
 from rollcli.envs.symbols import grid_space, grid_text
-from rollcli.envs.text_env import TextEnv, Transition, text_env_options
+from rollcli.envs.text_env import TextEnv, Transition
 
 WALL_NOTE = "Nothing happened: there is a wall {where}."
 BLOCKED_NOTE = "Nothing happened: the box {where} cannot move, a wall or a box is behind it."
@@ -75,18 +74,15 @@ class SokobanEnv(TextEnv):
     Args:
         dim_room: room size (rows, columns) including the outer walls.
         num_boxes: boxes (and targets) per generated level.
-        max_steps: steps before the episode is truncated.
         layout: a fixed level drawn with `symbols` instead of generated ones.
         symbols: a `SokobanSymbols` or a mapping of overrides, e.g. ``{"floor": "."}``.
         step_penalty: reward added on every step.
         success_reward: reward added when the puzzle is solved.
-        format_penalty: reward added for a reply that does not parse to a move.
-        answer_pattern: regex locating the answer in a reply (see `parse_action`).
         reverse_steps: reverse moves the generator plays per attempt.
         compact_instructions: a shorter system prompt with the same rules.
         spaced_cells: a space between the cells of a row (one token per cell).
-        shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts: see
-            `TextEnv` (progress shaping, feedback on moves without effect, split layouts).
+        options: `TextEnv`'s (max_steps, format_penalty, answer_pattern, render_mode,
+            shaping, shaping_gamma, no_effect_feedback, no_effect_penalty, layouts).
     """
 
     action_names = list(DIRECTIONS)
@@ -95,24 +91,16 @@ class SokobanEnv(TextEnv):
         self,
         dim_room: tuple[int, int] = (6, 6),
         num_boxes: int = 1,
-        max_steps: int = 100,
         layout: str | None = None,
         symbols: SokobanSymbols | Mapping[str, str] | None = None,
         step_penalty: float = -0.1,
         success_reward: float = 10.0,
-        format_penalty: float = -0.1,
-        answer_pattern: str | None = DEFAULT_ANSWER_PATTERN,
         reverse_steps: int = 100,
-        render_mode: str | None = "ansi",
-        shaping: str = "none",
-        shaping_gamma: float = 1.0,
-        no_effect_feedback: bool = False,
-        no_effect_penalty: float = 0.0,
-        layouts: str = "all",
         compact_instructions: bool = False,
         spaced_cells: bool = False,
+        **options: Any,
     ) -> None:
-        super().__init__(**text_env_options(locals()))
+        super().__init__(**options)
         self.symbols = SokobanSymbols.coerce(symbols)
         self.fixed_state = (
             None if layout is None else SokobanState.from_layout(layout, self.symbols)

@@ -11,9 +11,10 @@ from .code_reward import code_reward, extract_code
 from .detect import detect_isolation, isolation_summary
 from .limits import SandboxLimits
 from .process import SandboxError, SandboxUnavailable
-from .results import Reason, SandboxResult, TestResult
+from .results import FAILURES, Reason, SandboxResult, TestResult
 
 __all__ = [
+    "FAILURES",
     "Job",
     "Reason",
     "SandboxError",

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from .process import Session
-from .runner import decode, encode
+from .runner import decode, encode, exception_kind
 
 
 class ProgramError(Exception):
@@ -108,16 +108,6 @@ def _namespace(channel: Channel, names: Any) -> dict[str, Any]:
     return namespace
 
 
-def _kind(exc: BaseException) -> str:
-    if isinstance(exc, SyntaxError):
-        return "syntax_error"
-    if isinstance(exc, AssertionError):
-        return "assertion"
-    if isinstance(exc, MemoryError):
-        return "memory"
-    return "runtime_error"
-
-
 def judge(session: Session, names: Any, tests: list[str]) -> list[str | None]:
     """Run each test here against the program in ``session``; its verdict kind (``ok``,
     ``assertion``, ...) per test, ``None`` for each test the session's end cut short."""
@@ -131,5 +121,5 @@ def judge(session: Session, names: Any, tests: list[str]) -> list[str | None]:
         except SessionEnded:
             break
         except Exception as exc:
-            kinds.append(_kind(exc))
+            kinds.append(exception_kind(exc))
     return kinds + [None] * (len(tests) - len(kinds))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 Reason = Literal[
     "ok",
@@ -15,6 +15,8 @@ Reason = Literal[
     "output_limit",
     "killed",
 ]
+# every reason but ``ok``: why a program failed (the code reward's ``fail/<reason>`` metrics)
+FAILURES: tuple[Reason, ...] = tuple(r for r in get_args(Reason) if r != "ok")
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,12 @@ def decode(data, ref=None):
     raise ValueError("malformed value from the sandbox")
 
 
-def _kind(exc):
+def exception_kind(exc):
+    """The verdict kind of an exception the program or a test raised (the harness's too).
+
+    >>> exception_kind(AssertionError()), exception_kind(KeyError("x"))
+    ('assertion', 'runtime_error')
+    """
     if isinstance(exc, SyntaxError):
         return "syntax_error"
     if isinstance(exc, AssertionError):
@@ -117,7 +122,7 @@ def _run_main(source, namespace):
     try:
         code = compile(source, "main.py", "exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        kind = "syntax_error" if isinstance(exc, (SyntaxError, ValueError)) else _kind(exc)
+        kind = "syntax_error" if isinstance(exc, (SyntaxError, ValueError)) else exception_kind(exc)
         return kind, _describe(exc)
     try:
         exec(code, namespace)
@@ -129,7 +134,7 @@ def _run_main(source, namespace):
         import traceback
 
         traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
-        return _kind(exc), _describe(exc)
+        return exception_kind(exc), _describe(exc)
     return "ok", ""
 
 
