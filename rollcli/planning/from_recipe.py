@@ -31,7 +31,11 @@ from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.inference_memory import hf_decode_seqs
 from rollcli.planning.model_spec import model_spec
 from rollcli.planning.request import PlanInput, RoleRequest
-from rollcli.planning.role_precision import bf16_copies, check_rollout_precision, param_bytes
+from rollcli.planning.role_precision import (
+    bf16_copies,
+    check_rollout_precision,
+    weight_precision,
+)
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
 from rollcli.planning.sharing import MAX_GPUS
 
@@ -223,6 +227,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
                 assert isinstance(cfg, RLVRRecipe)  # the spec's prompts pipeline
                 per_prompt = cfg.group_samples
             max_num_seqs = hf_decode_seqs(share, per_prompt)
+    precision = weight_precision(cfg, role.name, strategy, on_cpu)
     return RoleRequest(
         role=role.name,
         device_mapping=mapping,
@@ -241,7 +246,8 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
         grad_checkpointing=grad_ckpt,
         gpu_memory_utilization=place.gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
-        param_bytes=param_bytes(cfg, role.name, strategy, on_cpu),
+        precision=precision,
+        param_bytes=PRECISIONS[precision].weight_bytes,
         offload_when_idle=_idle_offload(cfg, role, strategy, on_cpu),
         lora_params=lora_params if role.name == ACTOR_TRAIN else 0,
         chunked_head=not spec_of(cfg).full_logits,

@@ -47,7 +47,10 @@ class RoleRequest:
     micro_batch_tokens: padded tokens per forward at most (`train.micro_batch_tokens`):
         the workers split a micro-batch of more into smaller ones (None: no budget).
     gpu_memory_utilization, max_num_seqs: the vLLM/SGLang engine's settings.
-    param_bytes: 2 for bf16/fp16 weights (mixed-precision Adam), 4 for fp32.
+    precision: the precision its weights run in, a row of `config.precision_spec.PRECISIONS`
+        (None: a request made by hand, judged by `param_bytes` alone); the workers get it.
+    param_bytes: 2 for bf16/fp16 weights (mixed-precision Adam), 4 for fp32: from a recipe,
+        the `weight_bytes` of `precision`'s row.
     offload_when_idle: a colocated role moves its states to host memory while another
         role on the same GPU computes (worker offload, vLLM sleep mode).
     model: the role's own model where it is not the plan's (distill's student).
@@ -82,6 +85,7 @@ class RoleRequest:
     grad_checkpointing: bool = True
     gpu_memory_utilization: float = 0.8
     max_num_seqs: int = 256
+    precision: str | None = None
     param_bytes: int = 2
     offload_when_idle: bool = True
     lora_params: int = 0

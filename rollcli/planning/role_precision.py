@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollcli.config.errors import ConfigError
-from rollcli.config.precision_spec import BF16, FP32, PRECISIONS
+from rollcli.config.precision_spec import BF16, BF16_MIXED, FP32, PRECISIONS
 from rollcli.config.recipe import rollout_of
 from rollcli.config.roles import ACTOR_INFER, ACTOR_TRAIN, CRITIC, REFERENCE
 from rollcli.config.strategy_spec import AUTO, ENGINES
@@ -30,22 +30,24 @@ def bf16_copies(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool
     )
 
 
-def param_bytes(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> int:
-    """The bytes per weight each role runs in (runtime/role_args.py passes the dtype on):
-    the engine's `rollout.precision` when set (int8, and bf16 in the CPU hf engine, keep the
-    fp32 weights the sync writes, beside their int8 / bf16 copies), else fp32 on CPU and bf16 on GPUs; actor_train and the
-    reference `train.precision` (bf16-mixed: bf16 compute, fp32 master weights; auto,
-    before planning/auto_precision.py resolved it: bf16 on GPUs, fp32 on a CPU); the critic
-    fp32 (in this build). The bytes of a precision are its row's `weight_bytes`."""
+def weight_precision(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> str:
+    """The precision each role's weights run in, a row of `PRECISIONS` (the plan counts its
+    `weight_bytes`; runtime/role_args.py hands the name on): the engine's `rollout.precision`
+    when set (int8, and bf16 in the CPU hf engine, keep the fp32 weights the sync writes,
+    beside their int8 / bf16 copies), else fp32 on CPU and bf16 on GPUs; actor_train and
+    the reference `train.precision` (bf16-mixed: bf16 compute, fp32 master weights; auto,
+    before planning/auto_precision.py resolved it: bf16-mixed on GPUs, fp32 on a CPU); the
+    critic fp32 (in this build)."""
     if role in (ACTOR_TRAIN, REFERENCE) and cfg.train.precision != AUTO:
-        return PRECISIONS[cfg.train.precision].weight_bytes
+        return cfg.train.precision
     precision = rollout_of(cfg).precision if role == ACTOR_INFER else AUTO
     if bf16_copies(cfg, role, strategy, on_cpu):
-        precision = FP32  # the fp32 weights, beside the bf16 copies of the linears
+        return FP32  # the fp32 weights, beside the bf16 copies of the linears
     if precision != AUTO:
-        return PRECISIONS[precision].weight_bytes
-    fp32, bf16 = PRECISIONS[FP32].weight_bytes, PRECISIONS[BF16].weight_bytes
-    return fp32 if on_cpu or role == CRITIC else bf16
+        return precision
+    if on_cpu or role == CRITIC:
+        return FP32
+    return BF16_MIXED if role == ACTOR_TRAIN else BF16
 
 
 def check_rollout_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:

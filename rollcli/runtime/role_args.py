@@ -10,7 +10,8 @@ judged; the test in tests/planning/test_plan_reaches_workers.py checks every dec
 against them.
 
 What each decision becomes:
-- training dtype: `precision="bf16-mixed"` (2 bytes/param in the plan) or `"fp32"` (4).
+- training precision: the plan's name for it (`RoleRequest.precision`, never rebuilt from
+  its bytes): `bf16-mixed` (2 bytes/param in the plan) or `fp32` (4).
   The hf trainer keeps fp32 weights and Adam states and runs forward/backward under bf16
   autocast (16 bytes/param, the plan's 2 + 2 + 12); DeepSpeed turns on its `bf16` mode,
   which holds bf16 weights and gradients and fp32 master weights in the optimizer.
@@ -38,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rollcli.config.precision_spec import FP32
 from rollcli.config.roles import ACTOR_INFER
 from rollcli.config.strategy_spec import ENGINES
 from rollcli.planning.role_memory import infer_sleeps_while_training
@@ -109,7 +111,7 @@ def role_args(cfg: RecipeConfig, inp: PlanInput, plan: Plan) -> PlannedArgs:
     reference, critic = reqs.get("reference"), reqs.get("critic")
     return PlannedArgs(
         strategy=strategy,
-        precision="bf16-mixed" if train.param_bytes == 2 else "fp32",
+        precision=train.precision or FP32,  # the plan's training precision, by name
         infer=_infer_args(cfg, reqs["actor_infer"], plan) if ACTOR_INFER in reqs else None,
         reference_dtype=dtype_name(reference.param_bytes) if reference else None,
         # its own micro-batches (`critic.micro_batch_size`), as planned
