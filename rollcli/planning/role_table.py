@@ -36,7 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from rollcli.config import roles as R
 from rollcli.config.pipeline_spec import roles_run
+from rollcli.config.recipe import AgenticRecipe, RLVRRecipe, rollout_of
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -94,13 +96,22 @@ def roles_for(cfg: RecipeConfig) -> list[Role]:
     """The roles `cfg` runs, in the table's order, with their workers of a CPU run."""
     by_name = {r.name: r for r in TABLE}
     roles = [by_name[name] for name in roles_run(cfg)]
+
+    def envs() -> int:
+        assert isinstance(cfg, AgenticRecipe)  # the env roles are agentic's
+        return cfg.agentic.num_env_workers
+
+    def rewards() -> int:
+        assert isinstance(cfg, RLVRRecipe)  # the reward role is rlvr's
+        return cfg.reward.num_workers
+
     ranks: dict[str, Callable[[], int]] = {
-        "actor_train": lambda: cfg.train.num_workers,
-        "actor_infer": lambda: cfg.rollout.num_workers,
-        "reward": lambda: cfg.reward.num_workers,
-        "env": lambda: cfg.agentic.num_env_workers,
-        "env_val": lambda: cfg.agentic.num_env_workers,
-        "env_cross": lambda: cfg.agentic.num_env_workers,
+        R.ACTOR_TRAIN: lambda: cfg.train.num_workers,
+        R.ACTOR_INFER: lambda: rollout_of(cfg).num_workers,
+        R.REWARD: rewards,
+        R.ENV: envs,
+        R.ENV_VAL: envs,
+        R.ENV_CROSS: envs,
     }
     out = []
     for role in roles:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rollcli.config.precision_spec import FP32
+from rollcli.config.recipe import rollout_of
 from rollcli.config.roles import ACTOR_INFER
 from rollcli.config.strategy_spec import ENGINES
 from rollcli.planning.role_memory import infer_sleeps_while_training
@@ -126,7 +127,7 @@ def _infer_args(cfg: RecipeConfig, req: RoleRequest, plan: Plan) -> PlannedInfer
     sleeps = row.sleeps and infer_sleeps_while_training(plan.placements, req.offload_when_idle)
     options: EngineOptions | None = None
     if row.kv_pool == "gib":  # vllm: the plan's KV bytes
-        options = VllmOptions(dtype=dtype, kv_cache_gib=cfg.rollout.vllm_kv_cache_gib)
+        options = VllmOptions(dtype=dtype, kv_cache_gib=rollout_of(cfg).vllm_kv_cache_gib)
         if plan.mode != "cpu":  # the reservation the plan judged, for the plan's sequences
             kv = plan.role_memory["actor_infer"].active.kv_cache
             options = VllmOptions(

@@ -20,6 +20,7 @@ actor_train with more than one rank joins a data-parallel process group here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import spec_of
@@ -124,7 +125,7 @@ def build_clusters(
             row.worker(pipeline),
             size.ranks,
             WorkerResources(num_cpus=size.num_cpus[0], monitor=row.monitor),
-            lambda rank, row=row: row.build(ctx, rank),
+            partial(row.build, ctx),  # rank -> its args object
             placement=_where(placement, role, size, heavy),
         )
     if clusters["actor_train"].world_size > 1:
