@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,12 @@ from rollcli.workers.trained_model import TrainedModelArgs
 SPEC = LoraSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
 PROMPTS = [[1, 2, 3, 4], [5, 6], [7, 8, 9]]
 ARGS = PolicyUpdateArgs(micro_batch_size=2)
+
+
+def _bf16_lora(model) -> TrainedModelArgs:  # noqa: ANN001
+    """LoRA adapters on `model`, trained in bf16-mixed."""
+    args = TrainedModelArgs(str(model), trainer=TrainerArgs(lr=1e-2), num_threads=1)
+    return replace(args, lora=SPEC, precision="bf16-mixed")
 
 
 def _batch(worker: ActorTrainWorker) -> Batch:
@@ -211,15 +218,7 @@ def test_lora_in_bf16_mixed_keeps_the_frozen_base_in_bf16_and_trains_fp32_adapte
 ) -> None:
     """The plan counts LoRA's frozen weights at 2 bytes on GPUs (no fp32 master copy): the
     worker holds them in bf16, the adapters (and their Adam states) in fp32, and trains."""
-    worker = ActorTrainWorker(
-        TrainedModelArgs(
-            str(tiny_model),
-            trainer=TrainerArgs(lr=1e-2),
-            num_threads=1,
-            lora=SPEC,
-            precision="bf16-mixed",
-        )
-    )
+    worker = ActorTrainWorker(_bf16_lora(tiny_model))
     params = dict(worker.model.named_parameters())
     frozen = {n: p.dtype for n, p in params.items() if not p.requires_grad}
     trained_ = {n: p.dtype for n, p in params.items() if p.requires_grad}
@@ -247,15 +246,7 @@ def test_lora_in_bf16_mixed_never_holds_the_base_in_fp32(tiny_model, monkeypatch
         return original(cls, *args, **kwargs)
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(reading))
-    ActorTrainWorker(
-        TrainedModelArgs(
-            str(tiny_model),
-            trainer=TrainerArgs(lr=1e-2),
-            num_threads=1,
-            lora=SPEC,
-            precision="bf16-mixed",
-        )
-    )
+    ActorTrainWorker(_bf16_lora(tiny_model))
     ActorTrainWorker(
         TrainedModelArgs(
             str(tiny_model), trainer=TrainerArgs(lr=1e-2), num_threads=1, precision="bf16-mixed"
