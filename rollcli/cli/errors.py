@@ -56,9 +56,11 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         ("rollcli.rewards.failures", "RewardFailedError"),
         ("rollcli.pipelines.rl.sync_verify", "WeightSyncError"),
     ):
-        mod = sys.modules.get(module)
-        if mod is not None:
-            types.append(getattr(mod, name))
+        # a module still being imported (launch's background imports) may lack the class
+        # yet: no error of that type can have been raised, and the real error must print
+        error_type = getattr(sys.modules.get(module), name, None)
+        if error_type is not None:
+            types.append(error_type)
     return tuple(types)
 
 

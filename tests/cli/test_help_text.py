@@ -85,3 +85,22 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(monkeypatch, capsys) -
     assert exit_info.value.exit_code == 1
     assert capsys.readouterr().err == ""
     assert redirected == [1]
+
+
+def test_an_error_raised_while_a_module_is_half_imported_prints_its_own_line(
+    monkeypatch, capsys
+) -> None:
+    """`roll train` imports the pipeline in a background thread; an error raised while that
+    import is under way (Ray failing to start) must print itself, not an AttributeError of
+    the half-imported module whose error class `user_errors` looks up."""
+    import sys
+    import types
+
+    from rollcli.cli.errors import user_errors
+
+    half = types.ModuleType("rollcli.pipelines.rl.sync_verify")  # WeightSyncError not yet made
+    monkeypatch.setitem(sys.modules, "rollcli.pipelines.rl.sync_verify", half)
+    with pytest.raises(typer.Exit) as exit_info, user_errors():
+        raise RuntimeError("Ray did not start within 30 s")
+    assert exit_info.value.exit_code == 1
+    assert "Ray did not start within 30 s" in capsys.readouterr().err
