@@ -178,6 +178,7 @@ def episodes(
     from rollcli.cli.eval_target import ENV_RECIPES
     from rollcli.config.errors import ConfigError
     from rollcli.config.loader import load_recipe
+    from rollcli.config.recipe import AgenticRecipe
     from rollcli.config.warmup_section import POLICIES
 
     with user_errors(debug):
@@ -189,6 +190,7 @@ def episodes(
                 f"{source} is a {cfg.pipeline} recipe; roll data episodes plays environments: "
                 "give frozenlake, sokoban or an agentic recipe"
             )
+        assert isinstance(cfg, AgenticRecipe)  # the spec's episodes pipeline
         from rollcli.launch.plugin_check import check_plugins
 
         check_plugins(cfg)  # the envs it plays, as `roll train` checks them

@@ -44,7 +44,8 @@ def list_runs(ctx: typer.Context, runs_dir: Path = RUNS_DIR) -> None:
     from rollcli.runs.run_dir import RunDir
 
     if not runs_dir.is_dir():
-        given = ctx.get_parameter_source("runs_dir").name != "DEFAULT"
+        source = ctx.get_parameter_source("runs_dir")
+        given = source is not None and source.name != "DEFAULT"
         if given or runs_dir.exists():  # a typo in --runs-dir is not an empty list
             what = "is a file, not a folder" if runs_dir.exists() else "does not exist"
             fail(f"runs folder {runs_dir} {what}", "pass --runs-dir FOLDER that holds the runs")
@@ -222,7 +223,7 @@ def memory_table(memory: dict[str, Any]) -> Table:
     """Each role's peak memory per rank: planned, measured and measured / planned."""
     from rollcli.runs.peak_memory import OVER_PLAN, ratio
 
-    what = {"pss": "PSS", "cuda": "torch peak allocated"}.get(memory.get("measure"), "?")
+    what = {"pss": "PSS", "cuda": "torch peak allocated"}.get(str(memory.get("measure")), "?")
     table = Table(
         title=f"peak memory of one rank, MiB (measured: {what})",
         box=box.SIMPLE_HEAD,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import ClassVar, TypeVar
+from typing import ClassVar, TypeVar, cast
 
 from gymnasium import spaces
 
@@ -33,6 +33,7 @@ class SymbolSet:
             return cls()
         if isinstance(value, cls):
             return value
+        value = cast("Mapping[str, str]", value)  # not an instance: overrides by name
         unknown = set(value) - {f.name for f in fields(cls)}
         if unknown:
             names = ", ".join(f.name for f in fields(cls))

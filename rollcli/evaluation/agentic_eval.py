@@ -126,7 +126,12 @@ def evaluate(
     hosts = [EnvWorker(EnvArgs(agentic.env, kwargs))]
     if model == RANDOM:
         policy: ModelPolicy | ScriptedPolicy = random_policy(seed, agentic.reply_prefix)
-        tokenizer = load_tokenizer(tokenizer_path or model_path)
+        chat_template = tokenizer_path or model_path
+        if chat_template is None:
+            raise ValueError(
+                "the random baseline builds its prompts with a tokenizer: pass tokenizer_path"
+            )
+        tokenizer = load_tokenizer(chat_template)
     else:
         from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 

@@ -267,7 +267,7 @@ def _drive(
             pipeline = pipeline_class(cfg.pipeline)(cfg, ctl, model_path)
             pipeline.setup()
             if resume_from is not None:
-                start_step = pipeline.restore(None if resume_from == "start" else resume_from)
+                start_step = pipeline.restore(None if resume_from == "start" else Path(resume_from))
             run.write_status("running", step=start_step)
             final = drive(pipeline, ctl, start_step)
     finally:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -208,9 +208,7 @@ class BoundReward:
             own = dict(list(own.items())[taken:])
             takes = sig.named - set(sig.positional[:taken])
         keys = {k for s in samples for k in s} - {"response", "answer"} - set(conv.args)
-        fields = {
-            k: value(lambda s, k=k: s.get(k)) for k in sorted(keys) if sig.open_kwargs or k in takes
-        }
+        fields = {k: value(_key_getter(k)) for k in sorted(keys) if sig.open_kwargs or k in takes}
         own = {k: v for k, v in own.items() if sig.open_kwargs or k in takes}
         opts = {k: v for k, v in options.items() if k in takes or k in self.declared}
         return args, {**fields, **own, **opts}
@@ -334,3 +332,8 @@ def user_rewards(reward: RewardConfig) -> list[tuple[str, str]]:
         return [] if reward.fn in BUILTIN_REWARDS else [(reward.fn, reward.convention)]
     refs = dict.fromkeys(r for r in reward.routes.values() if r not in BUILTIN_REWARDS)
     return [(ref, "auto") for ref in refs]
+
+
+def _key_getter(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    """A sample's `key` (None where it has none)."""
+    return lambda sample: sample.get(key)

@@ -142,8 +142,9 @@ class SokobanEnv(TextEnv):
         if self.fixed_state is not None:
             self.state, self.solution = self.fixed_state, None
         else:
+            rows, cols = self.dim_room
             level = generate_level(
-                self.dim_room,
+                (rows, cols),
                 self.num_boxes,
                 seed=int(self.np_random.integers(2**63)),
                 reverse_steps=self.reverse_steps,
