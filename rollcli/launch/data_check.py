@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rollcli.config.pipeline_spec import PROMPTS, spec_of
+from rollcli.config.recipe import DPORecipe, RLVRRecipe
 
 if TYPE_CHECKING:
     from rollcli.config.data_section import DataConfig
@@ -133,9 +134,11 @@ def prepare_data(cfg: RecipeConfig, model_path: str) -> None:
     if items == PROMPTS:
         from rollcli.rewards.conventions import reward_columns
 
+        assert isinstance(cfg, RLVRRecipe)  # the spec's pipeline whose rows are prompts
         columns = reward_columns(cfg.reward)
         prepared.prompt_data(data, cfg.seed, tokenizer, columns)
     elif items == "pairs":
+        assert isinstance(cfg, DPORecipe)  # the spec's pipeline whose rows are pairs
         prepared.pair_data(data, cfg.seed, tokenizer, cfg.dpo.max_response_tokens)
     else:  # chats: sft's or distill's max_tokens
         max_tokens = getattr(cfg, cfg.pipeline).max_tokens

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollcli.config.pipeline_spec import spec_of
-from rollcli.config.recipe import RecipeConfig
+from rollcli.config.recipe import DistillRecipe, DPORecipe, RecipeConfig, RLVRRecipe, SFTRecipe
 
 # rewards that compare a reply with the answer (the others score code or constraints)
 ANSWER_REWARDS = ("math",)
@@ -63,6 +63,7 @@ def _prompt_rows(cfg: RecipeConfig, tokenizer: Any, n: int) -> list[dict[str, An
     from rollcli.rewards.runner import score_one
     from rollcli.rollout.prompt_scheduler import sample_fields
 
+    assert isinstance(cfg, RLVRRecipe)  # the spec's pipeline whose rows are prompts
     reward = cfg.reward
     prompts = load_prompt_data(cfg.data, cfg.seed, reward_columns(reward)).train[:n]
     rows = []
@@ -96,6 +97,7 @@ def _prompt_rows(cfg: RecipeConfig, tokenizer: Any, n: int) -> list[dict[str, An
 def _pair_rows(cfg: RecipeConfig, tokenizer: Any, n: int) -> list[dict[str, Any]]:
     from rollcli.data.offline_sets import load_pair_sets
 
+    assert isinstance(cfg, DPORecipe)  # the spec's pipeline whose rows are pairs
     rows = []
     for pair in load_pair_sets(cfg.data, cfg.seed)[0][:n]:
         text, tokens = _render(tokenizer, pair.prompt)
@@ -115,6 +117,7 @@ def _pair_rows(cfg: RecipeConfig, tokenizer: Any, n: int) -> list[dict[str, Any]
 def _chat_rows(cfg: RecipeConfig, tokenizer: Any, n: int) -> list[dict[str, Any]]:
     from rollcli.data.offline_sets import load_chat_sets
 
+    assert isinstance(cfg, (SFTRecipe, DistillRecipe))  # the pipelines whose rows are chats
     rows = []
     for ex in load_chat_sets(cfg.data, cfg.seed)[0][:n]:
         text, tokens = _render(tokenizer, ex.prompt_messages)

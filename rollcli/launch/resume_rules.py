@@ -29,10 +29,12 @@ def check_resumable(recorded: RecipeConfig, cfg: RecipeConfig) -> None:
             "with --model RUN_ID"
         )
     algorithm = getattr(cfg, "algorithm", None)
+    recorded_algorithm = getattr(recorded, "algorithm", None)
     if (
         algorithm is not None
+        and recorded_algorithm is not None
         and algorithm.kl_controller == "adaptive"
-        and algorithm.kl_coef != recorded.algorithm.kl_coef
+        and algorithm.kl_coef != recorded_algorithm.kl_coef
     ):
         raise ConfigError(
             "algorithm.kl_coef is the adaptive KL controller's starting value, and the run "

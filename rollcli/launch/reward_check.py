@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollcli.config.errors import ConfigError
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.recipe import RLVRRecipe
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
@@ -40,6 +41,7 @@ def check_reward_calls(cfg: RecipeConfig) -> list[str]:
         return []
     from rollcli.data.first_prompts import first_prompts
 
+    assert isinstance(cfg, RLVRRecipe)  # the spec's pipeline that reads prompts
     prompts = first_prompts(cfg.data, cfg.seed, FIRST, reward_columns(reward))
     warnings = []
     for key, ref, tagged, options in _calls(reward, prompts, users):
