@@ -11,7 +11,7 @@ import torch
 from rollcli.config.errors import ConfigError
 from rollcli.config.loader import load_recipe
 from rollcli.data.batch import Batch
-from rollcli.runtime.workers_setup import trainer_args
+from rollcli.runtime.worker_table import trainer_args
 from rollcli.strategies.hf_train import HFTrainer
 from rollcli.strategies.lr_schedule import LrFactor
 from rollcli.strategies.trainer import TrainerArgs

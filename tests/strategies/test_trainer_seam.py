@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rollcli.config.loader import load_recipe
-from rollcli.runtime.workers_setup import trainer_args
+from rollcli.runtime.worker_table import trainer_args
 from rollcli.strategies.deepspeed_train import DeepSpeedTrainer
 from rollcli.strategies.fsdp2_train import FSDP2Trainer
 from rollcli.strategies.hf_train import HFTrainer
