@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/learning.py rlvr-math --seeds 9        # seeds 1-8 and the recipe's
     .venv/bin/python bench/learning.py rlvr-math --only 2,3 --set train.lr=2e-5 \
-        --against runs/learning/outcomes-REF.json                 # a change: non-inferior?
-    .venv/bin/python bench/learning.py --judge docs/learning/rlvr-math-truncation.json  # again
+        --against docs/learning/rlvr-math.json                    # a change: non-inferior?
+    .venv/bin/python bench/learning.py --judge docs/learning/rlvr-math.json  # the defaults
     .venv/bin/python bench/learning.py --judge docs/learning/arms.json        # recorded arms
 
 Each seed trains the recipe through the real CLI (`roll train RECIPE --seed S`, its stderr
