@@ -1,6 +1,6 @@
 """mypy checks the whole package (`make lint`); what it does not check yet is the list of
 per-module exclusions in pyproject.toml, each with its reason. The list only shrinks: this
-test holds it to the modules excluded today, so a new exclusion is a decision made here."""
+test holds it to the count excluded today, so a new exclusion is a decision made here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
-MAX_EXCLUDED = 11  # module patterns with error codes turned off (2026-12-07: 11)
+MAX_EXCLUDED = 9  # module patterns with error codes turned off (2026-12-07: 9)
 STRICT = {"rollcli.algorithms.*", "rollcli.config.*", "rollcli.data.*", "rollcli.planning.*"}
 
 

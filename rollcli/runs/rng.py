@@ -19,7 +19,7 @@ holds python's, numpy's and torch's generator states for the driver and for ever
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 
 def capture_rng() -> dict[str, Any]:
@@ -28,7 +28,9 @@ def capture_rng() -> dict[str, Any]:
     import numpy as np
     import torch
 
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    # the legacy form is a tuple (numpy's stubs type it as a tuple or a dict)
+    legacy = cast("tuple[str, Any, int, int, float]", np.random.get_state(legacy=True))
+    name, keys, pos, has_gauss, cached = legacy
     return {
         "python": random.getstate(),
         "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached),

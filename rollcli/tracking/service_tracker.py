@@ -15,7 +15,7 @@ step twice in one run: each of its runs holds every step once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rollcli.config.trackers import wants_online
 from rollcli.tracking.tracker_values import quiet, scalars
@@ -38,7 +38,9 @@ class ServiceTracker:
         self.recipe = recipe
         self.run_id = run_id
         self.project = project
-        self.mode = "online" if wants_online(self.service, mode) else "offline"
+        self.mode: Literal["online", "offline"] = (
+            "online" if wants_online(self.service, mode) else "offline"
+        )
         self.last_step = -1
         self.run = self._start()
 

@@ -43,7 +43,8 @@ class WandbTracker(ServiceTracker):
         """A `wandb.Table` of the step's samples, one column per field."""
         import wandb
 
-        columns, data = table_data(rows)
+        names, data = table_data(rows)
+        columns: list[str | int] = [*names]
         return wandb.Table(columns=columns, data=data)
 
     def close(self) -> None:
