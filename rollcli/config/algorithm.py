@@ -2,7 +2,8 @@
 
 The recipe names a preset (`algorithm.name`, see `rollcli.config.presets`) and may
 override any knob; `resolve_algorithm` merges the two and validates them here. This
-module imports only pydantic and the loss table (`loss_spec.py`), so the CLI can validate a recipe without torch.
+module imports only pydantic and the loss and precision tables (`loss_spec.py`,
+`precision_spec.py`), so the CLI can validate a recipe without torch.
 The formulas behind each knob are in `docs/algorithms.md`.
 """
 

@@ -12,7 +12,7 @@ Imports nothing from roll.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 ACTOR_TRAIN: Final = "actor_train"  # trains the policy
 ACTOR_INFER: Final = "actor_infer"  # samples from it: the rollout engine
@@ -24,17 +24,6 @@ ENV: Final = "env"  # agentic's training environments
 ENV_VAL: Final = "env_val"  # its validation environments
 ENV_CROSS: Final = "env_cross"  # a second validation environment (agentic.val_env)
 
-RoleName = Literal[
-    "actor_train",
-    "actor_infer",
-    "reference",
-    "critic",
-    "teacher",
-    "reward",
-    "env",
-    "env_val",
-    "env_cross",
-]
 ROLE_NAMES: tuple[str, ...] = (
     ACTOR_TRAIN,
     ACTOR_INFER,

@@ -39,7 +39,8 @@ class StrategySpec:
     different numbers of forwards, safe only where ranks meet once per optimizer step (hf's
     gradient all-reduce), not where every forward runs collectives.
     `shared_prefix`: runs the shared-prefix layout. `parallel`: the `devices.<role>` model
-    parallel keys it runs above 1. `options`: the `TrainStrategy` fields its trainer takes. `trainer`: "module:callable" building its `Trainer`, which takes
+    parallel keys it runs above 1. `options`: the `TrainStrategy` fields its trainer takes.
+    `trainer`: "module:callable" building its `Trainer`, which takes
     the model, the `TrainerArgs`, `trainer_takes` of (`rank`, `world_size`, `bf16`) and
     `options` (`train_engines.make_trainer`).
     `checkpoint_dir`: the folder of a checkpoint where its ranks write their own partitioned

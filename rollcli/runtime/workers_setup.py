@@ -24,9 +24,10 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from rollcli.config.pipeline_spec import spec_of
+from rollcli.config.roles import ROLE_NAMES
 from rollcli.distributed import data_parallel
 from rollcli.distributed.cluster import Cluster, WorkerResources
-from rollcli.planning.role_table import TABLE, Role, Workers, roles_for
+from rollcli.planning.role_table import Role, Workers, roles_for
 from rollcli.runtime.role_args import PlannedArgs, role_args
 from rollcli.runtime.worker_table import WORKERS, BuildContext
 
@@ -83,9 +84,6 @@ class Clusters(dict[str, Cluster]):
     def kill(self) -> None:
         for cluster in self.values():
             cluster.kill()
-
-
-ROLE_NAMES = {role.name for role in TABLE}
 
 
 def start_clusters(
