@@ -86,14 +86,20 @@ def _convert_embedded(out: Path) -> None:
 
 
 def _build_tiny_random(spec: ModelSpec, out: Path) -> None:
+    """A registry model of `source: random`: its config with seed-0 weights, saved with the
+    embedded model's tokenizer (a llama, or a Qwen3-MoE for `tiny-random-moe`)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import (
+        AutoTokenizer,
+        LlamaConfig,
+        LlamaForCausalLM,
+        Qwen3MoeConfig,
+        Qwen3MoeForCausalLM,
+    )
 
     tokenizer_src = resolve_model(get_model_spec("smollm2-135m").name)
-    from transformers import AutoTokenizer
-
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_src)
-    config = LlamaConfig(
+    common = dict(
         vocab_size=spec.vocab_size,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
@@ -108,7 +114,17 @@ def _build_tiny_random(spec: ModelSpec, out: Path) -> None:
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
+    if spec.architecture == "qwen3_moe":
+        config = Qwen3MoeConfig(
+            **common,
+            num_experts=spec.num_experts,
+            num_experts_per_tok=spec.num_experts_per_token,
+            moe_intermediate_size=spec.moe_intermediate_size,
+            norm_topk_prob=True,
+        )
+        model = Qwen3MoeForCausalLM(config)
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**common))
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
 

@@ -49,7 +49,30 @@ TINY_RANDOM = ModelSpec(
     description="2-layer random-init llama with the smollm2 tokenizer, for tests",
 )
 
-MODELS: dict[str, ModelSpec] = {m.name: m for m in (SMOLLM2_135M, TINY_RANDOM)}
+# The smallest mixture of experts, shaped like the paper's Qwen3-30B-A3B (qwen3_moe: every
+# layer sparse, top-k renormalised): 4 experts, 2 per token, random weights, the smollm2
+# tokenizer. For tests and smoke runs of MoE training and routing replay.
+TINY_RANDOM_MOE = ModelSpec(
+    name="tiny-random-moe",
+    hf_id="",
+    source="random",
+    architecture="qwen3_moe",
+    num_layers=2,
+    hidden_size=128,
+    intermediate_size=256,
+    num_attention_heads=2,
+    num_kv_heads=1,
+    head_dim=64,
+    vocab_size=49152,
+    tie_word_embeddings=True,
+    max_position_embeddings=2048,
+    num_experts=4,
+    num_experts_per_token=2,
+    moe_intermediate_size=64,
+    description="2-layer random-init Qwen3-MoE (4 experts, top-2), for tests",
+)
+
+MODELS: dict[str, ModelSpec] = {m.name: m for m in (SMOLLM2_135M, TINY_RANDOM, TINY_RANDOM_MOE)}
 
 DEFAULT_MODEL = SMOLLM2_135M.name
 
