@@ -40,6 +40,9 @@ class PolicyUpdateArgs:
     correction_cap: float = _ALG.off_policy.cap
     correction_band: tuple[float, float] = _ALG.off_policy.band  # icepop's, and the metrics'
     shared_prefix: bool = False  # each group's prompt computed once (rollcli.data.shared_prefix)
+    # an MoE model's router losses (None: the model config's `router_aux_loss_coef`)
+    moe_aux_coef: float | None = _ALG.moe_aux_coef
+    moe_z_coef: float = _ALG.moe_z_coef
 
     def forward_sizes(self) -> dict[str, Any]:
         """`compute_logprobs` arguments (reference and old log-probs) matching the update."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rollcli.config.loss_spec import LOSSES, PolicyLossName, losses_where
 from rollcli.config.precision_spec import PRECISIONS
+from rollcli.models.replay_modes import RouterReplay
 
 PresetName = Literal[
     "ppo",
@@ -148,6 +149,25 @@ class AlgorithmConfig(BaseModel):
     off_policy: OffPolicyConfig = Field(
         default_factory=OffPolicyConfig, description="sampler-vs-trainer correction"
     )
+
+    # Mixture-of-experts models (docs/moe.md).
+    router_replay: RouterReplay = Field(
+        "off",
+        description="MoE routing replay: R3 the sampler's experts, R2 the old policy's",
+    )
+
+    moe_aux_coef: float | None = Field(
+        None,
+        ge=0.0,
+        description="MoE load-balancing loss weight (None: the model's router_aux_loss_coef)",
+    )
+    moe_z_coef: float = Field(0.0, ge=0.0, description="MoE router z-loss weight (0 = off)")
+
+    @field_validator("router_replay", mode="before")
+    @classmethod
+    def _off_from_yaml(cls, value: object) -> object:
+        """YAML reads a bare `off` as false: `router_replay: off` means off."""
+        return "off" if value is False else value
 
     @model_validator(mode="before")
     @classmethod

@@ -16,6 +16,8 @@ say, the response mask.
 | `VALUES` | `[B, R]` | the critic's value of each response token |
 | `RETURNS` | `[B, R]` | the critic's targets, from the advantage stage (GAE's returns) |
 | `TEACHER` | field: a dict a row | distillation: the teacher's `logits` (and top-k `ids`) |
+| `ROUTED_EXPERTS` | `[B, P+R, layers, k]` int16 | an MoE sampler's experts per token (-1: none) |
+| `OLD_ROUTED_EXPERTS` | `[B, P+R, layers, k]` int16 | the old policy's (R2), by the trainer |
 """
 
 RESPONSE_MASK = "response_mask"
@@ -30,3 +32,5 @@ FINISHED = "finished"
 VALUES = "values"
 RETURNS = "returns"
 TEACHER = "teacher"
+ROUTED_EXPERTS = "routed_experts"
+OLD_ROUTED_EXPERTS = "old_routed_experts"

@@ -15,14 +15,23 @@ from rollcli.data.batch_keys import (
     ADVANTAGES,
     BEHAVIOUR_LOGPROBS,
     OLD_LOGPROBS,
+    OLD_ROUTED_EXPERTS,
     PROMPT_WIDTH,
     REF_LOGPROBS,
     RESPONSE_MASK,
     RETURNS,
+    ROUTED_EXPERTS,
     VALUES,
 )
 
-SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids")
+# per column of the `[prompt | response]` rows (an MoE model's routing: `[B, T, layers, k]`)
+SEQUENCE_KEYS = (
+    "input_ids",
+    "attention_mask",
+    "position_ids",
+    ROUTED_EXPERTS,
+    OLD_ROUTED_EXPERTS,
+)
 RESPONSE_KEYS = (
     RESPONSE_MASK,
     ADVANTAGES,

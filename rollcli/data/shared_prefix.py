@@ -51,6 +51,7 @@ class SharedPrefixLayout:
     source: Tensor  # [N, 2]: (packed row, column) whose output predicts each response token
     labels: Tensor  # [N]: the response tokens, row-major over the plain [B, R] layout
     real: Tensor  # [B, R] bool: the plain layout's response tokens (N of them)
+    origin: Tensor  # [G, L, 2]: the plain (row, column) of each packed position, -1 padding
 
     def attention(self) -> Tensor:
         """`[G, 1, L, L]` bool, True where query q may attend to key k: causal, within a
@@ -66,6 +67,16 @@ class SharedPrefixLayout:
     def pick(self, per_position: Tensor) -> Tensor:
         """`[G, L, ...]` outputs at the `source` positions: `[N, ...]`."""
         return take_positions(per_position, self.source)
+
+    def pack(self, per_column: Tensor, fill: int | float = 0) -> Tensor:
+        """A plain per-column tensor (`[B, P+R, ...]`, e.g. an MoE model's routing) in the
+        packed layout, `[G, L, ...]`, `fill` on the padding."""
+        flat = per_column.flatten(0, 1)
+        where = self.origin[..., 0] * per_column.shape[1] + self.origin[..., 1]
+        picked = flat.index_select(0, where.clamp(min=0).flatten().to(flat.device))
+        out = picked.view(*where.shape, *per_column.shape[2:])
+        pad = (where < 0).view(*where.shape, *([1] * (per_column.dim() - 2)))
+        return out.masked_fill(pad.to(out.device), fill)
 
     def scatter(self, values: Tensor) -> Tensor:
         """`[N]` per-token values back into the plain `[B, R]` layout (0 elsewhere)."""
@@ -119,27 +130,35 @@ def shared_prefix_layout(
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
     packed: list[tuple[list[int], list[int], list[int]]] = []
+    origins: list[list[tuple[int, int]]] = []
     sources: list[list[tuple[int, int]]] = [[] for _ in keys]
     for g, ((prompt, positions), rows) in enumerate(groups.items()):
         ids, pos, seg = list(prompt), list(positions), [0] * len(prompt)
+        first = rows[0]
+        prompt_cols = attention[first, :width].nonzero().flatten().tolist()
+        origin = [(first, c) for c in prompt_cols]
         for j, i in enumerate(rows, start=1):
             n = int(real[i].sum())
             start = len(ids)
             ids += input_ids[i, width : width + n].tolist()
             pos += position_ids[i, width : width + n].tolist()
             seg += [j] * n
+            origin += [(i, width + t) for t in range(n)]
             # R_i[0] from the prompt's last position, R_i[t] from R_i[t-1]
             sources[i] = [(g, start + t - 1 if t else len(prompt) - 1) for t in range(n)]
         packed.append((ids, pos, seg))
+        origins.append(origin)
     length = max(len(ids) for ids, _, _ in packed)
     shape = (len(packed), length)
     out_ids = torch.zeros(shape, dtype=input_ids.dtype)
     out_pos = torch.zeros(shape, dtype=position_ids.dtype)
     out_seg = torch.full(shape, -1, dtype=torch.long)
+    out_origin = torch.full((*shape, 2), -1, dtype=torch.long)
     for g, (ids, pos, seg) in enumerate(packed):
         out_ids[g, : len(ids)] = torch.tensor(ids, dtype=input_ids.dtype)
         out_pos[g, : len(pos)] = torch.tensor(pos, dtype=position_ids.dtype)
         out_seg[g, : len(seg)] = torch.tensor(seg)
+        out_origin[g, : len(ids)] = torch.tensor(origins[g], dtype=torch.long)
     flat = [s for row in sources for s in row]
     device = input_ids.device
     return SharedPrefixLayout(
@@ -149,6 +168,7 @@ def shared_prefix_layout(
         source=torch.tensor(flat, dtype=torch.long).reshape(-1, 2).to(device),
         labels=input_ids[:, width:][real],
         real=real,
+        origin=out_origin.to(device),
     )
 
 

@@ -37,6 +37,7 @@ from rollcli.planning.role_precision import (
     weight_precision,
 )
 from rollcli.planning.role_table import TABLE, Role, Workers, roles_for, size_workers
+from rollcli.planning.router_replay import check_router_replay, router_replay_line
 from rollcli.planning.sharing import MAX_GPUS
 
 if TYPE_CHECKING:
@@ -123,8 +124,16 @@ def correction_line(cfg: RecipeConfig) -> str | None:
 
 def auto_lines(cfg: RecipeConfig) -> list[str]:
     """The lines saying what the recipe's `auto` settings resolve to, for `roll plan` and
-    `roll train --dry-run`."""
-    return [line for line in (engine_line(cfg), correction_line(cfg)) if line]
+    `roll train --dry-run` (and, for an MoE model, its routing replay)."""
+    moe = router_replay_line(cfg, model_spec(cfg.model), _engine(cfg, cfg.resources.gpus))
+    return [line for line in (engine_line(cfg), correction_line(cfg), moe) if line]
+
+
+def _engine(cfg: RecipeConfig, gpus: int) -> str | None:
+    """The rollout engine the run resolves to; None where it runs none."""
+    if not spec_of(cfg).engine:
+        return None
+    return _infer_strategy(rollout_of(cfg).engine, gpus)
 
 
 def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
@@ -317,6 +326,7 @@ def recipe_plan_input(
     num_nodes = nodes or cfg.devices.nodes
     capacity = _gpu_capacity(cfg, gpu_kind, gpu_mem_gib)
     model = model_spec(cfg.model)
+    check_router_replay(cfg, model, _engine(cfg, num_gpus))
     lora_params = _lora_params(cfg, model)
     roles = roles_for(cfg)
     _check_devices(cfg, roles)

@@ -64,6 +64,10 @@ class Episode:
     # came without them (an engine that sends none)
     behaviour: list[float] | None = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    # an MoE sampler's experts at each token up to the last reply (its generation's record,
+    # which holds the earlier turns' too: `[len, layers, k]`); None once a reply came
+    # without one
+    routing: Any = None
     rewards: list[float] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     state_keys: list[str] = field(default_factory=list)  # the state each reply acted on
@@ -113,6 +117,9 @@ class Episode:
         """The model's reply (`token_ids`, `text`, `finished`) becomes the next turn; `text`
         is the whole assistant turn (any reply prefix of the prompt included)."""
         start = len(self.response_ids)
+        routing = reply.get("routed_experts")
+        fed = len(self.context_ids()) + len(reply["token_ids"])
+        self.routing = routing if routing is not None and len(routing) == fed else None
         self.response_ids += list(reply["token_ids"])
         self.loss_mask += [1] * len(reply["token_ids"])
         logprobs = reply.get("logprobs")

@@ -27,7 +27,13 @@ import torch
 
 from rollcli.algorithms.dapo import groups_with_variance
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, FINISHED, RESPONSE_MASK, SCORES
+from rollcli.data.batch_keys import (
+    BEHAVIOUR_LOGPROBS,
+    FINISHED,
+    RESPONSE_MASK,
+    ROUTED_EXPERTS,
+    SCORES,
+)
 from rollcli.data.prompts import Prompt
 from rollcli.distributed.calls import get, submit, unfinished
 from rollcli.distributed.local_group import WorkerGroup
@@ -174,6 +180,11 @@ class PendingRollout:
                 **(
                     {BEHAVIOUR_LOGPROBS: [g.logprobs for g in gens]}
                     if all(g.logprobs is not None for g in gens)
+                    else {}
+                ),
+                **(
+                    {ROUTED_EXPERTS: [g.routed_experts for g in gens]}
+                    if all(g.routed_experts is not None for g in gens)
                     else {}
                 ),
             },

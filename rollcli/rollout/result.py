@@ -12,7 +12,14 @@ from typing import Any
 import torch
 
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, FINISHED, RESPONSE_MASK, SCORES
+from rollcli.data.batch_keys import (
+    BEHAVIOUR_LOGPROBS,
+    FINISHED,
+    PROMPT_WIDTH,
+    RESPONSE_MASK,
+    ROUTED_EXPERTS,
+    SCORES,
+)
 from rollcli.data.padding import rollout_tensors
 
 
@@ -50,7 +57,8 @@ def build_batch(
 ) -> Batch:
     """The training layout of samples, re-padded to one width whatever request each came
     from; `fields` are per-sample lists (`behaviour_logprobs`, when given, becomes a tensor
-    laid out like the responses)."""
+    laid out like the responses; `routed_experts`, an MoE sampler's `[P + R, layers, k]` per
+    sample, one laid out like the rows)."""
     tensors = rollout_tensors(prompt_ids, response_ids, pad_id)
     tensors[SCORES] = torch.tensor(scores, dtype=torch.float32)
     tensors[FINISHED] = torch.tensor(finished, dtype=torch.bool)
@@ -61,4 +69,20 @@ def build_batch(
         for i, lp in enumerate(behaviour_rows):
             behaviour[i, : len(lp)] = torch.tensor(lp, dtype=torch.float32)
         tensors[BEHAVIOUR_LOGPROBS] = behaviour
+    routing = fields.pop(ROUTED_EXPERTS, None)
+    if routing:
+        width = int(tensors[PROMPT_WIDTH][0])
+        tensors[ROUTED_EXPERTS] = routing_rows(routing, prompt_ids, width, tensors["input_ids"])
     return Batch(tensors, fields)
+
+
+def routing_rows(
+    routing: list[torch.Tensor], prompt_ids: list[list[int]], width: int, ids: torch.Tensor
+) -> torch.Tensor:
+    """Per-sample routing records (`[P_i + R_i, layers, k]`) laid out like the rows
+    `[prompt left-padded to width | response]`, UNSET (-1) on the padding."""
+    first = routing[0]
+    out = torch.full((*ids.shape, *first.shape[1:]), -1, dtype=first.dtype)
+    for i, (r, p) in enumerate(zip(routing, prompt_ids, strict=True)):
+        out[i, width - len(p) : width - len(p) + len(r)] = r
+    return out

@@ -25,6 +25,7 @@ class GenerationRow:
     finished: bool
     logprobs: list[float] | None = None
     cached_tokens: int = 0  # leading prompt tokens the engine did not prefill (sessions)
+    routed_experts: Any = None  # an MoE model's experts per token, `[P + R, layers, k]`
 
     @classmethod
     def from_wire(cls, row: dict[str, Any], offset: int = 0) -> GenerationRow:

@@ -6,6 +6,9 @@
     ROLL_INJECT_FAULT="kill-worker@generate:2+0.3" SIGKILL an actor_infer process mid-generation
     ROLL_INJECT_FAULT="stale@sync:2"               step 2's weight sync leaves one tensor of
                                                    actor_infer's model stale (the check stops it)
+    ROLL_INJECT_FAULT="router-noise@generate:2"    step 2's rollout perturbs which experts an
+                                                   MoE model's routers pick (hf engine), as
+                                                   kernel and precision differences do
 
 Several faults are comma-separated. Points: generate, reward, forward, train, sync, validate,
 checkpoint (the files are written, the folder not yet renamed). `kill-worker@POINT` kills the
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 
 ENV_VAR = "ROLL_INJECT_FAULT"
 POINTS = ("generate", "reward", "forward", "train", "sync", "validate", "checkpoint")
-ACTIONS = ("kill", "kill-worker", "stale")
+ACTIONS = ("kill", "kill-worker", "stale", "router-noise")
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<point>[a-z]+):(?P<step>\d+)(?:\+(?P<delay>[\d.]+))?$")
 
 
@@ -94,7 +97,7 @@ class FaultInjector:
 
     def take(self, action: str, point: str, step: int) -> bool:
         """Whether a fault of `action` is due at `point` of `step` (then it is spent): for
-        faults the caller carries out itself (`stale@sync:N`)."""
+        faults the caller carries out itself (`stale@sync:N`, `router-noise@generate:N`)."""
         due = [f for f in self.pending if (f.action, f.point, f.step) == (action, point, step)]
         for fault in due:
             self.pending.remove(fault)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollcli.config.pipeline_spec import PIPELINES, spec_of
 from rollcli.config.recipe import AgenticRecipe, RLVRRecipe
+from rollcli.models.replay_modes import RouterReplay
 from rollcli.rollout.agentic_setup import cross_env_kwargs, env_kwargs, turn_cache_mib
 from rollcli.runtime.role_args import PlannedArgs
 from rollcli.strategies.lora import LoraSpec
@@ -104,6 +105,7 @@ def _actor_train(ctx: BuildContext, rank: int) -> TrainedModelArgs:
         precision=ctx.planned.precision,
         lora=LoraSpec.from_section(cfg.train.lora),
         gradient_checkpointing=cfg.train.gradient_checkpointing,
+        router_replay=_router_replay(cfg),
         seed=cfg.seed,  # the same initial weights on every rank
         rank=rank,
         world_size=size.ranks,
@@ -137,8 +139,18 @@ def _reference(ctx: BuildContext, rank: int) -> ReferenceArgs:
     size, dtype = ctx.sizes["reference"], ctx.planned.reference_dtype
     assert dtype is not None, "the plan has no reference"
     return ReferenceArgs(
-        ctx.model_path, dtype=dtype, num_threads=size.threads or 1, num_gpus=size.gpus[rank]
+        ctx.model_path,
+        dtype=dtype,
+        num_threads=size.threads or 1,
+        num_gpus=size.gpus[rank],
+        router_replay=_router_replay(ctx.cfg),
     )
+
+
+def _router_replay(cfg: Any) -> RouterReplay:
+    """The RL pipelines' `algorithm.router_replay`; `off` for the others."""
+    algorithm = getattr(cfg, "algorithm", None)
+    return "off" if algorithm is None else algorithm.router_replay
 
 
 def _critic(ctx: BuildContext, rank: int) -> CriticArgs:

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from rollcli.models.moe_routing import recorded_routing, recording, unset_like
 from rollcli.planning.inference_memory import HF_DECODE_BATCH
 from rollcli.strategies.bf16_linears import Bf16Linears
 from rollcli.strategies.hf_gqa_attention import use_folded_decode_attention, use_gqa_attention
@@ -85,6 +86,9 @@ class HFInferEngine:
             raise ValueError("an hf engine computes its linears in int8 or in bf16, not both")
         self.int8 = Int8Linears(model) if int8 else None
         self.bf16 = Bf16Linears(model) if bf16 else None
+        # an MoE model's forwards record the experts they pick (R3's record): every
+        # sample brings back its tokens' (`Generation.routed_experts`)
+        self.routing = recording(model)
         self.static, self.static_refusal = _static_choice(model, static_decode)
         self.cuda_graphs = self.static and not self._on_cpu
         if self.cuda_graphs:  # a decode step's grouped heads read in place (not copied)
@@ -188,12 +192,14 @@ class HFInferEngine:
         draw = sampler(params, offset, device)
         # rows of the batch, as indices into `gens` (sessions: n = 1, rows in `done.order`)
         alive = done.order if n == 1 else list(range(len(gens)))
+        routes = _Routes(done.routing, n, len(gens))
 
         def ended(row: int, gen: Generation) -> None:
+            routes.close(alive[row], gen)
             if sessions is not None:  # before its rows leave the cache
                 j = alive[row]
                 ids = prompts[j] + gen.token_ids[:-1]  # the last token was never fed
-                self._keep_session(sessions[j], ids, cache, mask, row)
+                self._keep_session(sessions[j], ids, cache, mask, row, routes.fed(j))
             on_sample(gen)
 
         for _ in range(params.max_new_tokens):
@@ -214,6 +220,7 @@ class HFInferEngine:
                 past_key_values=cache,
                 use_cache=True,
             )
+            routes.step(alive, recorded_routing(self.model, tuple(tokens[:, None].shape)))
             next_position = next_position + 1
         return gens
 
@@ -303,13 +310,15 @@ class HFInferEngine:
         cache: Any,
         mask: torch.Tensor,
         row: int,
+        routing: torch.Tensor | None = None,
     ) -> None:
-        """Row `row` of the running cache (its unpadded positions) becomes the session."""
+        """Row `row` of the running cache (its unpadded positions) becomes the session, with
+        the experts an MoE model chose at its tokens (`routing`)."""
         real = mask[row].bool()
         layers = [(layer.keys[row][:, real], layer.values[row][:, real]) for layer in cache.layers]
         if any(k.shape[1] != len(ids) for k, _ in layers):  # a sliding-window layer: not kept
             return
-        self.sessions.store(session_id, Session(ids, layers))
+        self.sessions.store(session_id, Session(ids, layers, routing))
 
     def end_sessions(self, session_ids: list[str]) -> None:
         """Free the sessions of episodes that ended."""
@@ -322,10 +331,49 @@ class HFInferEngine:
             self.sessions.clear()
 
 
+class _Routes:
+    """An MoE engine's record of one decode call: each sample's prompt routing (shared by a
+    prompt's `n` samples) and the experts of each token fed after it, joined into
+    `Generation.routed_experts` when the sample ends. Does nothing for a dense model."""
+
+    def __init__(self, prompts: list[torch.Tensor] | None, n: int, samples: int) -> None:
+        self.prompts, self.n = prompts, n
+        self.steps: list[list[torch.Tensor]] = [[] for _ in range(samples)]
+
+    def step(self, alive: list[int], recorded: torch.Tensor | None) -> None:
+        """`recorded`: a decode step's `[rows, 1, layers, k]`, row r being sample alive[r]."""
+        if recorded is None:
+            return
+        for row, j in enumerate(alive):
+            self.steps[j].append(recorded[row, 0])
+
+    def fed(self, j: int) -> torch.Tensor | None:
+        """Sample j's experts at every token fed so far (its prompt's, then its reply's)."""
+        if self.prompts is None:
+            return None
+        prompt = self.prompts[j // self.n]
+        return torch.cat([prompt, *(s[None] for s in self.steps[j])])
+
+    def close(self, j: int, gen: Generation) -> None:
+        """The sample ended: its last token was never fed (UNSET)."""
+        fed = self.fed(j)
+        if fed is not None:
+            gen.routed_experts = torch.cat([fed, unset_like(fed, 1)])
+
+
 def _static_choice(model: torch.nn.Module, wanted: bool | None) -> tuple[bool, str | None]:
     """(whether the engine decodes with a static cache, why not where it does not)."""
     if wanted is False:
         return False, "static_decode=False"
+    from rollcli.models.moe_routing import moe_routers
+
+    if moe_routers(model):  # the CUDA graphs would not run the routing record's hooks
+        if wanted:
+            raise ValueError(
+                "static_decode=True: an MoE model's routing is recorded each decode step, "
+                "which a static cache's CUDA graphs cannot do; leave static_decode unset"
+            )
+        return False, "an MoE model (its routing is recorded each step)"
     if wanted is None and next(model.parameters()).device.type != "cuda":
         return False, "not on a CUDA device"
     from rollcli.strategies.hf_static_decode import static_refusal

@@ -13,6 +13,7 @@ from rollcli.models.shapes import RANDOM_INIT_KEY
 from rollcli.strategies.attention_masks import padded_rows_mask
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.lm_head import head_logprobs, plain_head
+from rollcli.strategies.routing_replay import batch_routing
 
 
 def load_causal_lm(
@@ -139,13 +140,27 @@ def response_logprobs(
     (`rollcli.strategies.lm_head`); other models go through their own forward.
     """
     width = int(batch_tensors[PROMPT_WIDTH][0])
-    input_ids = batch_tensors["input_ids"]
-    labels = input_ids[:, width:]
     real = batch_tensors["attention_mask"][:, width:].bool()
     if head_mask is not None:
         real = real & head_mask.bool()
     head = plain_head(model)
     mask = padded_rows_mask(model, batch_tensors["attention_mask"])
+    with batch_routing(model, batch_tensors):  # an MoE model's replay (routing_replay.py)
+        return _response_logprobs(model, batch_tensors, head, mask, real, temperature, with_entropy)
+
+
+def _response_logprobs(
+    model,  # noqa: ANN001
+    batch_tensors: dict[str, torch.Tensor],
+    head: torch.nn.Module | None,
+    mask: torch.Tensor,
+    real: torch.Tensor,
+    temperature: float,
+    with_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    width = int(batch_tensors[PROMPT_WIDTH][0])
+    input_ids = batch_tensors["input_ids"]
+    labels = input_ids[:, width:]
     if head is None:
         logits = response_logits(model, input_ids, mask, batch_tensors["position_ids"], width)
         if temperature != 1.0:

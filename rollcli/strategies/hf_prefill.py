@@ -27,6 +27,7 @@ import torch
 from transformers.cache_utils import DynamicLayer
 
 from rollcli.data.padding import pad_left, position_ids_from_mask
+from rollcli.models.moe_routing import recorded_routing, unset_like
 from rollcli.strategies.hf_kv_buffer import BufferLayer, session_cache
 from rollcli.strategies.hf_turn_cache import Session
 
@@ -38,6 +39,8 @@ class Prefilled:
     mask: torch.Tensor  # [B, width]: 1 on each row's real positions
     next_position: torch.Tensor  # [B]: the position of each row's first new token
     order: list[int]  # row r of the batch is prompt order[r]
+    # an MoE engine's record: prompt i's experts at each of its tokens, `[len, layers, k]`
+    routing: list[torch.Tensor] | None = None
 
 
 # Prompts that share at least this many leading tokens (a tool env's system prompt, which
@@ -80,7 +83,12 @@ def prefill(
             input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **forward
         )
         order = list(range(len(unique)))
-        done = Prefilled(out.past_key_values, out.logits[:, -1], mask, positions[:, -1] + 1, order)
+        routing = recorded_routing(model, ids.shape)
+        if routing is not None:  # each prompt's own (right-aligned) columns
+            routing = [routing[u, ids.shape[1] - len(p) :] for u, p in enumerate(unique)]
+        done = Prefilled(
+            out.past_key_values, out.logits[:, -1], mask, positions[:, -1] + 1, order, routing
+        )
     if len(unique) == len(prompts):
         return done
     # both paths keep the prompts' order (every row reuses the head): row u is unique[u]
@@ -92,6 +100,7 @@ def prefill(
         done.mask[index],
         done.next_position[index],
         list(range(len(prompts))),
+        None if done.routing is None else [done.routing[u] for u in rows],
     )
 
 
@@ -111,9 +120,11 @@ def shared_prefix(
     device = next(model.parameters()).device
     ids = torch.tensor([prompts[0][:n]], device=device)
     cache = model(input_ids=ids, use_cache=True, **forward).past_key_values
+    routing = recorded_routing(model, ids.shape)
     if any(type(layer) is not DynamicLayer for layer in cache.layers):
         return None
-    return Session(prompts[0][:n], [(layer.keys[0], layer.values[0]) for layer in cache.layers])
+    layers = [(layer.keys[0], layer.values[0]) for layer in cache.layers]
+    return Session(prompts[0][:n], layers, None if routing is None else routing[0])
 
 
 def worth_sharing(head: int, prompts: int) -> bool:
@@ -157,6 +168,7 @@ def prefill_sessions(
     mask = (torch.arange(width, device=device) >= width - lengths[:, None]).long()
     positions = position_ids_from_mask(mask)
     logits = []
+    routing: list[torch.Tensor | None] = [None] * len(prompts)
     for start, rows in ((0, reusing), (len(reusing), fresh)):
         if not rows:
             continue
@@ -184,4 +196,31 @@ def prefill_sessions(
             **forward,
         )
         logits.append(out.logits[:, -1])
-    return Prefilled(session_cache(buffers, width), torch.cat(logits), mask, lengths, order)
+        recorded = recorded_routing(model, ids.shape)
+        if recorded is not None:
+            for r, i in enumerate(rows):
+                routing[i] = _prompt_routing(prompts[i], reuse[i][0], window, recorded[r])
+    return Prefilled(
+        session_cache(buffers, width),
+        torch.cat(logits),
+        mask,
+        lengths,
+        order,
+        None if routing[0] is None else routing,  # type: ignore[arg-type]
+    )
+
+
+def _prompt_routing(
+    prompt: list[int], session: Session | None, window: int, recorded: torch.Tensor
+) -> torch.Tensor:
+    """A prompt's experts per token: its window's from this forward (`recorded`, the
+    window's `[window, layers, k]`), the positions before it from its session's record
+    (UNSET where the session holds none)."""
+    take = min(window, len(prompt))
+    held = len(prompt) - take
+    own = recorded[window - take :]
+    if not held:
+        return own
+    if session is None or session.routing is None or len(session.routing) < held:
+        return torch.cat([unset_like(own, held), own])
+    return torch.cat([session.routing[:held], own])

@@ -21,6 +21,7 @@ from rollcli.strategies.attention_masks import (
     hf_module,
 )
 from rollcli.strategies.lm_head import head_logprobs, plain_head
+from rollcli.strategies.routing_replay import batch_routing, routing_inputs
 
 
 def attention_mask(model, layout: SharedPrefixLayout) -> torch.Tensor:  # noqa: ANN001
@@ -66,8 +67,29 @@ def shared_prefix_logprobs(
     head_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`response_logprobs` (same inputs, same `[B, R]` outputs, `head_mask` too) computed
-    on the shared-prefix layout: each distinct prompt of the micro-batch runs once."""
+    on the shared-prefix layout: each distinct prompt of the micro-batch runs once (an MoE
+    model's routing records packed the same way, `packed_routing`)."""
     layout, mask = _layout(model, batch_tensors)
+    with batch_routing(model, packed_routing(layout, batch_tensors)):
+        return _packed_logprobs(model, layout, mask, temperature, with_entropy, head_mask)
+
+
+def packed_routing(
+    layout: SharedPrefixLayout, batch_tensors: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """The rows' routing records in the packed layout, and its real tokens as the mask."""
+    packed = {k: layout.pack(v, fill=-1) for k, v in routing_inputs(batch_tensors).items()}
+    return {**packed, "attention_mask": layout.segments >= 0}
+
+
+def _packed_logprobs(
+    model,  # noqa: ANN001
+    layout: SharedPrefixLayout,
+    mask: torch.Tensor,
+    temperature: float,
+    with_entropy: bool,
+    head_mask: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     # of the layout's N response tokens, those whose log-probs are wanted
     wanted = None if head_mask is None else head_mask.bool()[layout.real]
     head = plain_head(model)

@@ -29,6 +29,7 @@ import torch
 class Session:
     ids: list[int]  # the tokens whose KV is held, in order
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # keys, values: [kv_heads, len, head_dim]
+    routing: torch.Tensor | None = None  # an MoE model's experts at `ids`, `[len, layers, k]`
 
     @property
     def nbytes(self) -> int:

@@ -12,6 +12,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,9 @@ class Generation:
     logprobs: list[float] | None = None
     sample: int = 0  # which of the prompt's `n` samples this is
     cached_tokens: int = 0  # leading prompt tokens whose KV came from the prompt's session
+    # an MoE model's chosen experts at each prompt and response token, `[P + R, layers, k]`
+    # (`models/moe_routing.py`: the last response token was never fed, so it is UNSET)
+    routed_experts: torch.Tensor | None = None
 
 
 OnSample = Callable[[Generation], None]  # hears of each sample the moment it ends

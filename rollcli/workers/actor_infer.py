@@ -206,6 +206,15 @@ class ActorInferWorker:
         if hasattr(self.engine, "wake"):
             self.engine.wake()
 
+    def set_router_noise(self, scale: float, seed: int = 0) -> None:
+        """Perturb (scale > 0) or stop perturbing (0) the experts an MoE model's routers pick,
+        for `ROLL_INJECT_FAULT=router-noise@generate:N` (`models/moe_routing.py`)."""
+        routing = getattr(self.engine, "routing", None)
+        if routing is None:
+            raise ValueError("router-noise needs the hf engine and an MoE model")
+        routing.noise = scale
+        routing.generator = torch.Generator().manual_seed(seed)
+
     def progress(self) -> tuple[int, int]:
         """(tokens generated, token budget) of the running `generate` call."""
         return self.engine.progress.read()

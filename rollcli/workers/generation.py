@@ -19,7 +19,7 @@ def eos_token_ids(model, tokenizer) -> list[int]:  # noqa: ANN001
 
 def generation_row(gen: Generation, tokenizer) -> dict:  # noqa: ANN001
     """`{prompt_index, token_ids, text, finished}`, and `logprobs` (of each sampled token)
-    when the engine returned them."""
+    and `routed_experts` (an MoE model's, `[P + R, layers, k]`) when the engine returned them."""
     row = {
         "prompt_index": gen.prompt_index,
         "token_ids": gen.token_ids,
@@ -30,6 +30,8 @@ def generation_row(gen: Generation, tokenizer) -> dict:  # noqa: ANN001
         row["logprobs"] = gen.logprobs
     if gen.cached_tokens:
         row["cached_tokens"] = gen.cached_tokens
+    if gen.routed_experts is not None:
+        row["routed_experts"] = gen.routed_experts
     return row
 
 

@@ -9,6 +9,7 @@ from rollcli.distributed.node_files import node_model_folder
 from rollcli.strategies.device import pick_device
 from rollcli.strategies.hf_model import load_causal_lm
 from rollcli.strategies.precision import torch_dtype
+from rollcli.strategies.routing_replay import RouterReplay, set_router_replay
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.policy_logprobs import PolicyLogprobs
 
@@ -22,6 +23,7 @@ class ReferenceArgs:
     dtype: str = "float32"
     num_threads: int = 1
     num_gpus: float = 0.0
+    router_replay: RouterReplay = "off"  # an MoE model's (`strategies/routing_replay.py`)
 
 
 class ReferenceWorker(PolicyLogprobs):
@@ -32,3 +34,4 @@ class ReferenceWorker(PolicyLogprobs):
         self.model = load_causal_lm(
             model_path, train=False, device=self.device, dtype=torch_dtype(args.dtype)
         )
+        set_router_replay(self.model, args.router_replay)

@@ -43,6 +43,7 @@ from rollcli.strategies.hf_model import (
     load_tokenizer,
 )
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
+from rollcli.strategies.routing_replay import RouterReplay, set_router_replay
 from rollcli.strategies.threads import set_threads
 from rollcli.strategies.train_engines import TrainStrategy, make_trainer
 from rollcli.strategies.trainer import Trainer, TrainerArgs
@@ -69,6 +70,7 @@ class TrainedModelArgs:
     precision: str = "fp32"
     lora: lora_adapters.LoraSpec | None = None
     gradient_checkpointing: bool = False
+    router_replay: RouterReplay = "off"  # an MoE model's (`strategies/routing_replay.py`)
     seed: int = 0
     rank: int = 0
     world_size: int = 1
@@ -101,6 +103,7 @@ class TrainedModelWorker(PolicyLogprobs):
         frozen_bf16 = lora is not None and PRECISIONS[self.precision].bf16_compute
         dtype = torch.bfloat16 if frozen_bf16 else torch.float32
         self.model = load_causal_lm(model_path, dtype=dtype, train=True, device=self.device)
+        set_router_replay(self.model, args.router_replay)
         if args.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.lora = lora is not None

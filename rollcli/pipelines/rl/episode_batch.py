@@ -34,13 +34,16 @@ from rollcli.data.batch_keys import (
     ACTION_MASK,
     BEHAVIOUR_LOGPROBS,
     FINISHED,
+    PROMPT_WIDTH,
     RESPONSE_MASK,
+    ROUTED_EXPERTS,
     SCORES,
 )
 from rollcli.data.padding import pad_right, rollout_tensors
 from rollcli.pipelines.rl.advantages import STEP_ADVANTAGES
 from rollcli.rollout.chat_turns import TurnFormat
 from rollcli.rollout.episode import Episode
+from rollcli.rollout.result import routing_rows
 
 DRIVER_FIELDS = ("group", "turn_spans", "step_rewards", "state_keys")  # the trainer's not
 
@@ -66,6 +69,11 @@ def episodes_to_batch(episodes: list[Episode], pad_id: int, fmt: TurnFormat | No
         for i, e in enumerate(rows):
             behaviour[i, : len(e.behaviour)] = torch.tensor(e.behaviour, dtype=torch.float32)
         tensors[BEHAVIOUR_LOGPROBS] = behaviour
+    if all(e.routing is not None for e in rows):  # an MoE sampler's (routing replay)
+        width = int(tensors[PROMPT_WIDTH][0])
+        prompts = [e.prompt_ids for e in rows]
+        routing = [e.routing for e in rows]
+        tensors[ROUTED_EXPERTS] = routing_rows(routing, prompts, width, tensors["input_ids"])
     if fmt is not None:
         starts = [first_action_positions(e, fmt) for e in rows]
         tensors[ACTION_MASK] = torch.zeros_like(loss_mask, dtype=torch.float32)

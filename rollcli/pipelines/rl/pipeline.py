@@ -25,7 +25,7 @@ from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.recipe import AgenticRecipe, RLRecipe, RLVRRecipe
 from rollcli.config.roles import ACTOR_TRAIN
 from rollcli.data.batch import Batch
-from rollcli.data.batch_keys import OLD_LOGPROBS, REF_LOGPROBS, VALUES
+from rollcli.data.batch_keys import OLD_LOGPROBS, OLD_ROUTED_EXPERTS, REF_LOGPROBS, VALUES
 from rollcli.distributed import data_parallel, weight_sync
 from rollcli.distributed.process_control import ProcessControl
 from rollcli.pipelines.protocol import StepResult
@@ -54,6 +54,11 @@ def make_source(cfg: RLRecipe, ctl: RunControl, model_path: str, engine: str) ->
 
     assert isinstance(cfg, RLVRRecipe)  # the spec's prompts pipeline
     return PromptSource(cfg, ctl)
+
+
+# `router-noise@generate:N`: gaussian noise of this many times each token's router-logit
+# spread (tiny-random-moe: ~40% of token x layer top-2 sets change)
+ROUTER_NOISE = 1.0
 
 
 class RLPipeline:
@@ -168,7 +173,12 @@ class RLPipeline:
         metrics: dict[str, Any] = {"step": step}
 
         # 1. the rollout: scored samples (prompts) or played episodes
+        noise = self.ctl.faults.take("router-noise", "generate", step)
+        if noise:  # a fault injected on purpose: the engine's experts perturbed (faults.py)
+            self.clusters.actor_infer.call(ActorInferWorker.set_router_noise, ROUTER_NOISE, step)
         rollout = self.source.rollout(step)
+        if noise:
+            self.clusters.actor_infer.call(ActorInferWorker.set_router_noise, 0.0)
         metrics.update(rollout.metrics)
         if rollout.batch is None:
             return StepResult(metrics, rollout.rows, rollout.summary)
@@ -204,12 +214,7 @@ class RLPipeline:
         if "action_entropy" in actor:  # episodes: the sampling policy's, on the first action
             metrics["agentic/first_action_entropy"] = actor.pop("action_entropy")
         # the sampler-vs-trainer gap is the rollout's; the trainer measures it (old log-probs)
-        metrics.update(
-            {
-                f"rollout/{k}" if k.startswith("mismatch_") else f"actor/{k}": v
-                for k, v in actor.items()
-            }
-        )
+        metrics.update({_actor_key(k): v for k, v in actor.items()})
         if self.clusters.critic is not None:
             metrics.update({f"critic/{k}": v for k, v in self.train_critic(batch).items()})
         metrics["time/train_s"] = time.perf_counter() - t0
@@ -267,7 +272,11 @@ class RLPipeline:
                 REF_LOGPROBS,
                 c.actor_train.dispatch(ActorTrainWorker.compute_ref_logprobs, batch, **sizes),
             )
-        if self.needs_old_logprobs:
+        if self.needs_old_logprobs and self.cfg.algorithm.router_replay == "R2":
+            old = c.actor_train.dispatch(ActorTrainWorker.compute_old_policy, batch, **sizes)
+            batch.set(OLD_LOGPROBS, old[OLD_LOGPROBS])  # and the routing the update replays
+            batch.set(OLD_ROUTED_EXPERTS, old[OLD_ROUTED_EXPERTS])
+        elif self.needs_old_logprobs:
             batch.set(
                 OLD_LOGPROBS,
                 c.actor_train.dispatch(ActorTrainWorker.compute_logprobs, batch, **sizes),
@@ -348,3 +357,11 @@ class RLPipeline:
             self.running.load_state_dict(state["running_norm"])
         self.sync_weights(version=int(state["step"]))
         return int(state["step"])
+
+
+def _actor_key(key: str) -> str:
+    """Where an actor_train metric goes: the sampler-vs-trainer gap is the rollout's
+    (`rollout/mismatch_*`), an MoE model's routing its own (`moe/*`), the rest `actor/*`."""
+    if key.startswith("mismatch_"):
+        return f"rollout/{key}"
+    return key if key.startswith("moe/") else f"actor/{key}"

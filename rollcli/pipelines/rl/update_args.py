@@ -35,4 +35,6 @@ def update_args(cfg: RLRecipe) -> PolicyUpdateArgs:
         correction_level=off.level,
         correction_cap=off.cap,
         correction_band=off.band,
+        moe_aux_coef=alg.moe_aux_coef,
+        moe_z_coef=alg.moe_z_coef,
     )
