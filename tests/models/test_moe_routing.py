@@ -154,3 +154,28 @@ def test_a_dense_model_is_refused_in_one_line():
     model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-random"))
     assert "no MoE layers" in replay_refusal(model)
     assert replay_refusal(_mixtral()) is None
+
+
+def test_activation_checkpointings_recompute_replays_the_same_experts():
+    """The forward a backward pass recomputes runs inside no `routed` block: the replay
+    stays set, so the gradients equal those of a forward that kept its activations."""
+    ids = torch.randint(0, 1000, (2, 8))
+    grads = []
+    for checkpointing in (False, True):
+        model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-random-moe")).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        with torch.no_grad(), routed(model, record=True) as state:
+            model(ids)
+            recorded = take_recorded(state)
+        other = recorded.flip(-1) % 4 + 0  # same sets, swapped order: then shift one expert
+        other[..., 0] = (recorded[..., 0] + 2) % 4
+        other[other[..., 0] == other[..., 1]] = recorded[other[..., 0] == other[..., 1]]
+        with routed(model, other):
+            loss = model(ids).logits.float().pow(2).mean()
+        loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    plain, recomputed = grads
+    assert plain.keys() == recomputed.keys()
+    for name in plain:
+        assert torch.allclose(plain[name], recomputed[name], atol=1e-6), name
