@@ -9,7 +9,7 @@ from dataclasses import dataclass
 class ModelSpec:
     name: str
     hf_id: str
-    source: str  # "embedded" | "random" | "hub" | "local"
+    source: str  # "embedded" | "upcycled" | "random" | "hub" | "local" (registry.py)
     architecture: str  # transformers model_type, e.g. "llama", "qwen2", "qwen3_moe"
     num_layers: int
     hidden_size: int
