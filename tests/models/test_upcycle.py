@@ -3,6 +3,8 @@ its MLPs computes what the embedded model does, and its routers spread the token
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, MixtralConfig
@@ -10,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, MixtralConfig
 from rollcli.models.loading import resolve_model
 from rollcli.models.registry import get_model_spec
 from rollcli.models.spec import param_count
+from rollcli.planning.model_spec import spec_from_config
 
 # real prompts, none of them the upcycler's calibration chats, with answers a model might give
 CHATS = [
@@ -53,6 +56,9 @@ def test_it_is_a_mixtral_of_the_registry_numbers(models):
     assert config.rope_parameters == dense.config.rope_parameters
     assert config.rms_norm_eps == dense.config.rms_norm_eps and config.tie_word_embeddings
     assert sum(p.numel() for p in moe.parameters()) == param_count(spec)  # no difference
+    # the planner reads the same numbers from the folder's config.json
+    read = spec_from_config(config.to_dict(), name=spec.name)
+    assert replace(read, source=spec.source, description=spec.description) == spec
 
 
 def test_each_expert_is_the_dense_mlp(models):
