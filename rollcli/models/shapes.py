@@ -1,8 +1,8 @@
 """Shape-only model folders: a registry model's architecture with random weights.
 
 `write_shape_folder(spec, out, tokenizer_from)` writes a Hugging Face `config.json` of the
-registry's numbers (qwen2.5-7b's layers, widths, heads and vocabulary), marked
-`roll_random_init`, and a tokenizer, but no weights. `load_causal_lm` builds such a model
+registry's numbers (qwen2.5-7b's layers, widths, heads and vocabulary; qwen3-30b-a3b's
+experts too), marked `roll_random_init`, and a tokenizer, but no weights. `load_causal_lm` builds such a model
 with random weights directly on the worker's device, so the GPU proof kit
 (`bench/gpu_proof.py`) runs roll's own workers on models of real shapes without
 downloading or writing gigabytes. Only a config that carries the mark is built at random:
@@ -28,17 +28,26 @@ TOKENIZER_FILES = (
 )
 
 
+ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+}
+
+
 def shape_config(spec: ModelSpec, *, eos_token_id: int, pad_token_id: int) -> dict:
-    """The transformers config of `spec` (a dense llama or qwen2 decoder), as a dict."""
-    if spec.num_experts:
-        raise ValueError(f"{spec.name}: shape-only folders cover dense models, not MoE")
-    if spec.architecture not in ("llama", "qwen2"):
-        raise ValueError(f"{spec.name}: no shape-only config for {spec.architecture!r}")
+    """The transformers config of `spec` (a dense llama or qwen2 decoder, or a Qwen3-MoE
+    whose every layer is sparse), as a dict."""
+    moe = spec.architecture == "qwen3_moe"
+    known = spec.architecture in ARCHITECTURES and bool(spec.num_experts) == moe
+    if not known or spec.num_dense_layers or spec.shared_expert_intermediate_size:
+        raise ValueError(
+            f"{spec.name}: no shape-only config for {spec.architecture!r} (known: dense llama "
+            "and qwen2, qwen3_moe with every layer sparse)"
+        )
     config = {
         "model_type": spec.architecture,
-        "architectures": [
-            "LlamaForCausalLM" if spec.architecture == "llama" else "Qwen2ForCausalLM"
-        ],
+        "architectures": [ARCHITECTURES[spec.architecture]],
         "vocab_size": spec.vocab_size,
         "hidden_size": spec.hidden_size,
         "intermediate_size": spec.intermediate_size,
@@ -52,10 +61,20 @@ def shape_config(spec: ModelSpec, *, eos_token_id: int, pad_token_id: int) -> di
         "torch_dtype": "bfloat16",
         RANDOM_INIT_KEY: True,
     }
-    if spec.architecture == "llama":
+    if spec.architecture == "qwen2":
+        if spec.hidden_size // spec.num_attention_heads != spec.head_dim:
+            raise ValueError(f"{spec.name}: qwen2 configs derive head_dim from the hidden size")
+    else:
         config["head_dim"] = spec.head_dim
-    elif spec.hidden_size // spec.num_attention_heads != spec.head_dim:
-        raise ValueError(f"{spec.name}: qwen2 configs derive head_dim from the hidden size")
+    if moe:  # like Qwen3-30B-A3B's config.json: top-k renormalised, no dense layer
+        config.update(
+            num_experts=spec.num_experts,
+            num_experts_per_tok=spec.num_experts_per_token,
+            moe_intermediate_size=spec.moe_intermediate_size,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+        )
     return config
 
 

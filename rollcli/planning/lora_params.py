@@ -8,21 +8,30 @@ from rollcli.models.registry import ModelSpec
 LORA_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def _linear_shapes(spec: ModelSpec) -> dict[str, tuple[int, int, int]]:
-    """name -> (in, out, copies per layer); an MoE layer's MLP linears are per expert."""
+def _linear_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, int, int]]]:
+    """name -> [(in, out, copies in the whole model)]: one per layer for attention; an MLP
+    linear once per dense layer, and per expert (and once for a shared expert) in each
+    sparse layer of an MoE model."""
     h, q = spec.hidden_size, spec.num_attention_heads * spec.head_dim
     kv = spec.num_kv_heads * spec.head_dim
-    inter, copies = spec.intermediate_size, 1
+    layers = spec.num_layers
+    widths = [(spec.intermediate_size, layers)]  # (MLP width, copies)
     if spec.num_experts:
-        inter, copies = spec.moe_intermediate_size, spec.num_experts
+        sparse = layers - spec.num_dense_layers
+        widths = [
+            (spec.intermediate_size, spec.num_dense_layers),
+            (spec.moe_intermediate_size, sparse * spec.num_experts),
+            (spec.shared_expert_intermediate_size, sparse),
+        ]
+    widths = [(w, n) for w, n in widths if w and n]
     return {
-        "q_proj": (h, q, 1),
-        "k_proj": (h, kv, 1),
-        "v_proj": (h, kv, 1),
-        "o_proj": (q, h, 1),
-        "gate_proj": (h, inter, copies),
-        "up_proj": (h, inter, copies),
-        "down_proj": (inter, h, copies),
+        "q_proj": [(h, q, layers)],
+        "k_proj": [(h, kv, layers)],
+        "v_proj": [(h, kv, layers)],
+        "o_proj": [(q, h, layers)],
+        "gate_proj": [(h, w, n) for w, n in widths],
+        "up_proj": [(h, w, n) for w, n in widths],
+        "down_proj": [(w, h, n) for w, n in widths],
     }
 
 
@@ -43,5 +52,4 @@ def lora_param_count(spec: ModelSpec, *, r: int, target_modules: tuple[str, ...]
             f"cannot plan LoRA on {unknown[0]!r}: the planner knows {', '.join(LORA_LINEARS)} "
             "(or all-linear)"
         )
-    per_layer = sum(r * (shapes[n][0] + shapes[n][1]) * shapes[n][2] for n in names)
-    return spec.num_layers * per_layer
+    return sum(r * (i + o) * n for name in names for i, o, n in shapes[name])

@@ -184,7 +184,8 @@ def layer_activation_bytes(
         MLP:       norm input h, gate/up input h, gate and up outputs 2·I, down input I
 
     so  bytes = dtype · b·s · (4h + 2q + 2kv + 3I),  q = heads·head_dim, kv = kv_heads·head_dim.
-    MoE layers route each token to k experts: I becomes k · moe_intermediate_size.
+    MoE layers route each token to k experts: I becomes k · moe_intermediate_size (plus a
+    shared expert's width); where some layers are dense, the wider kind of layer counts.
     This plays the role of Korthikanti et al. 2022's s·b·h·(34 + 5·a·s/h) (GPT layer, 4h
     GELU MLP, scores stored): for a GPT layer it gives 40·s·b·h, with no 5·a·s/h term.
 
@@ -202,11 +203,11 @@ def layer_activation_bytes(
     h = spec.hidden_size
     q = spec.num_attention_heads * spec.head_dim
     kv = spec.num_kv_heads * spec.head_dim
-    inter = (
-        spec.num_experts_per_token * spec.moe_intermediate_size
-        if spec.num_experts
-        else spec.intermediate_size
-    )
+    inter = spec.intermediate_size
+    if spec.num_experts:  # the k routed experts and a shared one; the wider kind of layer
+        routed = spec.num_experts_per_token * spec.moe_intermediate_size
+        sparse = routed + spec.shared_expert_intermediate_size
+        inter = max(sparse, inter) if spec.num_dense_layers else sparse
     if counted:
         return dtype_bytes * tokens * (5 * h + 3 * q + 2 * kv + 4 * inter)
     return dtype_bytes * tokens * (4 * h + 2 * q + 2 * kv + 3 * inter)

@@ -60,12 +60,12 @@ class FlopModel:
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> FlopModel:
         """The numbers of a model's config (see `planning.from_recipe.spec_from_config`)."""
+        from rollcli.models.spec import mlp_params
+
         h = spec.hidden_size
-        if spec.num_experts:  # the routed experts' MLPs and the router
-            mlp = spec.num_experts_per_token * 3 * h * spec.moe_intermediate_size
-            mlp += h * spec.num_experts
-        else:
-            mlp = 3 * h * spec.intermediate_size  # gate, up, down
+        # gate, up, down; of an MoE the routed experts, the router and a shared expert (a
+        # layer's mean where some layers are dense)
+        mlp = mlp_params(spec, active=True) // spec.num_layers
         return cls(
             layers=spec.num_layers,
             hidden=h,

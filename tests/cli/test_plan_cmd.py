@@ -53,7 +53,9 @@ def test_json_schema_and_zero3_numbers() -> None:
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
-    assert set(plan) == {"mode", "fits", "devices", "workers", "advice", "recipe", "auto", "notes"}
+    assert set(plan) == {
+        "mode", "fits", "devices", "workers", "advice", "params", "recipe", "auto", "notes"
+    }  # fmt: skip
     assert plan["recipe"][0] == "trains qwen2.5-7b for 25 steps at lr 1e-05 (rlvr-math)"
     # the strategy is the recipe's: auto chose only the precision
     assert plan["auto"] == ["train.precision auto → bf16-mixed (GPUs compute in bf16)"]
@@ -76,6 +78,7 @@ def test_json_schema_and_zero3_numbers() -> None:
     from rollcli.models.registry import get_model_spec, param_count
 
     psi = param_count(get_model_spec("qwen2.5-7b"))
+    assert plan["params"] == {"total": psi, "active": psi}  # dense: every token runs them all
     mem = dev["memory_bytes"]
     cap = dev["capacity_bytes"]
     assert mem["weights"] == 2 * psi + 2 * psi // 8 + 2 * psi  # vLLM + ZeRO-3 shard + reference
@@ -89,6 +92,8 @@ def test_qwen3_30b_a3b_on_16_gpus_prints_a_table() -> None:
     res = runner.invoke(app, ["plan", "rlvr-math", "--model", "qwen3-30b-a3b", "--gpus", "16"])
     assert res.exit_code == 1, res.output
     assert "GPU 0-15" in res.output and "advice:" in res.output
+    flat = " ".join(res.output.split())  # rich wraps long lines
+    assert "MoE of 128 experts, 8 a token: 30.5B parameters, 3.35B active a token" in flat
 
 
 def test_cpu_plan_without_flags_is_the_run_roll_train_starts() -> None:

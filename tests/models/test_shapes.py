@@ -37,6 +37,38 @@ def test_a_qwen_shape_has_the_registry_numbers(tmp_path):
     assert (config.num_hidden_layers, config.num_key_value_heads) == (28, 4)
 
 
+def test_a_qwen3_moe_shape_has_the_registry_numbers(tmp_path):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = get_model_spec("qwen3-30b-a3b")
+    folder = write_shape_folder(spec, tmp_path / "m", resolve_model("tiny-random"))
+    config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):  # 30.5B parameters without the memory
+        model = AutoModelForCausalLM.from_config(config)
+    assert type(model).__name__ == "Qwen3MoeForCausalLM"
+    assert (config.num_experts, config.num_experts_per_tok, config.head_dim) == (128, 8, 128)
+    assert config.norm_topk_prob
+    n = sum(p.numel() for p in model.parameters())
+    # the registry's count leaves out Qwen3's q/k norms (48 layers x 2 x head_dim 128)
+    assert n - param_count(spec) == 48 * 2 * 128
+
+
+def test_load_causal_lm_builds_an_moe_shape_with_random_weights(tmp_path):
+    spec = get_model_spec("tiny-random-moe")
+    folder = write_shape_folder(spec, tmp_path / "t", resolve_model("tiny-random"))
+    model = load_causal_lm(folder)
+    assert type(model).__name__ == "Qwen3MoeForCausalLM"
+    n = sum(p.numel() for p in model.parameters())
+    assert n - param_count(spec) == spec.num_layers * 2 * spec.head_dim  # the q/k norms
+    logits = model(input_ids=torch.tensor([[1, 2, 3]])).logits
+    assert logits.shape == (1, 3, spec.vocab_size) and torch.isfinite(logits).all()
+
+
+def test_an_architecture_without_a_shape_config_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match=r"^qwen3-8b: no shape-only config for 'qwen3' \(known"):
+        write_shape_folder(get_model_spec("qwen3-8b"), tmp_path / "d", resolve_model("tiny-random"))
+
+
 def test_a_weightless_folder_without_the_mark_still_fails(tmp_path):
     folder = write_shape_folder(
         get_model_spec("tiny-random"), tmp_path / "t", resolve_model("tiny-random")
