@@ -121,6 +121,10 @@ class RunControl:
                 f"{total:,} parameters train"
                 + ("; the reference is actor_train with its adapters off" if ref else "")
             )
+            note = clusters[0].call(TrainedModelWorker.lora_coverage)[0]
+            if note is not None:  # an MoE model: what peft reaches there, and what not
+                self.run.log_event(note)
+                self.ui.message(note)
 
     def kill_workers(self) -> None:
         for c in self.clusters:

@@ -122,3 +122,39 @@ def test_sharded_trainers_train_an_moe(tmp_path, tiny_moe_model, strategy) -> No
     ckpt = run / "checkpoints" / "step-2"
     model = _check_trained(ckpt, tiny_moe_model)
     _assert_same_weights(model, _trainer_state(ckpt, strategy))
+
+
+@pytest.mark.slow  # ~40-60 s each: a 2-step run
+@pytest.mark.parametrize("strategy", ["hf", "fsdp2"])
+def test_lora_adapts_the_experts_and_leaves_the_router_frozen(tmp_path, tiny_moe_model, strategy):
+    from safetensors.torch import load_file
+
+    extra = STRATEGIES["fsdp2"] if strategy == "fsdp2" else []
+    args = ["train", "rlvr-math-lora", "--steps", "2", "--runs-dir", str(tmp_path)]
+    lora = ["train.lr=1e-2", "train.lora.r=4", "train.lora.alpha=8"]
+    res = roll(*args, "--run-id", "lora", *SMALL, *lora, *extra, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    line = (
+        "LoRA on an MoE model: adapting k_proj, o_proj, q_proj, v_proj and the expert weights "
+        "(experts.down_proj, experts.gate_up_proj: peft's target_parameters, a rank-4 adapter "
+        "per expert); the router (mlp.gate) stays frozen"
+    )
+    assert " ".join(res.stderr.split()).count(line) == 1  # one line (wrapped on the console)
+    step2 = tmp_path / "lora" / "checkpoints" / "step-2"
+    assert line in (tmp_path / "lora" / "events.log").read_text()
+    adapter = load_file(step2 / "adapter" / "adapter_model.safetensors")
+    for layer in (0, 1):  # gate_up_proj's wrapper is inside down_proj's: `experts.base_layer`
+        for where in ("mlp.experts.base_layer.lora_B", "mlp.experts.lora_B"):
+            tensor = next(t for k, t in adapter.items() if f"layers.{layer}.{where}" in k)
+            assert tensor.abs().sum() > 0, (layer, where)  # B starts at 0: it trained
+    assert not any(".mlp.gate." in k for k in adapter)
+    # the merged policy: a plain folder in the hub's layout; the router is the base's
+    _loaded(step2)
+    merged, init = (
+        load_file(step2 / "model.safetensors"),
+        load_file(tiny_moe_model / "model.safetensors"),
+    )
+    assert merged.keys() == init.keys()
+    for name, tensor in merged.items():  # bf16 where bf16-mixed kept the frozen base in bf16
+        moved = not torch.equal(tensor, init[name].to(tensor.dtype))
+        assert moved == any(k in name for k in ("mlp.experts.", "_proj.")), name
