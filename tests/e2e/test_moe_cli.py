@@ -1,6 +1,7 @@
 """`roll train rlvr-math --model tiny-random-moe` (a 2-layer Qwen3-MoE, 4 experts, top-2)
 through the real CLI, Ray and workers, with every trainer that runs on a CPU: `hf` (the
-default tier), `fsdp2` over two gloo ranks and `deepspeed` ZeRO-3 and ZeRO-2 (slow tier).
+default tier), `fsdp2` over two gloo ranks and `deepspeed` ZeRO-3 (both with gradient
+checkpointing) and ZeRO-2 (slow tier); and LoRA (hf, fsdp2; slow tier).
 
 A coin-flip reward (coin_rewards.py) gives groups whose samples differ, so every step has
 advantages and moves the weights: the experts', the router's and attention's. The checkpoint
@@ -26,9 +27,11 @@ SMALL = [
     "rollout.batch_size=8", "rollout.group_size=4", "rollout.max_new_tokens=8",
     "data.val_size=4", "run.eval_every=0", "reward.fn=coin_rewards:coin",
 ]  # fmt: skip
+FSDP2 = ["train.strategy=fsdp2", "train.num_workers=2"]
+CHECKPOINTING = "train.gradient_checkpointing=true"  # each layer's forward again in backward
 STRATEGIES = {
-    "fsdp2": ["train.strategy=fsdp2", "train.num_workers=2"],
-    "zero3": ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3"],
+    "fsdp2": [*FSDP2, CHECKPOINTING],
+    "zero3": ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3", CHECKPOINTING],
     "zero2": ["train.strategy=deepspeed", "devices.actor_train.zero_stage=2"],
 }
 
@@ -129,7 +132,7 @@ def test_sharded_trainers_train_an_moe(tmp_path, tiny_moe_model, strategy) -> No
 def test_lora_adapts_the_experts_and_leaves_the_router_frozen(tmp_path, tiny_moe_model, strategy):
     from safetensors.torch import load_file
 
-    extra = STRATEGIES["fsdp2"] if strategy == "fsdp2" else []
+    extra = FSDP2 if strategy == "fsdp2" else []
     args = ["train", "rlvr-math-lora", "--steps", "2", "--runs-dir", str(tmp_path)]
     lora = ["train.lr=1e-2", "train.lora.r=4", "train.lora.alpha=8"]
     res = roll(*args, "--run-id", "lora", *SMALL, *lora, *extra, cwd=tmp_path)
