@@ -54,6 +54,8 @@ def _hub_spec(ref: str, repo: str, revision: str | None) -> ModelSpec:
 def spec_from_config(c: dict[str, Any], *, name: str) -> ModelSpec:
     """The planning numbers of a Hugging Face `config.json` (llama/qwen-style decoders)."""
     heads = c["num_attention_heads"]
+    inter = c.get("intermediate_size", 4 * c["hidden_size"])
+    experts = c.get("num_experts") or c.get("num_local_experts") or 0  # Qwen-MoE, Mixtral
     return ModelSpec(
         name=name,
         hf_id="",
@@ -61,14 +63,15 @@ def spec_from_config(c: dict[str, Any], *, name: str) -> ModelSpec:
         architecture=c.get("model_type", "llama"),
         num_layers=c["num_hidden_layers"],
         hidden_size=c["hidden_size"],
-        intermediate_size=c.get("intermediate_size", 4 * c["hidden_size"]),
+        intermediate_size=inter,
         num_attention_heads=heads,
         num_kv_heads=c.get("num_key_value_heads") or heads,
         head_dim=c.get("head_dim") or c["hidden_size"] // heads,
         vocab_size=c["vocab_size"],
         tie_word_embeddings=bool(c.get("tie_word_embeddings", False)),
         max_position_embeddings=c.get("max_position_embeddings", 2048),
-        num_experts=c.get("num_experts", 0) or 0,
+        num_experts=experts,
         num_experts_per_token=c.get("num_experts_per_tok", 0) or 0,
-        moe_intermediate_size=c.get("moe_intermediate_size", 0) or 0,
+        # Mixtral's experts are whole MLPs: no moe_intermediate_size of their own
+        moe_intermediate_size=c.get("moe_intermediate_size") or (inter if experts else 0),
     )

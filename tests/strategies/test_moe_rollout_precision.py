@@ -87,3 +87,25 @@ def test_int8_is_refused_on_an_moe_model_before_anything_starts(tiny_moe_model, 
     assert not any(tmp_path.iterdir())  # no run was started
     with pytest.raises(ValueError, match="leave an MoE model's experts"):
         Int8Linears(load_causal_lm(tiny_moe_model))
+
+
+def test_int8_is_refused_on_a_mixtral_folder_too(tmp_path) -> None:
+    """A Mixtral's config.json counts its experts as `num_local_experts`, each a whole MLP."""
+    import json
+
+    from rollcli.config.errors import ConfigError
+    from rollcli.config.loader import load_recipe
+    from rollcli.planning.from_recipe import recipe_plan_input
+    from rollcli.planning.model_spec import model_spec
+
+    config = {
+        "model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 64,
+        "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "vocab_size": 1000, "num_local_experts": 4, "num_experts_per_tok": 2,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = model_spec(str(tmp_path))
+    assert (spec.num_experts, spec.moe_intermediate_size) == (4, 128)
+    cfg, _ = load_recipe("rlvr-math", [f"model={tmp_path}", "rollout.precision=int8"])
+    with pytest.raises(ConfigError, match="an MoE model \\(4 experts\\)"):
+        recipe_plan_input(cfg)
