@@ -37,6 +37,14 @@ def tiny_model() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_moe_model() -> Path:
+    """tiny-random-moe's folder: a 2-layer Qwen3-MoE, 4 experts, top-2."""
+    from rollcli.models.loading import resolve_model
+
+    return resolve_model("tiny-random-moe")
+
+
+@pytest.fixture(scope="session")
 def _ray_session_owner():
     yield
     from rollcli.distributed.ray_session import stop_ray

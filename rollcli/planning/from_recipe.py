@@ -208,7 +208,9 @@ def _lora_params(cfg: RecipeConfig, model: ModelSpec) -> int:
         raise ConfigError(f"train.lora.target_modules: {err}") from None
 
 
-def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> RoleRequest:
+def _request(
+    cfg: RecipeConfig, role: Role, gpus: int, model: ModelSpec, lora_params: int = 0
+) -> RoleRequest:
     place: RolePlacement = getattr(cfg.devices, role.devices)
     on_cpu = gpus == 0
     prompt_len, response_len = cfg.sequence_tokens()
@@ -228,7 +230,7 @@ def _request(cfg: RecipeConfig, role: Role, gpus: int, lora_params: int = 0) -> 
     elif role.name == ACTOR_INFER:
         strategy = _infer_strategy(rollout_of(cfg).engine, gpus)
         _check_behaviour_logprobs(cfg, strategy)
-        check_rollout_precision(cfg, strategy, on_cpu)
+        check_rollout_precision(cfg, strategy, on_cpu, model)
         if on_cpu:  # the hf engine decodes a worker's share 64 samples at a time
             share = -(-rollout_of(cfg).batch_size // rollout_of(cfg).num_workers)
             per_prompt = 1
@@ -337,7 +339,10 @@ def recipe_plan_input(
         gpus_per_node=cfg.devices.num_gpus_per_node,
         gpu_memory_bytes=capacity,
         roles=[
-            replace(_request(cfg, role, num_gpus, lora_params), model=_role_model(cfg, role, model))
+            replace(
+                _request(cfg, role, num_gpus, model, lora_params),
+                model=_role_model(cfg, role, model),
+            )
             for role in roles
         ],
         async_mode=_async(cfg, num_gpus),

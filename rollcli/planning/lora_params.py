@@ -10,8 +10,8 @@ LORA_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 
 def _linear_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, int, int]]]:
     """name -> [(in, out, copies in the whole model)]: one per layer for attention; an MLP
-    linear once per dense layer, and per expert (and once for a shared expert) in each
-    sparse layer of an MoE model."""
+    linear once per dense layer, and once per sparse layer for a shared expert (an MoE
+    layer's routed experts are no linears: `expert_adapter_params`)."""
     h, q = spec.hidden_size, spec.num_attention_heads * spec.head_dim
     kv = spec.num_kv_heads * spec.head_dim
     layers = spec.num_layers
@@ -20,7 +20,6 @@ def _linear_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, int, int]]]:
         sparse = layers - spec.num_dense_layers
         widths = [
             (spec.intermediate_size, spec.num_dense_layers),
-            (spec.moe_intermediate_size, sparse * spec.num_experts),
             (spec.shared_expert_intermediate_size, sparse),
         ]
     widths = [(w, n) for w, n in widths if w and n]
@@ -35,8 +34,24 @@ def _linear_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, int, int]]]:
     }
 
 
+def expert_adapter_params(spec: ModelSpec, *, r: int) -> int:
+    """An MoE model's expert adapters (strategies/lora.py adapts the experts' 3-D weights
+    through peft's `target_parameters`, whatever `target_modules` says): in each sparse
+    layer a rank-r adapter per expert on `gate_up_proj` (in h, out 2I) and on `down_proj`
+    (in I, out h); 0 for a dense model.
+
+    >>> from rollcli.models.registry import MODELS
+    >>> expert_adapter_params(MODELS["tiny-random-moe"], r=4)  # 2 layers, 4 experts
+    14336
+    """
+    h, inter = spec.hidden_size, spec.moe_intermediate_size  # 0 experts: 0
+    per_layer = r * spec.num_experts * ((h + 2 * inter) + (inter + h))
+    return (spec.num_layers - spec.num_dense_layers) * per_layer
+
+
 def lora_param_count(spec: ModelSpec, *, r: int, target_modules: tuple[str, ...] | str) -> int:
-    """Adapter parameters: `r · (in + out)` per adapted linear (A is r×in, B is out×r).
+    """Adapter parameters: `r · (in + out)` per adapted linear (A is r×in, B is out×r), and
+    an MoE model's expert adapters (`expert_adapter_params`).
 
     `all-linear` adapts every linear of the decoder layers (not the LM head).
 
@@ -52,4 +67,5 @@ def lora_param_count(spec: ModelSpec, *, r: int, target_modules: tuple[str, ...]
             f"cannot plan LoRA on {unknown[0]!r}: the planner knows {', '.join(LORA_LINEARS)} "
             "(or all-linear)"
         )
-    return sum(r * (i + o) * n for name in names for i, o, n in shapes[name])
+    linears = sum(r * (i + o) * n for name in names for i, o, n in shapes[name])
+    return linears + expert_adapter_params(spec, r=r)

@@ -16,6 +16,7 @@ from rollcli.config.strategy_spec import AUTO, ENGINES
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import RecipeConfig
+    from rollcli.models.spec import ModelSpec
 
 
 def bf16_copies(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu: bool) -> bool:
@@ -50,10 +51,20 @@ def weight_precision(cfg: RecipeConfig, role: str, strategy: str | None, on_cpu:
     return BF16_MIXED if role == ACTOR_TRAIN else BF16
 
 
-def check_rollout_precision(cfg: RecipeConfig, engine: str, on_cpu: bool) -> None:
+def check_rollout_precision(
+    cfg: RecipeConfig, engine: str, on_cpu: bool, model: ModelSpec | None = None
+) -> None:
     """`rollout.precision` an engine of this run can honour, or one line saying why not
-    (the row's `refusal`, or int8 elsewhere than in an int8 engine on a CPU)."""
+    (the row's `refusal`, int8 elsewhere than in an int8 engine on a CPU, or int8 on an MoE
+    `model`: the int8 copies are of linears, and its experts' 3-D weights are none)."""
     row = PRECISIONS.get(rollout_of(cfg).precision)
+    if row is not None and row.int8 and model is not None and model.num_experts:
+        raise ConfigError(
+            f"rollout.precision int8 on {model.name}, an MoE model ({model.num_experts} "
+            "experts): the hf engine's int8 copies cover its linears only, and the experts "
+            "would sample in fp32; set rollout.precision: bf16 (its copies cover the experts) "
+            "or fp32"
+        )
     if row is not None and row.int8 and (not ENGINES[engine].int8 or not on_cpu):
         where = "on GPUs" if not on_cpu else f"with rollout.engine {engine}"
         raise ConfigError(

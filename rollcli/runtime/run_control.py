@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rollcli.config.recipe import RecipeConfig
 from rollcli.distributed.cluster import Cluster
 from rollcli.distributed.process_control import ProcessControl
-from rollcli.models.registry import TINY_RANDOM
+from rollcli.models.registry import TINY_RANDOM, TINY_RANDOM_MOE
 from rollcli.planning.role_table import roles_for
 from rollcli.runs.checkpoint import (
     latest_checkpoint,
@@ -84,7 +84,8 @@ class RunControl:
             measure="cuda" if cfg.resources.gpus > 0 else "pss",
             log_event=run.log_event,
             step=lambda: self.current_step,
-            warn=cfg.model != TINY_RANDOM.name,  # a test model's plan is the process around it
+            # a test model's plan is the process around it
+            warn=cfg.model not in (TINY_RANDOM.name, TINY_RANDOM_MOE.name),
         )
         self.checkpoints = Checkpointer(
             run,
@@ -121,6 +122,10 @@ class RunControl:
                 f"{total:,} parameters train"
                 + ("; the reference is actor_train with its adapters off" if ref else "")
             )
+            note = clusters[0].call(TrainedModelWorker.lora_coverage)[0]
+            if note is not None:  # an MoE model: what peft reaches there, and what not
+                self.run.log_event(note)
+                self.ui.message(note)
 
     def kill_workers(self) -> None:
         for c in self.clusters:

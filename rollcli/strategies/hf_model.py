@@ -11,6 +11,7 @@ from rollcli.algorithms.entropy import entropy_from_logits, logprobs_from_logits
 from rollcli.data.batch_keys import PROMPT_WIDTH
 from rollcli.models.shapes import RANDOM_INIT_KEY
 from rollcli.strategies.attention_masks import padded_rows_mask
+from rollcli.strategies.hf_checkpoint_layout import has_conversions, to_model_layout
 from rollcli.strategies.hf_gqa_attention import use_gqa_attention
 from rollcli.strategies.lm_head import head_logprobs, plain_head
 from rollcli.strategies.routing_replay import batch_routing
@@ -46,6 +47,7 @@ def load_causal_lm(
     return model
 
 
+_Gaps = tuple[set[str], set[str]]  # (missing, unexpected) tensor names
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_WEIGHTS_INDEX = "model.safetensors.index.json"  # save_pretrained's shards
 
@@ -54,9 +56,9 @@ def load_saved_weights(model: torch.nn.Module, folder: str | Path, device: str) 
     """Load a Hugging Face folder's safetensors weights into `model`, strictly: one
     `model.safetensors`, or the shards its index lists (`save_pretrained` above
     `max_shard_size`). A tensor missing from every file (tied weights excepted) or one the
-    model lacks is a ValueError naming it."""
-    from safetensors.torch import load_model
-
+    model lacks is a ValueError naming it. An MoE model's folder names its experts one by
+    one, as the hub does (hf_checkpoint_layout.py): its files are read whole and fused as
+    `from_pretrained` fuses them; other folders are read one shard at a time."""
     folder = Path(folder)
     index = folder / SAFE_WEIGHTS_INDEX
     if index.exists():
@@ -67,17 +69,55 @@ def load_saved_weights(model: torch.nn.Module, folder: str | Path, device: str) 
     else:
         files = [folder / SAFE_WEIGHTS]
         source = files[0]
+    load = _load_converted if has_conversions(model) else _load_shards
+    missing, unexpected = load(model, files, device)
+    if missing or unexpected:
+        raise ValueError(
+            f"{source} does not match the policy: missing tensors {sorted(missing)}, "
+            f"unexpected tensors (or shapes) {sorted(unexpected)}; resume with the run's own "
+            "model"
+        )
+
+
+def _load_shards(model: torch.nn.Module, files: list[Path], device: str) -> _Gaps:
+    """One file at a time, each filling the tensors it holds: (missing, unexpected)."""
+    from safetensors.torch import load_model
+
     missing: set[str] | None = None
     unexpected: set[str] = set()
-    for path in files:  # one shard at a time: each fills the tensors it holds
+    for path in files:
         miss, extra = load_model(model, str(path), strict=False, device=device)
         missing = set(miss) if missing is None else missing & set(miss)
         unexpected |= set(extra)
-    if missing or unexpected:
-        raise ValueError(
-            f"{source} does not match the policy: missing tensors {sorted(missing or ())}, "
-            f"unexpected tensors {sorted(unexpected)}; resume with the run's own model"
-        )
+    return missing or set(), unexpected
+
+
+def _load_converted(model: torch.nn.Module, files: list[Path], device: str) -> _Gaps:
+    """Every file at once, fused to the model's layout: (missing, unexpected names or
+    shapes; e.g. an expert missing from the folder makes a fused tensor of fewer experts)."""
+    from safetensors.torch import load_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    for path in files:
+        tensors.update(load_file(str(path), device=device))
+    fused, own = to_model_layout(model, tensors), model.state_dict()
+    wrong = {n for n, t in fused.items() if n in own and t.shape != own[n].shape}
+    if wrong:
+        return set(), wrong
+    result = model.load_state_dict(fused, strict=False)
+    return _untied(model, set(result.missing_keys)), set(result.unexpected_keys)
+
+
+def _untied(model: torch.nn.Module, missing: set[str]) -> set[str]:
+    """The names in `missing` whose parameter no other (loaded) name shares: a tied LM
+    head is its embedding, filled when the embedding is."""
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    return {
+        n for n in missing if n not in params or all(a in missing for a in names[id(params[n])])
+    }
 
 
 def causal_lm_layout(path: str | Path, *, dtype: torch.dtype = torch.float32):

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rollcli.strategies.bf16_linears import experts_modules
+
 MIN_ROWS = 17  # torch._int_mm's least row count
 ALPHA = 0.5  # SmoothQuant's migration strength: the share of the range moved to the weights
 
@@ -188,6 +190,11 @@ class Int8Linears:
     def __init__(self, model: torch.nn.Module) -> None:
         if next(model.parameters()).device.type != "cpu":
             raise ValueError("int8 linears run on the CPU (torch._int_mm); this model is not")
+        if experts_modules(model):  # the planner refuses it first (role_precision.py)
+            raise ValueError(
+                "int8 linears leave an MoE model's experts (3-D weights, no linears) in fp32; "
+                "use bf16 copies (bf16_linears.py), which cover them"
+            )
         self.groups = _groups(model)
         self.linears = [m for g in self.groups for m in g.linears]
         for group in self.groups:

@@ -12,6 +12,12 @@ things cheap:
 - a checkpoint holds the adapter (`save_adapter`: peft's `adapter_model.safetensors` and
   `adapter_config.json`), and resuming loads it onto the freshly loaded base
   (`load_adapter`).
+
+An MoE model (transformers 5 keeps each layer's experts as 3-D parameters, Qwen3-MoE's
+`mlp.experts.gate_up_proj [E, 2I, H]` and `mlp.experts.down_proj [E, H, I]`, in a module
+that is not a linear) gets adapters on those too, through peft's `target_parameters`
+(lora_moe.py): each expert its own rank-r `B A`, merged as `W[e] + (alpha / r) B_e A_e`.
+The router stays frozen, and `lora_moe.moe_note` says so in the run's one line.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from rollcli.strategies.lora_moe import linear_names, peft_targets, unwrapped_name
 
 ADAPTER_DIR = "adapter"  # a checkpoint's adapter folder (peft's layout)
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -51,15 +59,9 @@ class LoraSpec:
         )
 
 
-def _linear_names(model: torch.nn.Module) -> list[str]:
-    names = {
-        n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)
-    }
-    return sorted(names)
-
-
 def apply_lora(model: torch.nn.Module, spec: LoraSpec) -> Any:
-    """`model` wrapped by peft with fresh adapters (`B = 0`: the policy starts as the base)."""
+    """`model` wrapped by peft with fresh adapters (`B = 0`: the policy starts as the base);
+    on an MoE model its expert weights too, its router not (lora_moe.py)."""
     from peft import LoraConfig, get_peft_model
 
     targets = spec.target_modules
@@ -67,15 +69,15 @@ def apply_lora(model: torch.nn.Module, spec: LoraSpec) -> Any:
         r=spec.r,
         lora_alpha=spec.alpha,
         lora_dropout=spec.dropout,
-        target_modules=targets if isinstance(targets, str) else list(targets),
         task_type="CAUSAL_LM",
+        **peft_targets(model, targets),
     )
     try:
         return get_peft_model(model, config)
     except ValueError as err:
         raise ValueError(
             f"train.lora.target_modules = {targets!r} does not fit this model ({err}); its "
-            f"linear layers are {', '.join(_linear_names(model))}"
+            f"linear layers are {', '.join(linear_names(model))}"
         ) from None
 
 
@@ -97,17 +99,17 @@ def base_tensors(model: Any) -> dict[str, torch.Tensor]:
     for name, tensor in model.get_base_model().state_dict(keep_vars=True).items():
         if ".lora_" in name:
             continue
-        out[name.replace(".base_layer.", ".")] = tensor
+        out[unwrapped_name(name)] = tensor
     return out
 
 
 def merged_value(model: Any) -> Callable[[str, torch.Tensor], torch.Tensor]:
     """`value(name, base_tensor)`: the merged weight `W + (alpha / r) B A` of an adapted
-    layer (a new tensor), the base tensor itself for every other name."""
+    layer or expert parameter (a new tensor), the base tensor itself for every other name."""
     from peft.tuners.lora import LoraLayer
 
-    adapted = {
-        f"{name}.weight": module
+    adapted = {  # an expert parameter's wrapper (peft's ParamWrapper) names its parameter
+        f"{unwrapped_name(name)}.{getattr(module, 'parameter_name', 'weight')}": module
         for name, module in model.get_base_model().named_modules()
         if isinstance(module, LoraLayer)
     }

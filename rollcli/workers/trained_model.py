@@ -42,6 +42,7 @@ from rollcli.strategies.hf_model import (
     load_saved_weights,
     load_tokenizer,
 )
+from rollcli.strategies.lora_moe import moe_note
 from rollcli.strategies.precision import check_precision, compute_context, torch_dtype
 from rollcli.strategies.routing_replay import RouterReplay, set_router_replay
 from rollcli.strategies.threads import set_threads
@@ -107,8 +108,10 @@ class TrainedModelWorker(PolicyLogprobs):
         if args.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.lora = lora is not None
+        self.lora_note: str | None = None  # on an MoE model: what LoRA adapts, what not
         if lora is not None:
             self.model = lora_adapters.apply_lora(self.model, lora)
+            self.lora_note = moe_note(self.model)
         self.tokenizer = load_tokenizer(model_path)
         self.strategy = strategy
         # what the worker asks of its strategy: its row (config/strategy_spec.py)
@@ -146,6 +149,11 @@ class TrainedModelWorker(PolicyLogprobs):
     def trainable_parameters(self) -> tuple[int, int]:
         """(parameters that train, all parameters): with LoRA, the adapters' share."""
         return lora_adapters.trainable_count(self.model)
+
+    def lora_coverage(self) -> str | None:
+        """With LoRA on an MoE model, the line saying what it adapts and leaves frozen
+        (`lora_moe.moe_note`); None otherwise."""
+        return self.lora_note
 
     # ---- data parallel ---------------------------------------------------------------
     def open_train_group(self) -> tuple[str, int]:
