@@ -56,6 +56,6 @@ def router_replay_line(cfg: Any, model: ModelSpec, engine: str | None) -> str | 
     hint = (
         "R3 replays the hf engine's"
         if engine in RECORDING_ENGINES
-        else f"the {engine} engine returns no experts: R2 replays the old policy's"
+        else f"R3 needs rollout.engine=hf ({engine} returns no experts); R2 replays the old policy's"
     )
     return f"MoE ({active}): router_replay off; {hint} (algorithm.router_replay)"

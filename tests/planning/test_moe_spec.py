@@ -90,17 +90,18 @@ def test_a_dense_config_is_not_moe():
     assert active_param_count(spec) == param_count(spec)
 
 
-def test_lora_counts_each_expert_and_the_shared_expert():
+def test_lora_counts_the_dense_layers_the_shared_expert_and_the_experts():
     config = Qwen2MoeConfig(
         **COMMON, num_hidden_layers=4, intermediate_size=128, moe_intermediate_size=32,
         shared_expert_intermediate_size=48, num_experts=4, num_experts_per_tok=2,
         decoder_sparse_step=2, mlp_only_layers=[3],
     )  # fmt: skip
     spec = spec_from_config(config.to_dict(), name="m")
-    # down_proj: 3 dense layers (128 wide), 4 experts and 1 shared expert in layer 1
+    # down_proj: 3 dense layers (128 wide) and the shared expert of sparse layer 1; its 4
+    # experts' adapters whatever the targets (gate_up_proj 64 -> 2 x 32, down_proj 32 -> 64)
     r = 8
     assert lora_param_count(spec, r=r, target_modules=("down_proj",)) == r * (
-        3 * (128 + 64) + 4 * (32 + 64) + (48 + 64)
+        3 * (128 + 64) + (48 + 64) + 4 * ((64 + 2 * 32) + (32 + 64))
     )
 
 
