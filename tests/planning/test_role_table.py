@@ -26,6 +26,7 @@ MATRIX = {
         "actor_train", "actor_infer", "reference", "critic", "reward",
     ],
     ("rlvr-math-lora", ()): ["actor_train", "actor_infer", "reward"],
+    ("rlvr-math-moe", ()): ["actor_train", "actor_infer", "reference", "reward"],
     ("rlvr-code", ()): ["actor_train", "actor_infer", "reference", "reward"],
     ("rlvr-gsm8k", ()): ["actor_train", "actor_infer", "reference", "reward"],
     ("rlvr-mix", ()): ["actor_train", "actor_infer", "reference", "reward"],
