@@ -1,7 +1,8 @@
 """What routing replay changes on a real MoE, and what the MoE costs: rlvr-math-moe (the
 embedded model upcycled to 4 experts, top-2) through the real CLI with replay off and R3,
 under the fp32 sampler and the bf16 one (where the CPU computes bf16 natively), beside
-rlvr-math (the dense model) at the same settings, in one run on one machine.
+rlvr-math (the dense model) at the same settings (the trainer in the recipes' precision,
+micro-batches of 8 rows), in one run on one machine.
 
     .venv/bin/python bench/moe_routing.py                 # 6 steps an arm
     .venv/bin/python bench/moe_routing.py --steps 3 --arms dense,moe-R3-bf16
@@ -13,7 +14,8 @@ picks the sampler's (`moe/routing_agreement`), the mean |trainer - sampler| log-
 sampled tokens as run (`moe/logprob_mismatch`) and, with R3, without replay on a slice
 (`moe/logprob_mismatch_unreplayed`); then each arm's mean step time over its steps after the
 first, its phases, each role's measured peak memory against the plan's, and on the last line
-the ratio `moe / dense step time: R.RRx` (the fp32-sampler arms where the CPU has no bf16).
+the ratio `moe / dense step time (...): R.RRx` of the R3 arm to the dense one at the same
+sampler precision.
 """
 
 from __future__ import annotations
@@ -26,19 +28,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SAME = ["train.micro_batch_size=8"]  # rlvr-math-moe's; the dense arms take it too
+BF16, FP32 = ["rollout.precision=bf16"], ["rollout.precision=fp32"]
 ARMS = {  # name: (recipe, overrides)
-    "dense": ("rlvr-math", []),
-    "moe-R3-bf16": ("rlvr-math-moe", ["algorithm.router_replay=R3"]),
-    "moe-off-bf16": ("rlvr-math-moe", ["algorithm.router_replay=off"]),
-    "dense-fp32": ("rlvr-math", ["rollout.precision=fp32", "train.precision=fp32"]),
-    "moe-R3-fp32": (
-        "rlvr-math-moe",
-        ["algorithm.router_replay=R3", "rollout.precision=fp32", "train.precision=fp32"],
-    ),
-    "moe-off-fp32": (
-        "rlvr-math-moe",
-        ["algorithm.router_replay=off", "rollout.precision=fp32", "train.precision=fp32"],
-    ),
+    "dense-bf16": ("rlvr-math", [*SAME, *BF16]),
+    "moe-R3-bf16": ("rlvr-math-moe", [*SAME, *BF16, "algorithm.router_replay=R3"]),
+    "moe-off-bf16": ("rlvr-math-moe", [*SAME, *BF16, "algorithm.router_replay=off"]),
+    "dense-fp32": ("rlvr-math", [*SAME, *FP32]),
+    "moe-R3-fp32": ("rlvr-math-moe", [*SAME, *FP32, "algorithm.router_replay=R3"]),
+    "moe-off-fp32": ("rlvr-math-moe", [*SAME, *FP32, "algorithm.router_replay=off"]),
 }
 PHASES = ("time/generate_s", "time/forward_s", "time/train_s", "time/weight_sync_s")
 MiB = 2**20
@@ -91,7 +89,7 @@ def main() -> None:
     ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/roll-moe-routing"))
     args = ap.parse_args()
     bf16 = native_bf16()
-    default = ["dense", "moe-R3-bf16", "moe-off-bf16"] if bf16 else []
+    default = ["dense-bf16", "moe-R3-bf16", "moe-off-bf16"] if bf16 else []
     default += ["dense-fp32", "moe-R3-fp32", "moe-off-fp32"]
     names = args.arms.split(",") if args.arms else default
     args.runs_dir.mkdir(parents=True, exist_ok=True)
@@ -128,9 +126,12 @@ def main() -> None:
         ]
         print(f"{name:<14} " + ", ".join(cells))
 
-    pair = ("dense", "moe-R3-bf16") if bf16 and "dense" in means else ("dense-fp32", "moe-R3-fp32")
-    if all(p in means for p in pair):
-        print(f"moe / dense step time: {means[pair[1]] / means[pair[0]]:.2f}x")
+    pairs = [("dense-bf16", "moe-R3-bf16"), ("dense-fp32", "moe-R3-fp32")]
+    pair = next((p for p in pairs if all(name in means for name in p)), None)
+    if pair is not None:
+        print(
+            f"moe / dense step time ({pair[1]} / {pair[0]}): {means[pair[1]] / means[pair[0]]:.2f}x"
+        )
 
 
 if __name__ == "__main__":
