@@ -53,7 +53,7 @@ class LogLine:
 RANKS = {
     "reward": 1, "val acc": 1, "time": 2, "before": 2, "kl": 3, "template drift": 3,
     "informative": 4, "tool errors": 4, "len": 5, "top": 5, "calls/ep": 6, "call valid": 6,
-    "entropy": 7, "action H": 7, "mismatch": 8, "mfu": 9,
+    "entropy": 7, "action H": 7, "moe": 8, "mismatch": 8, "mfu": 9,
 }  # fmt: skip
 
 
@@ -86,6 +86,9 @@ def format_step(row: dict[str, Any], total_steps: int | None = None, width: int 
     >>> format_step({"step": 1, "rollout/mismatch_kl": 0.00031, "rollout/mismatch_ratio_min": 0.52,
     ...     "rollout/mismatch_ratio_max": 1.91})
     'step 1  mismatch kl 0.00031 r [0.52, 1.91]'
+    >>> format_step({"step": 1, "moe/routing_agreement": 0.541, "moe/logprob_mismatch": 2.8e-07,
+    ...     "moe/logprob_mismatch_unreplayed": 0.0218})
+    'step 1  moe agree 0.541 gap 2.8e-07 (unreplayed 0.022)'
     >>> format_step({"step": 30, "time/step_s": 240.0, "time/validate_s": 59.0})
     'step 30  181.0 s (+59.0 s val)'
     """
@@ -159,6 +162,13 @@ def _parts(row: dict[str, Any]) -> list[tuple[int, str]]:
             else ""
         )
         parts.append((RANKS["mismatch"], f"mismatch kl {gap:.2g}{extremes}"))
+    agree = row.get("moe/routing_agreement")
+    if isinstance(agree, (int, float)):  # an MoE model: routing agreement, the log-prob gap
+        gap, bare = row.get("moe/logprob_mismatch"), row.get("moe/logprob_mismatch_unreplayed")
+        text = f"moe agree {agree:.3f}"
+        text += f" gap {gap:.2g}" if isinstance(gap, (int, float)) else ""
+        text += f" (unreplayed {bare:.2g})" if isinstance(bare, (int, float)) else ""
+        parts.append((RANKS["moe"], text))
     step_s = training_step_s(row)  # as the live line's s/step: validation apart
     if step_s is not None:
         val_s = row.get("time/validate_s")

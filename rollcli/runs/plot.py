@@ -257,6 +257,28 @@ def _draw_tools(ax: Any, rows: list[Row], key: str) -> str:
     return label
 
 
+def _draw_moe(ax: Any, rows: list[Row], key: str) -> str:
+    """An MoE run's routing agreement (left) and the trainer-vs-sampler log-prob gap with
+    and, where logged, without replay (right, log scale)."""
+    label = _draw_curve(ax, rows, key, "{:.3f}", label="routing agreement")
+    ax.set_ylim(0, 1.02)
+    right = ax.twinx()
+    for name, style, text, short in (
+        ("moe/logprob_mismatch", "-", "log-prob gap", "gap"),
+        ("moe/logprob_mismatch_unreplayed", "--", "gap without replay", "unreplayed"),
+    ):
+        steps, values = series(rows, name)
+        if values and all(v > 0 for v in values):
+            right.plot(steps, values, ls=style, color="tab:red", marker=".", label=text)
+            right.set_yscale("log")
+            label += f", {short} {values[-1]:.1g}"
+    right.set_ylabel("|trainer - sampler| log-prob", fontsize=10)
+    ax.legend(fontsize=8, loc="lower left")
+    if right.lines:
+        right.legend(fontsize=8, loc="lower right")
+    return label
+
+
 PANELS = (
     Panel(
         "train reward", "reward/mean", "mean reward", _draw_reward, "no rollout steps logged yet"
@@ -304,6 +326,14 @@ PANELS = (
         "per episode / share",
         _draw_tools,
         "logged by tool environments (docs/agents.md)",
+        only_if_logged=True,
+    ),
+    Panel(
+        "MoE routing",
+        "moe/routing_agreement",
+        "share of top-k sets agreeing",
+        _draw_moe,
+        "logged by MoE models (docs/moe.md)",
         only_if_logged=True,
     ),
 )
