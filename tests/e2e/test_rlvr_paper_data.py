@@ -34,10 +34,15 @@ def test_a_sample_larger_than_its_fixture_is_refused_in_the_dry_run(tmp_path, ti
 @pytest.mark.skipif(
     not detect_isolation()["strong"], reason="the code sandbox needs network+mount namespaces"
 )
-def test_rlvr_paper_trains_one_step_on_the_fixtures(tmp_path, tiny_model, ray_session):
+@pytest.mark.parametrize(
+    "model",
+    [["tiny-random"], ["tiny-random-moe", "algorithm.router_replay=R3"]],  # the 30B-A3B row's
+    ids=["dense", "moe"],
+)
+def test_rlvr_paper_trains_one_step_on_the_fixtures(tmp_path, tiny_model, ray_session, model):
     code, err = cli(
-        "train", "rlvr-paper", "--model", "tiny-random", "--steps", "1", "--runs-dir",
-        str(tmp_path), "--run-id", "paper", *write_paper_data(tmp_path),
+        "train", "rlvr-paper", "--model", model[0], "--steps", "1", "--runs-dir",
+        str(tmp_path), "--run-id", "paper", *write_paper_data(tmp_path), *model[1:],
         "rollout.batch_size=4", "rollout.group_size=2", "rollout.max_new_tokens=8",
         "train.micro_batch_size=2", "train.warmup_steps=0", "run.eval_every=0",
     )  # fmt: skip
