@@ -179,3 +179,16 @@ def test_activation_checkpointings_recompute_replays_the_same_experts():
     assert plain.keys() == recomputed.keys()
     for name in plain:
         assert torch.allclose(plain[name], recomputed[name], atol=1e-6), name
+
+
+def test_the_router_losses_are_transformers_balancing_loss_and_the_z_loss(qwen3):
+    from rollcli.models.moe_routing import kept_router_logits, router_losses
+
+    ids = torch.randint(0, 1000, (2, 7))
+    with kept_router_logits(qwen3) as state, routed(qwen3):
+        out = qwen3(ids, output_router_logits=True)
+        balance, z = router_losses(state)
+    assert torch.allclose(balance, out.aux_loss, atol=1e-6)  # the model's own aux loss
+    logits = torch.cat(out.router_logits)
+    assert torch.allclose(z, torch.logsumexp(logits, dim=-1).square().mean(), atol=1e-6)
+    assert balance.requires_grad and z.requires_grad  # they train the router
