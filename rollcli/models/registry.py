@@ -10,6 +10,7 @@ can reach the hub). A model read from a folder's config.json is `local`.
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 
 from rollcli.models import catalog
 from rollcli.models.spec import ModelSpec, param_count
@@ -34,23 +35,15 @@ SMOLLM2_135M = ModelSpec(
 # The embedded model upcycled (rollcli/models/upcycle.py): a Mixtral whose 4 experts per
 # layer are copies of smollm2-135m's MLP, 2 a token (renormalised), so it starts computing
 # what smollm2-135m does; its attention, norms, embeddings and tokenizer are smollm2's.
-SMOLLM2_135M_MOE = ModelSpec(
+SMOLLM2_135M_MOE = replace(
+    SMOLLM2_135M,
     name="smollm2-135m-moe",
     hf_id="",
     source="upcycled",
     architecture="mixtral",
-    num_layers=30,
-    hidden_size=576,
-    intermediate_size=1536,
-    num_attention_heads=9,
-    num_kv_heads=3,
-    head_dim=64,
-    vocab_size=49152,
-    tie_word_embeddings=True,
-    max_position_embeddings=8192,
     num_experts=4,
     num_experts_per_token=2,
-    moe_intermediate_size=1536,
+    moe_intermediate_size=1536,  # each expert is the whole MLP
     description="SmolLM2-135M-Instruct upcycled to a Mixtral MoE: 4 copies of each MLP as "
     "experts, top-2; the same outputs until trained",
 )
@@ -77,20 +70,10 @@ TINY_RANDOM = ModelSpec(
 # The smallest mixture of experts, shaped like the paper's Qwen3-30B-A3B (qwen3_moe: every
 # layer sparse, top-k renormalised): 4 experts, 2 per token, random weights, the smollm2
 # tokenizer. For tests and smoke runs of MoE training and routing replay.
-TINY_RANDOM_MOE = ModelSpec(
+TINY_RANDOM_MOE = replace(
+    TINY_RANDOM,
     name="tiny-random-moe",
-    hf_id="",
-    source="random",
     architecture="qwen3_moe",
-    num_layers=2,
-    hidden_size=128,
-    intermediate_size=256,
-    num_attention_heads=2,
-    num_kv_heads=1,
-    head_dim=64,
-    vocab_size=49152,
-    tie_word_embeddings=True,
-    max_position_embeddings=2048,
     num_experts=4,
     num_experts_per_token=2,
     moe_intermediate_size=64,
