@@ -22,8 +22,8 @@ from rollcli.data.micro_batch import trim_padding
 from rollcli.distributed import data_parallel
 from rollcli.models.moe_routing import kept_router_logits, router_losses, routing_state, take_stats
 from rollcli.strategies.attention_masks import hf_module
-from rollcli.strategies.host_memory import release_free_memory
 from rollcli.strategies.device import batch_to, to_cpu
+from rollcli.strategies.host_memory import release_free_memory
 from rollcli.strategies.logprob_forward import (
     logprob_forward,
     logprobs_and_routing,
