@@ -139,7 +139,7 @@ def test_a_tool_env_run_gets_an_eighth_panel_of_its_tool_use(tmp_path: Path) -> 
     ]  # fmt: skip
     rows = [_row(k + 1, **extra) for k, extra in enumerate(tools)]
     fig = draw_run(rows, title="run t")
-    assert len(fig.axes) == len(PANELS) == 8
+    assert len(fig.axes) == 8 and len(PANELS) == 9  # the MoE panel only where logged
     panel = fig.axes[7]
     assert panel.get_title() == "tool use  (last 1.00, valid 0.75)"
     lines = {line.get_label(): list(line.get_ydata()) for line in panel.get_lines()}
@@ -201,3 +201,22 @@ def test_dpos_two_validation_accuracies_are_drawn_by_their_names() -> None:
     assert val.get_title() == "validation accuracy  (0.500 → 0.700, implicit reward 0.400)"
     labels = [line.get_label() for line in val.get_lines()]
     assert labels == ["preference (log-probs)", "implicit reward"]
+
+
+def test_an_moe_run_gets_an_eighth_panel_of_its_routing() -> None:
+    moe = [
+        {"moe/routing_agreement": 0.54, "moe/logprob_mismatch": 2.8e-7,
+         "moe/logprob_mismatch_unreplayed": 2.2e-2},
+        {"moe/routing_agreement": 0.99, "moe/logprob_mismatch": 3e-7,
+         "moe/logprob_mismatch_unreplayed": 3e-7},
+    ]  # fmt: skip
+    fig = draw_run([_row(k + 1, **extra) for k, extra in enumerate(moe)], title="run m")
+    panel = fig.axes[7]
+    assert panel.get_title() == "MoE routing  (last 0.990, gap 3e-07, unreplayed 3e-07)"
+    assert [list(line.get_ydata()) for line in panel.get_lines()] == [[0.54, 0.99]]
+    right = fig.axes[8]  # the log-prob gaps, on a log scale of their own
+    assert right.get_yscale() == "log"
+    assert {line.get_label() for line in right.get_lines()} == {
+        "log-prob gap",
+        "gap without replay",
+    }
