@@ -104,11 +104,11 @@ class RoutingState:
 
     @property
     def top_k(self) -> int:
-        return int(self.routers[0].top_k)
+        return int(getattr(self.routers[0], "top_k"))  # noqa: B009 (an attribute, not a module)
 
     @property
     def num_experts(self) -> int:
-        return int(self.routers[0].num_experts)
+        return int(getattr(self.routers[0], "num_experts"))  # noqa: B009
 
 
 _STATE_ATTR = "_roll_routing_state"
@@ -142,7 +142,7 @@ def _hook(state: RoutingState, layer: int):  # noqa: ANN202
         counting = not _in_backward()  # a recomputed forward is not counted twice
         chosen = None
         if state.noise:
-            chosen = _noisy_choice(logits, router.top_k, state.noise, state.generator)
+            chosen = _noisy_choice(logits, state.top_k, state.noise, state.generator)
         if state.compare is not None and counting:
             _count_agreement(state, layer, ids)
         if state.routing is not None:
@@ -320,7 +320,13 @@ def router_losses(state: RoutingState) -> tuple[Tensor, Tensor]:
         raise RuntimeError("no router logits were kept: run the forward in kept_router_logits")
     valid = state.valid
     mask = None if valid is None else valid.view(1, -1).to(logits[0].device)
-    balance = load_balancing_loss_func(tuple(logits), state.num_experts, state.top_k, mask)
+    balance = load_balancing_loss_func(
+        tuple(logits),  # type: ignore[arg-type]  # one per layer, as the model passes them
+        state.num_experts,
+        state.top_k,
+        mask,
+    )
+    assert isinstance(balance, Tensor)  # 0 only without logits, refused above
     z = torch.stack([torch.logsumexp(x.float(), dim=-1).square() for x in logits])
     if valid is not None:
         z = z[:, valid.to(z.device)]

@@ -150,8 +150,9 @@ class ActorTrainWorker(TrainedModelWorker):
         finally:
             state.mode = mode
         take_stats(self.model)  # this slice's counts are not the update's
-        value, _ = logprob_mismatch(micro, logprobs)["moe/logprob_mismatch"]
-        return {"moe/logprob_mismatch_unreplayed": value}
+        gap = logprob_mismatch(micro, logprobs)["moe/logprob_mismatch"]
+        assert isinstance(gap, tuple)  # (value, weight)
+        return {"moe/logprob_mismatch_unreplayed": gap[0]}
 
 
 def moe_aux_coef(model: torch.nn.Module, args: PolicyUpdateArgs) -> float:
