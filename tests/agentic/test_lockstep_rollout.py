@@ -5,6 +5,8 @@ in, and its sampled tokens with its place in the batch, so episodes are only rep
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import ray
 import torch
@@ -18,7 +20,13 @@ from rollcli.workers.actor_infer import ActorInferArgs, ActorInferWorker
 from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 ENV_KWARGS = {"size": 3, "max_steps": 3}
-BACKLOG = 200  # resets: milliseconds each, together well past the scheduler's gather_s
+STALL_S = 2.0  # how long the slow env worker is held: 40x the scheduler's gather_s
+
+
+@ray.remote(num_cpus=0)
+def _after(seconds: float) -> list[int]:
+    time.sleep(seconds)
+    return []
 
 
 pytestmark = pytest.mark.usefixtures("ray_session")  # the suite's one Ray (tests/conftest.py)
@@ -57,13 +65,12 @@ def hosts() -> list:
 
 
 def _play(worker: ActorInferWorker, hosts: list, slow_host: int | None, lockstep: bool):
-    """12 sampled episodes over 2 env-worker actors; `slow_host` starts with a backlog of
-    resets, so its episodes' first observations arrive late."""
+    """12 sampled episodes over 2 env-worker actors; `slow_host` is first held by a call
+    whose argument resolves after STALL_S (an actor runs one submitter's calls in order), so
+    its episodes' first observations arrive late."""
     fmt = TurnFormat(worker.tokenizer, ray.get(hosts[0].instructions.remote()), "<answer>")
     if slow_host is not None:
-        backlog = [(10_000 + i, i) for i in range(BACKLOG)]
-        hosts[slow_host].reset.remote(backlog)
-        hosts[slow_host].release.remote([slot for slot, _ in backlog])
+        hosts[slow_host].release.remote(_after.remote(STALL_S))
     specs = [EpisodeSpec(i, i // 3, 40 + i // 3) for i in range(12)]
     params = SamplingParams(max_new_tokens=4, temperature=1.0, seed=11)
     policy = ModelPolicy([worker], params, sessions=True)
