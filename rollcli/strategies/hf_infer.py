@@ -30,6 +30,7 @@ import torch
 from rollcli.models.moe_routing import recorded_routing, recording, unset_like
 from rollcli.planning.inference_memory import HF_DECODE_BATCH
 from rollcli.strategies.bf16_linears import Bf16Linears
+from rollcli.strategies.hf_continuous import PoolSample, generate_pool
 from rollcli.strategies.hf_gqa_attention import use_folded_decode_attention, use_gqa_attention
 from rollcli.strategies.hf_prefill import prefill, prefill_sessions
 from rollcli.strategies.hf_sampling import sampler
@@ -73,6 +74,8 @@ class HFInferEngine:
         self.eos = set(eos_token_ids)
         self.pad_token_id = pad_token_id
         self.progress = GenerationProgress()
+        # the last call's (rows that sampled a token, row slots) over its decode steps
+        self.occupancy = (0, 0)
         params = inspect.signature(model.forward).parameters
         # the prefill needs the logits of each prompt's last position only
         self._last_logits = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
@@ -109,6 +112,7 @@ class HFInferEngine:
         batch_size: int | None = None,
         on_sample: OnSample | None = None,
         sessions: list[str] | None = None,
+        continuous: bool = False,
     ) -> list[Generation]:
         """`params.n` samples of every prompt, in prompt order (samples of a prompt adjacent).
 
@@ -121,8 +125,14 @@ class HFInferEngine:
 
         `sessions[i]` names prompt `i`'s session (one sample per prompt): the prompt reuses
         the KV its session holds and the session then holds the prompt and the reply.
+
+        `continuous`: `batch_size` rows decode at a time and each is refilled the step its
+        sample ends (`generate_pool`), instead of chunks that wait for their longest sample.
         """
         n = params.n
+        if continuous and sessions is None:
+            work = [PoolSample(i, s) for i in range(len(prompts)) for s in range(n)]
+            return self.generate_pool(prompts, work, params, None, on_sample, batch_size)
         if sessions is not None:
             if self.sessions is None:
                 raise ValueError("this hf engine keeps no sessions: build it with session_mib > 0")
@@ -130,6 +140,7 @@ class HFInferEngine:
                 raise ValueError("sessions need one sample per prompt and one session per prompt")
         eos = self.eos | set(params.stop_token_ids)
         self.progress.reset(len(prompts) * n * params.max_new_tokens)
+        self.occupancy = (0, 0)
         per_chunk = max(1, (batch_size or self.decode_batch) // n)
         out: list[Generation] = []
         try:
@@ -144,6 +155,41 @@ class HFInferEngine:
             if self._on_cpu:  # the call's KV buffers leave the process (host_memory.py)
                 release_free_memory()
         return out
+
+    @torch.no_grad()
+    def generate_pool(
+        self,
+        prompts: list[list[int]],
+        work: list[PoolSample],
+        params: SamplingParams,
+        until_groups: int | None = None,
+        on_sample: OnSample | None = None,
+        batch_size: int | None = None,
+    ) -> list[Generation]:
+        """The samples of `work` (new, or paused by an earlier call: they continue from
+        their tokens), in its order, decoded with continuous batching over `batch_size` rows
+        (None: `decode_batch`), refilled in `work`'s order (hf_continuous.py); `params.n` is
+        not read. `until_groups`: stop once that many prompts' samples in `work` have all
+        ended; the rest come back `paused`."""
+        eos = self.eos | set(params.stop_token_ids)
+        budget = sum(params.max_new_tokens - len(w.token_ids) for w in work)
+        self.progress.reset(budget)
+        try:
+            gens, self.occupancy = generate_pool(
+                self,
+                prompts,
+                work,
+                params,
+                batch_size or self.decode_batch,
+                eos,
+                on_sample or (lambda g: None),
+                until_groups,
+            )
+        finally:
+            self.progress.reset(0)
+            if self._on_cpu:
+                release_free_memory()
+        return gens
 
     def _decode(
         self,
@@ -204,6 +250,7 @@ class HFInferEngine:
 
         for _ in range(params.max_new_tokens):
             tokens, picked = draw(logits)
+            self._occupied(len(alive), len(gens))
             keep = self._record(gens, alive, tokens, picked, params.max_new_tokens, eos, ended)
             if not keep:
                 break
@@ -248,6 +295,7 @@ class HFInferEngine:
         live = None  # the live rows' indices, None while every row is live
         for _ in range(params.max_new_tokens):
             tokens, picked = draw(logits)
+            self._occupied(len(alive), len(gens))
             keep = self._record(
                 gens, alive, tokens, picked, params.max_new_tokens, eos, lambda _, g: on_sample(g)
             )
@@ -261,6 +309,9 @@ class HFInferEngine:
             if live is not None:
                 logits = logits.index_select(0, live)
         return gens
+
+    def _occupied(self, busy: int, slots: int) -> None:
+        self.occupancy = (self.occupancy[0] + busy, self.occupancy[1] + slots)
 
     def _record(
         self,

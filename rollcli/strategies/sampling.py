@@ -44,6 +44,9 @@ class Generation:
     # an MoE model's chosen experts at each prompt and response token, `[P + R, layers, k]`
     # (`models/moe_routing.py`: the last response token was never fed, so it is UNSET)
     routed_experts: torch.Tensor | None = None
+    # a continuous call stopped before the sample ended (`until_groups`, partial rollouts):
+    # a later call continues it from `token_ids`
+    paused: bool = False
 
 
 OnSample = Callable[[Generation], None]  # hears of each sample the moment it ends
