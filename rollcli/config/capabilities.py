@@ -209,6 +209,28 @@ def _async_rollout(cfg: RecipeConfig) -> str | None:
     return None
 
 
+def _partial_rollout(cfg: RecipeConfig) -> str | None:
+    rollout = getattr(cfg, "rollout", None)
+    if rollout is None or not rollout.partial:
+        return None
+    if spec_of(cfg).plays_episodes or not spec_of(cfg).async_rollout:
+        return (
+            f"rollout.partial: the {cfg.pipeline} pipeline cannot pause samples across steps "
+            "(partial rollouts are rlvr's for now); set rollout.partial=false"
+        )
+    if rollout.max_staleness < 1:
+        return (
+            "rollout.partial needs rollout.max_staleness >= 1 (it bounds how many steps old "
+            "a continued sample's first token may be); set rollout.max_staleness=2"
+        )
+    if rollout.engine in ("vllm", "sglang"):
+        return (
+            f"rollout.partial: the {rollout.engine} engine cannot continue paused samples "
+            "here; use rollout.engine=hf, or rollout.partial=false"
+        )
+    return None
+
+
 def _engine(cfg: RecipeConfig) -> str | None:
     rollout = getattr(cfg, "rollout", None)
     engine = rollout.engine if rollout is not None else "auto"
@@ -235,6 +257,7 @@ RULES: tuple[Callable[[RecipeConfig], str | None], ...] = (
     _placement,
     _data_parallel,
     _async_rollout,
+    _partial_rollout,
     _engine,
     parallel_error,  # devices.<role>.tp / pp that the role's strategy does not run
 )

@@ -58,6 +58,13 @@ class RolloutConfig(Section):
     request_groups: NonNegInt = 0
     oversample: Annotated[float, Field(ge=1, le=8)] = 1.0
     max_staleness: Annotated[int, Field(ge=0, le=4)] = 0
+    # the hf engine refills a decode row the step its sample ends (continuous batching)
+    # instead of decoding a batch until its longest sample ends
+    continuous_batching: bool = False
+    # partial rollouts (rlvr, hf engine): a step trains on the groups that have ended and the
+    # unfinished samples continue in later rollouts under newer weights; max_staleness
+    # (>= 1) bounds each sample's oldest token (docs/performance.md)
+    partial: bool = False
 
     @property
     def prompts_per_step(self) -> int:

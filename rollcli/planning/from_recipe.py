@@ -310,6 +310,17 @@ def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
     return cfg.group_samples
 
 
+def _check_partial(cfg: RecipeConfig, engine: str | None) -> None:
+    """Partial rollouts continue paused samples in the hf engine only (`engine: auto` that
+    resolves to vllm included)."""
+    rollout = getattr(cfg, "rollout", None)
+    if rollout is not None and rollout.partial and engine not in (None, "hf"):
+        raise ConfigError(
+            f"rollout.partial: the {engine} engine cannot continue paused samples here; "
+            "set rollout.engine=hf, or rollout.partial=false"
+        )
+
+
 def recipe_plan_input(
     cfg: RecipeConfig,
     *,
@@ -329,6 +340,7 @@ def recipe_plan_input(
     capacity = _gpu_capacity(cfg, gpu_kind, gpu_mem_gib)
     model = model_spec(cfg.model)
     check_router_replay(cfg, model, _engine(cfg, num_gpus))
+    _check_partial(cfg, _engine(cfg, num_gpus))
     lora_params = _lora_params(cfg, model)
     roles = roles_for(cfg)
     _check_devices(cfg, roles)

@@ -26,18 +26,15 @@ from typing import Any
 import torch
 
 from rollcli.algorithms.dapo import groups_with_variance
-from rollcli.data.batch import Batch
 from rollcli.data.batch_keys import (
     BEHAVIOUR_LOGPROBS,
-    FINISHED,
-    RESPONSE_MASK,
     ROUTED_EXPERTS,
-    SCORES,
 )
 from rollcli.data.prompts import Prompt
 from rollcli.distributed.calls import get, submit, unfinished
 from rollcli.distributed.local_group import WorkerGroup
 from rollcli.rollout.result import RolloutResult, build_batch
+from rollcli.rollout.rollout_metrics import rollout_metrics
 from rollcli.rollout.rows import GenerationRow, ScoredRequest
 from rollcli.rollout.worker_api import InferenceWorker
 from rollcli.strategies.sampling import SamplingParams
@@ -143,7 +140,7 @@ class PendingRollout:
         if req.done is not None:
             return
         done = get(req.ref)
-        scored = None if done["aborted"] else get(done["scores"])
+        scored = None if done["aborted"] else fetch_scores(done["scores"])
         req.done = ScoredRequest.from_wire(done, scored)
 
     def _done(self) -> list[ScoredRequest]:
@@ -190,7 +187,22 @@ class PendingRollout:
             },
         )
         done = self._done()
-        metrics = _metrics(batch, done, dropped, aborted, self.rounds)
+        metrics = rollout_metrics(
+            batch,
+            [r for d in done for r in d.results],
+            sum(len(g.token_ids) for d in done for g in d.gens),
+            [(d.gen_start, d.gen_end) for d in done],
+            [span for d in done for span in d.reward_spans],
+            [d.occupancy for d in done],
+        )
+        metrics.update(
+            {
+                "rollout/requests": float(len(done)),
+                "rollout/dropped_groups": float(dropped),
+                "rollout/aborted": float(aborted),
+                "rollout/sample_rounds": float(self.rounds + 1),
+            }
+        )
         metrics["rollout/staleness"] = self.scheduler.version - min(versions)
         rows = [
             {
@@ -268,6 +280,12 @@ class RolloutScheduler:
             )
 
 
+def fetch_scores(refs: list[Any]) -> list[Any]:
+    """The reward answers of a request's samples, None where a sample was paused."""
+    got = iter(get([r for r in refs if r is not None]))
+    return [None if r is None else next(got) for r in refs]
+
+
 def answer_all(
     infer: WorkerGroup,
     reward: WorkerGroup,
@@ -302,49 +320,3 @@ def sample_fields(prompt: Prompt) -> dict[str, Any]:
     if prompt.conversational:
         fields["messages"] = [dict(m) for m in prompt.messages]
     return fields
-
-
-def _metrics(
-    batch: Batch,
-    done: list[ScoredRequest],
-    dropped: int,
-    aborted: int,
-    rounds: int,
-) -> dict[str, float]:
-    """The step's rollout metrics. `reward/*` are over every sample generated and scored
-    this step (`done`: groups dynamic sampling dropped included, aborted requests not), so
-    they follow the policy whatever the filter keeps; `reward/kept_mean` is the mean over
-    the batch that trains (the kept groups), and the length metrics are the batch's."""
-    lengths = batch[RESPONSE_MASK].sum(dim=1)
-    results = [r for d in done for r in d.results]
-    scores = torch.tensor([float(r["score"]) for r in results])
-    parts = {}
-    for key in sorted({k for r in results for k in r if k not in ("score", "error")}):
-        values = [float(r[key]) for r in results if isinstance(r.get(key), (int, float))]
-        if values:
-            parts[f"reward/{key}"] = sum(values) / len(values)
-    gen_start = min(d.gen_start for d in done)
-    gen_end = max(d.gen_end for d in done)
-    gen_s = max(gen_end - gen_start, 1e-9)
-    tokens = sum(len(g.token_ids) for d in done for g in d.gens)
-    spans = [span for d in done for span in d.reward_spans]
-    reward_s = sum(end - start for start, end in spans)
-    overlap = sum(max(0.0, min(end, gen_end) - max(start, gen_start)) for start, end in spans)
-    return {
-        "reward/mean": float(scores.mean()),
-        "reward/std": float(scores.std()) if len(scores) > 1 else 0.0,
-        "reward/errors": float(sum(1 for r in results if r.get("error"))),
-        "reward/kept_mean": float(batch[SCORES].mean()),
-        **parts,
-        "response_length/mean": float(lengths.float().mean()),
-        "response_length/max": float(lengths.max()),
-        "response_length/truncated_frac": float((~batch[FINISHED]).float().mean()),
-        "rollout/tokens_per_s": tokens / gen_s,
-        "rollout/requests": float(len(done)),
-        "rollout/dropped_groups": float(dropped),
-        "rollout/aborted": float(aborted),
-        "rollout/sample_rounds": float(rounds + 1),
-        "time/generate_s": gen_s,
-        "time/reward_s": reward_s,
-        "time/reward_overlap_s": overlap,
-    }

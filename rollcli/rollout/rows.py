@@ -26,6 +26,7 @@ class GenerationRow:
     logprobs: list[float] | None = None
     cached_tokens: int = 0  # leading prompt tokens the engine did not prefill (sessions)
     routed_experts: Any = None  # an MoE model's experts per token, `[P + R, layers, k]`
+    paused: bool = False  # a partial rollout's call stopped before it ended (continued later)
 
     @classmethod
     def from_wire(cls, row: dict[str, Any], offset: int = 0) -> GenerationRow:
@@ -44,16 +45,21 @@ class ScoredRequest:
     gen_start: float
     gen_end: float
     gens: tuple[GenerationRow, ...] = ()
-    results: tuple[dict[str, Any], ...] = ()
+    # each sample's reward result; None for a sample a partial request paused (unscored)
+    results: tuple[dict[str, Any] | None, ...] = ()
     reward_spans: tuple[tuple[float, float], ...] = ()
+    occupancy: tuple[int, int] | None = None  # the hf engine's (busy row-steps, row slots)
 
     @classmethod
-    def from_wire(cls, done: dict[str, Any], scored: list[dict[str, Any]] | None) -> ScoredRequest:
+    def from_wire(
+        cls, done: dict[str, Any], scored: list[dict[str, Any] | None] | None
+    ) -> ScoredRequest:
         """`done`: `generate_request`'s answer; `scored`: its `scores` refs fetched (each
-        reward worker's `score_sample` answer, `{"result", "start", "end"}`), None when the
-        request was aborted."""
+        reward worker's `score_sample` answer, `{"result", "start", "end"}`; None for a
+        paused sample), None when the request was aborted."""
+        occupancy = tuple(done["occupancy"]) if done.get("occupancy") else None
         if done["aborted"]:
-            return cls(True, done["gen_start"], done["gen_end"])
+            return cls(True, done["gen_start"], done["gen_end"], occupancy=occupancy)
         if scored is None:
             raise ValueError("a finished request needs its samples' scores")
         pairs = list(zip(done["gens"], scored, strict=True))
@@ -62,6 +68,7 @@ class ScoredRequest:
             gen_start=done["gen_start"],
             gen_end=done["gen_end"],
             gens=tuple(GenerationRow.from_wire(g) for g, _ in pairs),
-            results=tuple(s["result"] for _, s in pairs),
-            reward_spans=tuple((s["start"], s["end"]) for _, s in pairs),
+            results=tuple(None if s is None else s["result"] for _, s in pairs),
+            reward_spans=tuple((s["start"], s["end"]) for _, s in pairs if s is not None),
+            occupancy=occupancy,  # type: ignore[arg-type]
         )

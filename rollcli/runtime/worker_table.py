@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rollcli.config.pipeline_spec import PIPELINES, spec_of
-from rollcli.config.recipe import AgenticRecipe, RLVRRecipe
+from rollcli.config.recipe import AgenticRecipe, RLVRRecipe, rollout_of
 from rollcli.models.replay_modes import RouterReplay
 from rollcli.rollout.agentic_setup import cross_env_kwargs, env_kwargs, turn_cache_mib
 from rollcli.runtime.role_args import PlannedArgs
@@ -132,6 +132,7 @@ def _actor_infer(ctx: BuildContext, rank: int) -> ActorInferArgs:
         int8=infer.int8,
         decode_batch=infer.decode_batch,
         bf16_linears=infer.bf16_linears,
+        continuous=rollout_of(cfg).continuous_batching,
     )
 
 

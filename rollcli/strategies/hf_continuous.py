@@ -21,8 +21,7 @@ with when it was decoded (the routing behind its behaviour log-prob), not the re
 from __future__ import annotations
 
 from collections import Counter, deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from transformers.cache_utils import DynamicLayer
@@ -31,25 +30,12 @@ from rollcli.models.moe_routing import recorded_routing, unset_like
 from rollcli.strategies.hf_kv_buffer import BufferLayer, session_cache
 from rollcli.strategies.hf_prefill import prefill
 from rollcli.strategies.hf_sampling import sampler
-from rollcli.strategies.sampling import Generation, OnSample, SamplingParams
+from rollcli.strategies.sampling import Generation, OnSample, PoolSample, SamplingParams
 
 if TYPE_CHECKING:
     from rollcli.strategies.hf_infer import HFInferEngine
 
 GROW = 64  # columns added when the buffer is full and nothing can be trimmed
-
-
-@dataclass(frozen=True)
-class PoolSample:
-    """One sample a continuous call decodes: new (no tokens) or paused by an earlier call.
-    `routed_experts`: an MoE sample's record from that call (`Generation.routed_experts`:
-    its last token was never fed, UNSET)."""
-
-    prompt_index: int  # its prompt in the call; a call's samples of one prompt are a group
-    sample: int = 0  # which of the prompt's samples
-    token_ids: tuple[int, ...] = ()
-    logprobs: tuple[float, ...] = ()
-    routed_experts: Any = None
 
 
 class ContinuousDecode:
@@ -68,7 +54,8 @@ class ContinuousDecode:
     ) -> None:
         self.engine, self.model = engine, engine.model
         self.prompts, self.work, self.params = prompts, work, params
-        self.rows, self.eos, self.on_sample = max(1, rows), eos, on_sample
+        self.rows = max(1, min(rows, len(work)))  # no more rows than samples
+        self.eos, self.on_sample = eos, on_sample
         self.until = until_groups
         self.device = next(self.model.parameters()).device
         self.gens = [
@@ -153,7 +140,9 @@ class ContinuousDecode:
         n = len(self.alive)
         if self.width + 1 > self.mask.shape[1]:
             self._reframe()
-        cache = session_cache([(k[:n], v[:n]) for k, v in zip(self.keys, self.values)], self.width)
+        cache = session_cache(
+            [(k[:n], v[:n]) for k, v in zip(self.keys, self.values, strict=True)], self.width
+        )
         self.mask[:n, self.width] = 1
         self.logits = self.engine._decode_logits(
             input_ids=tokens[:, None],
@@ -177,10 +166,10 @@ class ContinuousDecode:
         joiners = [self.queue.popleft() for _ in range(min(free, len(self.queue)))]
         if not joiners:
             return
-        seqs = [self.prompts[self.work[j].prompt_index] + list(self.gens[j].token_ids) for j in joiners]
-        done = prefill(
-            self.model, seqs, self.engine.pad_token_id, 0, **self.engine._last_logits
-        )
+        seqs = [
+            self.prompts[self.work[j].prompt_index] + list(self.gens[j].token_ids) for j in joiners
+        ]
+        done = prefill(self.model, seqs, self.engine.pad_token_id, 0, **self.engine._last_logits)
         layers = []
         for layer in done.cache.layers:
             if type(layer) not in (DynamicLayer, BufferLayer):
@@ -200,7 +189,9 @@ class ContinuousDecode:
         w = self.width
         for r, i in enumerate(done.order):
             row = start + r
-            for (kb, vb), (k, v) in zip(zip(self.keys, self.values), layers, strict=True):
+            for (kb, vb), (k, v) in zip(
+                zip(self.keys, self.values, strict=True), layers, strict=True
+            ):
                 kb[row, :, : w - span] = 0
                 vb[row, :, : w - span] = 0
                 kb[row, :, w - span : w] = k[i]
@@ -289,4 +280,3 @@ def generate_pool(
     call = ContinuousDecode(engine, prompts, work, params, rows, eos, on_sample, until_groups)
     gens = call.run()
     return gens, (call.busy, call.steps * call.rows)
-

@@ -30,7 +30,7 @@ import torch
 from rollcli.models.moe_routing import recorded_routing, recording, unset_like
 from rollcli.planning.inference_memory import HF_DECODE_BATCH
 from rollcli.strategies.bf16_linears import Bf16Linears
-from rollcli.strategies.hf_continuous import PoolSample, generate_pool
+from rollcli.strategies.hf_continuous import generate_pool
 from rollcli.strategies.hf_gqa_attention import use_folded_decode_attention, use_gqa_attention
 from rollcli.strategies.hf_prefill import prefill, prefill_sessions
 from rollcli.strategies.hf_sampling import sampler
@@ -38,7 +38,13 @@ from rollcli.strategies.hf_turn_cache import Session, TurnCache
 from rollcli.strategies.host_memory import release_free_memory
 from rollcli.strategies.int8_linears import Int8Linears
 from rollcli.strategies.lm_head import plain_head
-from rollcli.strategies.sampling import Generation, GenerationProgress, OnSample, SamplingParams
+from rollcli.strategies.sampling import (
+    Generation,
+    GenerationProgress,
+    OnSample,
+    PoolSample,
+    SamplingParams,
+)
 
 
 class HFInferEngine:
@@ -59,6 +65,7 @@ class HFInferEngine:
         decode_batch: int = HF_DECODE_BATCH,
         static_decode: bool | None = None,
         bf16: bool = False,
+        continuous: bool = False,
     ) -> None:
         """`session_mib`: memory for the sessions' KV (0: sessions are refused). `int8`:
         every linear computes with an int8 copy of its weight (`rollout.precision: int8`,
@@ -68,9 +75,11 @@ class HFInferEngine:
         the plan's `max_num_seqs` on GPUs). `static_decode`: decode calls without sessions
         use a static KV cache, replayed as CUDA graphs on a GPU (hf_static_decode.py);
         None: on a CUDA device where the model suits it, True: forced (refused where the
-        model does not suit it), False: never."""
+        model does not suit it), False: never. `continuous`: `generate` decodes with
+        continuous batching (rows refilled as samples end, hf_continuous.py)."""
         self.model = model
         self.decode_batch = decode_batch
+        self.continuous = continuous
         self.eos = set(eos_token_ids)
         self.pad_token_id = pad_token_id
         self.progress = GenerationProgress()
@@ -112,7 +121,7 @@ class HFInferEngine:
         batch_size: int | None = None,
         on_sample: OnSample | None = None,
         sessions: list[str] | None = None,
-        continuous: bool = False,
+        continuous: bool | None = None,
     ) -> list[Generation]:
         """`params.n` samples of every prompt, in prompt order (samples of a prompt adjacent).
 
@@ -126,11 +135,11 @@ class HFInferEngine:
         `sessions[i]` names prompt `i`'s session (one sample per prompt): the prompt reuses
         the KV its session holds and the session then holds the prompt and the reply.
 
-        `continuous`: `batch_size` rows decode at a time and each is refilled the step its
+        `continuous` (None: the engine's): `batch_size` rows decode at a time and each is refilled the step its
         sample ends (`generate_pool`), instead of chunks that wait for their longest sample.
         """
         n = params.n
-        if continuous and sessions is None:
+        if (self.continuous if continuous is None else continuous) and sessions is None:
             work = [PoolSample(i, s) for i in range(len(prompts)) for s in range(n)]
             return self.generate_pool(prompts, work, params, None, on_sample, batch_size)
         if sessions is not None:

@@ -49,6 +49,19 @@ class Generation:
     paused: bool = False
 
 
+@dataclass(frozen=True)
+class PoolSample:
+    """One sample a continuous call decodes: new (no tokens) or paused by an earlier call.
+    `routed_experts`: an MoE sample's record from that call (`Generation.routed_experts`:
+    its last token was never fed, UNSET)."""
+
+    prompt_index: int  # its prompt in the call; a call's samples of one prompt are a group
+    sample: int = 0  # which of the prompt's samples
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    routed_experts: torch.Tensor | None = None
+
+
 OnSample = Callable[[Generation], None]  # hears of each sample the moment it ends
 
 

@@ -26,7 +26,7 @@ from rollcli.strategies.engine_options import EngineOptions
 from rollcli.strategies.hf_infer import HFInferEngine
 from rollcli.strategies.hf_model import causal_lm_layout, load_causal_lm, load_tokenizer
 from rollcli.strategies.precision import torch_dtype
-from rollcli.strategies.sampling import Generation, SamplingParams
+from rollcli.strategies.sampling import Generation, PoolSample, SamplingParams
 from rollcli.strategies.threads import set_threads
 from rollcli.workers.generation import eos_token_ids, generation_row
 from rollcli.workers.reward import RewardWorker
@@ -61,6 +61,7 @@ class ActorInferArgs:
     int8: bool = False
     decode_batch: int | None = None
     bf16_linears: bool = False
+    continuous: bool = False  # the hf engine's continuous batching (rollout.continuous_batching)
 
 
 class ActorInferWorker:
@@ -95,6 +96,7 @@ class ActorInferWorker:
                 session_mib=args.session_mib,
                 int8=args.int8,
                 bf16=args.bf16_linears,
+                continuous=args.continuous,
                 **batch,
             )
         self.receiver: WeightReceiver | None = None
@@ -142,6 +144,8 @@ class ActorInferWorker:
         request_id: str = "",
         reward: list | None = None,
         meta: list[dict] | None = None,
+        pool: list[PoolSample] | None = None,
+        until_groups: int | None = None,
     ) -> dict:
         """One scheduled request: `generate`'s rows as `gens`, with its wall-clock interval;
         `aborted` (and no gens) when `abort` named it before it ran or while it ran (the
@@ -150,7 +154,12 @@ class ActorInferWorker:
         With `reward` (reward worker handles) each sample is sent to be scored the moment it
         ends, while the others still generate: `meta[prompt_index]` plus its response (its
         text, token ids and whether it finished) goes to `score_sample` of the handles in
-        turn, and `scores` holds the result refs in row order."""
+        turn, and `scores` holds the result refs in row order (None for a paused sample).
+
+        `pool` (partial rollouts, the hf engine): the samples to decode instead of `params.n`
+        of each prompt, new or paused by an earlier request, with continuous batching; rows
+        in `pool`'s order; `until_groups`: stop once that many prompts' samples have all
+        ended, the rest `paused`. `occupancy`: the call's (busy row-steps, row slots)."""
         start = time.time()
         with self.abort_lock:
             if request_id in self.aborted:
@@ -169,7 +178,11 @@ class ActorInferWorker:
             scores[i] = submit(reward[len(scores) % len(reward)], RewardWorker.score_sample, sample)
 
         try:
-            gens = self.generate(prompts, params, on_row=score if reward else None)
+            if pool is not None:
+                on_row = score if reward else None
+                gens = self.generate_pool(prompts, pool, params, until_groups, on_row)
+            else:
+                gens = self.generate(prompts, params, on_row=score if reward else None)
         finally:
             with self.abort_lock:
                 self.running = None
@@ -183,8 +196,39 @@ class ActorInferWorker:
             "gen_end": time.time(),
         }
         if reward and not aborted:
-            out["scores"] = [scores[i] for i in range(len(gens))]
+            out["scores"] = [scores.get(i) for i in range(len(gens))]
+        occupancy = getattr(self.engine, "occupancy", None)
+        if occupancy is not None and occupancy[1]:
+            out["occupancy"] = occupancy
         return out
+
+    def generate_pool(
+        self,
+        prompts: list[list[int]],
+        pool: list[PoolSample],
+        params: SamplingParams,
+        until_groups: int | None = None,
+        on_row: Callable[[int, dict], None] | None = None,
+    ) -> list[dict]:
+        """`generate` for a pool of new and paused samples (the hf engine's
+        `generate_pool`): a row per sample in `pool`'s order, `paused` where the call
+        stopped before it ended; `on_row(i, row)` as sample `i` ends."""
+        if self.engine_spec.engine_class:
+            raise ValueError(
+                f"partial rollouts need the hf engine (this worker runs {self.engine_name}); "
+                "set rollout.engine: hf or rollout.partial: false"
+            )
+        place = {(w.prompt_index, w.sample): i for i, w in enumerate(pool)}
+        rows: dict[int, dict] = {}
+
+        def ended(gen: Generation) -> None:
+            i = place[(gen.prompt_index, gen.sample)]
+            rows[i] = generation_row(gen, self.tokenizer)
+            if on_row is not None:
+                on_row(i, rows[i])
+
+        gens = self.engine.generate_pool(prompts, pool, params, until_groups, ended)
+        return [rows.get(i) or generation_row(g, self.tokenizer) for i, g in enumerate(gens)]
 
     def abort(self, request_ids: list[str]) -> None:
         """Skip these requests, and stop the running one if it is among them (a monitor

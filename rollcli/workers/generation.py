@@ -32,6 +32,8 @@ def generation_row(gen: Generation, tokenizer) -> dict:  # noqa: ANN001
         row["cached_tokens"] = gen.cached_tokens
     if gen.routed_experts is not None:
         row["routed_experts"] = gen.routed_experts
+    if gen.paused:
+        row["paused"] = True
     return row
 
 

@@ -3,9 +3,13 @@
 Generation and reward go through the prompt scheduler (`rollcli.rollout.prompt_scheduler`),
 with dynamic sampling. With `rollout.max_staleness = k > 0` the rollouts of the next k steps
 are already running while a step trains (async mode): they use weights up to k steps old,
-which an off-policy correction (`algorithm.off_policy`) corrects for. A checkpoint
-holds the prompt sampler and the rollouts already started, finished, so a resumed run
-repeats the uninterrupted one exactly.
+which an off-policy correction (`algorithm.off_policy`) corrects for. With
+`rollout.partial` a step trains on the groups that have ended and the unfinished samples
+continue in the next rollout (`rollcli.rollout.partial_rollout`), which starts before the
+step trains when `max_staleness >= 2` (a continued sample is then two steps old when it
+trains) and after it otherwise. A checkpoint holds the prompt sampler, the rollouts already
+started, finished, and the paused samples, so a resumed run repeats the uninterrupted one
+exactly.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from rollcli.evaluation.stats import wilson_interval
 from rollcli.pipelines.rl.source import step_sampling
 from rollcli.rewards.conventions import reward_columns
 from rollcli.rewards.failures import check_reward_errors, reward_errors
+from rollcli.rollout.partial_rollout import PartialPool, PartialRollout
 from rollcli.rollout.prompt_scheduler import (
     PendingRollout,
     RolloutScheduler,
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
     from rollcli.runtime.workers_setup import Clusters
 
 AHEAD_FILE = "rollouts_ahead.pt"  # async mode: finished rollouts of the steps after it
+PARTIAL_FILE = "partial_pool.pt"  # partial rollouts: the samples in flight (paused)
 
 
 class PromptSource:
@@ -51,7 +57,8 @@ class PromptSource:
         self.group_size = cfg.rollout.group_size
         self.batch_size = cfg.rollout.batch_size
         # async mode: rollouts started ahead of their step (step -> pending or finished)
-        self.ahead: dict[int, PendingRollout | RolloutResult] = {}
+        self.ahead: dict[int, PendingRollout | PartialRollout | RolloutResult] = {}
+        self.pool = PartialPool()  # partial rollouts: the groups in flight
 
     def load(self, tokenizer: Any) -> None:
         cfg = self.cfg
@@ -93,7 +100,7 @@ class PromptSource:
         `max_staleness` steps earlier; the rollouts of the steps after it are started now,
         before this one trains."""
         pending = self.ahead.pop(step, None) or self._start(step)
-        ahead = min(step + self.cfg.rollout.max_staleness, self.cfg.train.steps)
+        ahead = min(step + self.lead, self.cfg.train.steps)
         result = self._collect(pending)
         for later in range(step + 1, ahead + 1):
             if later not in self.ahead:
@@ -103,21 +110,38 @@ class PromptSource:
         )
         return result
 
-    def _start(self, step: int) -> PendingRollout:
+    @property
+    def lead(self) -> int:
+        """Steps a rollout starts ahead of its step: `max_staleness`; partial rollouts one
+        step when `max_staleness >= 2`, else none (the staleness left bounds continuations)."""
+        r = self.cfg.rollout
+        return min(1, r.max_staleness - 1) if r.partial else r.max_staleness
+
+    def _start(self, step: int) -> PendingRollout | PartialRollout:
         cfg = self.cfg
-        return self.scheduler.start(
-            self.sampling(step),
-            SchedulerOptions(
-                group_size=cfg.rollout.group_size,
-                num_groups=cfg.rollout.prompts_per_step,
-                request_groups=cfg.rollout.request_groups,
-                dynamic_sampling=cfg.algorithm.dynamic_sampling,
-                oversample=cfg.rollout.oversample,
-                max_resample_rounds=cfg.algorithm.max_resample_rounds,
-            ),
+        if cfg.rollout.partial:  # `step - 1`: the weights step `step` trains
+            return PartialRollout(
+                self.scheduler,
+                self.sampling(step),
+                self._options(),
+                self.pool,
+                step - 1,
+                cfg.rollout.max_staleness,
+            )
+        return self.scheduler.start(self.sampling(step), self._options())
+
+    def _options(self) -> SchedulerOptions:
+        cfg = self.cfg
+        return SchedulerOptions(
+            group_size=cfg.rollout.group_size,
+            num_groups=cfg.rollout.prompts_per_step,
+            request_groups=cfg.rollout.request_groups,
+            dynamic_sampling=cfg.algorithm.dynamic_sampling,
+            oversample=cfg.rollout.oversample,
+            max_resample_rounds=cfg.algorithm.max_resample_rounds,
         )
 
-    def _collect(self, pending: PendingRollout | RolloutResult) -> RolloutResult:
+    def _collect(self, pending: PendingRollout | PartialRollout | RolloutResult) -> RolloutResult:
         if isinstance(pending, RolloutResult):  # finished earlier (restored from a checkpoint)
             return pending
         return pending.result(self.ctl.ui.generation, self.ctl.phase)
@@ -182,14 +206,21 @@ class PromptSource:
         """Async mode: the rollouts already started for later steps, finished now."""
         self.finish_ahead()
         ahead = {step: result.to_plain() for step, result in self.ahead.items()}
-        return {AHEAD_FILE: ahead} if ahead else None
+        files: dict[str, Any] = {AHEAD_FILE: ahead} if ahead else {}
+        if self.cfg.rollout.partial:
+            files[PARTIAL_FILE] = self.pool.to_plain()
+        return files or None
 
     def load_state_dict(self, state: dict[str, Any] | None, checkpoint: Path | None) -> None:
         self.sampler = PromptSampler(len(self.train_prompts), self.cfg.seed)
         self.ahead = {}
+        self.pool = PartialPool()
         if state is None or checkpoint is None:
             return
         self.sampler.load_state_dict(state["sampler"])
         ahead = checkpoint / AHEAD_FILE
         saved = load_tensors_file(ahead) if ahead.exists() else {}
         self.ahead = {step: RolloutResult.from_plain(r) for step, r in saved.items()}
+        paused = checkpoint / PARTIAL_FILE
+        if paused.exists():
+            self.pool = PartialPool.from_plain(load_tensors_file(paused))
