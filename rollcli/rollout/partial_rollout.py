@@ -300,6 +300,7 @@ class PartialRollout:
                 "reward": s.result["score"],
                 **{k: v for k, v in s.result.items() if k != "score"},
                 "finished": s.finished,
+                "response_tokens": len(s.token_ids),
                 "policy_version": s.versions[0],
                 "policy_versions": sorted(set(s.versions)),
                 "continued": s.calls > 1,

@@ -213,6 +213,7 @@ class PendingRollout:
                 "reward": r["score"],
                 **{k: v for k, v in r.items() if k != "score"},
                 "finished": g.finished,
+                "response_tokens": len(g.token_ids),
                 "policy_version": v,
             }
             for g, r, p, v in zip(gens, results, prompts, versions, strict=True)
