@@ -62,6 +62,13 @@ class PartialSample:
     result: dict[str, Any] | None = None  # the reward's answer, once ended
     calls: int = 0  # calls that decoded tokens of it (more than one: continued)
 
+    @property
+    def scored(self) -> dict[str, Any]:
+        """The reward's answer of an ended sample."""
+        if self.result is None:
+            raise RuntimeError("a sample that has not ended has no reward yet")
+        return self.result
+
 
 @dataclass
 class PartialGroup:
@@ -262,7 +269,7 @@ class PartialRollout:
         batch = build_batch(
             [g.prompt_ids for g, _ in samples],
             [s.token_ids for _, s in samples],
-            [s.result["score"] for _, s in samples],
+            [s.scored["score"] for _, s in samples],
             [s.finished for _, s in samples],
             self.scheduler.pad_id,
             {
@@ -297,8 +304,8 @@ class PartialRollout:
                 "answer": g.prompt.answer,
                 "tag": g.prompt.tag,
                 "prompt": g.prompt.messages[-1]["content"],
-                "reward": s.result["score"],
-                **{k: v for k, v in s.result.items() if k != "score"},
+                "reward": s.scored["score"],
+                **{k: v for k, v in s.scored.items() if k != "score"},
                 "finished": s.finished,
                 "response_tokens": len(s.token_ids),
                 "policy_version": s.versions[0],
@@ -321,5 +328,5 @@ class PartialRollout:
 
 
 def _varies(group: PartialGroup, n: int) -> bool:
-    scores = torch.tensor([float(s.result["score"]) for s in group.samples])
+    scores = torch.tensor([float(s.scored["score"]) for s in group.samples])
     return bool(groups_with_variance(scores, n)[0])

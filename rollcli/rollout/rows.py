@@ -70,5 +70,5 @@ class ScoredRequest:
             gens=tuple(GenerationRow.from_wire(g) for g, _ in pairs),
             results=tuple(None if s is None else s["result"] for _, s in pairs),
             reward_spans=tuple((s["start"], s["end"]) for _, s in pairs if s is not None),
-            occupancy=occupancy,  # type: ignore[arg-type]
+            occupancy=occupancy,
         )

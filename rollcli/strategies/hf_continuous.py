@@ -82,6 +82,11 @@ class ContinuousDecode:
         self.logits: torch.Tensor | None = None
         self.steps = self.busy = 0  # decode steps, rows that sampled a token in them
 
+    @property
+    def occupancy(self) -> tuple[int, int]:
+        """(rows that sampled a token, row slots) over the call's decode steps."""
+        return self.busy, self.steps * self.rows
+
     # ---- the loop ------------------------------------------------------------------------
     def run(self) -> list[Generation]:
         draw = sampler(self.params, 0, self.device)
@@ -263,20 +268,3 @@ class ContinuousDecode:
         mask = torch.zeros(self.rows, capacity, dtype=torch.long, device=self.device)
         mask[:n, pad:width] = self.mask[:n, dead : self.width]
         self.mask, self.width = mask, width
-
-
-def generate_pool(
-    engine: HFInferEngine,
-    prompts: list[list[int]],
-    work: list[PoolSample],
-    params: SamplingParams,
-    rows: int,
-    eos: set[int],
-    on_sample: OnSample,
-    until_groups: int | None = None,
-) -> tuple[list[Generation], tuple[int, int]]:
-    """The samples of `work`, in its order, and the call's (rows that decoded, row slots)
-    over its decode steps."""
-    call = ContinuousDecode(engine, prompts, work, params, rows, eos, on_sample, until_groups)
-    gens = call.run()
-    return gens, (call.busy, call.steps * call.rows)

@@ -30,7 +30,7 @@ import torch
 from rollcli.models.moe_routing import recorded_routing, recording, unset_like
 from rollcli.planning.inference_memory import HF_DECODE_BATCH
 from rollcli.strategies.bf16_linears import Bf16Linears
-from rollcli.strategies.hf_continuous import generate_pool
+from rollcli.strategies.hf_continuous import ContinuousDecode
 from rollcli.strategies.hf_gqa_attention import use_folded_decode_attention, use_gqa_attention
 from rollcli.strategies.hf_prefill import prefill, prefill_sessions
 from rollcli.strategies.hf_sampling import sampler
@@ -184,7 +184,7 @@ class HFInferEngine:
         budget = sum(params.max_new_tokens - len(w.token_ids) for w in work)
         self.progress.reset(budget)
         try:
-            gens, self.occupancy = generate_pool(
+            call = ContinuousDecode(
                 self,
                 prompts,
                 work,
@@ -194,6 +194,8 @@ class HFInferEngine:
                 on_sample or (lambda g: None),
                 until_groups,
             )
+            gens = call.run()
+            self.occupancy = call.occupancy
         finally:
             self.progress.reset(0)
             if self._on_cpu:
