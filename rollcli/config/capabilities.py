@@ -223,7 +223,7 @@ def _partial_rollout(cfg: RecipeConfig) -> str | None:
             "rollout.partial needs rollout.max_staleness >= 1 (it bounds how many steps old "
             "a continued sample's first token may be); set rollout.max_staleness=2"
         )
-    if rollout.engine in ("vllm", "sglang"):
+    if rollout.engine != "auto" and not ENGINES[rollout.engine].partial:
         return (
             f"rollout.partial: the {rollout.engine} engine cannot continue paused samples "
             "here; use rollout.engine=hf, or rollout.partial=false"

@@ -93,7 +93,8 @@ class EngineSpec:
     between turns itself (`sessions`; the others cache prefixes in their own pool).
     `exact_logprobs`: reports a sample's log-prob under the temperature-only distribution,
     as the trainer computes it (vllm and sglang: under the top-k / top-p truncated one).
-    `int8`: its int8 rollout on the CPU (`rollout.precision: int8`). `reads_max_num_seqs`:
+    `int8`: its int8 rollout on the CPU (`rollout.precision: int8`). `partial`: continues
+    paused samples from their token ids (`rollout.partial`). `reads_max_num_seqs`:
     honours `devices.actor_infer.max_num_seqs`. `decode_batch`: decodes as many samples at once
     as a GPU plan's `max_num_seqs` (the hf engine's `decode_batch`; on a CPU it keeps its own
     64). `engine_class`: "module:Class" of an engine
@@ -112,6 +113,7 @@ class EngineSpec:
     turn_cache: bool = False
     exact_logprobs: bool = False
     int8: bool = False
+    partial: bool = False
     reads_max_num_seqs: bool = False
     decode_batch: bool = False
     engine_class: str | None = None
@@ -178,7 +180,14 @@ SGLANG_INSTALL_HINT = "pip install sglang (in an environment of its own: it pins
 ENGINES: dict[str, EngineSpec] = {
     e.name: e
     for e in (
-        EngineSpec("hf", turn_cache=True, exact_logprobs=True, int8=True, decode_batch=True),
+        EngineSpec(
+            "hf",
+            turn_cache=True,
+            exact_logprobs=True,
+            int8=True,
+            partial=True,
+            decode_batch=True,
+        ),
         EngineSpec(
             "vllm",
             package="vllm",

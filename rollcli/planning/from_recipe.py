@@ -314,7 +314,7 @@ def _check_partial(cfg: RecipeConfig, engine: str | None) -> None:
     """Partial rollouts continue paused samples in the hf engine only (`engine: auto` that
     resolves to vllm included)."""
     rollout = getattr(cfg, "rollout", None)
-    if rollout is not None and rollout.partial and engine not in (None, "hf"):
+    if rollout is not None and rollout.partial and engine and not ENGINES[engine].partial:
         raise ConfigError(
             f"rollout.partial: the {engine} engine cannot continue paused samples here; "
             "set rollout.engine=hf, or rollout.partial=false"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from rollcli.strategies.sampling import SamplingParams
+from rollcli.strategies.sampling import PoolSample, SamplingParams
 
 
 class InferenceWorker(Protocol):
@@ -32,6 +32,8 @@ class InferenceWorker(Protocol):
         request_id: str = "",
         reward: list | None = None,
         meta: list[dict] | None = None,
+        pool: list[PoolSample] | None = None,
+        until_groups: int | None = None,
     ) -> dict: ...
 
     def abort(self, request_ids: list[str]) -> None: ...

@@ -171,6 +171,19 @@ def test_dry_run_plan_and_train_give_the_same_verdict(
         ("sft", ["rollout.max_staleness=1"], 0, "async rollout is wired into"),
         ("sft", ["rollout.engine=vllm"], 0, "remove rollout.engine"),
         ("rlvr-math", ["rollout.engine=sglang"], 0, "sglang runs on GPUs only"),
+        ("rlvr-math", ["rollout.partial=true"], 0, "needs rollout.max_staleness >= 1"),
+        (
+            "rlvr-math",
+            ["rollout.partial=true", "rollout.max_staleness=2", "rollout.engine=vllm"],
+            0,
+            "the vllm engine cannot continue paused samples",
+        ),
+        (
+            "agentic-frozenlake",
+            ["rollout.partial=true", "rollout.max_staleness=2"],
+            0,
+            "the agentic pipeline cannot pause samples across steps",
+        ),
     ],
 )
 def test_each_refusal_is_one_line_naming_the_key(recipe, overrides, gpus, expected) -> None:
@@ -184,6 +197,8 @@ def test_what_each_pipeline_can_do_is_accepted() -> None:
         ("rlvr-math", ["train.strategy=deepspeed", "devices.actor_train.zero_stage=3"], 8),
         ("rlvr-math", ["rollout.engine=sglang", "rollout.max_staleness=1"], 8),
         ("rlvr-math", ["train.num_workers=2", "rollout.max_staleness=1"], 0),
+        ("rlvr-math", ["rollout.partial=true", "rollout.max_staleness=1"], 0),
+        ("rlvr-math", ["rollout.continuous_batching=true"], 0),
         ("agentic-sokoban", ["rollout.engine=vllm"], 0),
         ("agentic-sokoban", ["train.num_workers=2", "algorithm.name=ppo"], 0),
         ("agentic-sokoban", ["rollout.max_staleness=1", "algorithm.off_policy.correction=tis"], 0),

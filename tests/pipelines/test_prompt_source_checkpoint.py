@@ -33,7 +33,8 @@ class TopUpRollout:
 
 def _source() -> PromptSource:
     cfg = SimpleNamespace(
-        seed=3, rollout=SimpleNamespace(group_size=2, batch_size=4, max_staleness=1)
+        seed=3,
+        rollout=SimpleNamespace(group_size=2, batch_size=4, max_staleness=1, partial=False),
     )
     ctl = SimpleNamespace(ui=SimpleNamespace(generation=None), phase=None)
     source = PromptSource(cfg, ctl)
