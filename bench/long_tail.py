@@ -13,8 +13,9 @@ most replies end early and a few run to the limit. Four arms, each a real `roll 
     async+partial   rollout.partial, max_staleness=2 (a step takes the groups that ended;
                     the rest continue, one step ahead)
 
-An arm's first `max_staleness + 1` steps are not measured (the pipeline fills); then
-`--measured` steps per round, the arms in alternating order over `--rounds` rounds (A B C D,
+An arm's first `max_staleness + 1` steps are not measured (the pipeline fills), nor its
+last step with an async lead (its rollout was started earlier and it starts none, so it
+skips the generation the other steps overlap); in between `--measured` steps per round, the arms in alternating order over `--rounds` rounds (A B C D,
 then D C B A, ...), each round a fresh run. Per arm: trained samples/s and generated
 tokens/s over the measured steps' wall time (from the steps' `time` in metrics.jsonl),
 reply lengths (p50 / p90 / max, the arm's own samples), continued samples and the share of
@@ -45,10 +46,13 @@ ARMS: dict[str, list[str]] = {
     ],
 }
 LEAD = {"sync": 0, "sync+cb": 0, "async": 1, "async+partial": 2}  # max_staleness
+# steps whose rollouts started earlier and that start none (the run's end): not measured,
+# since they skip the generation every other step overlaps
+DRAIN = {"sync": 0, "sync+cb": 0, "async": 1, "async+partial": 1}
 
 
 def run_arm(arm: str, args: argparse.Namespace, runs: Path, round_: int) -> dict:
-    steps = LEAD[arm] + 1 + args.measured
+    steps = LEAD[arm] + 1 + args.measured + DRAIN[arm]
     run_id = f"{arm.replace('+', '-')}-r{round_}"
     cmd = [
         sys.executable,
@@ -83,7 +87,8 @@ def run_arm(arm: str, args: argparse.Namespace, runs: Path, round_: int) -> dict
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     by_step = {r["step"]: r for r in rows if "step" in r}
     first = LEAD[arm] + 2  # the first measured step
-    measured = [by_step[s] for s in range(first, steps + 1)]
+    last = first + args.measured - 1
+    measured = [by_step[s] for s in range(first, last + 1)]
     samples = tokens = 0
     for r in measured:
         path = run / "samples" / f"step-{r['step']}.jsonl"
@@ -92,8 +97,9 @@ def run_arm(arm: str, args: argparse.Namespace, runs: Path, round_: int) -> dict
         tokens += sum(lengths)
     return {
         "arm": arm,
-        # wall clock from the end of the last unmeasured step to the end of the last one
-        "wall": by_step[steps]["time"] - by_step[first - 1]["time"],
+        # wall clock from the end of the step before the first measured one to the end of
+        # the last measured one
+        "wall": by_step[last]["time"] - by_step[first - 1]["time"],
         "samples": samples,
         "tokens": tokens,
         "continued": sum(r.get("rollout/partial_continued", 0) for r in measured),

@@ -30,6 +30,7 @@ from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.inference_memory import hf_decode_seqs
 from rollcli.planning.model_spec import model_spec
+from rollcli.planning.partial_line import partial_line
 from rollcli.planning.request import PlanInput, RoleRequest
 from rollcli.planning.role_precision import (
     bf16_copies,
@@ -124,9 +125,11 @@ def correction_line(cfg: RecipeConfig) -> str | None:
 
 def auto_lines(cfg: RecipeConfig) -> list[str]:
     """The lines saying what the recipe's `auto` settings resolve to, for `roll plan` and
-    `roll train --dry-run` (and, for an MoE model, its routing replay)."""
+    `roll train --dry-run` (and, for an MoE model, its routing replay; for long replies,
+    partial rollouts)."""
     moe = router_replay_line(cfg, model_spec(cfg.model), _engine(cfg, cfg.resources.gpus))
-    return [line for line in (engine_line(cfg), correction_line(cfg), moe) if line]
+    lines = (engine_line(cfg), correction_line(cfg), moe, partial_line(cfg))
+    return [line for line in lines if line]
 
 
 def _engine(cfg: RecipeConfig, gpus: int) -> str | None:
