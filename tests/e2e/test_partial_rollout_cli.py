@@ -35,13 +35,14 @@ def _args(model: Path) -> list[str]:
         "1",
         "--eval-every",
         "0",
-        "data.train_size=60",
+        "data.train_size=80",
         "data.val_size=2",
         f"rollout.group_size={GROUP}",
         "rollout.batch_size=8",  # 2 groups per step, 4 in flight
         "rollout.max_new_tokens=64",
         "rollout.max_staleness=2",  # one step ahead; a sample continues once
         "rollout.partial=true",
+        "algorithm.dynamic_sampling=true",  # groups that agree are dropped, others paused
         "algorithm.off_policy.correction=tis",
         "reward.fn=coin_rewards:coin",
         "train.lr=1e-3",
@@ -94,6 +95,7 @@ def _weights(run: Path, step: int = STEPS) -> bytes:
 
 def test_continued_samples_train_with_their_versions(reference) -> None:
     rows = _rows(reference)[1:]
+    assert sum(r["rollout/dropped_groups"] for r in rows) > 0  # dynamic sampling dropped some
     assert sum(r["rollout/partial_continued"] for r in rows) > 0
     assert max(r["rollout/token_staleness/max"] for r in rows) <= 2
     versions = []
