@@ -67,11 +67,12 @@ def main() -> None:
     parser.add_argument("--p", type=float, default=0.8, help="chance a tile is frozen")
     parser.add_argument("--max-steps", type=int, default=10)
     parser.add_argument("--maps", type=int, default=500)
+    parser.add_argument("--first-seed", type=int, default=HELD_OUT_SEED, help="reset seeds from")
     args = parser.parse_args()
     env = FrozenLakeEnv(size=args.size, p=args.p, is_slippery=True)
     rates: dict[str, list[float]] = {"best": [], "demonstrator": [], "random": []}
     for i in range(args.maps):
-        env.reset(seed=HELD_OUT_SEED + i)
+        env.reset(seed=args.first_seed + i)
         desc = list(env.desc)
         for policy, values in rates.items():
             values.append(success(desc, policy, args.max_steps))
