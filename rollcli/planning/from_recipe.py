@@ -12,9 +12,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from rollcli.config.algorithm import resolved_correction
 from rollcli.config.errors import ConfigError
-from rollcli.config.loss_spec import LOSSES
 from rollcli.config.pipeline_spec import spec_of
 from rollcli.config.precision_spec import PRECISIONS
 from rollcli.config.recipe import (
@@ -30,7 +28,8 @@ from rollcli.models.registry import ModelSpec
 from rollcli.planning.devices import GiB, PlanError, gpu_memory
 from rollcli.planning.inference_memory import hf_decode_seqs
 from rollcli.planning.model_spec import model_spec
-from rollcli.planning.partial_line import partial_line
+from rollcli.planning.off_policy_check import check_behaviour_logprobs, correction_line
+from rollcli.planning.partial_line import check_partial, partial_line
 from rollcli.planning.request import PlanInput, RoleRequest
 from rollcli.planning.role_precision import (
     bf16_copies,
@@ -107,22 +106,6 @@ def engine_line(cfg: RecipeConfig) -> str | None:
     return f"rollout.engine auto → vllm ({where}{missing}); --engine hf plans the other"
 
 
-def correction_line(cfg: RecipeConfig) -> str | None:
-    """What `algorithm.off_policy.correction: auto` applies when that is a correction
-    (`tis` for a low-precision rollout, `config.algorithm.resolved_correction`); None where
-    the recipe names its correction, has no policy update, or auto applies none."""
-    alg = getattr(cfg, "algorithm", None)
-    if alg is None or not spec_of(cfg).engine or alg.off_policy.correction != "auto":
-        return None
-    correction = resolved_correction(alg, rollout_of(cfg).precision)
-    if correction == "none":
-        return None
-    return (
-        f"algorithm.off_policy.correction auto → {correction} (rollout.precision "
-        f"{rollout_of(cfg).precision}: the engine's weights are not the trainer's; none turns it off)"
-    )
-
-
 def auto_lines(cfg: RecipeConfig) -> list[str]:
     """The lines saying what the recipe's `auto` settings resolve to, for `roll plan` and
     `roll train --dry-run` (and, for an MoE model, its routing replay; for long replies,
@@ -137,39 +120,6 @@ def _engine(cfg: RecipeConfig, gpus: int) -> str | None:
     if not spec_of(cfg).engine:
         return None
     return _infer_strategy(rollout_of(cfg).engine, gpus)
-
-
-def _check_behaviour_logprobs(cfg: RecipeConfig, engine: str) -> None:
-    """`algorithm.off_policy.correction` weighs tokens by `pi_old / mu`, with `pi_old` the trainer's
-    temperature-only log-prob, and `policy_loss: topr` tapers `pi_theta / mu` whatever the
-    correction (`LossSpec.tapers`). The hf engine reports `mu` under that same distribution;
-    vllm (`processed_logprobs`) and sglang report it under the top-k / top-p truncated one
-    (vLLM has no temperature-only mode: `raw_logprobs` leave the temperature out), which
-    biases every weight below 1 (mean 0.906 at top_p 0.9): refused."""
-    alg = getattr(cfg, "algorithm", None)
-    rollout = rollout_of(cfg)
-    truncated = rollout.top_p < 1.0 or rollout.top_k > 0
-    if ENGINES[engine].exact_logprobs or not truncated or alg is None:
-        return
-    if LOSSES[alg.policy_loss].tapers:
-        raise ConfigError(
-            f"algorithm.policy_loss {alg.policy_loss} with rollout.top_p = {rollout.top_p} / "
-            f"top_k = {rollout.top_k}: its ratio is to the {engine} engine's log-probs, which are "
-            "of the truncated distribution; set rollout.top_p: 1 and rollout.top_k: 0, or "
-            "use rollout.engine: hf"
-        )
-    correction = resolved_correction(alg, rollout.precision)
-    if correction == "none":
-        return
-    chosen = (
-        "" if alg.off_policy.correction == correction else " (auto, for this rollout.precision)"
-    )
-    raise ConfigError(
-        f"algorithm.off_policy.correction {correction}{chosen} with rollout.top_p = {rollout.top_p} / top_k = {rollout.top_k}: "
-        f"the {engine} engine reports log-probs under the truncated distribution, not the "
-        "trainer's, so the importance weights would be biased; set rollout.top_p: 1 and "
-        "rollout.top_k: 0, use rollout.engine: hf, or set algorithm.off_policy.correction: none"
-    )
 
 
 def _idle_offload(cfg: RecipeConfig, role: Role, strategy: str | None, on_cpu: bool) -> bool:
@@ -232,7 +182,7 @@ def _request(
         strategy, micro_batch = "hf", cfg.critic.micro_batch_size
     elif role.name == ACTOR_INFER:
         strategy = _infer_strategy(rollout_of(cfg).engine, gpus)
-        _check_behaviour_logprobs(cfg, strategy)
+        check_behaviour_logprobs(cfg, strategy)
         check_rollout_precision(cfg, strategy, on_cpu, model)
         if on_cpu:  # the hf engine decodes a worker's share 64 samples at a time
             share = -(-rollout_of(cfg).batch_size // rollout_of(cfg).num_workers)
@@ -313,17 +263,6 @@ def _shared_prefix(cfg: RecipeConfig, role: Role) -> int:
     return cfg.group_samples
 
 
-def _check_partial(cfg: RecipeConfig, engine: str | None) -> None:
-    """Partial rollouts continue paused samples in the hf engine only (`engine: auto` that
-    resolves to vllm included)."""
-    rollout = getattr(cfg, "rollout", None)
-    if rollout is not None and rollout.partial and engine and not ENGINES[engine].partial:
-        raise ConfigError(
-            f"rollout.partial: the {engine} engine cannot continue paused samples here; "
-            "set rollout.engine=hf, or rollout.partial=false"
-        )
-
-
 def recipe_plan_input(
     cfg: RecipeConfig,
     *,
@@ -343,7 +282,7 @@ def recipe_plan_input(
     capacity = _gpu_capacity(cfg, gpu_kind, gpu_mem_gib)
     model = model_spec(cfg.model)
     check_router_replay(cfg, model, _engine(cfg, num_gpus))
-    _check_partial(cfg, _engine(cfg, num_gpus))
+    check_partial(cfg, _engine(cfg, num_gpus))
     lora_params = _lora_params(cfg, model)
     roles = roles_for(cfg)
     _check_devices(cfg, roles)
