@@ -9,7 +9,6 @@ Drawn with matplotlib's object API on the Agg canvas: no pyplot, no global backe
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from rollcli.runs.collapse import first_trips
 from rollcli.runs.log_tail import cross_env_accuracy
+from rollcli.runs.metric_series import Row, rolling_mean, rows_with, series
 from rollcli.tracking.peak import ShownPeak
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-Row = dict[str, Any]
 
 # the phases that make up `time/step_s`, bottom to top of the step-time panel
 STEP_PHASES = (
@@ -42,38 +41,6 @@ MFU_PHASES = (
     ("forward", "ref/old log-probs", "fwd"),
     ("train", "train", "train"),
 )
-
-
-def rows_with(rows: list[Row], key: str) -> list[Row]:
-    """The rows that hold a step and a finite number for `key`."""
-    return [
-        row
-        for row in rows
-        if isinstance(row.get(key), (int, float))
-        and math.isfinite(row[key])
-        and isinstance(row.get("step"), int)
-    ]
-
-
-def series(rows: list[Row], key: str) -> tuple[list[int], list[float]]:
-    """Steps and values of `key` over the rows that hold it."""
-    kept = rows_with(rows, key)
-    return [row["step"] for row in kept], [float(row[key]) for row in kept]
-
-
-def rolling_mean(values: list[float], window: int) -> list[float]:
-    """Trailing mean over up to `window` values.
-
-    >>> rolling_mean([1.0, 3.0, 5.0, 7.0], 2)
-    [1.0, 2.0, 4.0, 6.0]
-    """
-    out, total = [], 0.0
-    for i, value in enumerate(values):
-        total += value
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out
 
 
 @dataclass(frozen=True)
