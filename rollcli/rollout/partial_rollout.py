@@ -19,7 +19,7 @@ timing; the pool is part of a checkpoint (`PartialPool.to_plain`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -27,9 +27,8 @@ import torch
 from rollcli.algorithms.dapo import groups_with_variance
 from rollcli.data.batch_keys import BEHAVIOUR_LOGPROBS, ROUTED_EXPERTS
 from rollcli.data.prompts import Prompt
-from rollcli.distributed.calls import get, submit, unfinished
+from rollcli.distributed.calls import get, unfinished
 from rollcli.rollout.prompt_scheduler import (
-    SEED_STRIDE,
     PhaseFn,
     ProgressFn,
     RolloutScheduler,
@@ -143,8 +142,7 @@ class PartialRollout:
         `train_version - v` stale there)."""
         self.scheduler, self.params, self.opts, self.pool = scheduler, params, opts, pool
         self.train_version, self.max_staleness = train_version, max_staleness
-        self.uid = scheduler._rollouts
-        scheduler._rollouts += 1
+        self.uid = scheduler.next_uid()
         self.requests: list[_Request] = []
         self.rounds = 0
         self.dropped_stale = 0
@@ -191,15 +189,11 @@ class PartialRollout:
                 for s in samples
             ]
             index = len(self.requests)
-            worker = infer.workers[self.scheduler._next_infer % infer.world_size]
-            self.scheduler._next_infer += 1
-            ref = submit(
-                worker,
-                InferenceWorker.generate_request,
-                [g.prompt_ids for g in groups],
-                replace(self.params, seed=self.params.seed + SEED_STRIDE * index),
+            ref = self.scheduler.send(
                 f"{self.scheduler.request_prefix}partial-{self.uid}:{index}",
-                self.scheduler.reward.workers,
+                index,
+                [g.prompt_ids for g in groups],
+                self.params,
                 [sample_fields(g.prompt) for g in groups],
                 work,
                 share,

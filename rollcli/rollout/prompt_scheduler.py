@@ -243,8 +243,7 @@ class RolloutScheduler:
 
     def start(self, params: SamplingParams, opts: SchedulerOptions) -> PendingRollout:
         """Draw the first round of prompts and send its requests; returns at once."""
-        pending = PendingRollout(self, params, opts, uid=self._rollouts)
-        self._rollouts += 1
+        pending = PendingRollout(self, params, opts, uid=self.next_uid())
         first = opts.num_groups
         if opts.dynamic_sampling:
             first = max(first, math.ceil(opts.num_groups * opts.oversample))
@@ -262,23 +261,43 @@ class RolloutScheduler:
         meta = [sample_fields(p) for p in prompts]
         for start in range(0, len(prompts), per_request):
             index = len(pending.requests)
-            infer = self.infer.workers[self._next_infer % self.infer.world_size]
-            self._next_infer += 1
-            params = replace(pending.params, seed=pending.params.seed + SEED_STRIDE * index)
             part = slice(start, start + per_request)
             request_id = f"{self.request_prefix}{pending.uid}:{index}"
-            ref = submit(
-                infer,
-                InferenceWorker.generate_request,
-                ids[part],
-                params,
-                request_id,
-                self.reward.workers,
-                meta[part],
-            )
+            ref = self.send(request_id, index, ids[part], pending.params, meta[part])
             pending.requests.append(
                 _Request(index, prompts[part], ids[part], self.version, ref, request_id)
             )
+
+    def next_uid(self) -> int:
+        """A new rollout's number (its requests' ids start with it)."""
+        self._rollouts += 1
+        return self._rollouts - 1
+
+    def send(
+        self,
+        request_id: str,
+        index: int,
+        prompt_ids: list[list[int]],
+        params: SamplingParams,
+        meta: list[dict[str, Any]],
+        *pool: Any,
+    ) -> Any:
+        """One generation request to the next actor_infer rank in turn, sampled with the
+        rollout's seed moved by its `index`, each sample scored as it ends; `pool`: a
+        partial request's samples and stop (`generate_request`'s `pool`, `until_groups`)."""
+        infer = self.infer.workers[self._next_infer % self.infer.world_size]
+        self._next_infer += 1
+        params = replace(params, seed=params.seed + SEED_STRIDE * index)
+        return submit(
+            infer,
+            InferenceWorker.generate_request,
+            prompt_ids,
+            params,
+            request_id,
+            self.reward.workers,
+            meta,
+            *pool,
+        )
 
 
 def fetch_scores(refs: list[Any]) -> list[Any]:
