@@ -35,7 +35,8 @@ def eval_cmd(
         "--model",
         "-m",
         help="Registry name, HF folder, run id (its newest checkpoint) or, for environments, "
-        "'random' (the random-action baseline).",
+        "'random' (the random-action baseline) or 'expert' (the env's solver, as a warm-up's "
+        "demonstrations play).",
     ),
     compare: str = typer.Option(
         None,
@@ -82,6 +83,7 @@ def eval_cmd(
     Per-item outcomes with --json, a paired comparison (exact McNemar) with --compare."""
     from rollcli.cli.eval_target import resolve_eval_target
     from rollcli.config.errors import ConfigError
+    from rollcli.evaluation.agentic_eval import SCRIPTED
 
     with user_errors(debug):
         if n is not None and n < 1:
@@ -97,8 +99,8 @@ def eval_cmd(
         else:
             if k != 1:
                 raise ConfigError("--k applies to rlvr recipes; an episode is played once")
-            if temperature is not None and all(m == "random" for m in models):
-                raise ConfigError("--temperature applies to a model; 'random' has none")
+            if temperature is not None and all(m in SCRIPTED for m in models):
+                raise ConfigError(f"--temperature applies to a model; {model!r} has none")
             payload, texts = _eval_env(cfg, source, models, n, seed, temperature or 0.0, runs_dir)
     if as_json:
         typer.echo(json.dumps(payload, indent=2))

@@ -1,6 +1,6 @@
 """What `roll eval` evaluates and with which model: an env name, an agentic recipe or an
 RLVR recipe, and a model that is a registry name, a folder, a run id (its newest
-checkpoint) or `random` (environments only)."""
+checkpoint), or `random` or `expert` (environments only: the baselines without a model)."""
 
 from __future__ import annotations
 
@@ -38,15 +38,17 @@ def resolve_eval_target(target: str, overrides: list[str]) -> tuple[RecipeConfig
 def resolve_eval_model(
     model: str, runs_dir: Path, recipe_model: str, playing_envs: bool = True
 ) -> tuple[str | None, str | None]:
-    """`(model_path, tokenizer_path)`: for `random` no model, and the recipe model's
-    tokenizer (prompts are built the same way); a run id gives its newest checkpoint."""
+    """`(model_path, tokenizer_path)`: for `random` and `expert` no model, and the recipe
+    model's tokenizer (prompts are built the same way); a run id gives its newest
+    checkpoint."""
+    from rollcli.evaluation.agentic_eval import SCRIPTED
     from rollcli.models.loading import resolve_model
 
-    if model == "random":
+    if model in SCRIPTED:
         if not playing_envs:
             raise ConfigError(
-                "--model random is the environments' random-action baseline; an rlvr recipe "
-                "needs a model (registry name, folder or run id)"
+                f"--model {model} is an environments' baseline without a model; an rlvr "
+                "recipe needs a model (registry name, folder or run id)"
             )
         return None, str(resolve_model(recipe_model))
     from rollcli.runs.checkpoint import run_checkpoint

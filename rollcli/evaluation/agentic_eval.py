@@ -1,4 +1,5 @@
-"""`roll eval`: play episodes of an environment with a model (or the random baseline) and
+"""`roll eval`: play episodes of an environment with a model (or the random or expert
+baseline) and
 report success with a Wilson interval, action quality and length, and one transcript.
 
 It plays with the agentic pipeline's own scheduler, prompts, parsing and env workers
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollcli.config.agentic_section import AgenticConfig
+from rollcli.config.errors import ConfigError
 from rollcli.evaluation.stats import wilson_interval
 from rollcli.rollout.agentic_setup import (
     agent_programs,
@@ -27,6 +29,8 @@ from rollcli.rollout.episode_metrics import episode_metrics
 from rollcli.rollout.episode_scheduler import (
     ModelPolicy,
     ScriptedPolicy,
+    expert_policy,
+    has_expert,
     play_episodes,
     random_policy,
 )
@@ -34,6 +38,8 @@ from rollcli.strategies.sampling import SamplingParams
 from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 RANDOM = "random"
+EXPERT = "expert"
+SCRIPTED = (RANDOM, EXPERT)  # baselines without a model: `--model random|expert`
 
 
 @dataclass
@@ -107,29 +113,39 @@ def evaluate(
     on_progress: Any = None,
 ) -> EvalResult:
     """`n` validation-split episodes (seeds `seed, seed + 1, ...`) with `model`: a model
-    folder (`model_path`), or `"random"` (a uniformly random legal action each turn).
+    folder (`model_path`), `"random"` (a uniformly random legal action each turn) or
+    `"expert"` (the env's own solver, as the warm-up's demonstrations play).
 
     The recipe's `no_effect_penalty` is left out (its note stays), so the mean reward is the
     env's own: WebShop's purchase reward. With the random baseline there is no model, and
     prompts are built with `tokenizer_path`'s chat template only to keep the episode
-    bookkeeping identical.
+    bookkeeping identical; so with the expert.
     """
     from rollcli.strategies.hf_model import load_tokenizer
 
-    if agentic.agent is not None and model == RANDOM:
+    if agentic.agent is not None and model in SCRIPTED:
         raise ValueError(
             "an agent program's episodes need a model to talk to: evaluate a model or run "
-            "(--model random plays the built-in envs)"
+            f"(--model {model} plays the built-in envs)"
         )
     kwargs = env_kwargs(agentic, validation=True)
     kwargs.pop("no_effect_penalty", None)  # a training term: report the env's own reward
     hosts = [EnvWorker(EnvArgs(agentic.env, kwargs))]
-    if model == RANDOM:
-        policy: ModelPolicy | ScriptedPolicy = random_policy(seed, agentic.reply_prefix)
+    if model == EXPERT and not has_expert(hosts[0].probe):
+        raise ConfigError(
+            f"--model expert: environment {agentic.env!r} has no expert (expert_action or "
+            "expert_reply); evaluate a model or --model random"
+        )
+    if model in SCRIPTED:
+        policy: ModelPolicy | ScriptedPolicy = (
+            random_policy(seed, agentic.reply_prefix)
+            if model == RANDOM
+            else expert_policy(hosts, agentic.reply_prefix)
+        )
         chat_template = tokenizer_path or model_path
         if chat_template is None:
             raise ValueError(
-                "the random baseline builds its prompts with a tokenizer: pass tokenizer_path"
+                f"the {model} baseline builds its prompts with a tokenizer: pass tokenizer_path"
             )
         tokenizer = load_tokenizer(chat_template)
     else:

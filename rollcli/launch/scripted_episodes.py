@@ -37,8 +37,8 @@ from rollcli.config.warmup_section import POLICIES
 from rollcli.rollout.agentic_setup import env_kwargs, host_turn_format, limits
 from rollcli.rollout.episode import Episode, EpisodeSpec
 from rollcli.rollout.episode_scheduler import (
-    ScriptedPolicy,
-    answer_reply,
+    expert_policy,
+    has_expert,
     play_episodes,
     random_policy,
 )
@@ -46,26 +46,6 @@ from rollcli.workers.env_worker import EnvArgs, EnvWorker
 
 if TYPE_CHECKING:
     from rollcli.config.recipe import AgenticRecipe
-
-
-def has_expert(env: Any) -> bool:
-    """Whether `env` has a solver: `expert_reply()` (the whole reply) or `expert_action()`
-    (a move, written in answer tags)."""
-    return hasattr(env, "expert_reply") or hasattr(env, "expert_action")
-
-
-def expert_policy(hosts: list[EnvWorker], reply_prefix: str = "") -> ScriptedPolicy:
-    """Each turn the expert reply of the episode's own env, read from plain `EnvWorker`
-    hosts (an episode's env sits in its host's slot `spec.index`): `env.expert_reply()`
-    where the env writes whole replies, else `env.expert_action()` in answer tags."""
-
-    def reply(ep: Episode) -> str:
-        env = next(h.envs[ep.spec.index] for h in hosts if ep.spec.index in h.envs)
-        if hasattr(env, "expert_reply"):
-            return str(env.expert_reply())
-        return answer_reply(env.expert_action())
-
-    return ScriptedPolicy(reply, reply_prefix)
 
 
 def scripted_episodes(

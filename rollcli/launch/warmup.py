@@ -116,8 +116,8 @@ def check_warmup(cfg: AgenticRecipe) -> None:
     if warmup.policy != "expert":
         return
     from rollcli.envs.registry import build_env
-    from rollcli.launch.scripted_episodes import has_expert
     from rollcli.rollout.agentic_setup import env_kwargs
+    from rollcli.rollout.episode_scheduler import has_expert
 
     try:
         env = build_env(cfg.agentic.env, env_kwargs(cfg.agentic))

@@ -151,6 +151,26 @@ def answer_reply(move: str) -> str:
     return f"<answer>{move}</answer>"
 
 
+def has_expert(env: Any) -> bool:
+    """Whether `env` has a solver: `expert_reply()` (the whole reply) or `expert_action()`
+    (a move, written in answer tags)."""
+    return hasattr(env, "expert_reply") or hasattr(env, "expert_action")
+
+
+def expert_policy(hosts: list[Any], reply_prefix: str = "") -> ScriptedPolicy:
+    """Each turn the expert reply of the episode's own env, read from plain `EnvWorker`
+    hosts (an episode's env sits in its host's slot `spec.index`): `env.expert_reply()`
+    where the env writes whole replies, else `env.expert_action()` in answer tags."""
+
+    def reply(ep: Episode) -> str:
+        env = next(h.envs[ep.spec.index] for h in hosts if ep.spec.index in h.envs)
+        if hasattr(env, "expert_reply"):
+            return str(env.expert_reply())
+        return answer_reply(env.expert_action())
+
+    return ScriptedPolicy(reply, reply_prefix)
+
+
 def random_policy(seed: int = 0, reply_prefix: str = "") -> ScriptedPolicy:
     """The baseline: a uniformly random legal action each turn."""
     rng = random.Random(seed)

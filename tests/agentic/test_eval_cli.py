@@ -37,6 +37,34 @@ def test_random_baseline_on_frozenlake() -> None:
     assert out == _eval("frozenlake", "--model", "random", "--n", "12", "--seed", "5")
 
 
+def test_expert_baseline_walks_the_shortest_way_on_firm_ice() -> None:
+    """`--model expert` plays the env's solver: on firm ice it reaches every goal, each in
+    exactly the shortest safe walk's number of moves, and it is repeatable."""
+    from rollcli.envs.frozenlake import goal_distances
+    from rollcli.envs.registry import build_env
+    from rollcli.rollout.agentic_setup import env_kwargs
+
+    out = _eval("frozenlake", "--model", "expert", "--n", "10", "--seed", "7")
+    assert out["success_rate"] == 1.0 and out["valid_action_rate"] == 1.0
+    cfg, _ = resolve_eval_target("frozenlake", [])
+    env = build_env("frozenlake", env_kwargs(cfg.agentic, validation=True))
+    shortest = []
+    for seed in range(7, 17):
+        env.reset(seed=seed)
+        start = "".join(env.desc).index("S")
+        shortest.append(goal_distances(list(env.desc))[divmod(start, 4)])
+    assert [row["steps"] for row in out["outcomes"]] == shortest
+    assert out == _eval("frozenlake", "--model", "expert", "--n", "10", "--seed", "7")
+
+
+def test_expert_baseline_needs_an_env_with_an_expert_and_an_env_recipe() -> None:
+    result = runner.invoke(app, ["eval", "rlvr-math", "--model", "expert"])
+    assert result.exit_code == 2
+    assert "an rlvr recipe needs a model" in flat(result.stderr)
+    result = runner.invoke(app, ["eval", "frozenlake", "--model", "expert", "--temperature", "1"])
+    assert result.exit_code == 2 and "--temperature applies to a model" in flat(result.stderr)
+
+
 def test_random_baseline_on_webshop_reports_reward() -> None:
     out = _eval("webshop", "--model", "random", "--n", "3", "agentic.env_kwargs.num_products=200")
     assert out["env"] == "webshop" and 0.0 <= out["mean_reward"] <= 1.0
