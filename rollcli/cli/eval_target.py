@@ -47,7 +47,7 @@ def resolve_eval_model(
     if model in SCRIPTED:
         if not playing_envs:
             raise ConfigError(
-                f"--model {model} is an environments' baseline without a model; an rlvr "
+                f"--model {model} is a baseline for environments, with no model; an rlvr "
                 "recipe needs a model (registry name, folder or run id)"
             )
         return None, str(resolve_model(recipe_model))

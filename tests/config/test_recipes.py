@@ -42,8 +42,12 @@ def test_recipe_found_by_alias_and_unique_prefix() -> None:
     assert find_recipe("tool-math")[0] == "agentic-tool-math"  # the name itself, not a prefix
     assert find_recipe("agentic-tool-math")[0] == "agentic-tool-math"
     assert find_recipe("agentic-tool-math-a")[0] == "agentic-tool-math-agent"
+    # a name that is also the prefix of another is that recipe, not an ambiguity
+    assert find_recipe("agentic-frozenlake")[0] == "agentic-frozenlake"
     with pytest.raises(
-        ConfigError, match="ambiguous: it matches agentic-frozenlake, agentic-sokoban"
+        ConfigError,
+        match="ambiguous: it matches agentic-frozenlake, agentic-frozenlake-slippery, "
+        "agentic-sokoban",
     ):
         find_recipe("agentic")
     with pytest.raises(ConfigError, match="did you mean 'rlvr-math'"):

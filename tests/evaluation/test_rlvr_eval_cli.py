@@ -91,7 +91,8 @@ def test_eval_set_is_training_validation_set() -> None:
 
 def test_bad_flags_are_one_line_errors() -> None:
     cases = [
-        (["--model", "random"], "environments' random-action baseline"),
+        (["--model", "random"], "a baseline for environments, with no model"),
+        (["--model", "expert"], "an rlvr recipe needs a model"),
         (["--temperature", "0.5"], "--temperature applies to the --k samples"),
         (["--k", "0"], "--k 0"),
         (["--n", "300", "data.task_args.min_digits=1", "data.task_args.max_digits=1"], "only 200"),

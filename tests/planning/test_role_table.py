@@ -35,6 +35,7 @@ MATRIX = {
     ("agentic-frozenlake", ("algorithm.kl_coef=0.01",)): [
         "actor_train", "actor_infer", "reference", "env", "env_val",
     ],
+    ("agentic-frozenlake-slippery", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("agentic-sokoban", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("agentic-tool-math", ()): ["actor_train", "actor_infer", "env", "env_val"],
     ("agentic-tool-math-agent", ()): ["actor_train", "actor_infer", "env", "env_val"],
